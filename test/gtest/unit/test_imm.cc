@@ -1,0 +1,129 @@
+/*
+ * Unit tests of the immediate encoding (src/uct/ib/rvt/common/imm.h):
+ * the layout is a wire contract between agents, so it is pinned by known
+ * values, and every field is round-tripped at its limits.
+ */
+#include "uct/ib/rvt/common/imm.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+
+namespace imm = rvt::imm;
+
+TEST(imm, layout_is_pinned_by_known_values)
+{
+    /* client 1, kind am (1), am id 2: 1<<23 | 1<<20 | 2<<14 */
+    EXPECT_EQ(imm::encode_am(1, 2), 0x00908000u);
+    /* highest client, kind write (2), source client 3: 3<<11 */
+    EXPECT_EQ(imm::encode_write(511, 3), 0xffa01800u);
+    /* control keepalive: kind 3, opcode 1 at bit 12 */
+    EXPECT_EQ(imm::encode_control(imm::control_op::keepalive), 0x00301000u);
+}
+
+TEST(imm, am_round_trips_at_every_limit)
+{
+    for (uint32_t client : {0u, 1u, imm::max_clients / 2, imm::max_clients - 1}) {
+        for (uint32_t id : {0u, 1u, imm::max_am_ids - 1}) {
+            auto v = imm::encode_am(client, id);
+            ASSERT_TRUE(v.has_value()) << client << " " << id;
+            auto d = imm::decode(*v);
+            ASSERT_TRUE(d.has_value()) << std::hex << *v;
+            EXPECT_EQ(d->what, imm::kind::am);
+            EXPECT_EQ(d->dst_client, client);
+            EXPECT_EQ(d->am_id, id);
+        }
+    }
+}
+
+TEST(imm, write_round_trips_every_source_and_destination)
+{
+    for (uint32_t dst = 0; dst < imm::max_clients; ++dst) {
+        uint32_t src = imm::max_clients - 1 - dst;
+        auto v       = imm::encode_write(dst, src);
+        ASSERT_TRUE(v.has_value());
+        auto d = imm::decode(*v);
+        ASSERT_TRUE(d.has_value()) << std::hex << *v;
+        EXPECT_EQ(d->what, imm::kind::write);
+        EXPECT_EQ(d->dst_client, dst);
+        EXPECT_EQ(d->src_client, src);
+    }
+}
+
+TEST(imm, control_round_trips)
+{
+    auto v = imm::encode_control(imm::control_op::keepalive);
+    ASSERT_TRUE(v.has_value());
+    auto d = imm::decode(*v);
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->what, imm::kind::control);
+    EXPECT_EQ(d->op, imm::control_op::keepalive);
+}
+
+TEST(imm, encoders_refuse_values_that_do_not_fit)
+{
+    EXPECT_FALSE(imm::encode_am(imm::max_clients, 0).has_value());
+    EXPECT_FALSE(imm::encode_am(0, imm::max_am_ids).has_value());
+    EXPECT_FALSE(imm::encode_write(imm::max_clients, 0).has_value());
+    EXPECT_FALSE(imm::encode_write(0, imm::max_clients).has_value());
+    EXPECT_FALSE(imm::encode_control(static_cast<imm::control_op>(0)));
+    EXPECT_FALSE(imm::encode_control(
+            static_cast<imm::control_op>(imm::control_op_limit)));
+}
+
+TEST(imm, decode_rejects_zero_unknown_kinds_and_reserved_bits)
+{
+    EXPECT_FALSE(imm::decode(0).has_value()) << "all-zero immediate";
+
+    for (uint32_t k = imm::kind_limit; k < (1u << imm::kind_bits); ++k) {
+        EXPECT_FALSE(imm::decode(k << imm::kind_shift).has_value())
+                << "unknown kind " << k;
+    }
+
+    const uint32_t am = *imm::encode_am(5, 7);
+    for (unsigned bit = 0; bit < imm::am_id_shift; ++bit) {
+        EXPECT_FALSE(imm::decode(am | (1u << bit)).has_value())
+                << "am reserved bit " << bit;
+    }
+
+    const uint32_t wr = *imm::encode_write(5, 7);
+    for (unsigned bit = 0; bit < imm::src_client_shift; ++bit) {
+        EXPECT_FALSE(imm::decode(wr | (1u << bit)).has_value())
+                << "write reserved bit " << bit;
+    }
+
+    const uint32_t ctl = *imm::encode_control(imm::control_op::keepalive);
+    EXPECT_FALSE(imm::decode(ctl | (1u << imm::client_shift)).has_value())
+            << "control with a client index";
+    EXPECT_FALSE(imm::decode(ctl | 1u).has_value()) << "control reserved bit";
+    EXPECT_FALSE(imm::decode(3u << imm::kind_shift).has_value())
+            << "control opcode 0";
+}
+
+TEST(imm, distinct_inputs_give_distinct_immediates)
+{
+    std::set<uint32_t> seen;
+    size_t count = 0;
+    for (uint32_t client = 0; client < imm::max_clients; client += 7) {
+        for (uint32_t id = 0; id < imm::max_am_ids; ++id, ++count) {
+            seen.insert(*imm::encode_am(client, id));
+        }
+        for (uint32_t src = 0; src < imm::max_clients; src += 13, ++count) {
+            seen.insert(*imm::encode_write(client, src));
+        }
+    }
+    EXPECT_EQ(seen.size(), count);
+}
+
+TEST(imm, wire_order_is_big_endian)
+{
+    const uint32_t host = 0x00908000u;
+    const uint32_t wire = imm::to_wire(host);
+    const auto *bytes   = reinterpret_cast<const uint8_t *>(&wire);
+    EXPECT_EQ(bytes[0], 0x00);
+    EXPECT_EQ(bytes[1], 0x90);
+    EXPECT_EQ(bytes[2], 0x80);
+    EXPECT_EQ(bytes[3], 0x00);
+    EXPECT_EQ(imm::from_wire(wire), host);
+}
