@@ -1,0 +1,225 @@
+# rvt_ucx.m4: the installed UCX, and the UCX source tree it was built from.
+#
+# RVT_CHECK_UCX
+#   A UCT transport built outside UCX's tree needs two things:
+#   - the installed UCX (--with-ucx=PREFIX, default /usr): public headers,
+#     libuct/libucs to link against, and the module directory to install in;
+#   - UCX's internal headers (uct/base/uct_iface.h, ...), which distributions
+#     do not install, from a source tree of the SAME version configured with
+#     the SAME flags (--with-ucx-src=DIR, default: the tree that
+#     contrib/setup-deps.sh prepares).  Struct layouts such as
+#     uct_base_iface_t depend on both, and a mismatch is silent memory
+#     corruption at run time, so every mismatch we can see stops configure.
+#
+#   AC_SUBSTs:
+#     UCX_PREFIX, UCX_VERSION        the installed UCX (X.Y.Z)
+#     UCX_CPPFLAGS, UCX_LIBS         its public headers and libuct/libucs
+#     ucxmoduledir                   its module directory (<libdir>/ucx)
+#     UCX_SRC, UCX_SRC_VERSION       the source tree
+#     UCX_INTERNAL_CPPFLAGS          internal headers + the tree's config.h
+#
+# Why UCX_INTERNAL_CPPFLAGS forces UCX's config.h in with -include: the
+# internal headers change layout with its ENABLE_* / HAVE_* macros but do
+# not all include config.h themselves.  That config.h also defines PACKAGE,
+# VERSION and PACKAGE_*, so rvt's own config header is named rvt_config.h
+# and must never be included in a translation unit that uses
+# UCX_INTERNAL_CPPFLAGS; and no file named config.h may exist in rvt's tree
+# (UCX headers `#include "config.h"` when HAVE_CONFIG_H is set).
+#
+# Why -isystem rather than -I: UCX's headers are not -Wpedantic clean
+# (flexible array members, non-void pointers to %p).  -isystem silences
+# warnings inside them, not in rvt's code.
+
+# The internal headers a transport includes, as C++ sees them.  configure's
+# test programs start with confdefs.h, whose PACKAGE_* (rvt's) would clash
+# with UCX's config.h if it were forced in first with -include, as the real
+# build does; so here config.h comes after them, replacing them.
+# $1 is a double quote; AC_COMPUTE_INT passes its prologue through a
+# double-quoted shell string, where it must be ${rvt_dq} (set to ").
+m4_define([_RVT_UCX_INTERNAL_PROLOGUE], [[
+#undef PACKAGE_BUGREPORT
+#undef PACKAGE_NAME
+#undef PACKAGE_STRING
+#undef PACKAGE_TARNAME
+#undef PACKAGE_URL
+#undef PACKAGE_VERSION
+#include <config.h>
+extern $1C$1 {
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <uct/base/uct_component.h>
+#include <ucs/sys/compiler_def.h>
+}
+]])
+
+AC_DEFUN([RVT_CHECK_UCX], [
+AC_REQUIRE([AC_PROG_CC])
+AC_REQUIRE([AC_PROG_CXX])
+
+# ---- the installed UCX -------------------------------------------------
+AC_ARG_WITH([ucx],
+    [AS_HELP_STRING([--with-ucx=PREFIX],
+        [installed UCX to build against (default: /usr)])],
+    [], [with_ucx=/usr])
+AS_CASE([$with_ucx],
+    [yes|""], [with_ucx=/usr],
+    [no], [AC_MSG_ERROR([rvt is a UCX transport: it cannot be built without UCX])])
+UCX_PREFIX=$with_ucx
+
+# /usr/include is searched anyway; naming it with -I would reorder it.
+AS_IF([test "$UCX_PREFIX" = /usr], [UCX_CPPFLAGS=""],
+    [UCX_CPPFLAGS="-I$UCX_PREFIX/include"])
+
+# libuct's directory gives both the link path and the module directory.
+AC_MSG_CHECKING([for the directory of libuct.so under $UCX_PREFIX])
+rvt_multiarch=`$CC -print-multiarch 2>/dev/null`
+ucx_libdir=""
+for rvt_dir in ${rvt_multiarch:+"$UCX_PREFIX/lib/$rvt_multiarch"} \
+               "$UCX_PREFIX/lib64" "$UCX_PREFIX/lib"; do
+    AS_IF([test -e "$rvt_dir/libuct.so"], [ucx_libdir=$rvt_dir; break])
+done
+AS_IF([test -z "$ucx_libdir"],
+    [AC_MSG_RESULT([not found])
+     AC_MSG_ERROR([no libuct.so under $UCX_PREFIX/lib*; install libucx-dev (contrib/setup-deps.sh) or pass --with-ucx=PREFIX])])
+AC_MSG_RESULT([$ucx_libdir])
+UCX_LIBS="-L$ucx_libdir -luct -lucs"
+
+rvt_save_CPPFLAGS=$CPPFLAGS
+rvt_save_LIBS=$LIBS
+CPPFLAGS="$UCX_CPPFLAGS $CPPFLAGS"
+AC_CHECK_HEADERS([uct/api/uct.h ucs/type/status.h], [],
+    [AC_MSG_ERROR([UCX header $ac_header not found under $UCX_PREFIX/include; install libucx-dev (contrib/setup-deps.sh)])])
+LIBS="$UCX_LIBS $LIBS"
+AC_MSG_CHECKING([whether libuct and libucs link])
+AC_LINK_IFELSE(
+    [AC_LANG_PROGRAM([[#include <uct/api/uct.h>]],
+        [[uct_component_h *c; unsigned n;
+          return uct_query_components(&c, &n) != UCS_OK ||
+                 ucs_status_string(UCS_OK) == 0;]])],
+    [AC_MSG_RESULT([yes])],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([cannot link with $UCX_LIBS; see config.log])])
+CPPFLAGS=$rvt_save_CPPFLAGS
+LIBS=$rvt_save_LIBS
+
+# "major.minor.patch" from the UCT_VERNO_* defines of the public header.
+# (@<:@ and @:>@ are autoconf's spelling of literal square brackets.)
+AC_MSG_CHECKING([for the installed UCX version])
+UCX_VERSION=`sed -n \
+    -e 's/^#define UCT_VERNO_MAJOR  *\(@<:@0-9@:>@*\).*/\1./p' \
+    -e 's/^#define UCT_VERNO_MINOR  *\(@<:@0-9@:>@*\).*/\1./p' \
+    -e 's/^#define UCT_VERNO_PATCH  *\(@<:@0-9@:>@*\).*/\1/p' \
+    "$UCX_PREFIX/include/uct/api/version.h" 2>/dev/null | tr -d '\n'`
+AS_CASE([$UCX_VERSION],
+    [@<:@0-9@:>@*.@<:@0-9@:>@*.@<:@0-9@:>@*], [],
+    [AC_MSG_ERROR([cannot read UCT_VERNO_* from $UCX_PREFIX/include/uct/api/version.h])])
+AC_MSG_RESULT([$UCX_VERSION])
+
+AC_ARG_WITH([ucx-moduledir],
+    [AS_HELP_STRING([--with-ucx-moduledir=DIR],
+        [where to install the rvt UCX module (default: <UCX libdir>/ucx)])],
+    [ucxmoduledir=$withval], [ucxmoduledir=$ucx_libdir/ucx])
+AS_IF([test ! -d "$ucxmoduledir"],
+    [AC_MSG_WARN([UCX module directory $ucxmoduledir does not exist])])
+
+# ---- the matching UCX source tree --------------------------------------
+# Default: where contrib/setup-deps.sh puts it (same rule, same variables).
+rvt_ucx_deb_ver=`dpkg-query -W -f='${Version}\n' libucx0 2>/dev/null | head -n 1`
+AS_IF([test -n "$rvt_ucx_deb_ver"],
+    [rvt_cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
+     rvt_default_ucx_src="$rvt_cache/ucx-src-$rvt_ucx_deb_ver"],
+    [rvt_default_ucx_src=""])
+AC_ARG_WITH([ucx-src],
+    [AS_HELP_STRING([--with-ucx-src=DIR],
+        [configured UCX source tree of the installed UCX's version, for its
+         internal headers (required; default: the tree contrib/setup-deps.sh
+         prepares, $RVT_CACHE/ucx-src-<libucx0 version>)])],
+    [], [with_ucx_src=$rvt_default_ucx_src])
+AS_CASE([$with_ucx_src],
+    [no], [AC_MSG_ERROR([the UCX source tree is required (UCX does not install the internal headers a transport needs)])],
+    [yes|""], [AS_IF([test -n "$rvt_default_ucx_src"],
+                  [with_ucx_src=$rvt_default_ucx_src],
+                  [AC_MSG_ERROR([no default UCX source tree (libucx0 is not a Debian package here); pass --with-ucx-src=DIR])])])
+
+AC_MSG_CHECKING([for the UCX source tree])
+AS_IF([test ! -d "$with_ucx_src"],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([UCX source tree $with_ucx_src does not exist; run contrib/setup-deps.sh or pass --with-ucx-src=DIR])])
+UCX_SRC=`cd "$with_ucx_src" && pwd`
+AS_IF([test ! -f "$UCX_SRC/configure.ac"],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([$UCX_SRC is not a UCX source tree (no configure.ac); run contrib/setup-deps.sh or pass --with-ucx-src=DIR])])
+AS_IF([test ! -f "$UCX_SRC/config.h"],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([UCX source tree $UCX_SRC is not configured (no config.h); run contrib/setup-deps.sh, which configures it with the flags of the installed UCX])])
+AC_MSG_RESULT([$UCX_SRC])
+
+# The tree's version is what its configure.ac says:
+#   d@&t@efine(\@<:@ucx_ver_major\@:>@, 1)  # Major version...
+AC_MSG_CHECKING([for the UCX source tree version])
+UCX_SRC_VERSION=`sed -n \
+    -e 's/^d@&t@efine(\@<:@ucx_ver_major\@:>@, *\(@<:@0-9@:>@*\)).*/\1./p' \
+    -e 's/^d@&t@efine(\@<:@ucx_ver_minor\@:>@, *\(@<:@0-9@:>@*\)).*/\1./p' \
+    -e 's/^d@&t@efine(\@<:@ucx_ver_patch\@:>@, *\(@<:@0-9@:>@*\)).*/\1/p' \
+    "$UCX_SRC/configure.ac" | tr -d '\n'`
+AC_MSG_RESULT([${UCX_SRC_VERSION:-unknown}])
+AS_IF([test "x$UCX_SRC_VERSION" != "x$UCX_VERSION"],
+    [AC_MSG_ERROR([UCX source tree $UCX_SRC is version ${UCX_SRC_VERSION:-unknown} but the installed UCX ($UCX_PREFIX) is $UCX_VERSION; run contrib/setup-deps.sh or pass --with-ucx-src=DIR of version $UCX_VERSION])])
+
+# The internal headers a transport includes, and one generated header.
+for rvt_hdr in src/uct/base/uct_iface.h src/uct/base/uct_md.h \
+               src/uct/base/uct_component.h src/ucs/sys/compiler_def.h \
+               src/uct/api/version.h; do
+    AS_IF([test ! -f "$UCX_SRC/$rvt_hdr"],
+        [AC_MSG_ERROR([UCX source tree $UCX_SRC lacks $rvt_hdr; run contrib/setup-deps.sh or pass a complete, configured --with-ucx-src=DIR])])
+done
+
+UCX_INTERNAL_CPPFLAGS="-isystem $UCX_SRC/src -isystem $UCX_SRC -include $UCX_SRC/config.h"
+
+# Prove the internal headers compile as C++20 with rvt's warning flags
+# (and -Werror when enabled), and that their layout looks sane.
+AC_LANG_PUSH([C++])
+rvt_save_CPPFLAGS=$CPPFLAGS
+rvt_save_CXXFLAGS=$CXXFLAGS
+rvt_save_LIBS=$LIBS
+CPPFLAGS="-isystem $UCX_SRC/src -isystem $UCX_SRC $UCX_CPPFLAGS $CPPFLAGS"
+AC_MSG_CHECKING([whether UCX internal headers compile as C++20])
+CXXFLAGS="$CXXFLAGS $RVT_CXXFLAGS"
+AC_COMPILE_IFELSE([AC_LANG_PROGRAM([_RVT_UCX_INTERNAL_PROLOGUE(["])], [])],
+    [AC_MSG_RESULT([yes])],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([UCX internal headers from $UCX_SRC do not compile with $CXX $CXXFLAGS $CPPFLAGS; see config.log])])
+CXXFLAGS=$rvt_save_CXXFLAGS
+
+# Not cached: a different tree must be measured again.  1.13.1: 1280.
+AC_MSG_CHECKING([for sizeof(uct_base_iface_t)])
+rvt_dq='"'
+AC_COMPUTE_INT([rvt_base_iface_size], [sizeof(uct_base_iface_t)],
+    [_RVT_UCX_INTERNAL_PROLOGUE([${rvt_dq}])], [rvt_base_iface_size=0])
+AC_MSG_RESULT([$rvt_base_iface_size])
+AS_IF([test "$rvt_base_iface_size" -lt 256 || test "$rvt_base_iface_size" -gt 65536],
+    [AC_MSG_ERROR([sizeof(uct_base_iface_t) is $rvt_base_iface_size with $UCX_SRC/config.h; that is not a plausible UCX build])])
+
+# The symbols a transport takes from libuct's internals must be exported.
+AC_MSG_CHECKING([whether libuct exports the base iface class])
+LIBS="$UCX_LIBS $LIBS"
+AC_LINK_IFELSE(
+    [AC_LANG_PROGRAM([_RVT_UCX_INTERNAL_PROLOGUE(["])],
+        [[return &uct_base_iface_t_class == 0 ||
+                 reinterpret_cast<void *>(&uct_base_iface_query) == 0;]])],
+    [AC_MSG_RESULT([yes])],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([cannot link UCX internal symbols (uct_base_iface_t_class) with $UCX_LIBS; see config.log])])
+CPPFLAGS=$rvt_save_CPPFLAGS
+LIBS=$rvt_save_LIBS
+AC_LANG_POP([C++])
+
+AC_SUBST([UCX_PREFIX])
+AC_SUBST([UCX_VERSION])
+AC_SUBST([UCX_CPPFLAGS])
+AC_SUBST([UCX_LIBS])
+AC_SUBST([ucxmoduledir])
+AC_SUBST([UCX_SRC])
+AC_SUBST([UCX_SRC_VERSION])
+AC_SUBST([UCX_INTERNAL_CPPFLAGS])
+])
