@@ -1,0 +1,96 @@
+#!/bin/sh
+#
+# configure must refuse a UCX source tree that does not match the installed
+# UCX: internal headers of another version or configuration compile fine and
+# corrupt memory at run time.  This re-runs configure (VPATH, in a scratch
+# dir) against fake trees and checks that it fails, and why.
+#
+# Run by `make check`, which sets abs_top_srcdir, abs_top_builddir, UCX_SRC
+# (the tree this build uses) and UCX_VERSION (the installed UCX).
+#
+set -u
+: "${abs_top_srcdir:?run from make check}" "${abs_top_builddir:?}"
+: "${UCX_SRC:?}" "${UCX_VERSION:?}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rvt-check-ucx-src.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+
+# The arguments this build was configured with (CXX=..., --with-ucx=...),
+# shell-quoted, so the scratch runs look at the same system; ours come last
+# and win.
+config_args=$("$abs_top_builddir/config.status" --config) || exit 99
+
+# run_configure TREE: exit status of configure, its output in $tmp/out.
+run_configure() {
+    rm -rf "$tmp/build" && mkdir "$tmp/build" &&
+        (cd "$tmp/build" &&
+            eval "\"\$abs_top_srcdir/configure\" $config_args" \
+                '--with-ucx-src="$1" --disable-gtest') >"$tmp/out" 2>&1
+}
+
+# expect_failure NAME TREE TEXT...: configure fails and its error line
+# contains every TEXT.
+expect_failure() {
+    name=$1 tree=$2
+    shift 2
+    if run_configure "$tree"; then
+        echo "FAIL: $name: configure accepted $tree"
+        failed=1
+        return
+    fi
+    error=$(grep 'configure: error:' "$tmp/out" | tail -n 1)
+    for text in "$@"; do
+        case $error in
+        *"$text"*) ;;
+        *)
+            echo "FAIL: $name: error does not say '$text': ${error:-(none)}"
+            failed=1
+            return
+            ;;
+        esac
+    done
+    echo "PASS: $name: $error"
+}
+
+# (a) a tree claiming the next minor version: same headers and config.h,
+# only configure.ac's version differs.
+major=${UCX_VERSION%%.*}
+minor=${UCX_VERSION#*.}
+minor=${minor%%.*}
+fake_version=$major.$((minor + 1)).0
+mkdir "$tmp/newer"
+sed -e "s/^\(define(\[ucx_ver_minor\], *\)[0-9]*/\1$((minor + 1))/" \
+    -e "s/^\(define(\[ucx_ver_patch\], *\)[0-9]*/\10/" \
+    "$UCX_SRC/configure.ac" >"$tmp/newer/configure.ac"
+cp "$UCX_SRC/config.h" "$tmp/newer/"
+ln -s "$UCX_SRC/src" "$tmp/newer/src"
+if ! grep -q "^define(\[ucx_ver_minor\], *$((minor + 1)))" \
+    "$tmp/newer/configure.ac"; then
+    echo "FAIL: (a) could not fake version $fake_version in configure.ac"
+    failed=1
+else
+    expect_failure "(a) version $fake_version" "$tmp/newer" \
+        "$fake_version" "$UCX_VERSION" "$tmp/newer"
+fi
+
+# (b) a directory that does not exist.
+expect_failure "(b) missing dir" "$tmp/nowhere" "$tmp/nowhere" \
+    "does not exist"
+
+# (c) the right version, never configured (no config.h).
+mkdir "$tmp/unconfigured"
+cp "$UCX_SRC/configure.ac" "$tmp/unconfigured/"
+ln -s "$UCX_SRC/src" "$tmp/unconfigured/src"
+expect_failure "(c) no config.h" "$tmp/unconfigured" "not configured"
+
+# (d) the real tree is accepted (else (a)-(c) prove nothing).
+if run_configure "$UCX_SRC"; then
+    echo "PASS: (d) $UCX_SRC accepted"
+else
+    echo "FAIL: (d) $UCX_SRC rejected:" \
+        "$(grep 'configure: error:' "$tmp/out" | tail -n 1)"
+    failed=1
+fi
+
+exit $failed
