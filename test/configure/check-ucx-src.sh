@@ -21,11 +21,17 @@ failed=0
 # and win.
 config_args=$("$abs_top_builddir/config.status" --config) || exit 99
 
+# configure refuses a VPATH build from a source dir that is configured
+# in-tree, so run a clean copy of just what configure reads.
+mkdir "$tmp/src" || exit 99
+(cd "$abs_top_srcdir" &&
+    cp -pR configure Makefile.in rvt_config.h.in config "$tmp/src/") || exit 99
+
 # run_configure TREE: exit status of configure, its output in $tmp/out.
 run_configure() {
     rm -rf "$tmp/build" && mkdir "$tmp/build" &&
         (cd "$tmp/build" &&
-            eval "\"\$abs_top_srcdir/configure\" $config_args" \
+            eval "\"\$tmp/src/configure\" $config_args" \
                 '--with-ucx-src="$1" --disable-gtest') >"$tmp/out" 2>&1
 }
 
