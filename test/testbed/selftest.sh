@@ -1,0 +1,8 @@
+#!/bin/bash
+# Testbed self-test (host side): boots the testbed with 4 nodes and runs
+# selftest-guest.sh in it. Real RDMA between nodes, before rvt exists.
+# Usage: test/testbed/selftest.sh [NODES]   (default 4, at least 2)
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 125
+exec contrib/testbed/testbed run -n "${1:-4}" -t 900 bash test/testbed/selftest-guest.sh
