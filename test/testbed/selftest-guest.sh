@@ -85,7 +85,7 @@ uct_perf() { # uct_perf TEST SIZE ITERS [ucx_perftest options]
     rc=$?
     wait $spid
     # the column header names the units of the Final line
-    echo "$out" | grep -E 'latency \(usec\)|^ *\| *Stage|^ *Final:|ERROR' | sed "s/^/  rc_verbs $t $size B: /"
+    echo "$out" | grep -E '(latency|overhead) \(usec\)|^ *\| *Stage|^ *Final:|ERROR' | sed "s/^/  rc_verbs $t $size B: /"
     check "ucx_perftest -x rc_verbs $t${*:+ $*} node1 -> node2" test $rc = 0
 }
 uct_perf put_bw 65536 500 -D zcopy
