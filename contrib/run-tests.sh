@@ -1,0 +1,90 @@
+#!/bin/bash
+# Every rvt test, from a fresh Debian 12 machine or clone: installs what is
+# missing (contrib/setup-deps.sh, the testbed's kernel), builds in ./build,
+# runs the unit tests (make check), the testbed runner's own tests and the
+# testbed self-test with real RDMA between nodes, and ends with one line
+# "N passed, N failed". Exit status 0 only if nothing failed.
+#
+#   contrib/run-tests.sh            everything
+#   contrib/run-tests.sh unit       build + make check only (no qemu)
+#
+# Dependencies are cached outside the clone in $RVT_CACHE (default
+# ~/.cache/rvt): the UCX source tree and the guest kernel.
+set -u -o pipefail
+top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+cd "$top" || exit 1
+what=${1:-all}
+case $what in all|unit) ;; *) echo "usage: $0 [all|unit]" >&2; exit 2 ;; esac
+
+passed=0
+failed=0
+results=()
+started=$SECONDS
+step() { echo; echo "==== $* ($(date +%T), +$((SECONDS - started))s)"; }
+# record SUITE LOG RC: count the suite's PASS/FAIL lines; a suite that
+# failed without a FAIL line still counts as one failure
+record() {
+    local suite=$1 log=$2 rc=$3 p f
+    p=$(grep -cE '^PASS: ' "$log")
+    f=$(grep -cE '^(FAIL|ERROR): ' "$log")
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    results+=("$(printf '%-34s %3d passed, %d failed' "$suite" "$p" "$f")")
+}
+finish() {
+    echo
+    echo "==== summary ($((SECONDS - started)) s)"
+    printf '  %s\n' "${results[@]}"
+    echo "$passed passed, $failed failed"
+    [ "$failed" = 0 ] && exit 0
+    exit 1
+}
+logs=$top/build/test-logs
+run_suite() { # run_suite NAME COMMAND...: run, show and count
+    local name=$1 log rc
+    shift
+    mkdir -p "$logs"
+    log=$logs/${name// /-}.log
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    record "$name" "$log" "$rc"
+    return "$rc"
+}
+
+step "dependencies"
+ucx_line=$(contrib/setup-deps.sh) || { echo "setup-deps failed"; failed=1; finish; }
+eval "$ucx_line"
+echo "UCX source tree: $UCX_SRC"
+
+step "build"
+mkdir -p build
+if ! { ./autogen.sh && cd build && ../configure --with-ucx-src="$UCX_SRC" &&
+       make -j"$(nproc)"; } > "$top/build/build.log" 2>&1; then
+    tail -40 "$top/build/build.log"
+    echo "FAIL: build (log: build/build.log)"
+    failed=$((failed + 1))
+    results+=("build failed")
+    finish
+fi
+cd "$top" || exit 1
+sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
+
+step "unit tests: make check"
+run_suite "make check" make -C build check -j"$(nproc)"
+[ -f build/test/gtest/rvt_unit_tests.log ] &&
+    grep -E '^\[  (PASSED|FAILED)' build/test/gtest/rvt_unit_tests.log
+
+if [ "$what" = all ]; then
+    step "testbed: prepare (guest kernel, initramfs)"
+    if ! contrib/testbed/testbed prepare; then
+        echo "FAIL: testbed prepare"
+        failed=$((failed + 1))
+        finish
+    fi
+    step "testbed runner tests"
+    run_suite "testbed runner" test/testbed/test-testbed.sh
+    step "testbed self-test: real RDMA between 4 nodes"
+    run_suite "testbed self-test" test/testbed/selftest.sh 4
+fi
+finish
