@@ -36,6 +36,17 @@ expect "a command runs on the chosen node" 0 '^node2$' -- run -n 2 --on 2 hostna
 expect "on all runs on every node, prefixed" 0 '^\[node3\] node3$' -- run -n 3 --on all hostname
 expect "background on one node while another runs" 0 '^bg-node2 fg-node1$' \
     -- run -n 2 'on 2 sh -c "sleep 2; hostname" > /tmp/bg & fg=$(on 1 hostname); wait; echo "bg-$(cat /tmp/bg) fg-$fg"'
+# a share below /tmp, which the guest and every node mount a fresh tmpfs
+# over (a clone in /tmp is a common CI layout)
+tmpshare=$(mktemp -d /tmp/tb-share.XXXXXX)
+expect "a share below /tmp is writable from the nodes" 0 '^shared-ok$' \
+    -- run -n 2 -s "$tmpshare" "on 2 sh -c 'echo from-node2 > $tmpshare/f' && on 1 cat $tmpshare/f > /dev/null && echo shared-ok"
+if [ "$(cat "$tmpshare/f" 2>/dev/null)" = from-node2 ]; then
+    pass "the host sees what a node wrote into the share"
+else
+    fail "the host does not see $tmpshare/f written by node2"
+fi
+rm -rf "$tmpshare"
 expect "the command's exit status comes back, with the kernel log" 7 'guest kernel log' \
     -- run -n 1 'exit 7'
 expect "a guest that dies is reported, with its kernel log" 125 'Kernel panic|sysrq: Trigger a crash' \
