@@ -25,7 +25,7 @@ ln -sfn /proc/self/fd /dev/fd
 ln -sfn /proc/self/fd/0 /dev/stdin
 ln -sfn /proc/self/fd/1 /dev/stdout
 ln -sfn /proc/self/fd/2 /dev/stderr
-export TB_NODES TB_SRC TB_SHARE TB_RUN
+export TB_NODES TB_SRC TB_SHARE TB_TOP TB_RUN
 
 # command output goes to a virtio-serial port (no tty layer: no CRLF
 # rewriting, large writes); qemu connects it to the host script's stdout

@@ -12,22 +12,25 @@ set -e
 N=$1
 RUN=$2
 hostname "node$N"
-# The share and the run directory must stay visible even when they lie
-# below /tmp or /run: hold them open, and bind them back after the fresh
-# tmpfs mounts have hidden them.
-exec 3<"$TB_SHARE" 4<"$RUN"
+# The share, the run directory and the testbed's tree must stay visible
+# even when they lie below /tmp or /run: hold them open, and bind them
+# back after the fresh tmpfs mounts have hidden them, outer paths first so
+# that binding one never hides another.
+mapfile -t keep < <(printf '%s\n' "$TB_SHARE" "$RUN" "$TB_TOP" |
+                    awk '{ print length($0), $0 }' | sort -n | cut -d' ' -f2-)
+exec 3<"${keep[0]}" 4<"${keep[1]}" 5<"${keep[2]}"
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -t tmpfs -o mode=755 tmpfs /run
-for fd in 3 4; do
-    dir=$([ $fd = 3 ] && echo "$TB_SHARE" || echo "$RUN")
-    if [ ! -d "$dir" ]; then
-        mkdir -p "$dir"
+for i in 0 1 2; do
+    fd=/proc/self/fd/$((i + 3))
+    if [ "$(stat -Lc %d:%i "$fd")" != "$(stat -c %d:%i "${keep[i]}" 2>/dev/null)" ]; then
+        mkdir -p "${keep[i]}"
         # no canonicalisation: the fd's path now names the hidden dir
-        mount --no-canonicalize --bind "/proc/self/fd/$fd" "$dir"
+        mount --no-canonicalize --bind "$fd" "${keep[i]}"
     fi
 done
-exec 3<&- 4<&-
+exec 3<&- 4<&- 5<&-
 mkdir -p /run/lock /run/user
 cat /proc/sys/kernel/random/uuid > /run/boot_id
 mount --bind /run/boot_id /proc/sys/kernel/random/boot_id
