@@ -1,0 +1,212 @@
+/*
+ * Parsing and building of attach messages (attach_wire.h). The parser is
+ * the agent's first contact with untrusted input: it copies bytes into a
+ * struct only after the length is proven right, and every refusal names
+ * the value it disliked and what it expected.
+ */
+#include "uct/ib/rvt/common/attach_wire.h"
+
+#include "uct/ib/rvt/common/imm.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace rvt::wire {
+
+namespace {
+
+/* printf-checked, so a reason can never misformat the value it names */
+[[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...)
+{
+    char    buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+/* A fixed char field must hold a NUL; returns its string length or -1. */
+template<size_t N> int terminated_length(const char (&field)[N])
+{
+    const void *nul = std::memchr(field, '\0', N);
+    return nul ? static_cast<int>(static_cast<const char *>(nul) - field) : -1;
+}
+
+template<class Msg>
+result<Msg> parse_fixed(std::span<const std::byte> bytes, msg_type type,
+                        const char *name)
+{
+    auto hdr = parse_header(bytes);
+    if (!hdr) {
+        return failure{hdr.error()};
+    }
+    if (hdr.value().type != static_cast<uint16_t>(type)) {
+        return failure{format("message type %u where %s (%u) was expected",
+                              hdr.value().type, name,
+                              static_cast<unsigned>(type))};
+    }
+    if (hdr.value().length != sizeof(Msg) || bytes.size() != sizeof(Msg)) {
+        return failure{format("%s of %u bytes (header says %u): expected %zu",
+                              name, static_cast<unsigned>(bytes.size()),
+                              hdr.value().length, sizeof(Msg))};
+    }
+    Msg msg;
+    std::memcpy(&msg, bytes.data(), sizeof(msg));
+    return msg;
+}
+
+msg_header make_header(msg_type type, uint32_t length)
+{
+    return {magic, protocol_version, static_cast<uint16_t>(type), length, 0};
+}
+
+} // namespace
+
+std::string job_key_error(std::string_view key)
+{
+    if (key.empty() || key.size() >= job_key_size) {
+        return format("job key of %zu characters: expected 1 to %zu",
+                      key.size(), job_key_size - 1);
+    }
+    for (char c : key) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                  c == ':' || c == '+' || c == '-';
+        if (!ok) {
+            return format("job key has character 0x%02x: expected only "
+                          "letters, digits and . _ : + -",
+                          static_cast<unsigned char>(c));
+        }
+    }
+    return {};
+}
+
+result<msg_header> parse_header(std::span<const std::byte> bytes)
+{
+    msg_header hdr;
+    if (bytes.size() < sizeof(hdr)) {
+        return failure{format("truncated message: %zu bytes, a header needs "
+                              "%zu",
+                              bytes.size(), sizeof(hdr))};
+    }
+    std::memcpy(&hdr, bytes.data(), sizeof(hdr));
+    if (hdr.magic != magic) {
+        return failure{format("bad magic 0x%08x: expected 0x%08x (not an rvt "
+                              "client?)",
+                              hdr.magic, magic)};
+    }
+    if (hdr.version != protocol_version) {
+        return failure{format("protocol version %u: this side speaks %u",
+                              hdr.version, protocol_version)};
+    }
+    if (hdr.length < sizeof(hdr) || hdr.length > max_message_size) {
+        return failure{format("message length %u: expected %zu to %u",
+                              hdr.length, sizeof(hdr), max_message_size)};
+    }
+    if (hdr.reserved != 0) {
+        return failure{format("reserved header field is 0x%x: expected 0",
+                              hdr.reserved)};
+    }
+    return hdr;
+}
+
+result<attach_request> parse_attach_request(std::span<const std::byte> bytes)
+{
+    auto msg = parse_fixed<attach_request>(bytes, msg_type::attach_request,
+                                           "attach_request");
+    if (!msg) {
+        return msg;
+    }
+    const attach_request &req = msg.value();
+    int key_len               = terminated_length(req.job_key);
+    if (key_len < 0) {
+        return failure{format("job key is not NUL-terminated within %zu "
+                              "bytes",
+                              job_key_size)};
+    }
+    std::string err = job_key_error({req.job_key, size_t(key_len)});
+    if (!err.empty()) {
+        return failure{err};
+    }
+    if (req.flags != 0) {
+        return failure{format("attach flags 0x%x: none are defined in "
+                              "version %u, expected 0",
+                              req.flags, protocol_version)};
+    }
+    return msg;
+}
+
+result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes)
+{
+    auto msg = parse_fixed<attach_reply>(bytes, msg_type::attach_reply,
+                                         "attach_reply");
+    if (!msg) {
+        return msg;
+    }
+    const attach_reply &rep = msg.value();
+    if (terminated_length(rep.reason) < 0) {
+        return failure{"attach reply reason is not NUL-terminated"};
+    }
+    if (rep.status >= attach_status_limit) {
+        return failure{format("attach status %u: expected below %u",
+                              rep.status, attach_status_limit)};
+    }
+    if (rep.reserved != 0) {
+        return failure{format("reserved reply field is 0x%x: expected 0",
+                              rep.reserved)};
+    }
+    if (rep.status != static_cast<uint32_t>(attach_status::accepted)) {
+        return msg; /* a refusal: only status and reason mean anything */
+    }
+    if (rep.client_index >= imm::max_clients) {
+        return failure{format("client index %u: expected below %u",
+                              rep.client_index, imm::max_clients)};
+    }
+    if (rep.reg_mode != static_cast<uint32_t>(reg_mode::import_pd) &&
+        rep.reg_mode != static_cast<uint32_t>(reg_mode::uverbs_ioctl)) {
+        return failure{format("registration mode %u: expected 1 (import) or "
+                              "2 (ioctl)",
+                              rep.reg_mode)};
+    }
+    if (rep.shm_size == 0) {
+        return failure{"shared segment size 0: expected a segment"};
+    }
+    return msg;
+}
+
+attach_request make_attach_request(std::string_view job_key, uint32_t pid)
+{
+    attach_request req{};
+    req.hdr = make_header(msg_type::attach_request, sizeof(req));
+    job_key.copy(req.job_key, sizeof(req.job_key) - 1);
+    req.pid = pid;
+    return req;
+}
+
+attach_reply make_refusal(attach_status status, std::string_view reason)
+{
+    attach_reply rep{};
+    rep.hdr    = make_header(msg_type::attach_reply, sizeof(rep));
+    rep.status = static_cast<uint32_t>(status);
+    reason.copy(rep.reason, sizeof(rep.reason) - 1);
+    return rep;
+}
+
+std::string_view to_string(attach_status status)
+{
+    switch (status) {
+    case attach_status::accepted: return "accepted";
+    case attach_status::bad_message: return "malformed message";
+    case attach_status::bad_version: return "unsupported protocol version";
+    case attach_status::wrong_uid: return "wrong user";
+    case attach_status::wrong_job_key: return "wrong job key";
+    case attach_status::agent_full: return "agent full";
+    case attach_status::agent_error: return "agent error";
+    }
+    return "unknown status";
+}
+
+} // namespace rvt::wire

@@ -1,0 +1,123 @@
+/*
+ * The attach protocol: what a client and its agent say over the agent's
+ * Unix stream socket before any shared memory exists.
+ *
+ *   client                                   agent
+ *     |  attach_request (job key, pid)   -->   |  uid from SO_PEERCRED,
+ *     |                                        |  job key compared
+ *     |  <-- attach_reply (+ SCM_RIGHTS:       |
+ *     |      verbs command fd, shm memfd)      |
+ *
+ * Every message starts with msg_header; `length` counts the whole message
+ * and is checked against the type's size before anything else is read, so
+ * a short, long or garbage message is refused with a reason and never
+ * reaches a struct. All fields are fixed-width little-endian (both ends
+ * are on one host); reserved fields must be zero. A refusal always carries
+ * a NUL-terminated reason for the client's log.
+ */
+#ifndef RVT_COMMON_ATTACH_WIRE_H
+#define RVT_COMMON_ATTACH_WIRE_H
+
+#include "uct/ib/rvt/common/result.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace rvt::wire {
+
+inline constexpr uint32_t magic            = 0x41545652; /* "RVTA" */
+inline constexpr uint16_t protocol_version = 1;
+/* Upper bound on any message, so a reader can size its buffer. */
+inline constexpr uint32_t max_message_size = 4096;
+inline constexpr size_t   job_key_size     = 64; /* incl. terminating NUL */
+inline constexpr size_t   reason_size      = 128;
+
+enum class msg_type : uint16_t {
+    attach_request = 1,
+    attach_reply   = 2,
+};
+
+struct msg_header {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;     /* msg_type */
+    uint32_t length;   /* whole message, header included, bytes */
+    uint32_t reserved; /* zero */
+};
+
+struct attach_request {
+    msg_header hdr;
+    char       job_key[job_key_size]; /* NUL-terminated, see job_key_error */
+    uint32_t   pid;   /* for logs only: the agent trusts SO_PEERCRED */
+    uint32_t   flags; /* none defined in version 1: zero */
+};
+
+enum class attach_status : uint32_t {
+    accepted      = 0,
+    bad_message   = 1, /* malformed: see reason */
+    bad_version   = 2, /* protocol version not spoken by this agent */
+    wrong_uid     = 3, /* the agent serves one user */
+    wrong_job_key = 4, /* the agent serves one job */
+    agent_full    = 5, /* every client index is in use */
+    agent_error   = 6, /* the agent could not set the client up */
+};
+inline constexpr uint32_t attach_status_limit = 7;
+
+/* How clients register memory in the agent's PD (DESIGN.md part 3). */
+enum class reg_mode : uint32_t {
+    import_pd    = 1, /* ibv_import_device + ibv_import_pd + ibv_reg_mr */
+    uverbs_ioctl = 2, /* REG_MR through RDMA_VERBS_IOCTL on the shared fd */
+};
+
+struct attach_reply {
+    msg_header hdr;
+    uint32_t   status;       /* attach_status */
+    uint32_t   client_index; /* < imm::max_clients when accepted */
+    uint32_t   pd_handle;    /* the agent's PD, in the shared fd's table */
+    uint32_t   reg_mode;     /* reg_mode */
+    uint32_t   driver_id;    /* rdma driver id for the ioctl header */
+    uint32_t   reserved;     /* zero */
+    uint64_t   shm_size;     /* bytes of the memfd segment */
+    uint64_t   agent_id;     /* random per agent instance */
+    char       reason[reason_size]; /* NUL-terminated; empty if accepted */
+};
+
+/* The layout is a contract between separately built programs. */
+static_assert(sizeof(msg_header) == 16 && alignof(msg_header) == 4);
+static_assert(offsetof(msg_header, length) == 8);
+static_assert(sizeof(attach_request) == 88);
+static_assert(offsetof(attach_request, job_key) == 16);
+static_assert(offsetof(attach_request, pid) == 80);
+static_assert(sizeof(attach_reply) == 184);
+static_assert(offsetof(attach_reply, shm_size) == 40);
+static_assert(offsetof(attach_reply, reason) == 56);
+static_assert(std::is_trivially_copyable_v<attach_request> &&
+              std::is_standard_layout_v<attach_request>);
+static_assert(std::is_trivially_copyable_v<attach_reply> &&
+              std::is_standard_layout_v<attach_reply>);
+static_assert(sizeof(attach_reply) <= max_message_size);
+
+/* Job keys: 1..63 characters of [A-Za-z0-9._:+-] (they also name the
+ * agent's socket and lock files). Empty string = valid. */
+std::string job_key_error(std::string_view key);
+
+/* Checks the header alone (the first sizeof(msg_header) bytes suffice):
+ * magic, version, reserved, and 16 <= length <= max_message_size. */
+result<msg_header> parse_header(std::span<const std::byte> bytes);
+
+/* Check a whole message: header, type, exact length, every field. */
+result<attach_request> parse_attach_request(std::span<const std::byte> bytes);
+result<attach_reply>   parse_attach_reply(std::span<const std::byte> bytes);
+
+attach_request make_attach_request(std::string_view job_key, uint32_t pid);
+attach_reply   make_refusal(attach_status status, std::string_view reason);
+
+std::string_view to_string(attach_status status);
+
+} // namespace rvt::wire
+
+#endif

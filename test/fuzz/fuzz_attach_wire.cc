@@ -1,0 +1,31 @@
+/*
+ * libFuzzer target for the agent's message parser: whatever bytes arrive,
+ * parsing must neither crash nor read out of bounds (ASan/UBSan watch), and
+ * an accepted message must re-parse to the same bytes' meaning.
+ */
+#include "uct/ib/rvt/common/attach_wire.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    std::span<const std::byte> bytes(reinterpret_cast<const std::byte *>(data),
+                                     size);
+    (void)rvt::wire::parse_header(bytes);
+    auto req = rvt::wire::parse_attach_request(bytes);
+    if (req.ok()) {
+        /* accepted: the key must be valid and the message whole */
+        if (!rvt::wire::job_key_error(req.value().job_key).empty() ||
+            size != sizeof(rvt::wire::attach_request)) {
+            std::abort();
+        }
+    }
+    auto rep = rvt::wire::parse_attach_reply(bytes);
+    if (rep.ok() && std::strlen(rep.value().reason) >= rvt::wire::reason_size) {
+        std::abort();
+    }
+    return 0;
+}

@@ -1,0 +1,174 @@
+/*
+ * Unit tests of the attach protocol's messages (common/attach_wire.h):
+ * round trips, and for every way a message can be wrong, a refusal whose
+ * reason names the bad value.
+ */
+#include "uct/ib/rvt/common/attach_wire.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace wire = rvt::wire;
+
+namespace {
+
+template<class Msg> std::vector<std::byte> bytes_of(const Msg &msg)
+{
+    std::vector<std::byte> out(sizeof(msg));
+    std::memcpy(out.data(), &msg, sizeof(msg));
+    return out;
+}
+
+wire::attach_reply accepted_reply()
+{
+    wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
+                                                "");
+    rep.client_index       = 7;
+    rep.pd_handle          = 3;
+    rep.reg_mode  = static_cast<uint32_t>(wire::reg_mode::uverbs_ioctl);
+    rep.driver_id = 11;
+    rep.shm_size  = 1 << 20;
+    rep.agent_id  = 0x1234;
+    return rep;
+}
+
+/* parse must fail, and its reason must contain `needle` */
+template<class Result>
+void expect_refused(const Result &r, const std::string &needle)
+{
+    ASSERT_FALSE(r.ok()) << "accepted, expected a reason with: " << needle;
+    EXPECT_NE(r.error().find(needle), std::string::npos)
+            << "reason: \"" << r.error() << "\" lacks \"" << needle << "\"";
+}
+
+} // namespace
+
+TEST(attach_wire, request_round_trips)
+{
+    auto req = wire::make_attach_request("slurm.1234.0", 4242);
+    auto r   = wire::parse_attach_request(bytes_of(req));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_STREQ(r.value().job_key, "slurm.1234.0");
+    EXPECT_EQ(r.value().pid, 4242u);
+}
+
+TEST(attach_wire, replies_round_trip)
+{
+    auto r = wire::parse_attach_reply(bytes_of(accepted_reply()));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().client_index, 7u);
+    EXPECT_EQ(r.value().shm_size, 1u << 20);
+
+    auto refusal = wire::make_refusal(wire::attach_status::wrong_job_key,
+                                      "job key 'a' is not this agent's 'b'");
+    auto f       = wire::parse_attach_reply(bytes_of(refusal));
+    ASSERT_TRUE(f.ok()) << f.error();
+    EXPECT_EQ(f.value().status,
+              static_cast<uint32_t>(wire::attach_status::wrong_job_key));
+    EXPECT_STREQ(f.value().reason, "job key 'a' is not this agent's 'b'");
+}
+
+TEST(attach_wire, header_errors_name_the_value)
+{
+    auto good = bytes_of(wire::make_attach_request("k", 1));
+    expect_refused(wire::parse_attach_request({}), "0 bytes");
+    expect_refused(wire::parse_attach_request(
+                           std::span(good).first(sizeof(wire::msg_header) - 1)),
+                   "15 bytes");
+
+    auto bad = wire::make_attach_request("k", 1);
+    bad.hdr.magic = 0xdeadbeef;
+    expect_refused(wire::parse_attach_request(bytes_of(bad)), "0xdeadbeef");
+
+    bad = wire::make_attach_request("k", 1);
+    bad.hdr.version = 2;
+    expect_refused(wire::parse_attach_request(bytes_of(bad)), "version 2");
+
+    bad = wire::make_attach_request("k", 1);
+    bad.hdr.length = wire::max_message_size + 1;
+    expect_refused(wire::parse_attach_request(bytes_of(bad)), "4097");
+    bad.hdr.length = 15;
+    expect_refused(wire::parse_attach_request(bytes_of(bad)), "length 15");
+
+    bad = wire::make_attach_request("k", 1);
+    bad.hdr.reserved = 5;
+    expect_refused(wire::parse_attach_request(bytes_of(bad)), "0x5");
+}
+
+TEST(attach_wire, type_and_length_must_match)
+{
+    expect_refused(wire::parse_attach_request(bytes_of(accepted_reply())),
+                   "type 2");
+    auto req   = wire::make_attach_request("k", 1);
+    auto bytes = bytes_of(req);
+    expect_refused(wire::parse_attach_request(std::span(bytes).first(87)),
+                   "87 bytes");
+    bytes.push_back(std::byte{0});
+    expect_refused(wire::parse_attach_request(bytes), "89 bytes");
+    req.hdr.length = 100;
+    expect_refused(wire::parse_attach_request(bytes_of(req)),
+                   "header says 100");
+}
+
+TEST(attach_wire, job_keys_are_checked)
+{
+    auto req = wire::make_attach_request("k", 1);
+    std::memset(req.job_key, 'a', sizeof(req.job_key));
+    expect_refused(wire::parse_attach_request(bytes_of(req)),
+                   "not NUL-terminated");
+
+    req = wire::make_attach_request("", 1);
+    expect_refused(wire::parse_attach_request(bytes_of(req)), "0 characters");
+
+    req = wire::make_attach_request("../etc", 1);
+    expect_refused(wire::parse_attach_request(bytes_of(req)), "0x2f");
+
+    std::string longest(wire::job_key_size - 1, 'x');
+    EXPECT_EQ(wire::job_key_error(longest), "");
+    EXPECT_NE(wire::job_key_error(longest + "x"), "");
+    EXPECT_EQ(wire::job_key_error("ompi.12345:0+a-b_c"), "");
+    EXPECT_NE(wire::job_key_error("a b"), "");
+}
+
+TEST(attach_wire, request_flags_must_be_zero)
+{
+    auto req  = wire::make_attach_request("k", 1);
+    req.flags = 4;
+    expect_refused(wire::parse_attach_request(bytes_of(req)), "0x4");
+}
+
+TEST(attach_wire, accepted_reply_fields_are_checked)
+{
+    auto rep         = accepted_reply();
+    rep.client_index = 512;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "client index 512");
+
+    rep          = accepted_reply();
+    rep.reg_mode = 3;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "mode 3");
+
+    rep        = accepted_reply();
+    rep.status = 7;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "status 7");
+
+    rep = accepted_reply();
+    std::memset(rep.reason, 'r', sizeof(rep.reason));
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)),
+                   "not NUL-terminated");
+
+    rep          = accepted_reply();
+    rep.shm_size = 0;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "size 0");
+}
+
+TEST(attach_wire, every_status_has_a_name)
+{
+    for (uint32_t s = 0; s < wire::attach_status_limit; ++s) {
+        EXPECT_NE(wire::to_string(static_cast<wire::attach_status>(s)),
+                  "unknown status")
+                << s;
+    }
+}
