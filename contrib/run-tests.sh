@@ -86,5 +86,7 @@ if [ "$what" = all ]; then
     run_suite "testbed runner" test/testbed/test-testbed.sh
     step "testbed self-test: real RDMA between 4 nodes"
     run_suite "testbed self-test" test/testbed/selftest.sh 4
+    step "integration tests: real verbs in the testbed"
+    run_suite "integration (testbed)" test/testbed/integration.sh build
 fi
 finish

@@ -1,0 +1,308 @@
+/*
+ * Integration test (real verbs, run inside the testbed): the shared-PD
+ * registration path rvt is built on. This process plays the agent: it owns
+ * the context, the PD and a loopback pair of RC QPs. A separately exec'd
+ * client registers its own buffer into the agent's PD through
+ * rvt::uverbs::reg_mr on the passed command fd, using the driver id the
+ * agent read with rvt::agent::uverbs_driver_id. Then the agent's QP sends
+ * from the client's memory and writes into it, and the agent deregisters
+ * the MR by handle after the client has gone.
+ *
+ * Environment: RXE_DEV (device, set by the testbed's `on`), GID_IDX.
+ * Skips without a device.
+ */
+#include "uct/ib/rvt/agent/rdma_netlink.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/unique_fd.h"
+#include "uct/ib/rvt/common/uverbs_cmd.h"
+
+#include "shared_pd_protocol.h"
+
+#include <arpa/inet.h>
+#include <rdma/ib_user_ioctl_verbs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+using namespace rvt;
+using namespace rvt::test;
+
+namespace {
+
+std::string g_client_path; /* set in main() from argv[0] */
+
+const char *env_or(const char *name, const char *dflt)
+{
+    const char *v = std::getenv(name);
+    return (v != nullptr && *v != '\0') ? v : dflt;
+}
+
+verbs::context_ptr open_device(const std::string &name)
+{
+    int          n    = 0;
+    ibv_device **list = ibv_get_device_list(&n);
+    verbs::context_ptr ctx;
+    for (int i = 0; i < n && !ctx; ++i) {
+        if (name == ibv_get_device_name(list[i])) {
+            ctx.reset(ibv_open_device(list[i]));
+        }
+    }
+    if (list != nullptr) {
+        ibv_free_device_list(list);
+    }
+    return ctx;
+}
+
+class shared_pd : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_dev = env_or("RXE_DEV", "");
+        if (m_dev.empty()) {
+            GTEST_SKIP() << "no RDMA device (RXE_DEV unset): run in the testbed";
+        }
+        m_ctx.reset(open_device(m_dev).release());
+        ASSERT_TRUE(m_ctx) << "cannot open " << m_dev;
+        m_pd.reset(ibv_alloc_pd(m_ctx.get()));
+        m_cq.reset(ibv_create_cq(m_ctx.get(), 64, nullptr, nullptr, 0));
+        ASSERT_TRUE(m_pd && m_cq);
+        m_qa = make_qp();
+        m_qb = make_qp();
+        ASSERT_TRUE(m_qa && m_qb);
+        int gid_idx = std::atoi(env_or("GID_IDX", "1"));
+        ASSERT_EQ(ibv_query_gid(m_ctx.get(), 1, gid_idx, &m_gid), 0);
+        connect(m_qa.get(), m_qb->qp_num, gid_idx);
+        connect(m_qb.get(), m_qa->qp_num, gid_idx);
+        m_own.resize(2 * buffer_size);
+        m_own_mr.reset(ibv_reg_mr(m_pd.get(), m_own.data(), m_own.size(),
+                                  IBV_ACCESS_LOCAL_WRITE |
+                                          IBV_ACCESS_REMOTE_WRITE));
+        ASSERT_TRUE(m_own_mr);
+    }
+
+    void TearDown() override
+    {
+        if (m_client_pid > 0) {
+            check_request bye{0, 0};
+            (void)!write(m_sock.get(), &bye, sizeof(bye));
+            waitpid(m_client_pid, nullptr, 0);
+        }
+    }
+
+    verbs::qp_ptr make_qp()
+    {
+        ibv_qp_init_attr ia{};
+        ia.send_cq          = m_cq.get();
+        ia.recv_cq          = m_cq.get();
+        ia.qp_type          = IBV_QPT_RC;
+        ia.cap.max_send_wr  = 16;
+        ia.cap.max_recv_wr  = 16;
+        ia.cap.max_send_sge = 1;
+        ia.cap.max_recv_sge = 1;
+        return verbs::qp_ptr(ibv_create_qp(m_pd.get(), &ia));
+    }
+
+    void connect(ibv_qp *qp, uint32_t remote_qpn, int gid_idx)
+    {
+        ibv_qp_attr a{};
+        a.qp_state        = IBV_QPS_INIT;
+        a.port_num        = 1;
+        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_LOCAL_WRITE;
+        ASSERT_EQ(ibv_modify_qp(qp, &a,
+                                IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                  0);
+        a                        = {};
+        a.qp_state               = IBV_QPS_RTR;
+        a.path_mtu               = IBV_MTU_1024;
+        a.dest_qp_num            = remote_qpn;
+        a.max_dest_rd_atomic     = 1;
+        a.min_rnr_timer          = 12;
+        a.ah_attr.is_global      = 1;
+        a.ah_attr.grh.dgid       = m_gid;
+        a.ah_attr.grh.sgid_index = static_cast<uint8_t>(gid_idx);
+        a.ah_attr.grh.hop_limit  = 1;
+        a.ah_attr.port_num       = 1;
+        ASSERT_EQ(ibv_modify_qp(qp, &a,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                        IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                        IBV_QP_MAX_DEST_RD_ATOMIC |
+                                        IBV_QP_MIN_RNR_TIMER),
+                  0);
+        a               = {};
+        a.qp_state      = IBV_QPS_RTS;
+        a.timeout       = 14;
+        a.retry_cnt     = 7;
+        a.rnr_retry     = 7;
+        a.max_rd_atomic = 1;
+        ASSERT_EQ(ibv_modify_qp(qp, &a,
+                                IBV_QP_STATE | IBV_QP_TIMEOUT |
+                                        IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                        IBV_QP_SQ_PSN |
+                                        IBV_QP_MAX_QP_RD_ATOMIC),
+                  0);
+    }
+
+    /* Starts the client and has it register its buffer in our PD. */
+    client_report start_client(uint32_t driver_id)
+    {
+        int sv[2];
+        EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        m_sock.reset(sv[0]);
+        unique_fd theirs(sv[1]);
+        m_client_pid = fork();
+        if (m_client_pid == 0) {
+            int fd = dup(theirs.get()); /* without CLOEXEC */
+            std::string arg = std::to_string(fd);
+            execl(g_client_path.c_str(), g_client_path.c_str(), arg.c_str(),
+                  static_cast<char *>(nullptr));
+            _exit(127);
+        }
+        setup_message setup{m_pd->handle, driver_id};
+        EXPECT_EQ(send_with_fd(m_sock.get(), m_ctx->cmd_fd, &setup,
+                               sizeof(setup)),
+                  0);
+        client_report r{};
+        EXPECT_EQ(read(m_sock.get(), &r, sizeof(r)), (ssize_t)sizeof(r))
+                << "client " << g_client_path << " did not report";
+        return r;
+    }
+
+    bool client_holds(uint32_t seed, uint32_t length)
+    {
+        check_request req{length, seed};
+        uint32_t      same = 0;
+        return write(m_sock.get(), &req, sizeof(req)) == sizeof(req) &&
+               read(m_sock.get(), &same, sizeof(same)) == sizeof(same) &&
+               same == 1;
+    }
+
+    void post(ibv_qp *qp, ibv_wr_opcode op, uint64_t laddr, uint32_t len,
+              uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
+    {
+        ibv_sge       sge{laddr, len, lkey};
+        ibv_send_wr   wr{}, *bad = nullptr;
+        wr.sg_list             = &sge;
+        wr.num_sge             = 1;
+        wr.opcode              = op;
+        wr.send_flags          = IBV_SEND_SIGNALED;
+        wr.imm_data            = htonl(imm);
+        wr.wr.rdma.remote_addr = raddr;
+        wr.wr.rdma.rkey        = rkey;
+        ASSERT_EQ(ibv_post_send(qp, &wr, &bad), 0);
+    }
+
+    void post_recv(ibv_qp *qp)
+    {
+        ibv_recv_wr wr{}, *bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+    }
+
+    /* Polls one completion, for at most 10 s. */
+    bool poll(ibv_wc &wc)
+    {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (std::chrono::steady_clock::now() < until) {
+            if (ibv_poll_cq(m_cq.get(), 1, &wc) == 1) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    std::string                m_dev;
+    verbs::context_ptr         m_ctx;
+    verbs::pd_ptr              m_pd;
+    verbs::cq_ptr              m_cq;
+    verbs::qp_ptr              m_qa, m_qb;
+    ibv_gid                    m_gid{};
+    std::vector<unsigned char> m_own;
+    verbs::mr_ptr              m_own_mr;
+    unique_fd                  m_sock;
+    pid_t                      m_client_pid = -1;
+};
+
+} // namespace
+
+TEST_F(shared_pd, netlink_reports_the_driver_id)
+{
+    auto id = agent::uverbs_driver_id(m_dev);
+    ASSERT_TRUE(id.ok()) << id.error();
+    if (m_dev.rfind("rxe", 0) == 0) {
+        EXPECT_EQ(id.value(), static_cast<uint32_t>(RDMA_DRIVER_RXE));
+    }
+    auto none = agent::uverbs_driver_id("no-such-device0");
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.error().find("no-such-device0"), std::string::npos);
+}
+
+TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
+{
+    auto id = agent::uverbs_driver_id(m_dev);
+    ASSERT_TRUE(id.ok()) << id.error();
+    client_report c = start_client(id.value());
+    ASSERT_EQ(c.registered, 1u) << c.error;
+    EXPECT_EQ(c.bad_pd_refused, 1u) << "a wrong PD handle was not refused "
+                                       "with a reason naming it";
+    ibv_wc wc{};
+
+    /* SEND side: WRITE WITH IMM from the client's buffer, client's lkey */
+    post_recv(m_qb.get());
+    post(m_qa.get(), IBV_WR_RDMA_WRITE_WITH_IMM, c.addr, buffer_size, c.lkey,
+         (uintptr_t)m_own.data(), m_own_mr->rkey, 0xC11E7001);
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(poll(wc)) << "no completion";
+        ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+        if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+            EXPECT_EQ(ntohl(wc.imm_data), 0xC11E7001u);
+        }
+    }
+    std::vector<unsigned char> want(buffer_size);
+    fill_pattern(want.data(), want.size(), c.pid);
+    EXPECT_EQ(0, memcmp(m_own.data(), want.data(), buffer_size))
+            << "the agent's buffer does not hold the client's bytes";
+
+    /* RECEIVE side: an RDMA WRITE into the client's buffer, client's rkey */
+    const uint32_t seed = 0x5eed;
+    fill_pattern(m_own.data() + buffer_size, buffer_size, seed);
+    post(m_qa.get(), IBV_WR_RDMA_WRITE, (uintptr_t)m_own.data() + buffer_size,
+         buffer_size, m_own_mr->lkey, c.addr, c.rkey, 0);
+    ASSERT_TRUE(poll(wc));
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    EXPECT_TRUE(client_holds(seed, buffer_size))
+            << "the client's own buffer does not hold what was written";
+
+    /* the client leaves; the agent removes its MR by handle */
+    check_request bye{0, 0};
+    ASSERT_EQ(write(m_sock.get(), &bye, sizeof(bye)), (ssize_t)sizeof(bye));
+    waitpid(m_client_pid, nullptr, 0);
+    m_client_pid = -1;
+    auto gone = uverbs::dereg_mr(m_ctx->cmd_fd, id.value(), c.handle);
+    ASSERT_TRUE(gone.ok()) << gone.error();
+    post(m_qa.get(), IBV_WR_RDMA_WRITE, c.addr, 64, c.lkey,
+         (uintptr_t)m_own.data(), m_own_mr->rkey, 0);
+    ASSERT_TRUE(poll(wc));
+    EXPECT_NE(wc.status, IBV_WC_SUCCESS) << "the dead client's lkey still works";
+
+    auto twice = uverbs::dereg_mr(m_ctx->cmd_fd, id.value(), c.handle);
+    ASSERT_FALSE(twice.ok());
+    EXPECT_NE(twice.error().find(std::to_string(c.handle)), std::string::npos)
+            << twice.error();
+}
+
+int main(int argc, char **argv)
+{
+    ::testing::InitGoogleTest(&argc, argv);
+    std::string self = argv[0];
+    auto        dir  = self.substr(0, self.find_last_of('/') + 1);
+    g_client_path    = env_or("RVT_SHARED_PD_CLIENT",
+                              (dir + "integration/shared_pd_client").c_str());
+    return RUN_ALL_TESTS();
+}
