@@ -28,9 +28,9 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "usage: %s SOCKET_FD\n", argv[0]);
         return 2;
     }
-    int           sock = std::atoi(argv[1]);
+    int sock = std::atoi(argv[1]);
     setup_message setup{};
-    int           cmd_fd = recv_with_fd(sock, &setup, sizeof(setup));
+    int cmd_fd = recv_with_fd(sock, &setup, sizeof(setup));
     if (cmd_fd < 0) {
         std::perror("shared_pd_client: receiving the command fd");
         return 2;
@@ -41,14 +41,12 @@ int main(int argc, char **argv)
 
     client_report report{};
     /* a wrong PD handle must be refused, with the handle in the reason */
-    auto bad = rvt::uverbs::reg_mr({cmd_fd, setup.driver_id,
-                                    setup.pd_handle + 1000, buf.data(),
-                                    buf.size(), (uintptr_t)buf.data(),
-                                    IBV_ACCESS_LOCAL_WRITE});
-    report.bad_pd_refused = !bad.ok() &&
-                            bad.error().find(std::to_string(
-                                    setup.pd_handle + 1000)) !=
-                                    std::string::npos;
+    auto bad = rvt::uverbs::reg_mr(
+            {cmd_fd, setup.driver_id, setup.pd_handle + 1000, buf.data(),
+             buf.size(), (uintptr_t)buf.data(), IBV_ACCESS_LOCAL_WRITE});
+    report.bad_pd_refused = !bad.ok() && bad.error().find(std::to_string(
+                                                 setup.pd_handle + 1000)) !=
+                                                 std::string::npos;
 
     auto mr = rvt::uverbs::reg_mr(
             {cmd_fd, setup.driver_id, setup.pd_handle, buf.data(), buf.size(),

@@ -25,7 +25,7 @@ struct client_report {
     uint32_t bad_pd_refused;
     uint32_t handle, lkey, rkey, pid;
     uint64_t addr;
-    char     error[256];
+    char error[256];
 };
 
 struct check_request {
@@ -46,9 +46,9 @@ inline void fill_pattern(unsigned char *p, size_t n, uint32_t seed)
 
 inline int send_with_fd(int sock, int fd, const void *data, size_t len)
 {
-    char          cbuf[CMSG_SPACE(sizeof(int))] = {};
-    iovec         iov{const_cast<void *>(data), len};
-    msghdr        m{};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{const_cast<void *>(data), len};
+    msghdr m{};
     m.msg_iov        = &iov;
     m.msg_iovlen     = 1;
     m.msg_control    = cbuf;
@@ -64,8 +64,8 @@ inline int send_with_fd(int sock, int fd, const void *data, size_t len)
 /* Returns the received fd, or -1. */
 inline int recv_with_fd(int sock, void *data, size_t len)
 {
-    char   cbuf[CMSG_SPACE(sizeof(int))] = {};
-    iovec  iov{data, len};
+    char cbuf[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{data, len};
     msghdr m{};
     m.msg_iov        = &iov;
     m.msg_iovlen     = 1;

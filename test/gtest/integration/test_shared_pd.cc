@@ -45,7 +45,7 @@ const char *env_or(const char *name, const char *dflt)
 
 verbs::context_ptr open_device(const std::string &name)
 {
-    int          n    = 0;
+    int n             = 0;
     ibv_device **list = ibv_get_device_list(&n);
     verbs::context_ptr ctx;
     for (int i = 0; i < n && !ctx; ++i) {
@@ -65,7 +65,8 @@ protected:
     {
         m_dev = env_or("RXE_DEV", "");
         if (m_dev.empty()) {
-            GTEST_SKIP() << "no RDMA device (RXE_DEV unset): run in the testbed";
+            GTEST_SKIP()
+                    << "no RDMA device (RXE_DEV unset): run in the testbed";
         }
         m_ctx.reset(open_device(m_dev).release());
         ASSERT_TRUE(m_ctx) << "cannot open " << m_dev;
@@ -80,9 +81,9 @@ protected:
         connect(m_qa.get(), m_qb->qp_num, gid_idx);
         connect(m_qb.get(), m_qa->qp_num, gid_idx);
         m_own.resize(2 * buffer_size);
-        m_own_mr.reset(ibv_reg_mr(m_pd.get(), m_own.data(), m_own.size(),
-                                  IBV_ACCESS_LOCAL_WRITE |
-                                          IBV_ACCESS_REMOTE_WRITE));
+        m_own_mr.reset(
+                ibv_reg_mr(m_pd.get(), m_own.data(), m_own.size(),
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
         ASSERT_TRUE(m_own_mr);
     }
 
@@ -116,8 +117,8 @@ protected:
         a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                             IBV_ACCESS_LOCAL_WRITE;
         ASSERT_EQ(ibv_modify_qp(qp, &a,
-                                IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                        IBV_QP_ACCESS_FLAGS),
                   0);
         a                        = {};
         a.qp_state               = IBV_QPS_RTR;
@@ -159,7 +160,7 @@ protected:
         unique_fd theirs(sv[1]);
         m_client_pid = fork();
         if (m_client_pid == 0) {
-            int fd = dup(theirs.get()); /* without CLOEXEC */
+            int fd          = dup(theirs.get()); /* without CLOEXEC */
             std::string arg = std::to_string(fd);
             execl(g_client_path.c_str(), g_client_path.c_str(), arg.c_str(),
                   static_cast<char *>(nullptr));
@@ -178,7 +179,7 @@ protected:
     bool client_holds(uint32_t seed, uint32_t length)
     {
         check_request req{length, seed};
-        uint32_t      same = 0;
+        uint32_t same = 0;
         return write(m_sock.get(), &req, sizeof(req)) == sizeof(req) &&
                read(m_sock.get(), &same, sizeof(same)) == sizeof(same) &&
                same == 1;
@@ -187,8 +188,8 @@ protected:
     void post(ibv_qp *qp, ibv_wr_opcode op, uint64_t laddr, uint32_t len,
               uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
     {
-        ibv_sge       sge{laddr, len, lkey};
-        ibv_send_wr   wr{}, *bad = nullptr;
+        ibv_sge sge{laddr, len, lkey};
+        ibv_send_wr wr{}, *bad = nullptr;
         wr.sg_list             = &sge;
         wr.num_sge             = 1;
         wr.opcode              = op;
@@ -208,7 +209,8 @@ protected:
     /* Polls one completion, for at most 10 s. */
     bool poll(ibv_wc &wc)
     {
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        auto until = std::chrono::steady_clock::now() +
+                     std::chrono::seconds(10);
         while (std::chrono::steady_clock::now() < until) {
             if (ibv_poll_cq(m_cq.get(), 1, &wc) == 1) {
                 return true;
@@ -217,16 +219,16 @@ protected:
         return false;
     }
 
-    std::string                m_dev;
-    verbs::context_ptr         m_ctx;
-    verbs::pd_ptr              m_pd;
-    verbs::cq_ptr              m_cq;
-    verbs::qp_ptr              m_qa, m_qb;
-    ibv_gid                    m_gid{};
+    std::string m_dev;
+    verbs::context_ptr m_ctx;
+    verbs::pd_ptr m_pd;
+    verbs::cq_ptr m_cq;
+    verbs::qp_ptr m_qa, m_qb;
+    ibv_gid m_gid{};
     std::vector<unsigned char> m_own;
-    verbs::mr_ptr              m_own_mr;
-    unique_fd                  m_sock;
-    pid_t                      m_client_pid = -1;
+    verbs::mr_ptr m_own_mr;
+    unique_fd m_sock;
+    pid_t m_client_pid = -1;
 };
 
 } // namespace
@@ -284,12 +286,13 @@ TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
     ASSERT_EQ(write(m_sock.get(), &bye, sizeof(bye)), (ssize_t)sizeof(bye));
     waitpid(m_client_pid, nullptr, 0);
     m_client_pid = -1;
-    auto gone = uverbs::dereg_mr(m_ctx->cmd_fd, id.value(), c.handle);
+    auto gone    = uverbs::dereg_mr(m_ctx->cmd_fd, id.value(), c.handle);
     ASSERT_TRUE(gone.ok()) << gone.error();
     post(m_qa.get(), IBV_WR_RDMA_WRITE, c.addr, 64, c.lkey,
          (uintptr_t)m_own.data(), m_own_mr->rkey, 0);
     ASSERT_TRUE(poll(wc));
-    EXPECT_NE(wc.status, IBV_WC_SUCCESS) << "the dead client's lkey still works";
+    EXPECT_NE(wc.status, IBV_WC_SUCCESS)
+            << "the dead client's lkey still works";
 
     auto twice = uverbs::dereg_mr(m_ctx->cmd_fd, id.value(), c.handle);
     ASSERT_FALSE(twice.ok());
@@ -301,7 +304,7 @@ int main(int argc, char **argv)
 {
     ::testing::InitGoogleTest(&argc, argv);
     std::string self = argv[0];
-    auto        dir  = self.substr(0, self.find_last_of('/') + 1);
+    auto dir         = self.substr(0, self.find_last_of('/') + 1);
     g_client_path    = env_or("RVT_SHARED_PD_CLIENT",
                               (dir + "integration/shared_pd_client").c_str());
     return RUN_ALL_TESTS();

@@ -79,21 +79,21 @@ TEST(attach_wire, header_errors_name_the_value)
                            std::span(good).first(sizeof(wire::msg_header) - 1)),
                    "15 bytes");
 
-    auto bad = wire::make_attach_request("k", 1);
+    auto bad      = wire::make_attach_request("k", 1);
     bad.hdr.magic = 0xdeadbeef;
     expect_refused(wire::parse_attach_request(bytes_of(bad)), "0xdeadbeef");
 
-    bad = wire::make_attach_request("k", 1);
+    bad             = wire::make_attach_request("k", 1);
     bad.hdr.version = 2;
     expect_refused(wire::parse_attach_request(bytes_of(bad)), "version 2");
 
-    bad = wire::make_attach_request("k", 1);
+    bad            = wire::make_attach_request("k", 1);
     bad.hdr.length = wire::max_message_size + 1;
     expect_refused(wire::parse_attach_request(bytes_of(bad)), "4097");
     bad.hdr.length = 15;
     expect_refused(wire::parse_attach_request(bytes_of(bad)), "length 15");
 
-    bad = wire::make_attach_request("k", 1);
+    bad              = wire::make_attach_request("k", 1);
     bad.hdr.reserved = 5;
     expect_refused(wire::parse_attach_request(bytes_of(bad)), "0x5");
 }

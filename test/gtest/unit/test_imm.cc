@@ -24,7 +24,8 @@ TEST(imm, layout_is_pinned_by_known_values)
 
 TEST(imm, am_round_trips_at_every_limit)
 {
-    for (uint32_t client : {0u, 1u, imm::max_clients / 2, imm::max_clients - 1}) {
+    for (uint32_t client :
+         {0u, 1u, imm::max_clients / 2, imm::max_clients - 1}) {
         for (uint32_t id : {0u, 1u, imm::max_am_ids - 1}) {
             auto v = imm::encode_am(client, id);
             ASSERT_TRUE(v.has_value()) << client << " " << id;

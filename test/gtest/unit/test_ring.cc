@@ -22,10 +22,13 @@ struct entry {
 struct ring_fixture : ::testing::Test {
     static constexpr size_t capacity = 8;
 
-    rvt::ring_indices  idx;
+    rvt::ring_indices idx;
     std::vector<entry> slots = std::vector<entry>(capacity);
 
-    void SetUp() override { rvt::ring_init(idx); }
+    void SetUp() override
+    {
+        rvt::ring_init(idx);
+    }
 
     void start_at(uint32_t index)
     {
@@ -109,7 +112,7 @@ TEST_F(ring_fixture, producer_survives_impossible_consumer_index)
 TEST(ring_threads, every_entry_arrives_once_in_order)
 {
     constexpr uint64_t count = 2'000'000;
-    rvt::ring_indices  idx;
+    rvt::ring_indices idx;
     std::vector<entry> slots(64);
     rvt::ring_init(idx);
 

@@ -24,10 +24,10 @@ namespace {
 /* The attributes of one reply that we care about. */
 struct reply_attrs {
     std::string name;
-    bool        have_index = false;
-    uint32_t    index      = 0;
-    bool        have_id    = false;
-    uint32_t    driver_id  = 0;
+    bool have_index    = false;
+    uint32_t index     = 0;
+    bool have_id       = false;
+    uint32_t driver_id = 0;
 };
 
 bool read_u32(const char *data, size_t len, uint32_t &out)
@@ -45,13 +45,13 @@ bool read_u32(const char *data, size_t len, uint32_t &out)
 reply_attrs parse_reply(const nlmsghdr *msg)
 {
     reply_attrs r;
-    auto       *attr = reinterpret_cast<const nlattr *>(
+    auto *attr = reinterpret_cast<const nlattr *>(
             reinterpret_cast<const char *>(msg) + NLMSG_HDRLEN);
     int left = static_cast<int>(msg->nlmsg_len) - NLMSG_HDRLEN;
     while (left >= static_cast<int>(sizeof(nlattr)) &&
            attr->nla_len >= sizeof(nlattr) && attr->nla_len <= left) {
         const char *data = reinterpret_cast<const char *>(attr) + NLA_HDRLEN;
-        size_t      len  = attr->nla_len - NLA_HDRLEN;
+        size_t len       = attr->nla_len - NLA_HDRLEN;
         switch (attr->nla_type & NLA_TYPE_MASK) {
         case RDMA_NLDEV_ATTR_DEV_NAME:
             r.name.assign(data, strnlen(data, len));
@@ -73,19 +73,22 @@ reply_attrs parse_reply(const nlmsghdr *msg)
 
 class nl_socket {
 public:
-    explicit nl_socket(std::string who) : m_who(std::move(who)) {}
+    explicit nl_socket(std::string who) : m_who(std::move(who))
+    {
+    }
 
     /* Sends one request (type, flags, attributes already encoded) and
      * calls on_reply for each reply until the request is answered. */
-    std::string exchange(uint16_t op, uint16_t flags, const std::string &attrs,
-                         const std::function<void(const reply_attrs &)> &on_reply)
+    std::string
+    exchange(uint16_t op, uint16_t flags, const std::string &attrs,
+             const std::function<void(const reply_attrs &)> &on_reply)
     {
         if (!m_fd) {
-            m_fd.reset(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC,
-                              NETLINK_RDMA));
+            m_fd.reset(
+                    socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA));
             if (!m_fd) {
-                return m_who + ": socket(NETLINK_RDMA) failed: " +
-                       std::strerror(errno);
+                return m_who +
+                       ": socket(NETLINK_RDMA) failed: " + std::strerror(errno);
             }
         }
         std::string req(NLMSG_HDRLEN, '\0');
@@ -107,7 +110,7 @@ public:
                 return m_who + ": recv failed: " + std::strerror(errno);
             }
             int len = static_cast<int>(n);
-            for (auto *msg = reinterpret_cast<nlmsghdr *>(buf);
+            for (auto *msg               = reinterpret_cast<nlmsghdr *>(buf);
                  NLMSG_OK(msg, len); msg = NLMSG_NEXT(msg, len)) {
                 if (msg->nlmsg_type == NLMSG_DONE) {
                     return {};
@@ -117,8 +120,8 @@ public:
                     if (err->error == 0) {
                         return {};
                     }
-                    return m_who + ": kernel error: " +
-                           std::strerror(-err->error);
+                    return m_who +
+                           ": kernel error: " + std::strerror(-err->error);
                 }
                 on_reply(parse_reply(msg));
                 if (!dump) {
@@ -130,8 +133,8 @@ public:
 
 private:
     std::string m_who;
-    unique_fd   m_fd;
-    uint32_t    m_seq = 0;
+    unique_fd m_fd;
+    uint32_t m_seq = 0;
 };
 
 std::string attr(uint16_t type, const void *data, size_t len)
@@ -151,15 +154,16 @@ result<uint32_t> uverbs_driver_id(std::string_view ibdev_name)
 {
     nl_socket nl("RDMA netlink query for device '" + std::string(ibdev_name) +
                  "'");
-    bool     found = false;
-    uint32_t index = 0;
+    bool found      = false;
+    uint32_t index  = 0;
     std::string err = nl.exchange(RDMA_NLDEV_CMD_GET, NLM_F_DUMP, {},
                                   [&](const reply_attrs &r) {
-        if (r.name == ibdev_name && r.have_index) {
-            found = true;
-            index = r.index;
-        }
-    });
+                                      if (r.name == ibdev_name &&
+                                          r.have_index) {
+                                          found = true;
+                                          index = r.index;
+                                      }
+                                  });
     if (!err.empty()) {
         return failure{err};
     }
@@ -168,16 +172,16 @@ result<uint32_t> uverbs_driver_id(std::string_view ibdev_name)
                        std::string(ibdev_name) + "': no such RDMA device"};
     }
 
-    const char  type[] = "uverbs";
-    std::string attrs  = attr(RDMA_NLDEV_ATTR_DEV_INDEX, &index, sizeof(index)) +
+    const char type[] = "uverbs";
+    std::string attrs = attr(RDMA_NLDEV_ATTR_DEV_INDEX, &index, sizeof(index)) +
                         attr(RDMA_NLDEV_ATTR_CHARDEV_TYPE, type, sizeof(type));
-    bool     have_id = false;
-    uint32_t id      = 0;
-    err = nl.exchange(RDMA_NLDEV_CMD_GET_CHARDEV, 0, attrs,
-                      [&](const reply_attrs &r) {
-        have_id = r.have_id;
-        id      = r.driver_id;
-    });
+    bool have_id = false;
+    uint32_t id  = 0;
+    err          = nl.exchange(RDMA_NLDEV_CMD_GET_CHARDEV, 0, attrs,
+                               [&](const reply_attrs &r) {
+                          have_id = r.have_id;
+                          id      = r.driver_id;
+                      });
     if (!err.empty()) {
         return failure{err};
     }

@@ -20,7 +20,7 @@ namespace {
 /* printf-checked, so a reason can never misformat the value it names */
 [[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...)
 {
-    char    buf[256];
+    char buf[256];
     va_list ap;
     va_start(ap, fmt);
     std::vsnprintf(buf, sizeof(buf), fmt, ap);
@@ -36,8 +36,8 @@ template<size_t N> int terminated_length(const char (&field)[N])
 }
 
 template<class Msg>
-result<Msg> parse_fixed(std::span<const std::byte> bytes, msg_type type,
-                        const char *name)
+result<Msg>
+parse_fixed(std::span<const std::byte> bytes, msg_type type, const char *name)
 {
     auto hdr = parse_header(bytes);
     if (!hdr) {
@@ -73,8 +73,8 @@ std::string job_key_error(std::string_view key)
     }
     for (char c : key) {
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                  c == ':' || c == '+' || c == '-';
+                  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+                  c == '+' || c == '-';
         if (!ok) {
             return format("job key has character 0x%02x: expected only "
                           "letters, digits and . _ : + -",
@@ -151,8 +151,8 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes)
         return failure{"attach reply reason is not NUL-terminated"};
     }
     if (rep.status >= attach_status_limit) {
-        return failure{format("attach status %u: expected below %u",
-                              rep.status, attach_status_limit)};
+        return failure{format("attach status %u: expected below %u", rep.status,
+                              attach_status_limit)};
     }
     if (rep.reserved != 0) {
         return failure{format("reserved reply field is 0x%x: expected 0",
@@ -198,13 +198,20 @@ attach_reply make_refusal(attach_status status, std::string_view reason)
 std::string_view to_string(attach_status status)
 {
     switch (status) {
-    case attach_status::accepted: return "accepted";
-    case attach_status::bad_message: return "malformed message";
-    case attach_status::bad_version: return "unsupported protocol version";
-    case attach_status::wrong_uid: return "wrong user";
-    case attach_status::wrong_job_key: return "wrong job key";
-    case attach_status::agent_full: return "agent full";
-    case attach_status::agent_error: return "agent error";
+    case attach_status::accepted:
+        return "accepted";
+    case attach_status::bad_message:
+        return "malformed message";
+    case attach_status::bad_version:
+        return "unsupported protocol version";
+    case attach_status::wrong_uid:
+        return "wrong user";
+    case attach_status::wrong_job_key:
+        return "wrong job key";
+    case attach_status::agent_full:
+        return "agent full";
+    case attach_status::agent_error:
+        return "agent error";
     }
     return "unknown status";
 }

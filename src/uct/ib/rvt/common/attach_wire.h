@@ -33,8 +33,8 @@ inline constexpr uint32_t magic            = 0x41545652; /* "RVTA" */
 inline constexpr uint16_t protocol_version = 1;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
-inline constexpr size_t   job_key_size     = 64; /* incl. terminating NUL */
-inline constexpr size_t   reason_size      = 128;
+inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
+inline constexpr size_t reason_size        = 128;
 
 enum class msg_type : uint16_t {
     attach_request = 1,
@@ -44,16 +44,16 @@ enum class msg_type : uint16_t {
 struct msg_header {
     uint32_t magic;
     uint16_t version;
-    uint16_t type;     /* msg_type */
-    uint32_t length;   /* whole message, header included, bytes */
+    uint16_t type; /* msg_type */
+    uint32_t length; /* whole message, header included, bytes */
     uint32_t reserved; /* zero */
 };
 
 struct attach_request {
     msg_header hdr;
-    char       job_key[job_key_size]; /* NUL-terminated, see job_key_error */
-    uint32_t   pid;   /* for logs only: the agent trusts SO_PEERCRED */
-    uint32_t   flags; /* none defined in version 1: zero */
+    char job_key[job_key_size]; /* NUL-terminated, see job_key_error */
+    uint32_t pid; /* for logs only: the agent trusts SO_PEERCRED */
+    uint32_t flags; /* none defined in version 1: zero */
 };
 
 enum class attach_status : uint32_t {
@@ -75,15 +75,15 @@ enum class reg_mode : uint32_t {
 
 struct attach_reply {
     msg_header hdr;
-    uint32_t   status;       /* attach_status */
-    uint32_t   client_index; /* < imm::max_clients when accepted */
-    uint32_t   pd_handle;    /* the agent's PD, in the shared fd's table */
-    uint32_t   reg_mode;     /* reg_mode */
-    uint32_t   driver_id;    /* rdma driver id for the ioctl header */
-    uint32_t   reserved;     /* zero */
-    uint64_t   shm_size;     /* bytes of the memfd segment */
-    uint64_t   agent_id;     /* random per agent instance */
-    char       reason[reason_size]; /* NUL-terminated; empty if accepted */
+    uint32_t status; /* attach_status */
+    uint32_t client_index; /* < imm::max_clients when accepted */
+    uint32_t pd_handle; /* the agent's PD, in the shared fd's table */
+    uint32_t reg_mode; /* reg_mode */
+    uint32_t driver_id; /* rdma driver id for the ioctl header */
+    uint32_t reserved; /* zero */
+    uint64_t shm_size; /* bytes of the memfd segment */
+    uint64_t agent_id; /* random per agent instance */
+    char reason[reason_size]; /* NUL-terminated; empty if accepted */
 };
 
 /* The layout is a contract between separately built programs. */
@@ -111,10 +111,10 @@ result<msg_header> parse_header(std::span<const std::byte> bytes);
 
 /* Check a whole message: header, type, exact length, every field. */
 result<attach_request> parse_attach_request(std::span<const std::byte> bytes);
-result<attach_reply>   parse_attach_reply(std::span<const std::byte> bytes);
+result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes);
 
 attach_request make_attach_request(std::string_view job_key, uint32_t pid);
-attach_reply   make_refusal(attach_status status, std::string_view reason);
+attach_reply make_refusal(attach_status status, std::string_view reason);
 
 std::string_view to_string(attach_status status);
 

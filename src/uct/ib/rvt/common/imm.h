@@ -113,11 +113,11 @@ constexpr uint32_t header(uint32_t dst_client, kind k)
 
 /* What a received immediate says, after validation. */
 struct decoded {
-    kind     what;
+    kind what;
     uint32_t dst_client; /* am, write */
-    uint8_t  am_id;      /* am */
+    uint8_t am_id; /* am */
     uint32_t src_client; /* write */
-    control_op op;       /* control */
+    control_op op; /* control */
 
     friend bool operator==(const decoded &, const decoded &) = default;
 };
@@ -191,8 +191,8 @@ constexpr std::optional<decoded> decode(uint32_t value)
         return d;
     case kind::control: {
         const uint32_t op = field(payload, control_op_shift, control_op_bits);
-        if (client != 0 || (payload & mask(control_op_shift)) != 0 ||
-            op == 0 || op >= control_op_limit) {
+        if (client != 0 || (payload & mask(control_op_shift)) != 0 || op == 0 ||
+            op >= control_op_limit) {
             return std::nullopt;
         }
         d.what = kind::control;
@@ -205,8 +205,14 @@ constexpr std::optional<decoded> decode(uint32_t value)
 }
 
 /* verbs carries imm_data big-endian. */
-inline uint32_t to_wire(uint32_t host_value) { return htonl(host_value); }
-inline uint32_t from_wire(uint32_t wire_value) { return ntohl(wire_value); }
+inline uint32_t to_wire(uint32_t host_value)
+{
+    return htonl(host_value);
+}
+inline uint32_t from_wire(uint32_t wire_value)
+{
+    return ntohl(wire_value);
+}
 
 } // namespace rvt::imm
 

@@ -19,15 +19,34 @@ struct failure {
 
 template<class T> class result {
 public:
-    result(T value) : m_v(std::move(value)) {}
-    result(failure f) : m_v(std::move(f)) {}
+    result(T value) : m_v(std::move(value))
+    {
+    }
+    result(failure f) : m_v(std::move(f))
+    {
+    }
 
-    bool ok() const noexcept { return m_v.index() == 0; }
-    explicit operator bool() const noexcept { return ok(); }
+    bool ok() const noexcept
+    {
+        return m_v.index() == 0;
+    }
+    explicit operator bool() const noexcept
+    {
+        return ok();
+    }
 
-    const T &value() const & { return std::get<0>(m_v); }
-    T &&value() && { return std::get<0>(std::move(m_v)); }
-    const std::string &error() const & { return std::get<1>(m_v).reason; }
+    const T &value() const &
+    {
+        return std::get<0>(m_v);
+    }
+    T &&value() &&
+    {
+        return std::get<0>(std::move(m_v));
+    }
+    const std::string &error() const &
+    {
+        return std::get<1>(m_v).reason;
+    }
 
 private:
     std::variant<T, failure> m_v;

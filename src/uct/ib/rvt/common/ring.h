@@ -62,8 +62,8 @@ inline void ring_init(ring_indices &idx)
 }
 
 enum class ring_pop {
-    item,    /* an entry was copied out */
-    empty,   /* nothing to take now */
+    item, /* an entry was copied out */
+    empty, /* nothing to take now */
     corrupt, /* the producer's index is impossible: stop trusting it */
 };
 
@@ -100,19 +100,22 @@ public:
     /* Free slots as of the last look at the consumer's index. */
     uint32_t free_slots() noexcept
     {
-        m_tail_cache = m_idx->tail.load(std::memory_order_acquire);
+        m_tail_cache  = m_idx->tail.load(std::memory_order_acquire);
         uint32_t used = m_head - m_tail_cache;
         return used > m_mask + 1 ? 0 : m_mask + 1 - used;
     }
 
-    size_t capacity() const noexcept { return m_slots.size(); }
+    size_t capacity() const noexcept
+    {
+        return m_slots.size();
+    }
 
 private:
-    ring_indices    *m_idx;
+    ring_indices *m_idx;
     std::span<Entry> m_slots;
-    uint32_t         m_mask;
-    uint32_t         m_head;       /* ours: the truth */
-    uint32_t         m_tail_cache; /* theirs: a possibly stale view */
+    uint32_t m_mask;
+    uint32_t m_head; /* ours: the truth */
+    uint32_t m_tail_cache; /* theirs: a possibly stale view */
 };
 
 template<class Entry> class ring_consumer {
@@ -146,14 +149,17 @@ public:
         return ring_pop::item;
     }
 
-    size_t capacity() const noexcept { return m_slots.size(); }
+    size_t capacity() const noexcept
+    {
+        return m_slots.size();
+    }
 
 private:
-    ring_indices    *m_idx;
+    ring_indices *m_idx;
     std::span<Entry> m_slots;
-    uint32_t         m_mask;
-    uint32_t         m_tail;       /* ours */
-    uint32_t         m_head_cache; /* theirs */
+    uint32_t m_mask;
+    uint32_t m_tail; /* ours */
+    uint32_t m_head_cache; /* theirs */
 };
 
 } // namespace rvt

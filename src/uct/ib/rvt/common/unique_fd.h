@@ -13,8 +13,12 @@ namespace rvt {
 class unique_fd {
 public:
     unique_fd() noexcept = default;
-    explicit unique_fd(int fd) noexcept : m_fd(fd) {}
-    unique_fd(unique_fd &&other) noexcept : m_fd(other.release()) {}
+    explicit unique_fd(int fd) noexcept : m_fd(fd)
+    {
+    }
+    unique_fd(unique_fd &&other) noexcept : m_fd(other.release())
+    {
+    }
     unique_fd &operator=(unique_fd &&other) noexcept
     {
         reset(other.release());
@@ -22,11 +26,23 @@ public:
     }
     unique_fd(const unique_fd &)            = delete;
     unique_fd &operator=(const unique_fd &) = delete;
-    ~unique_fd() { reset(); }
+    ~unique_fd()
+    {
+        reset();
+    }
 
-    int get() const noexcept { return m_fd; }
-    explicit operator bool() const noexcept { return m_fd >= 0; }
-    int release() noexcept { return std::exchange(m_fd, -1); }
+    int get() const noexcept
+    {
+        return m_fd;
+    }
+    explicit operator bool() const noexcept
+    {
+        return m_fd >= 0;
+    }
+    int release() noexcept
+    {
+        return std::exchange(m_fd, -1);
+    }
     void reset(int fd = -1) noexcept
     {
         if (m_fd >= 0) {

@@ -61,8 +61,8 @@ public:
     }
 
 private:
-    uint32_t       m_driver_id;
-    uint16_t       m_num_attrs = 0;
+    uint32_t m_driver_id;
+    uint16_t m_num_attrs = 0;
     ib_uverbs_attr m_attrs[3]{};
 };
 
@@ -88,7 +88,7 @@ result<mr_keys> reg_mr(const reg_args &args)
     c.add(UVERBS_ATTR_CORE_IN, &req, sizeof(req), true);
     c.add(UVERBS_ATTR_CORE_OUT, &resp, sizeof(resp), false);
     if (c.call(args.cmd_fd) != 0) {
-        int  err = errno;
+        int err = errno;
         char what[160];
         std::snprintf(what, sizeof(what),
                       "REG_MR of %zu bytes at %p in PD handle %u (fd %d, "
@@ -110,8 +110,8 @@ result<uint32_t> dereg_mr(int cmd_fd, uint32_t driver_id, uint32_t mr_handle)
     if (c.call(cmd_fd) != 0) {
         int err = errno;
         return failure{"DEREG_MR of MR handle " + std::to_string(mr_handle) +
-                       " (fd " + std::to_string(cmd_fd) + ") failed: " +
-                       errno_text(err)};
+                       " (fd " + std::to_string(cmd_fd) +
+                       ") failed: " + errno_text(err)};
     }
     return mr_handle;
 }

@@ -34,13 +34,13 @@ struct mr_keys {
 };
 
 struct reg_args {
-    int      cmd_fd;
+    int cmd_fd;
     uint32_t driver_id;
     uint32_t pd_handle;
-    void    *addr;
-    size_t   length;
-    uint64_t iova;   /* the address remote peers use; usually addr */
-    int      access; /* IBV_ACCESS_* */
+    void *addr;
+    size_t length;
+    uint64_t iova; /* the address remote peers use; usually addr */
+    int access; /* IBV_ACCESS_* */
 };
 
 /* REG_MR on the shared fd; the reason names the errno and the arguments. */
