@@ -1,0 +1,319 @@
+/*
+ * The attach server (see attach_server.h for the states and invariants).
+ */
+#include "uct/ib/rvt/agent/attach_server.h"
+
+#include "uct/ib/rvt/common/fd_passing.h"
+#include "uct/ib/rvt/common/imm.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace rvt::agent {
+
+using clock = std::chrono::steady_clock;
+
+struct attach_server::connection {
+    unique_fd sock;
+    ucred peer{};
+    clock::time_point accepted;
+    std::vector<std::byte> buf; /* request bytes so far */
+    bool attached = false;
+    attached_client client{};
+};
+
+namespace {
+
+std::string errno_text()
+{
+    return std::strerror(errno);
+}
+
+} // namespace
+
+result<std::unique_ptr<attach_server>>
+attach_server::create(attach_config config, device_grant grant, log_fn log,
+                      detach_fn on_detach)
+{
+    std::string key_error = wire::job_key_error(config.job_key);
+    if (!key_error.empty()) {
+        return failure{"attach server: " + key_error};
+    }
+    if (config.max_clients == 0 || config.max_clients > imm::max_clients) {
+        return failure{"attach server: max clients " +
+                       std::to_string(config.max_clients) + ": expected 1 to " +
+                       std::to_string(imm::max_clients)};
+    }
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (config.socket_path.empty() ||
+        config.socket_path.size() >= sizeof(addr.sun_path)) {
+        return failure{"attach server: socket path '" + config.socket_path +
+                       "' of " + std::to_string(config.socket_path.size()) +
+                       " characters: expected 1 to " +
+                       std::to_string(sizeof(addr.sun_path) - 1)};
+    }
+    config.socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+
+    unique_fd sock(
+            socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!sock) {
+        return failure{"attach server: socket failed: " + errno_text()};
+    }
+    ::unlink(config.socket_path.c_str());
+    if (bind(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) !=
+                0 ||
+        listen(sock.get(), 128) != 0) {
+        return failure{"attach server: cannot listen on " + config.socket_path +
+                       ": " + errno_text()};
+    }
+    return std::unique_ptr<attach_server>(
+            new attach_server(std::move(config), grant, std::move(log),
+                              std::move(on_detach), std::move(sock)));
+}
+
+attach_server::attach_server(attach_config config, device_grant grant,
+                             log_fn log, detach_fn on_detach,
+                             unique_fd listener) :
+    m_config(std::move(config)),
+    m_grant(grant),
+    m_log(std::move(log)),
+    m_on_detach(std::move(on_detach)),
+    m_listener(std::move(listener)),
+    m_index_used(m_config.max_clients, false)
+{
+}
+
+attach_server::~attach_server()
+{
+    ::unlink(m_config.socket_path.c_str());
+}
+
+size_t attach_server::attached_count() const
+{
+    size_t n = 0;
+    for (const auto &c : m_conns) {
+        n += c->attached;
+    }
+    return n;
+}
+
+const attached_client *attach_server::client(uint32_t index) const
+{
+    for (const auto &c : m_conns) {
+        if (c->attached && c->client.index == index) {
+            return &c->client;
+        }
+    }
+    return nullptr;
+}
+
+std::string attach_server::who(const connection &conn) const
+{
+    return "client pid " + std::to_string(conn.peer.pid) + " uid " +
+           std::to_string(conn.peer.uid);
+}
+
+void attach_server::run_once(int timeout_ms)
+{
+    std::vector<pollfd> fds;
+    fds.push_back({m_listener.get(), POLLIN, 0});
+    for (const auto &c : m_conns) {
+        fds.push_back({c->sock.get(), POLLIN, 0});
+    }
+    /* wake in time for the earliest request timeout */
+    for (const auto &c : m_conns) {
+        if (!c->attached) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    c->accepted + m_config.request_timeout - clock::now());
+            timeout_ms = std::max(0, std::min<int>(timeout_ms, left.count()));
+        }
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+        m_log("attach server: poll failed: " + errno_text());
+        return;
+    }
+
+    std::vector<std::unique_ptr<connection>> keep;
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        connection &conn = *m_conns[i];
+        bool open        = true;
+        if (fds[i + 1].revents != 0) {
+            open = service(conn);
+        } else if (!conn.attached &&
+                   clock::now() >= conn.accepted + m_config.request_timeout) {
+            open = refuse(conn, wire::attach_status::bad_message,
+                          "incomplete attach request after " +
+                                  std::to_string(
+                                          m_config.request_timeout.count()) +
+                                  " ms (" + std::to_string(conn.buf.size()) +
+                                  " bytes received)");
+        }
+        if (open) {
+            keep.push_back(std::move(m_conns[i]));
+            continue;
+        }
+        if (conn.attached) {
+            m_log("attach server: " + who(conn) + " (index " +
+                  std::to_string(conn.client.index) + ") is gone");
+            m_on_detach(conn.client);
+            m_index_used[conn.client.index] = false;
+        }
+    }
+    m_conns = std::move(keep);
+    if (fds[0].revents != 0) {
+        accept_all();
+    }
+}
+
+void attach_server::accept_all()
+{
+    for (;;) {
+        unique_fd sock(accept4(m_listener.get(), nullptr, nullptr,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (!sock) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                m_log("attach server: accept failed: " + errno_text());
+            }
+            return;
+        }
+        auto conn     = std::make_unique<connection>();
+        socklen_t len = sizeof(conn->peer);
+        if (getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &conn->peer,
+                       &len) != 0) {
+            m_log("attach server: SO_PEERCRED failed: " + errno_text());
+            continue;
+        }
+        conn->sock     = std::move(sock);
+        conn->accepted = clock::now();
+        m_conns.push_back(std::move(conn));
+    }
+}
+
+/* Returns false when the connection is to be closed. */
+bool attach_server::service(connection &conn)
+{
+    std::byte chunk[wire::max_message_size];
+    ssize_t n = recv(conn.sock.get(), chunk, sizeof(chunk), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return true;
+    }
+    if (n <= 0) {
+        if (!conn.attached && !conn.buf.empty()) {
+            m_log("attach server: " + who(conn) + " hung up after " +
+                  std::to_string(conn.buf.size()) +
+                  " bytes of an attach request");
+        }
+        return false; /* EOF or error: gone */
+    }
+    if (conn.attached) {
+        /* no messages are defined after attach in this version */
+        m_log("attach server: " + who(conn) + " sent " + std::to_string(n) +
+              " bytes after attaching: ignored");
+        return true;
+    }
+    conn.buf.insert(conn.buf.end(), chunk, chunk + n);
+    if (conn.buf.size() < sizeof(wire::msg_header)) {
+        return true;
+    }
+    auto hdr = wire::parse_header(conn.buf);
+    if (!hdr) {
+        wire::msg_header raw;
+        std::memcpy(&raw, conn.buf.data(), sizeof(raw));
+        auto status = (raw.magic == wire::magic &&
+                       raw.version != wire::protocol_version) ?
+                              wire::attach_status::bad_version :
+                              wire::attach_status::bad_message;
+        return refuse(conn, status, hdr.error());
+    }
+    if (conn.buf.size() < hdr.value().length) {
+        return true;
+    }
+    if (conn.buf.size() > hdr.value().length) {
+        return refuse(conn, wire::attach_status::bad_message,
+                      std::to_string(conn.buf.size() - hdr.value().length) +
+                              " bytes after the attach request: expected "
+                              "one message, then a reply");
+    }
+    return answer(conn, conn.buf);
+}
+
+bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
+{
+    auto req = wire::parse_attach_request(msg);
+    if (!req) {
+        return refuse(conn, wire::attach_status::bad_message, req.error());
+    }
+    if (conn.peer.uid != m_config.uid) {
+        return refuse(conn, wire::attach_status::wrong_uid,
+                      "uid " + std::to_string(conn.peer.uid) +
+                              ": this agent serves uid " +
+                              std::to_string(m_config.uid));
+    }
+    if (m_config.job_key != req.value().job_key) {
+        return refuse(conn, wire::attach_status::wrong_job_key,
+                      std::string("job key '") + req.value().job_key +
+                              "': this agent serves job '" + m_config.job_key +
+                              "'");
+    }
+    uint32_t index = 0;
+    while (index < m_config.max_clients && m_index_used[index]) {
+        ++index;
+    }
+    if (index == m_config.max_clients) {
+        return refuse(conn, wire::attach_status::agent_full,
+                      "all " + std::to_string(m_config.max_clients) +
+                              " client indices are in use");
+    }
+    auto seg = create_shm_segment("rvt-client-" + std::to_string(index),
+                                  m_config.layout.size);
+    if (!seg) {
+        return refuse(conn, wire::attach_status::agent_error, seg.error());
+    }
+    shm_segment segment            = std::move(seg).value();
+    *segment.map.at<shm_header>(0) = m_config.layout.header(index);
+    ring_init(*segment.map.at<ring_indices>(m_config.layout.work_offset));
+    ring_init(*segment.map.at<ring_indices>(m_config.layout.completion_offset));
+
+    wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
+                                                "");
+    rep.client_index       = index;
+    rep.pd_handle          = m_grant.pd_handle;
+    rep.reg_mode           = static_cast<uint32_t>(m_grant.mode);
+    rep.driver_id          = m_grant.driver_id;
+    rep.shm_size           = m_config.layout.size;
+    rep.agent_id           = m_grant.agent_id;
+    const int fds[]        = {m_grant.cmd_fd, segment.fd.get()};
+    auto sent              = send_with_fds(conn.sock.get(),
+                                           std::as_bytes(std::span(&rep, 1)), fds);
+    if (!sent) {
+        m_log("attach server: reply to " + who(conn) +
+              " failed: " + sent.error());
+        return false;
+    }
+    m_index_used[index] = true;
+    conn.attached       = true;
+    conn.client         = {index, conn.peer.pid, std::move(segment.map)};
+    conn.buf.clear();
+    m_log("attach server: " + who(conn) + " attached as index " +
+          std::to_string(index));
+    return true;
+}
+
+bool attach_server::refuse(connection &conn, wire::attach_status status,
+                           const std::string &reason)
+{
+    m_log("attach server: refused " + who(conn) + ": " +
+          std::string(wire::to_string(status)) + ": " + reason);
+    wire::attach_reply rep = wire::make_refusal(status, reason);
+    (void)send_with_fds(conn.sock.get(), std::as_bytes(std::span(&rep, 1)), {});
+    return false;
+}
+
+} // namespace rvt::agent

@@ -1,0 +1,109 @@
+/*
+ * The agent's front door: a Unix stream socket where processes of the
+ * job attach (attach_wire.h has the messages).
+ *
+ * Connection states, per accepted socket:
+ *   awaiting_request  bytes are collected until a whole message is there
+ *                     (or the request timeout passes, or it is malformed:
+ *                     then a refusal with the reason, and close)
+ *   attached          the client holds an index, the command fd and its
+ *                     shm segment; the socket stays open as the client's
+ *                     lifeline: EOF or an error on it means the client is
+ *                     gone (exit, crash, SIGKILL), and its index is freed
+ *                     after on_detach has cleaned up after it
+ *
+ * Invariants: an index belongs to at most one attached client; a refused
+ * or dead connection never changes any other client's state; nothing a
+ * peer sends is used before parse_* has accepted it; SO_PEERCRED, not the
+ * message, says who the peer is.
+ *
+ * Single-threaded: the agent's event loop calls run_once().
+ */
+#ifndef RVT_AGENT_ATTACH_SERVER_H
+#define RVT_AGENT_ATTACH_SERVER_H
+
+#include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/shm_layout.h"
+#include "uct/ib/rvt/common/shm_mapping.h"
+#include "uct/ib/rvt/common/unique_fd.h"
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rvt::agent {
+
+/* What every attached client is given: the agent's verbs resources. */
+struct device_grant {
+    int cmd_fd; /* the agent's context's command fd */
+    uint32_t pd_handle; /* the agent's PD */
+    uint32_t driver_id; /* for the uverbs ioctl header */
+    wire::reg_mode mode;
+    uint64_t agent_id; /* random per agent instance */
+};
+
+struct attach_config {
+    std::string socket_path;
+    std::string job_key;
+    uid_t uid;
+    uint32_t max_clients;
+    shm_layout layout;
+    std::chrono::milliseconds request_timeout{5000};
+};
+
+struct attached_client {
+    uint32_t index;
+    pid_t pid;
+    shm_mapping shm; /* the agent's own mapping of the client's segment */
+};
+
+class attach_server {
+public:
+    using log_fn    = std::function<void(std::string_view)>;
+    using detach_fn = std::function<void(const attached_client &)>;
+
+    /* Validates the config and binds the socket (an existing socket file
+     * is replaced: the caller holds the agent lock, so it is stale). */
+    static result<std::unique_ptr<attach_server>>
+    create(attach_config config, device_grant grant, log_fn log,
+           detach_fn on_detach);
+
+    ~attach_server();
+
+    /* Accepts, reads, answers and reaps for at most timeout_ms. */
+    void run_once(int timeout_ms);
+
+    size_t attached_count() const;
+    const attached_client *client(uint32_t index) const;
+
+private:
+    struct connection;
+
+    attach_server(attach_config config, device_grant grant, log_fn log,
+                  detach_fn on_detach, unique_fd listener);
+    void accept_all();
+    bool service(connection &conn); /* false: close it */
+    bool answer(connection &conn, std::span<const std::byte> message);
+    bool refuse(connection &conn, wire::attach_status status,
+                const std::string &reason);
+    std::string who(const connection &conn) const;
+
+    attach_config m_config;
+    device_grant m_grant;
+    log_fn m_log;
+    detach_fn m_on_detach;
+    unique_fd m_listener;
+    std::vector<std::unique_ptr<connection>> m_conns;
+    std::vector<bool> m_index_used;
+};
+
+} // namespace rvt::agent
+
+#endif

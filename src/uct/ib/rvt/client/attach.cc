@@ -1,0 +1,109 @@
+#include "uct/ib/rvt/client/attach.h"
+
+#include "uct/ib/rvt/common/fd_passing.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace rvt::client {
+
+namespace {
+
+failure fail(const std::string &path, const std::string &what)
+{
+    return failure{"attach to agent at " + path + ": " + what};
+}
+
+} // namespace
+
+result<attachment> attach(const std::string &socket_path,
+                          std::string_view job_key,
+                          std::chrono::milliseconds timeout)
+{
+    std::string key_error = wire::job_key_error(job_key);
+    if (!key_error.empty()) {
+        return fail(socket_path, key_error);
+    }
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path)) {
+        return fail(socket_path,
+                    "socket path of " + std::to_string(socket_path.size()) +
+                            " characters: expected 1 to " +
+                            std::to_string(sizeof(addr.sun_path) - 1));
+    }
+    socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    unique_fd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock || connect(sock.get(), reinterpret_cast<sockaddr *>(&addr),
+                         sizeof(addr)) != 0) {
+        return fail(socket_path,
+                    std::string("cannot connect: ") + std::strerror(errno));
+    }
+
+    auto req  = wire::make_attach_request(job_key,
+                                          static_cast<uint32_t>(getpid()));
+    auto sent = send_with_fds(sock.get(), std::as_bytes(std::span(&req, 1)),
+                              {});
+    if (!sent) {
+        return fail(socket_path, sent.error());
+    }
+
+    pollfd pfd{sock.get(), POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(timeout.count())) != 1) {
+        return fail(socket_path, "no reply within " +
+                                         std::to_string(timeout.count()) +
+                                         " ms");
+    }
+    wire::attach_reply rep;
+    auto got = recv_with_fds(sock.get(),
+                             std::as_writable_bytes(std::span(&rep, 1)));
+    if (!got) {
+        return fail(socket_path, got.error());
+    }
+    auto parsed = wire::parse_attach_reply(
+            std::as_bytes(std::span(&rep, 1)).first(got.value().length));
+    if (!parsed) {
+        return fail(socket_path, "bad reply: " + parsed.error());
+    }
+    if (rep.status != static_cast<uint32_t>(wire::attach_status::accepted)) {
+        return fail(socket_path,
+                    "refused (" +
+                            std::string(wire::to_string(
+                                    static_cast<wire::attach_status>(
+                                            rep.status))) +
+                            "): " + rep.reason);
+    }
+    auto fds = std::move(got).value().fds;
+    if (fds.size() != 2) {
+        return fail(socket_path, "reply carried " + std::to_string(fds.size()) +
+                                         " descriptors: expected 2");
+    }
+    auto map = map_shm_segment(fds[1].get(), rep.shm_size);
+    if (!map) {
+        return fail(socket_path, map.error());
+    }
+    const shm_header hdr = *map.value().at<shm_header>(0);
+    auto layout = shm_layout::make(hdr.work_capacity, hdr.completion_capacity);
+    if (hdr.magic != shm_magic || hdr.version != shm_version ||
+        hdr.client_index != rep.client_index || !layout ||
+        layout.value().size != rep.shm_size ||
+        layout.value().work_offset != hdr.work_offset ||
+        layout.value().completion_offset != hdr.completion_offset) {
+        return fail(socket_path,
+                    "the shared segment's header does not match the reply "
+                    "(magic, version, client index or layout)");
+    }
+    return attachment{
+            rep.client_index,      rep.pd_handle,
+            rep.driver_id,         static_cast<wire::reg_mode>(rep.reg_mode),
+            rep.agent_id,          layout.value(),
+            std::move(sock),       std::move(fds[0]),
+            std::move(map).value()};
+}
+
+} // namespace rvt::client

@@ -1,0 +1,46 @@
+/*
+ * Attaching a process to its node's agent: the client library's first
+ * call. On success the process holds the agent's verbs command fd and PD
+ * handle (to register its own memory into the agent's PD), its client
+ * index (the destination bits of immediates addressed to it) and its
+ * mapped shared segment with the work and completion rings. The socket
+ * stays open for the life of the attachment: closing it is detaching, and
+ * the agent cleans up after a process that dies without a word.
+ */
+#ifndef RVT_CLIENT_ATTACH_H
+#define RVT_CLIENT_ATTACH_H
+
+#include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/shm_layout.h"
+#include "uct/ib/rvt/common/shm_mapping.h"
+#include "uct/ib/rvt/common/unique_fd.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace rvt::client {
+
+struct attachment {
+    uint32_t client_index;
+    uint32_t pd_handle;
+    uint32_t driver_id;
+    wire::reg_mode mode;
+    uint64_t agent_id;
+    shm_layout layout;
+    unique_fd sock; /* the lifeline to the agent */
+    unique_fd cmd_fd; /* the agent's verbs command fd */
+    shm_mapping shm;
+};
+
+/* Connects to the agent's socket and attaches with `job_key`; a refusal
+ * comes back as a failure carrying the agent's reason. */
+result<attachment>
+attach(const std::string &socket_path, std::string_view job_key,
+       std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+
+} // namespace rvt::client
+
+#endif

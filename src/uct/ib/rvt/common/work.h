@@ -1,0 +1,72 @@
+/*
+ * The entries of a client's rings (ring.h): work requests from a client to
+ * its agent, completions from the agent back. Both cross a trust boundary:
+ * the agent copies a work request out of the ring, then validates every
+ * field before it touches a QP; the immediate value is never taken from
+ * the client but encoded by the agent (imm.h), so a client cannot claim to
+ * be another.
+ */
+#ifndef RVT_COMMON_WORK_H
+#define RVT_COMMON_WORK_H
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace rvt {
+
+enum class work_op : uint8_t {
+    rdma_write     = 1, /* local -> remote memory, no notification */
+    rdma_write_imm = 2, /* ... and the remote agent is told (imm kind write) */
+    send_am        = 3, /* SEND WITH IMM into the remote node's receive pool */
+    rdma_read      = 4, /* remote -> local memory, where the device reads */
+};
+inline constexpr uint8_t work_op_limit = 5;
+
+enum work_flags : uint8_t {
+    work_signaled = 1u << 0, /* the client wants a completion */
+    work_fence    = 1u << 1, /* wait for earlier reads on this endpoint */
+};
+
+struct work_request {
+    uint64_t wr_id; /* the client's cookie, echoed in its completion */
+    uint8_t op; /* work_op */
+    uint8_t flags; /* work_flags */
+    uint8_t am_id; /* send_am: UCT AM id */
+    uint8_t reserved0; /* zero */
+    uint32_t peer; /* remote node, as numbered by this agent */
+    uint32_t dst_client; /* client index on the remote agent */
+    uint32_t length; /* bytes */
+    uint64_t local_addr; /* the client's address, inside its MR */
+    uint32_t lkey; /* of that MR (registered in the agent's PD) */
+    uint32_t rkey; /* rdma ops: the remote MR */
+    uint64_t remote_addr; /* rdma ops */
+    uint8_t reserved1[16]; /* zero */
+};
+static_assert(sizeof(work_request) == 64, "one cache line per request");
+static_assert(offsetof(work_request, local_addr) == 24);
+static_assert(offsetof(work_request, remote_addr) == 40);
+static_assert(std::is_trivially_copyable_v<work_request> &&
+              std::is_standard_layout_v<work_request>);
+
+enum class completion_status : uint32_t {
+    success     = 0,
+    invalid     = 1, /* the request failed validation; not posted */
+    failed      = 2, /* posted, and the device reported an error */
+    peer_failed = 3, /* the connection to the peer was lost for good */
+};
+
+struct completion {
+    uint64_t wr_id; /* from the request */
+    uint32_t status; /* completion_status */
+    uint32_t detail; /* ibv_wc_status when failed, else zero */
+    uint32_t length; /* bytes moved */
+    uint32_t reserved[3];
+};
+static_assert(sizeof(completion) == 32);
+static_assert(std::is_trivially_copyable_v<completion> &&
+              std::is_standard_layout_v<completion>);
+
+} // namespace rvt
+
+#endif

@@ -1,0 +1,357 @@
+/*
+ * The attach path without RDMA: the agent's attach server and the client
+ * library's attach(), over a real Unix socket, with /dev/null standing in
+ * for the verbs command fd. Covers acceptance, index reuse after a client
+ * dies, and a refusal with its reason for every kind of bad input, after
+ * which the server keeps serving.
+ */
+#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/common/fd_passing.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+using namespace rvt;
+using namespace std::chrono_literals;
+
+namespace {
+
+class attach_fixture : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/rvt-attach-test.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_dir = tmpl;
+        m_null.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
+        ASSERT_TRUE(m_null);
+    }
+
+    void TearDown() override
+    {
+        stop();
+        std::filesystem::remove_all(m_dir);
+    }
+
+    void start(uint32_t max_clients = 4, std::chrono::milliseconds timeout = 2s)
+    {
+        agent::attach_config cfg{m_dir + "/agent.sock",
+                                 "job.1",
+                                 getuid(),
+                                 max_clients,
+                                 shm_layout::make(64, 128).value(),
+                                 timeout};
+        agent::device_grant grant{m_null.get(), 7, 11,
+                                  wire::reg_mode::uverbs_ioctl, 0xabcdef};
+        auto srv = agent::attach_server::create(
+                cfg, grant,
+                [this](std::string_view line) { /* under m_lock already */
+                                                m_log += std::string(line) +
+                                                         "\n";
+                },
+                [this](const agent::attached_client &c) {
+                    m_detached.push_back(c.index);
+                });
+        ASSERT_TRUE(srv.ok()) << srv.error();
+        m_server  = std::move(srv).value();
+        m_running = true;
+        m_thread  = std::thread([this] {
+            while (m_running) {
+                {
+                    std::lock_guard g(m_lock);
+                    m_server->run_once(0);
+                }
+                std::this_thread::sleep_for(1ms);
+            }
+        });
+    }
+
+    void stop()
+    {
+        m_running = false;
+        if (m_thread.joinable()) {
+            m_thread.join();
+        }
+        m_server.reset();
+    }
+
+    /* Waits until pred() holds (under the server's lock), at most 5 s. */
+    template<class Pred> bool eventually(Pred pred)
+    {
+        for (int i = 0; i < 500; ++i) {
+            {
+                std::lock_guard g(m_lock);
+                if (pred()) {
+                    return true;
+                }
+            }
+            std::this_thread::sleep_for(10ms);
+        }
+        return false;
+    }
+
+    /* Sends raw bytes as a client and returns the agent's reply. */
+    wire::attach_reply
+    raw_exchange(std::span<const std::byte> bytes, bool half_close = false)
+    {
+        unique_fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_un addr{};
+        addr.sun_family  = AF_UNIX;
+        std::string path = m_dir + "/agent.sock";
+        path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+        EXPECT_EQ(connect(s.get(), (sockaddr *)&addr, sizeof(addr)), 0);
+        EXPECT_EQ(send(s.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+                  (ssize_t)bytes.size());
+        if (half_close) {
+            shutdown(s.get(), SHUT_WR);
+        }
+        wire::attach_reply rep{};
+        pollfd pfd{s.get(), POLLIN, 0};
+        EXPECT_EQ(poll(&pfd, 1, 5000), 1) << "no reply from the agent";
+        EXPECT_EQ(recv(s.get(), &rep, sizeof(rep), MSG_WAITALL),
+                  (ssize_t)sizeof(rep));
+        return rep;
+    }
+
+    template<class Msg> static std::span<const std::byte> bytes(const Msg &m)
+    {
+        return std::as_bytes(std::span(&m, 1));
+    }
+
+    void expect_refused(const wire::attach_reply &rep,
+                        wire::attach_status status, const std::string &needle)
+    {
+        EXPECT_EQ(rep.status, static_cast<uint32_t>(status))
+                << "reason: " << rep.reason;
+        EXPECT_NE(std::string(rep.reason).find(needle), std::string::npos)
+                << "reason \"" << rep.reason << "\" lacks \"" << needle << "\"";
+    }
+
+    /* After any refusal the agent must still serve a good client. */
+    void expect_still_serving()
+    {
+        auto a = client::attach(m_dir + "/agent.sock", "job.1");
+        EXPECT_TRUE(a.ok()) << a.error();
+    }
+
+    std::string m_dir;
+    unique_fd m_null;
+    std::unique_ptr<agent::attach_server> m_server;
+    std::mutex m_lock;
+    std::string m_log;
+    std::vector<uint32_t> m_detached;
+    std::atomic<bool> m_running{false};
+    std::thread m_thread;
+};
+
+} // namespace
+
+TEST_F(attach_fixture, attach_gives_index_fds_and_segment)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok()) << a.error();
+    const auto &at = a.value();
+    EXPECT_EQ(at.client_index, 0u);
+    EXPECT_EQ(at.pd_handle, 7u);
+    EXPECT_EQ(at.driver_id, 11u);
+    EXPECT_EQ(at.mode, wire::reg_mode::uverbs_ioctl);
+    EXPECT_EQ(at.agent_id, 0xabcdefu);
+    EXPECT_TRUE(at.cmd_fd) << "no command fd passed";
+    EXPECT_EQ(at.layout.work_capacity, 64u);
+    EXPECT_EQ(at.layout.completion_capacity, 128u);
+    EXPECT_EQ(at.shm.size(), at.layout.size);
+
+    /* the segment really is shared: the agent sees what the client wrote */
+    at.shm.at<ring_indices>(at.layout.work_offset)->head.store(3);
+    ASSERT_TRUE(eventually([&] { return m_server->client(0) != nullptr; }));
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_server->client(0)
+                      ->shm.at<ring_indices>(at.layout.work_offset)
+                      ->head.load(),
+              3u);
+}
+
+TEST_F(attach_fixture, a_dead_clients_index_is_cleaned_up_and_reused)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    auto b = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(b.value().client_index, 1u);
+
+    /* a process killed with SIGKILL while attached: its socket closes
+     * with it, and that is all the agent learns */
+    int pfd[2];
+    ASSERT_EQ(pipe(pfd), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        auto c         = client::attach(m_dir + "/agent.sock", "job.1");
+        uint32_t index = c.ok() ? c.value().client_index : 999;
+        (void)!write(pfd[1], &index, sizeof(index));
+        pause();
+        _exit(0);
+    }
+    close(pfd[1]);
+    uint32_t index = 999;
+    ASSERT_EQ(read(pfd[0], &index, sizeof(index)), (ssize_t)sizeof(index));
+    close(pfd[0]);
+    EXPECT_EQ(index, 2u);
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 1; }));
+    {
+        std::lock_guard g(m_lock);
+        EXPECT_EQ(m_detached[0], 2u);
+        EXPECT_EQ(m_server->attached_count(), 2u);
+    }
+    a = failure{"closed"}; /* detach index 0 by closing */
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 2; }));
+    auto c = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(c.ok()) << c.error();
+    EXPECT_EQ(c.value().client_index, 0u) << "the lowest free index";
+}
+
+TEST_F(attach_fixture, wrong_job_key_is_refused_with_both_keys)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.2");
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().find("wrong job key"), std::string::npos) << a.error();
+    EXPECT_NE(a.error().find("'job.2'"), std::string::npos) << a.error();
+    EXPECT_NE(a.error().find("'job.1'"), std::string::npos) << a.error();
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, another_users_process_is_refused)
+{
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root to become another user";
+    }
+    start();
+    chmod(m_dir.c_str(), 0755);
+    chmod((m_dir + "/agent.sock").c_str(), 0777);
+    int pfd[2];
+    ASSERT_EQ(pipe(pfd), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        if (setresgid(65534, 65534, 65534) != 0 ||
+            setresuid(65534, 65534, 65534) != 0) {
+            _exit(2);
+        }
+        auto a          = client::attach(m_dir + "/agent.sock", "job.1");
+        std::string msg = a.ok() ? "ACCEPTED" : a.error();
+        (void)!write(pfd[1], msg.data(), msg.size());
+        _exit(0);
+    }
+    close(pfd[1]);
+    char buf[512] = {};
+    ssize_t n     = read(pfd[0], buf, sizeof(buf) - 1);
+    close(pfd[0]);
+    waitpid(child, nullptr, 0);
+    ASSERT_GT(n, 0);
+    EXPECT_NE(std::string(buf).find("uid 65534: this agent serves uid 0"),
+              std::string::npos)
+            << buf;
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, garbage_is_refused)
+{
+    start();
+    const char junk[] = "GET / HTTP/1.1\r\nHost: agent\r\n\r\n";
+    expect_refused(raw_exchange(std::as_bytes(std::span(junk))),
+                   wire::attach_status::bad_message, "bad magic");
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, truncated_request_times_out_with_a_reason)
+{
+    start(4, 200ms);
+    auto req = wire::make_attach_request("job.1", 1);
+    expect_refused(raw_exchange(bytes(req).first(40)),
+                   wire::attach_status::bad_message,
+                   "incomplete attach request after 200 ms (40 bytes");
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, oversized_and_wrong_version_are_refused)
+{
+    start();
+    auto req       = wire::make_attach_request("job.1", 1);
+    req.hdr.length = 1000000;
+    expect_refused(raw_exchange(bytes(req)), wire::attach_status::bad_message,
+                   "message length 1000000");
+    req             = wire::make_attach_request("job.1", 1);
+    req.hdr.version = 9;
+    expect_refused(raw_exchange(bytes(req)), wire::attach_status::bad_version,
+                   "protocol version 9");
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, bytes_after_the_request_are_refused)
+{
+    start();
+    auto req = wire::make_attach_request("job.1", 1);
+    std::vector<std::byte> msg(sizeof(req) + 4);
+    std::memcpy(msg.data(), &req, sizeof(req));
+    expect_refused(raw_exchange(msg), wire::attach_status::bad_message,
+                   "4 bytes after the attach request");
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, a_full_agent_says_so)
+{
+    start(2);
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    auto b = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    auto c = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().find("all 2 client indices are in use"),
+              std::string::npos)
+            << c.error();
+}
+
+TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
+{
+    auto layout = shm_layout::make(64, 64).value();
+    agent::device_grant grant{m_null.get(), 1, 1, wire::reg_mode::uverbs_ioctl,
+                              1};
+    auto nolog = [](std::string_view) {};
+    auto nodet = [](const agent::attached_client &) {};
+    auto r     = agent::attach_server::create({m_dir + "/a.sock", "bad key",
+                                               getuid(), 4, layout, 1s},
+                                              grant, nolog, nodet);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("0x20"), std::string::npos) << r.error();
+    r = agent::attach_server::create({m_dir + "/a.sock", "k", getuid(), 513,
+                                      layout, 1s},
+                                     grant, nolog, nodet);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("max clients 513"), std::string::npos)
+            << r.error();
+    r = agent::attach_server::create({std::string(200, 'x'), "k", getuid(), 4,
+                                      layout, 1s},
+                                     grant, nolog, nodet);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("200 characters"), std::string::npos) << r.error();
+    EXPECT_FALSE(shm_layout::make(100, 64).ok());
+    EXPECT_NE(shm_layout::make(64, 3).error().find("capacity 3"),
+              std::string::npos);
+}
