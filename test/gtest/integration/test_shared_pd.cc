@@ -1,16 +1,19 @@
 /*
  * Integration test (real verbs, run inside the testbed): the shared-PD
  * registration path rvt is built on. This process plays the agent: it owns
- * the context, the PD and a loopback pair of RC QPs. A separately exec'd
- * client registers its own buffer into the agent's PD through
- * rvt::uverbs::reg_mr on the passed command fd, using the driver id the
- * agent read with rvt::agent::uverbs_driver_id. Then the agent's QP sends
+ * the context, the PD and a loopback pair of RC QPs, and serves the real
+ * attach socket (agent::attach_server) with them. A separately exec'd
+ * client attaches (client::attach), receiving the command fd, the PD
+ * handle and the driver id the agent read with agent::uverbs_driver_id,
+ * and registers its own buffer into the agent's PD through
+ * uverbs::reg_mr on that fd. Then the agent's QP sends
  * from the client's memory and writes into it, and the agent deregisters
  * the MR by handle after the client has gone.
  *
  * Environment: RXE_DEV (device, set by the testbed's `on`), GID_IDX.
  * Skips without a device.
  */
+#include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/rdma_netlink.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
 #include "uct/ib/rvt/common/unique_fd.h"
@@ -25,8 +28,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -94,6 +101,46 @@ protected:
             (void)!write(m_sock.get(), &bye, sizeof(bye));
             waitpid(m_client_pid, nullptr, 0);
         }
+        m_serving = false;
+        if (m_server_thread.joinable()) {
+            m_server_thread.join();
+        }
+        m_server.reset();
+        if (!m_dir.empty()) {
+            std::filesystem::remove_all(m_dir);
+        }
+    }
+
+    /* The agent's attach socket, served from a thread, granting our
+     * context's command fd and PD. */
+    void serve_attach(uint32_t driver_id)
+    {
+        char tmpl[] = "/tmp/rvt-shared-pd.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_dir = tmpl;
+        agent::attach_config cfg{m_dir + "/agent.sock",
+                                 job_key,
+                                 getuid(),
+                                 8,
+                                 shm_layout::make(64, 64).value(),
+                                 std::chrono::milliseconds(5000)};
+        agent::device_grant grant{m_ctx->cmd_fd, m_pd->handle, driver_id,
+                                  wire::reg_mode::uverbs_ioctl, 42};
+        auto srv = agent::attach_server::create(
+                cfg, grant,
+                [](std::string_view line) {
+                    std::fprintf(stderr, "%.*s\n", (int)line.size(),
+                                 line.data());
+                },
+                [](const agent::attached_client &) {});
+        ASSERT_TRUE(srv.ok()) << srv.error();
+        m_server        = std::move(srv).value();
+        m_serving       = true;
+        m_server_thread = std::thread([this] {
+            while (m_serving) {
+                m_server->run_once(10);
+            }
+        });
     }
 
     verbs::qp_ptr make_qp()
@@ -151,25 +198,22 @@ protected:
                   0);
     }
 
-    /* Starts the client and has it register its buffer in our PD. */
-    client_report start_client(uint32_t driver_id)
+    /* Starts the client; it attaches and registers its buffer. */
+    client_report start_client()
     {
         int sv[2];
         EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
         m_sock.reset(sv[0]);
         unique_fd theirs(sv[1]);
-        m_client_pid = fork();
+        std::string sock_path = m_dir + "/agent.sock";
+        m_client_pid          = fork();
         if (m_client_pid == 0) {
             int fd          = dup(theirs.get()); /* without CLOEXEC */
             std::string arg = std::to_string(fd);
-            execl(g_client_path.c_str(), g_client_path.c_str(), arg.c_str(),
-                  static_cast<char *>(nullptr));
+            execl(g_client_path.c_str(), g_client_path.c_str(),
+                  sock_path.c_str(), arg.c_str(), static_cast<char *>(nullptr));
             _exit(127);
         }
-        setup_message setup{m_pd->handle, driver_id};
-        EXPECT_EQ(send_with_fd(m_sock.get(), m_ctx->cmd_fd, &setup,
-                               sizeof(setup)),
-                  0);
         client_report r{};
         EXPECT_EQ(read(m_sock.get(), &r, sizeof(r)), (ssize_t)sizeof(r))
                 << "client " << g_client_path << " did not report";
@@ -229,6 +273,10 @@ protected:
     verbs::mr_ptr m_own_mr;
     unique_fd m_sock;
     pid_t m_client_pid = -1;
+    std::string m_dir;
+    std::unique_ptr<agent::attach_server> m_server;
+    std::atomic<bool> m_serving{false};
+    std::thread m_server_thread;
 };
 
 } // namespace
@@ -249,8 +297,10 @@ TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
 {
     auto id = agent::uverbs_driver_id(m_dev);
     ASSERT_TRUE(id.ok()) << id.error();
-    client_report c = start_client(id.value());
+    serve_attach(id.value());
+    client_report c = start_client();
     ASSERT_EQ(c.registered, 1u) << c.error;
+    EXPECT_EQ(c.client_index, 0u);
     EXPECT_EQ(c.bad_pd_refused, 1u) << "a wrong PD handle was not refused "
                                        "with a reason naming it";
     ibv_wc wc{};
