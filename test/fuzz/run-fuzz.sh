@@ -11,7 +11,8 @@ mkdir -p "$out/corpus"
 clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -I"$src/src" \
     "$src/test/fuzz/fuzz_attach_wire.cc" \
-    "$src/src/uct/ib/rvt/common/attach_wire.cc" -o "$out/fuzz_attach_wire" ||
+    "$src/src/uct/ib/rvt/common/attach_wire.cc" \
+    "$src/src/uct/ib/rvt/common/format.cc" -o "$out/fuzz_attach_wire" ||
     { echo "FAIL: cannot build the fuzz target"; exit 1; }
 # seed: the start of a valid attach_request (magic "RVTA", version 1,
 # type 1, length 88 = 'X', reserved 0, a job key), so mutations start deep

@@ -6,9 +6,10 @@
  */
 #include "uct/ib/rvt/agent/peer_connection.h"
 
+#include "uct/ib/rvt/common/format.h"
+
 #include <algorithm>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -19,16 +20,6 @@ namespace rvt::agent {
 namespace conn = wire::conn;
 
 namespace {
-
-[[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...)
-{
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
 
 long long ms(msec d)
 {

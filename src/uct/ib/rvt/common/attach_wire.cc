@@ -6,9 +6,9 @@
  */
 #include "uct/ib/rvt/common/attach_wire.h"
 
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -16,17 +16,6 @@
 namespace rvt::wire {
 
 namespace {
-
-/* printf-checked, so a reason can never misformat the value it names */
-[[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...)
-{
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
 
 /* A fixed char field must hold a NUL; returns its string length or -1. */
 template<size_t N> int terminated_length(const char (&field)[N])

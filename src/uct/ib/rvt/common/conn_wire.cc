@@ -7,9 +7,10 @@
  */
 #include "uct/ib/rvt/common/conn_wire.h"
 
+#include "uct/ib/rvt/common/format.h"
+
 #include <algorithm>
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -17,17 +18,6 @@
 namespace rvt::wire::conn {
 
 namespace {
-
-/* printf-checked, so a reason can never misformat the value it names */
-[[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...)
-{
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return buf;
-}
 
 std::string check_qpn(const char *what, uint32_t qpn)
 {
