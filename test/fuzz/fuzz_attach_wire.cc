@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the agent's message parser: whatever bytes arrive,
+ * libFuzzer target for the agent's message parsers (attach and MR notices): whatever bytes arrive,
  * parsing must neither crash nor read out of bounds (ASan/UBSan watch), and
  * an accepted message must re-parse to the same bytes' meaning.
  */
@@ -22,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             size != sizeof(rvt::wire::attach_request)) {
             std::abort();
         }
+    }
+    auto mr = rvt::wire::parse_mr_notice(bytes);
+    if (mr.ok() && size != sizeof(rvt::wire::mr_notice)) {
+        std::abort();
     }
     auto rep = rvt::wire::parse_attach_reply(bytes);
     if (rep.ok() && std::strlen(rep.value().reason) >= rvt::wire::reason_size) {

@@ -2,12 +2,14 @@
  * The client half of test_shared_pd: a separately exec'd process (as a
  * real rvt client is) that attaches to the agent through its socket with
  * rvt::client::attach, registers its own buffer into the agent's PD with
- * rvt::uverbs::reg_mr, reports the keys on its control socket, and then
+ * rvt::client::register_memory (which also tells the agent the MR's
+ * handle), reports the keys on its control socket, and then
  * answers "does your buffer hold this?" until told to exit.
  *
  *   shared_pd_client AGENT_SOCKET CONTROL_FD
  */
 #include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
 #include "shared_pd_protocol.h"
@@ -55,11 +57,10 @@ int main(int argc, char **argv)
                             bad.error().find(std::to_string(wrong)) !=
                                     std::string::npos;
 
-    auto mr = rvt::uverbs::reg_mr(
-            {a.cmd_fd.get(), a.driver_id, a.pd_handle, buf.data(), buf.size(),
-             (uintptr_t)buf.data(),
-             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                     IBV_ACCESS_REMOTE_READ});
+    auto mr = rvt::client::register_memory(a, buf.data(), buf.size(),
+                                           IBV_ACCESS_LOCAL_WRITE |
+                                                   IBV_ACCESS_REMOTE_WRITE |
+                                                   IBV_ACCESS_REMOTE_READ);
     if (mr.ok()) {
         report.registered = 1;
         report.handle     = mr.value().handle;

@@ -5,10 +5,11 @@
  * attach socket (agent::attach_server) with them. A separately exec'd
  * client attaches (client::attach), receiving the command fd, the PD
  * handle and the driver id the agent read with agent::uverbs_driver_id,
- * and registers its own buffer into the agent's PD through
- * uverbs::reg_mr on that fd. Then the agent's QP sends
- * from the client's memory and writes into it, and the agent deregisters
- * the MR by handle after the client has gone.
+ * and registers its own buffer into the agent's PD with
+ * client::register_memory (uverbs REG_MR on that fd, then a notice to the
+ * agent). Then the agent's QP sends from the client's memory and writes
+ * into it; the client is SIGKILLed, and the agent deregisters the MR the
+ * client had announced, after which its lkey no longer works.
  *
  * Environment: RXE_DEV (device, set by the testbed's `on`), GID_IDX.
  * Skips without a device.
@@ -32,7 +33,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 #include <string>
 #include <vector>
@@ -132,7 +135,15 @@ protected:
                     std::fprintf(stderr, "%.*s\n", (int)line.size(),
                                  line.data());
                 },
-                [](const agent::attached_client &) {});
+                [this, driver_id](const agent::attached_client &c) {
+                    /* what rvtd does for a client that is gone */
+                    std::lock_guard g(m_detach_lock);
+                    for (uint32_t h : c.mr_handles) {
+                        auto r = uverbs::dereg_mr(m_ctx->cmd_fd, driver_id, h);
+                        m_cleaned.push_back({h, r.ok()});
+                    }
+                    m_detached = true;
+                });
         ASSERT_TRUE(srv.ok()) << srv.error();
         m_server        = std::move(srv).value();
         m_serving       = true;
@@ -277,6 +288,9 @@ protected:
     std::unique_ptr<agent::attach_server> m_server;
     std::atomic<bool> m_serving{false};
     std::thread m_server_thread;
+    std::mutex m_detach_lock;
+    std::vector<std::pair<uint32_t, bool>> m_cleaned; /* handle, dereg ok */
+    std::atomic<bool> m_detached{false};
 };
 
 } // namespace
@@ -331,13 +345,21 @@ TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
     EXPECT_TRUE(client_holds(seed, buffer_size))
             << "the client's own buffer does not hold what was written";
 
-    /* the client leaves; the agent removes its MR by handle */
-    check_request bye{0, 0};
-    ASSERT_EQ(write(m_sock.get(), &bye, sizeof(bye)), (ssize_t)sizeof(bye));
+    /* the client is killed; the agent deregisters the MR it announced */
+    kill(m_client_pid, SIGKILL);
     waitpid(m_client_pid, nullptr, 0);
     m_client_pid = -1;
-    auto gone    = uverbs::dereg_mr(m_ctx->cmd_fd, id.value(), c.handle);
-    ASSERT_TRUE(gone.ok()) << gone.error();
+    for (int i = 0; i < 500 && !m_detached; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(m_detached) << "the agent did not notice the client's death";
+    {
+        std::lock_guard g(m_detach_lock);
+        ASSERT_EQ(m_cleaned.size(), 1u);
+        EXPECT_EQ(m_cleaned[0].first, c.handle);
+        EXPECT_TRUE(m_cleaned[0].second) << "deregistering the dead "
+                                            "client's MR failed";
+    }
     post(m_qa.get(), IBV_WR_RDMA_WRITE, c.addr, 64, c.lkey,
          (uintptr_t)m_own.data(), m_own_mr->rkey, 0);
     ASSERT_TRUE(poll(wc));

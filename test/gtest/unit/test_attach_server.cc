@@ -66,6 +66,7 @@ protected:
                 },
                 [this](const agent::attached_client &c) {
                     m_detached.push_back(c.index);
+                    m_detached_mrs.push_back(c.mr_handles);
                 });
         ASSERT_TRUE(srv.ok()) << srv.error();
         m_server  = std::move(srv).value();
@@ -155,6 +156,7 @@ protected:
     std::mutex m_lock;
     std::string m_log;
     std::vector<uint32_t> m_detached;
+    std::vector<std::vector<uint32_t>> m_detached_mrs;
     std::atomic<bool> m_running{false};
     std::thread m_thread;
 };
@@ -354,4 +356,69 @@ TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
     EXPECT_FALSE(shm_layout::make(100, 64).ok());
     EXPECT_NE(shm_layout::make(64, 3).error().find("capacity 3"),
               std::string::npos);
+}
+
+namespace {
+
+void announce(const client::attachment &at, wire::msg_type type,
+              uint32_t handle)
+{
+    auto n = wire::make_mr_notice(type, handle, 1, 2, 0x1000, 4096);
+    ASSERT_TRUE(
+            send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {})
+                    .ok());
+}
+
+} // namespace
+
+TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    auto b = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    announce(a.value(), wire::msg_type::mr_registered, 5);
+    announce(a.value(), wire::msg_type::mr_registered, 6);
+    announce(a.value(), wire::msg_type::mr_deregistered, 5);
+    /* b claims a's handle, and drops one it never had: both ignored */
+    announce(b.value(), wire::msg_type::mr_registered, 6);
+    announce(b.value(), wire::msg_type::mr_deregistered, 77);
+    announce(b.value(), wire::msg_type::mr_registered, 8);
+    ASSERT_TRUE(eventually([&] {
+        return m_server->client(1) != nullptr &&
+               m_server->client(1)->mr_handles.size() == 1 &&
+               m_server->client(0)->mr_handles.size() == 1;
+    }));
+    {
+        std::lock_guard g(m_lock);
+        EXPECT_EQ(m_server->client(0)->mr_handles, std::vector<uint32_t>{6});
+        EXPECT_EQ(m_server->client(1)->mr_handles, std::vector<uint32_t>{8});
+        EXPECT_NE(m_log.find("announced MR handle 6, which index 0 holds"),
+                  std::string::npos)
+                << m_log;
+        EXPECT_NE(m_log.find("MR handle 77, which it does not hold"),
+                  std::string::npos)
+                << m_log;
+    }
+    a = failure{"closed"};
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 1; }));
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{6})
+            << "the dead client's remaining MR, and only it";
+}
+
+TEST_F(attach_fixture, a_malformed_message_after_attach_detaches_the_client)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok());
+    announce(a.value(), wire::msg_type::mr_registered, 9);
+    const char junk[] = "this is not a notice at all";
+    ASSERT_EQ(send(a.value().sock.get(), junk, sizeof(junk), MSG_NOSIGNAL),
+              (ssize_t)sizeof(junk));
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 1; }));
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{9});
+    EXPECT_NE(m_log.find("bad magic"), std::string::npos) << m_log;
+    EXPECT_EQ(m_server->attached_count(), 0u);
 }

@@ -172,3 +172,23 @@ TEST(attach_wire, every_status_has_a_name)
                 << s;
     }
 }
+
+TEST(attach_wire, mr_notices_round_trip_and_are_checked)
+{
+    auto n = wire::make_mr_notice(wire::msg_type::mr_registered, 3, 4, 5,
+                                  0x1000, 8192);
+    auto r = wire::parse_mr_notice(bytes_of(n));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().handle, 3u);
+    EXPECT_EQ(r.value().length, 8192u);
+
+    n = wire::make_mr_notice(wire::msg_type::mr_registered, 3, 4, 5, 0x1000, 0);
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "length 0");
+    n = wire::make_mr_notice(wire::msg_type::mr_deregistered, 3, 0, 0, 0, 0);
+    EXPECT_TRUE(wire::parse_mr_notice(bytes_of(n)).ok());
+    n.reserved = 2;
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "0x2");
+    expect_refused(wire::parse_mr_notice(
+                           bytes_of(wire::make_attach_request("k", 1))),
+                   "type 1");
+}

@@ -163,6 +163,9 @@ void attach_server::run_once(int timeout_ms)
             m_log("attach server: " + who(conn) + " (index " +
                   std::to_string(conn.client.index) + ") is gone");
             m_on_detach(conn.client);
+            for (uint32_t handle : conn.client.mr_handles) {
+                m_mr_owner.erase(handle);
+            }
             m_index_used[conn.client.index] = false;
         }
     }
@@ -212,13 +215,10 @@ bool attach_server::service(connection &conn)
         }
         return false; /* EOF or error: gone */
     }
-    if (conn.attached) {
-        /* no messages are defined after attach in this version */
-        m_log("attach server: " + who(conn) + " sent " + std::to_string(n) +
-              " bytes after attaching: ignored");
-        return true;
-    }
     conn.buf.insert(conn.buf.end(), chunk, chunk + n);
+    if (conn.attached) {
+        return take_notices(conn);
+    }
     if (conn.buf.size() < sizeof(wire::msg_header)) {
         return true;
     }
@@ -299,11 +299,63 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     }
     m_index_used[index] = true;
     conn.attached       = true;
-    conn.client         = {index, conn.peer.pid, std::move(segment.map)};
+    conn.client         = {index, conn.peer.pid, std::move(segment.map), {}};
     conn.buf.clear();
     m_log("attach server: " + who(conn) + " attached as index " +
           std::to_string(index));
     return true;
+}
+
+/* Whole messages from an attached client; false ends the attachment. */
+bool attach_server::take_notices(connection &conn)
+{
+    while (conn.buf.size() >= sizeof(wire::msg_header)) {
+        auto hdr = wire::parse_header(conn.buf);
+        if (!hdr) {
+            m_log("attach server: " + who(conn) + ": " + hdr.error() +
+                  ": detaching it");
+            return false;
+        }
+        const size_t len = hdr.value().length;
+        if (conn.buf.size() < len) {
+            return true;
+        }
+        auto notice = wire::parse_mr_notice(std::span(conn.buf).first(len));
+        if (!notice) {
+            m_log("attach server: " + who(conn) + ": " + notice.error() +
+                  ": detaching it");
+            return false;
+        }
+        apply(conn, notice.value());
+        conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
+    }
+    return true;
+}
+
+void attach_server::apply(connection &conn, const wire::mr_notice &notice)
+{
+    auto &mine = conn.client.mr_handles;
+    auto owner = m_mr_owner.find(notice.handle);
+    if (notice.hdr.type ==
+        static_cast<uint16_t>(wire::msg_type::mr_registered)) {
+        if (owner != m_mr_owner.end()) {
+            m_log("attach server: " + who(conn) + " announced MR handle " +
+                  std::to_string(notice.handle) + ", which index " +
+                  std::to_string(owner->second) + " holds: ignored");
+            return;
+        }
+        m_mr_owner[notice.handle] = conn.client.index;
+        mine.push_back(notice.handle);
+        return;
+    }
+    if (owner == m_mr_owner.end() || owner->second != conn.client.index) {
+        m_log("attach server: " + who(conn) + " deregistered MR handle " +
+              std::to_string(notice.handle) +
+              ", which it does not hold: ignored");
+        return;
+    }
+    m_mr_owner.erase(owner);
+    std::erase(mine, notice.handle);
 }
 
 bool attach_server::refuse(connection &conn, wire::attach_status status,

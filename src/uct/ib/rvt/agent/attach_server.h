@@ -10,9 +10,16 @@
  *                     shm segment; the socket stays open as the client's
  *                     lifeline: EOF or an error on it means the client is
  *                     gone (exit, crash, SIGKILL), and its index is freed
- *                     after on_detach has cleaned up after it
+ *                     after on_detach has cleaned up after it (its MRs:
+ *                     mr_handles). On the socket the client announces the
+ *                     MRs it registers and deregisters in the agent's PD;
+ *                     a malformed message ends the attachment as if the
+ *                     client had died.
  *
- * Invariants: an index belongs to at most one attached client; a refused
+ * Invariants: an index belongs to at most one attached client; an MR
+ * handle is recorded for at most one client (a claim on another client's
+ * handle is ignored, so a confused client cannot make the agent
+ * deregister a neighbour's memory when it dies); a refused
  * or dead connection never changes any other client's state; nothing a
  * peer sends is used before parse_* has accepted it; SO_PEERCRED, not the
  * message, says who the peer is.
@@ -36,6 +43,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace rvt::agent {
@@ -62,6 +70,7 @@ struct attached_client {
     uint32_t index;
     pid_t pid;
     shm_mapping shm; /* the agent's own mapping of the client's segment */
+    std::vector<uint32_t> mr_handles; /* announced, not yet deregistered */
 };
 
 class attach_server {
@@ -90,6 +99,8 @@ private:
                   detach_fn on_detach, unique_fd listener);
     void accept_all();
     bool service(connection &conn); /* false: close it */
+    bool take_notices(connection &conn);
+    void apply(connection &conn, const wire::mr_notice &notice);
     bool answer(connection &conn, std::span<const std::byte> message);
     bool refuse(connection &conn, wire::attach_status status,
                 const std::string &reason);
@@ -102,6 +113,7 @@ private:
     unique_fd m_listener;
     std::vector<std::unique_ptr<connection>> m_conns;
     std::vector<bool> m_index_used;
+    std::unordered_map<uint32_t, uint32_t> m_mr_owner; /* handle -> index */
 };
 
 } // namespace rvt::agent

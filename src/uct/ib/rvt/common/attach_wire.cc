@@ -175,6 +175,47 @@ attach_request make_attach_request(std::string_view job_key, uint32_t pid)
     return req;
 }
 
+result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes)
+{
+    auto hdr = parse_header(bytes);
+    if (!hdr) {
+        return failure{hdr.error()};
+    }
+    const auto type = static_cast<msg_type>(hdr.value().type);
+    if (type != msg_type::mr_registered && type != msg_type::mr_deregistered) {
+        return failure{format("message type %u where an MR notice (3 or 4) "
+                              "was expected",
+                              hdr.value().type)};
+    }
+    auto msg = parse_fixed<mr_notice>(bytes, type, "mr notice");
+    if (!msg) {
+        return msg;
+    }
+    if (msg.value().reserved != 0) {
+        return failure{format("reserved MR notice field is 0x%x: expected 0",
+                              msg.value().reserved)};
+    }
+    if (type == msg_type::mr_registered && msg.value().length == 0) {
+        return failure{format("MR handle %u registered with length 0: "
+                              "expected a length",
+                              msg.value().handle)};
+    }
+    return msg;
+}
+
+mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
+                         uint32_t rkey, uint64_t addr, uint64_t length)
+{
+    mr_notice n{};
+    n.hdr    = make_header(type, sizeof(n));
+    n.handle = handle;
+    n.lkey   = lkey;
+    n.rkey   = rkey;
+    n.addr   = addr;
+    n.length = length;
+    return n;
+}
+
 attach_reply make_refusal(attach_status status, std::string_view reason)
 {
     attach_reply rep{};

@@ -39,6 +39,10 @@ inline constexpr size_t reason_size        = 128;
 enum class msg_type : uint16_t {
     attach_request = 1,
     attach_reply   = 2,
+    /* after attach, client to agent: the MRs it holds in the agent's PD,
+     * so the agent can deregister what a dead client left behind */
+    mr_registered   = 3,
+    mr_deregistered = 4,
 };
 
 struct msg_header {
@@ -101,6 +105,21 @@ static_assert(std::is_trivially_copyable_v<attach_reply> &&
               std::is_standard_layout_v<attach_reply>);
 static_assert(sizeof(attach_reply) <= max_message_size);
 
+/* mr_registered / mr_deregistered: one MR of the client's, by the handle
+ * REG_MR gave it in the shared fd's table. */
+struct mr_notice {
+    msg_header hdr;
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+    uint32_t reserved; /* zero */
+    uint64_t addr;
+    uint64_t length; /* > 0 for mr_registered */
+};
+static_assert(sizeof(mr_notice) == 48 && offsetof(mr_notice, addr) == 32);
+static_assert(std::is_trivially_copyable_v<mr_notice> &&
+              std::is_standard_layout_v<mr_notice>);
+
 /* Job keys: 1..63 characters of [A-Za-z0-9._:+-] (they also name the
  * agent's socket and lock files). Empty string = valid. */
 std::string job_key_error(std::string_view key);
@@ -115,6 +134,11 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes);
 
 attach_request make_attach_request(std::string_view job_key, uint32_t pid);
 attach_reply make_refusal(attach_status status, std::string_view reason);
+
+/* Checks an mr_registered or mr_deregistered message. */
+result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes);
+mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
+                         uint32_t rkey, uint64_t addr, uint64_t length);
 
 std::string_view to_string(attach_status status);
 

@@ -1,0 +1,42 @@
+/*
+ * Registering a process's own memory into its agent's protection domain
+ * (DESIGN.md part 3), and telling the agent about it: the agent keeps the
+ * handle of every MR a client holds and deregisters what is left when the
+ * client dies, since nobody else will (the MR lives in the agent's PD, on
+ * the agent's command fd, not in the dead process).
+ *
+ * A process killed between REG_MR and its notice leaves an MR the agent
+ * does not know about; it is released when the agent closes its device.
+ *
+ * Not thread-safe: one caller at a time per attachment (the UCX MD calls
+ * these under its registration cache's lock).
+ */
+#ifndef RVT_CLIENT_REGISTRATION_H
+#define RVT_CLIENT_REGISTRATION_H
+
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rvt::client {
+
+struct memory_region {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+    void *addr;
+    size_t length;
+};
+
+/* `access` is IBV_ACCESS_* flags. */
+result<memory_region>
+register_memory(const attachment &at, void *addr, size_t length, int access);
+
+result<uint32_t>
+deregister_memory(const attachment &at, const memory_region &mr);
+
+} // namespace rvt::client
+
+#endif
