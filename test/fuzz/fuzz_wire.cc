@@ -1,9 +1,12 @@
 /*
- * libFuzzer target for the agent's message parsers (attach and MR notices): whatever bytes arrive,
- * parsing must neither crash nor read out of bounds (ASan/UBSan watch), and
- * an accepted message must re-parse to the same bytes' meaning.
+ * libFuzzer target for every parser the agent runs on untrusted bytes:
+ * attach requests, MR notices and attach replies from a client's socket,
+ * and handshake datagrams from other agents. Whatever arrives, parsing
+ * must neither crash nor read out of bounds (ASan/UBSan watch), and an
+ * accepted message must be whole and valid.
  */
 #include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/conn_wire.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     auto mr = rvt::wire::parse_mr_notice(bytes);
     if (mr.ok() && size != sizeof(rvt::wire::mr_notice)) {
+        std::abort();
+    }
+    auto dgram = rvt::wire::conn::parse(bytes);
+    if (dgram.ok() && size != sizeof(rvt::wire::conn::message)) {
         std::abort();
     }
     auto rep = rvt::wire::parse_attach_reply(bytes);
