@@ -1,0 +1,72 @@
+/*
+ * Which job a process belongs to, as one job key (attach_wire.h:
+ * 1..63 characters of [A-Za-z0-9._:+-]). The key names the agent's socket
+ * and lock (runtime_dir.h) and is checked at attach, so every process of a
+ * job on a node, and the agent it starts, must arrive at the same key from
+ * the same environment. The first rule that applies wins:
+ *
+ *   | # | variable(s)                    | key                  | source   |
+ *   |---|--------------------------------|----------------------|----------|
+ *   | 1 | RVT_JOB_KEY                    | the value, verbatim  | the name |
+ *   |   | UCX_RVT_JOB_KEY                | the value, verbatim  | the name |
+ *   | 2 | SLURM_JOB_ID + SLURM_STEP_ID   | slurm.<job>.<step>   | both     |
+ *   |   | SLURM_JOB_ID alone (batch)     | slurm.<job>          | the name |
+ *   | 3 | PMIX_NAMESPACE                 | pmix.<namespace>     | the name |
+ *   | 4 | OMPI_MCA_ess_base_jobid        | ompi.<id>            | the name |
+ *   | 5 | (none of the above)            | user.<uid>           | default  |
+ *
+ * A variable set to the empty string counts as unset.
+ *
+ * Explicit keys (1) are used as given or refused: an invalid one is an
+ * error naming the variable, never rewritten, because a silently altered
+ * key would put the process in a different job than its user asked for.
+ * UCX_RVT_JOB_KEY is read too because the UCX module's config table has
+ * the prefix RVT_, so its JOB_KEY knob is UCX_RVT_JOB_KEY in the
+ * environment; UCX parses it for the module, but an agent started by the
+ * module or by a launcher sees only the environment, and must agree. Both
+ * set and different is an error (which one is meant is not ours to guess).
+ *
+ * Launcher values (2-4) are not ours to choose, so they are encoded, not
+ * refused, and the encoding is injective: letters, digits, '.', '_' and
+ * '-' stay; every other byte, '+' and ':' included, becomes "+xx" (two
+ * lower-case hex digits). In the Slurm pair '.' is encoded too, so that
+ * job "1.2" step "3" and job "1" step "2.3" stay apart. A key longer than
+ * 63 characters keeps its first 46 and ends in ':' plus 16 hex digits of
+ * a 64-bit FNV-1a hash of the whole encoded key; since an unshortened
+ * derived key never contains ':', a shortened key can only meet another
+ * shortened key, and then only on a hash collision.
+ */
+#ifndef RVT_AGENT_JOB_KEY_H
+#define RVT_AGENT_JOB_KEY_H
+
+#include "uct/ib/rvt/common/result.h"
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace rvt::agent {
+
+/* Reads one environment variable: its value, or nullopt when unset. Tests
+ * pass a map (env_from) instead of touching the process environment. */
+using env_view = std::function<std::optional<std::string>(const char *name)>;
+
+/* The process environment, through getenv(). */
+env_view process_env();
+
+/* A fixed environment: exactly the variables in vars. */
+env_view env_from(std::map<std::string, std::string> vars);
+
+struct job_key_choice {
+    std::string key; /* passes wire::job_key_error */
+    std::string source; /* variable(s) it came from, or "default" */
+};
+
+result<job_key_choice> resolve_job_key(const env_view &env, uid_t uid);
+
+} // namespace rvt::agent
+
+#endif
