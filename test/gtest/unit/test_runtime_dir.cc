@@ -1,0 +1,250 @@
+/*
+ * Unit tests of the agent's per-user directory (agent/runtime_dir.h): the
+ * base chosen from XDG_RUNTIME_DIR, a directory created 0700 whatever the
+ * umask, and refusal, naming the path and the fault, of every directory
+ * someone else could have prepared for us (symbolic link, other owner,
+ * wrong mode, not a directory); then the socket and lock names, their
+ * validation, and the sockaddr_un length limit.
+ */
+#include "uct/ib/rvt/agent/runtime_dir.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+using namespace rvt;
+using agent::ensure_runtime_dir;
+using agent::env_from;
+using agent::make_agent_paths;
+using agent::runtime_base;
+
+namespace {
+
+bool make_file(const std::string &path)
+{
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                    0600);
+    return fd >= 0 && ::close(fd) == 0;
+}
+
+class runtime_dir_fixture : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/rvt-rundir-test.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_base = tmpl;
+        m_uid  = ::geteuid();
+        m_dir  = m_base + "/rvt-" + std::to_string(m_uid);
+    }
+
+    void TearDown() override
+    {
+        std::filesystem::remove_all(m_base);
+    }
+
+    mode_t mode_of(const std::string &path)
+    {
+        struct stat st;
+        EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+        return st.st_mode & 07777;
+    }
+
+    /* ensure_runtime_dir must refuse, naming the directory and want. */
+    void expect_refused(uid_t uid, const std::string &want)
+    {
+        auto r = ensure_runtime_dir(m_base, uid);
+        ASSERT_FALSE(r.ok()) << "accepted " << r.value();
+        std::string dir = m_base + "/rvt-" + std::to_string(uid);
+        EXPECT_NE(r.error().find(dir), std::string::npos) << r.error();
+        EXPECT_NE(r.error().find(want), std::string::npos) << r.error();
+    }
+
+    std::string m_base;
+    uid_t m_uid;
+    std::string m_dir;
+};
+
+} // namespace
+
+TEST_F(runtime_dir_fixture, base_is_xdg_when_it_is_ours)
+{
+    EXPECT_EQ(runtime_base(env_from({{"XDG_RUNTIME_DIR", m_base}}), m_uid),
+              m_base);
+}
+
+TEST_F(runtime_dir_fixture, base_falls_back_to_tmp)
+{
+    EXPECT_EQ(runtime_base(env_from({}), m_uid), "/tmp");
+    EXPECT_EQ(runtime_base(env_from({{"XDG_RUNTIME_DIR", ""}}), m_uid), "/tmp");
+    /* not ours */
+    EXPECT_EQ(runtime_base(env_from({{"XDG_RUNTIME_DIR", m_base}}), m_uid + 1),
+              "/tmp");
+    /* missing, relative, not a directory */
+    EXPECT_EQ(runtime_base(env_from({{"XDG_RUNTIME_DIR", m_base + "/none"}}),
+                           m_uid),
+              "/tmp");
+    EXPECT_EQ(runtime_base(env_from({{"XDG_RUNTIME_DIR", "relative"}}), m_uid),
+              "/tmp");
+    std::string file = m_base + "/file";
+    ASSERT_TRUE(make_file(file));
+    EXPECT_EQ(runtime_base(env_from({{"XDG_RUNTIME_DIR", file}}), m_uid),
+              "/tmp");
+}
+
+TEST_F(runtime_dir_fixture, created_0700_whatever_the_umask)
+{
+    mode_t old = ::umask(0277); /* would make mkdir(0700) give 0500 */
+    auto r     = ensure_runtime_dir(m_base, m_uid);
+    ::umask(old);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value(), m_dir);
+    EXPECT_EQ(mode_of(m_dir), 0700u);
+
+    /* an existing good one is accepted as it is */
+    auto again = ensure_runtime_dir(m_base + "/", m_uid);
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_EQ(again.value(), m_dir);
+}
+
+TEST_F(runtime_dir_fixture, symbolic_link_is_refused)
+{
+    /* even to a directory that would itself pass */
+    std::string target = m_base + "/real";
+    ASSERT_EQ(::mkdir(target.c_str(), 0700), 0);
+    ASSERT_EQ(::symlink(target.c_str(), m_dir.c_str()), 0);
+    expect_refused(m_uid, "symbolic link");
+}
+
+TEST_F(runtime_dir_fixture, dangling_symbolic_link_is_refused)
+{
+    ASSERT_EQ(::symlink((m_base + "/nowhere").c_str(), m_dir.c_str()), 0);
+    expect_refused(m_uid, "symbolic link");
+    EXPECT_FALSE(std::filesystem::exists(m_base + "/nowhere"));
+}
+
+TEST_F(runtime_dir_fixture, wrong_mode_is_refused_not_repaired)
+{
+    for (mode_t mode : {0755, 0777, 0711, 0500, 01700}) {
+        ASSERT_EQ(::mkdir(m_dir.c_str(), 0700), 0);
+        ASSERT_EQ(::chmod(m_dir.c_str(), mode), 0);
+        char want[32];
+        snprintf(want, sizeof(want), "mode 0%03o", unsigned(mode));
+        expect_refused(m_uid, want);
+        EXPECT_EQ(mode_of(m_dir), mode);
+        ASSERT_EQ(::rmdir(m_dir.c_str()), 0);
+    }
+}
+
+TEST_F(runtime_dir_fixture, not_a_directory_is_refused)
+{
+    ASSERT_TRUE(make_file(m_dir));
+    expect_refused(m_uid, "not a directory");
+}
+
+/* Whoever we are: a directory made by this process is not another uid's. */
+TEST_F(runtime_dir_fixture, directory_of_another_uid_is_refused)
+{
+    uid_t other     = m_uid + 1;
+    std::string dir = m_base + "/rvt-" + std::to_string(other);
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    expect_refused(other, "owned by uid " + std::to_string(m_uid));
+}
+
+/* The attack itself: /tmp/rvt-<victim> pre-created by another user. */
+TEST_F(runtime_dir_fixture, hostile_precreated_directory_is_refused)
+{
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root to chown to uid 65534";
+    }
+    ASSERT_EQ(::mkdir(m_dir.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(m_dir.c_str(), 65534, 65534), 0);
+    expect_refused(m_uid, "owned by uid 65534");
+
+    /* and for an ordinary victim uid, wide open as an attacker would */
+    std::string victim = m_base + "/rvt-1000";
+    ASSERT_EQ(::mkdir(victim.c_str(), 0777), 0);
+    ASSERT_EQ(::chmod(victim.c_str(), 0777), 0);
+    ASSERT_EQ(::chown(victim.c_str(), 65534, 65534), 0);
+    expect_refused(1000, "owned by uid 65534");
+}
+
+TEST_F(runtime_dir_fixture, missing_base_is_an_error)
+{
+    auto r = ensure_runtime_dir(m_base + "/none", m_uid);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find(m_base + "/none/rvt-"), std::string::npos)
+            << r.error();
+    EXPECT_FALSE(ensure_runtime_dir("", m_uid).ok());
+}
+
+TEST(runtime_paths, names)
+{
+    auto p = make_agent_paths("/run/user/7/rvt-7", "rxe0", 1, "slurm.12.0");
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_EQ(p.value().socket, "/run/user/7/rvt-7/rxe0-1.slurm.12.0.sock");
+    EXPECT_EQ(p.value().lock, "/run/user/7/rvt-7/rxe0-1.slurm.12.0.lock");
+
+    auto q = make_agent_paths("/d", "mlx5_0.x-y", 255, "k");
+    ASSERT_TRUE(q.ok()) << q.error();
+    EXPECT_EQ(q.value().socket, "/d/mlx5_0.x-y-255.k.sock");
+}
+
+TEST(runtime_paths, bad_device_is_refused)
+{
+    for (std::string dev :
+         {std::string(""), std::string("mlx5/0"), std::string("rxe 0"),
+          std::string("rxe:0"), std::string(64, 'd')}) {
+        auto p = make_agent_paths("/d", dev, 1, "k");
+        ASSERT_FALSE(p.ok()) << dev << " accepted";
+        EXPECT_NE(p.error().find("device name"), std::string::npos)
+                << p.error();
+    }
+    EXPECT_TRUE(make_agent_paths("/d", std::string(63, 'd'), 1, "k").ok());
+}
+
+TEST(runtime_paths, bad_port_is_refused)
+{
+    for (int port : {0, 256, -1, 65536}) {
+        auto p = make_agent_paths("/d", "rxe0", port, "k");
+        ASSERT_FALSE(p.ok()) << port << " accepted";
+        EXPECT_NE(p.error().find("port " + std::to_string(port) + ":"),
+                  std::string::npos)
+                << p.error();
+    }
+}
+
+TEST(runtime_paths, bad_job_key_is_refused)
+{
+    for (std::string key :
+         {std::string(""), std::string("a/b"), std::string(64, 'k')}) {
+        auto p = make_agent_paths("/d", "rxe0", 1, key);
+        ASSERT_FALSE(p.ok()) << key << " accepted";
+        EXPECT_NE(p.error().find("job key"), std::string::npos) << p.error();
+    }
+}
+
+TEST(runtime_paths, socket_path_must_fit_sockaddr_un)
+{
+    /* dir + "/rxe0-1." + key + ".sock" is dir + 13 + key */
+    std::string dir(50, 'd');
+    dir[0]          = '/';
+    std::string key = std::string(agent::max_socket_path - 50 - 13, 'k');
+    auto fits       = make_agent_paths(dir, "rxe0", 1, key);
+    ASSERT_TRUE(fits.ok()) << fits.error();
+    EXPECT_EQ(fits.value().socket.size(), 107u);
+    EXPECT_EQ(fits.value().lock.size(), 107u);
+
+    auto over = make_agent_paths(dir + "d", "rxe0", 1, key);
+    ASSERT_FALSE(over.ok());
+    EXPECT_NE(over.error().find("is 108 characters"), std::string::npos)
+            << over.error();
+    EXPECT_NE(over.error().find("at most 107"), std::string::npos)
+            << over.error();
+}
