@@ -21,6 +21,7 @@
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
 #include "shared_pd_protocol.h"
+#include "test_paths.h"
 
 #include <arpa/inet.h>
 #include <rdma/ib_user_ioctl_verbs.h>
@@ -45,7 +46,6 @@ using namespace rvt::test;
 
 namespace {
 
-std::string g_client_path; /* set in main() from argv[0] */
 
 const char *env_or(const char *name, const char *dflt)
 {
@@ -221,13 +221,13 @@ protected:
         if (m_client_pid == 0) {
             int fd          = dup(theirs.get()); /* without CLOEXEC */
             std::string arg = std::to_string(fd);
-            execl(g_client_path.c_str(), g_client_path.c_str(),
+            execl(test::client_path.c_str(), test::client_path.c_str(),
                   sock_path.c_str(), arg.c_str(), static_cast<char *>(nullptr));
             _exit(127);
         }
         client_report r{};
         EXPECT_EQ(read(m_sock.get(), &r, sizeof(r)), (ssize_t)sizeof(r))
-                << "client " << g_client_path << " did not report";
+                << "client " << test::client_path << " did not report";
         return r;
     }
 
@@ -370,14 +370,4 @@ TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
     ASSERT_FALSE(twice.ok());
     EXPECT_NE(twice.error().find(std::to_string(c.handle)), std::string::npos)
             << twice.error();
-}
-
-int main(int argc, char **argv)
-{
-    ::testing::InitGoogleTest(&argc, argv);
-    std::string self = argv[0];
-    auto dir         = self.substr(0, self.find_last_of('/') + 1);
-    g_client_path    = env_or("RVT_SHARED_PD_CLIENT",
-                              (dir + "integration/shared_pd_client").c_str());
-    return RUN_ALL_TESTS();
 }

@@ -1,0 +1,62 @@
+/*
+ * The agent's verbs device: the context and protection domain every client
+ * of the agent registers its memory into, plus what a client needs to do
+ * so (the command fd, the PD handle, the uverbs driver id and how to
+ * register). Opening checks what rvt relies on and says which check failed.
+ */
+#ifndef RVT_AGENT_DEVICE_H
+#define RVT_AGENT_DEVICE_H
+
+#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace rvt::agent {
+
+class device {
+public:
+    /* Opens `name` and checks that `port` (1-based) exists and is active. */
+    static result<std::unique_ptr<device>>
+    open(const std::string &name, uint8_t port);
+
+    /* What attach_server hands every client. */
+    device_grant grant(uint64_t agent_id) const;
+
+    const std::string &name() const
+    {
+        return m_name;
+    }
+    uint8_t port() const
+    {
+        return m_port;
+    }
+    ibv_context *context() const
+    {
+        return m_ctx.get();
+    }
+    ibv_pd *pd() const
+    {
+        return m_pd.get();
+    }
+    uint32_t driver_id() const
+    {
+        return m_driver_id;
+    }
+
+private:
+    device() = default;
+
+    std::string m_name;
+    uint8_t m_port       = 0;
+    uint32_t m_driver_id = 0;
+    verbs::context_ptr m_ctx; /* declared before the PD: destroyed after */
+    verbs::pd_ptr m_pd;
+};
+
+} // namespace rvt::agent
+
+#endif

@@ -1,0 +1,15 @@
+/*
+ * Where the integration tests find the programs they start: next to the
+ * test binary in the build tree, or where RVT_SHARED_PD_CLIENT / RVTD say.
+ */
+#ifndef RVT_TEST_PATHS_H
+#define RVT_TEST_PATHS_H
+
+#include <string>
+
+namespace rvt::test {
+extern std::string client_path; /* integration/shared_pd_client */
+extern std::string rvtd_path; /* src/uct/ib/rvt/tools/rvtd */
+} // namespace rvt::test
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * Integration test of the rvtd daemon itself (real verbs, in the testbed):
+ * it starts, serves its attach socket, refuses a second agent for the same
+ * key, deregisters the memory of a client killed with SIGKILL, and leaves
+ * after its linger time; a bad option is refused naming it.
+ *
+ * Environment: RXE_DEV (device); skips without one.
+ */
+#include "uct/ib/rvt/agent/job_key.h"
+#include "uct/ib/rvt/agent/runtime_dir.h"
+
+#include "shared_pd_protocol.h"
+#include "test_paths.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace rvt;
+using namespace std::chrono_literals;
+
+
+namespace {
+
+std::string slurp(const std::string &path)
+{
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+/* Starts `argv` with XDG_RUNTIME_DIR=runtime and stderr to log_path. */
+pid_t spawn(const std::vector<std::string> &argv, const std::string &runtime,
+            const std::string &log_path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(fd, 2);
+        setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+        std::vector<char *> args;
+        for (const auto &a : argv) {
+            args.push_back(const_cast<char *>(a.c_str()));
+        }
+        args.push_back(nullptr);
+        execv(args[0], args.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits for pid to exit, at most `limit`; returns its exit status or -1. */
+int wait_exit(pid_t pid, std::chrono::milliseconds limit)
+{
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        int st  = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+}
+
+template<class Pred> bool eventually(Pred pred, std::chrono::milliseconds limit)
+{
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (pred()) {
+            return true;
+        }
+        std::this_thread::sleep_for(50ms);
+    }
+    return false;
+}
+
+class rvtd_test : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        const char *dev = std::getenv("RXE_DEV");
+        if (dev == nullptr || *dev == '\0') {
+            GTEST_SKIP()
+                    << "no RDMA device (RXE_DEV unset): run in the testbed";
+        }
+        m_dev       = dev;
+        char tmpl[] = "/tmp/rvtd-test.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_runtime = tmpl;
+        m_log     = m_runtime + "/rvtd.log";
+        auto dir  = agent::ensure_runtime_dir(
+                 agent::runtime_base(agent::env_from(
+                                             {{"XDG_RUNTIME_DIR", m_runtime}}),
+                                     getuid()),
+                 getuid());
+        ASSERT_TRUE(dir.ok()) << dir.error();
+        auto paths = agent::make_agent_paths(dir.value(), m_dev, 1,
+                                             test::job_key);
+        ASSERT_TRUE(paths.ok()) << paths.error();
+        m_socket = paths.value().socket;
+    }
+
+    void TearDown() override
+    {
+        for (pid_t p : m_pids) {
+            kill(p, SIGKILL);
+            waitpid(p, nullptr, 0);
+        }
+        if (!m_runtime.empty()) {
+            std::filesystem::remove_all(m_runtime);
+        }
+    }
+
+    pid_t start_rvtd(std::vector<std::string> extra = {})
+    {
+        std::vector<std::string> argv = {test::rvtd_path, "--device=" + m_dev,
+                                         std::string("--job-key=") +
+                                                 test::job_key,
+                                         "--linger=2"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        pid_t p = spawn(argv, m_runtime, m_log);
+        m_pids.push_back(p);
+        return p;
+    }
+
+    void forget(pid_t p)
+    {
+        std::erase(m_pids, p);
+    }
+
+    std::string m_dev, m_runtime, m_log, m_socket;
+    std::vector<pid_t> m_pids;
+};
+
+} // namespace
+
+TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
+{
+    pid_t agent = start_rvtd();
+    ASSERT_TRUE(
+            eventually([&] { return std::filesystem::exists(m_socket); }, 20s))
+            << "no socket at " << m_socket << "; log:\n"
+            << slurp(m_log);
+
+    /* a second agent for the same key must not start */
+    pid_t twin = start_rvtd();
+    EXPECT_EQ(wait_exit(twin, 20s), 1);
+    forget(twin);
+    EXPECT_NE(slurp(m_log).find("another agent holds it"), std::string::npos)
+            << slurp(m_log);
+
+    /* a client attaches, registers memory, and is killed */
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pid_t client = spawn({test::client_path, m_socket, std::to_string(sv[1])},
+                         m_runtime, m_log);
+    m_pids.push_back(client);
+    close(sv[1]);
+    test::client_report r{};
+    ASSERT_EQ(read(sv[0], &r, sizeof(r)), (ssize_t)sizeof(r)) << slurp(m_log);
+    ASSERT_EQ(r.registered, 1u) << r.error;
+    kill(client, SIGKILL);
+    waitpid(client, nullptr, 0);
+    forget(client);
+    close(sv[0]);
+    EXPECT_TRUE(eventually(
+            [&] {
+                return slurp(m_log).find("gone: deregistered 1 of its 1 MRs") !=
+                       std::string::npos;
+            },
+            10s))
+            << slurp(m_log);
+
+    /* with no clients left it leaves after --linger=2 */
+    EXPECT_EQ(wait_exit(agent, 15s), 0) << slurp(m_log);
+    forget(agent);
+    EXPECT_NE(slurp(m_log).find("no clients for 2 s: exiting"),
+              std::string::npos)
+            << slurp(m_log);
+}
+
+TEST_F(rvtd_test, bad_options_are_refused_naming_them)
+{
+    pid_t p = start_rvtd({"--port=0"});
+    EXPECT_EQ(wait_exit(p, 10s), 2);
+    forget(p);
+    EXPECT_NE(slurp(m_log).find("--port=0: expected a whole number from 1 to "
+                                "255"),
+              std::string::npos)
+            << slurp(m_log);
+    p = start_rvtd({"--no-such-thing=1"});
+    EXPECT_EQ(wait_exit(p, 10s), 2);
+    forget(p);
+    EXPECT_NE(slurp(m_log).find("unknown option --no-such-thing"),
+              std::string::npos)
+            << slurp(m_log);
+    p = start_rvtd({"--device=nosuchdev9"});
+    EXPECT_EQ(wait_exit(p, 20s), 1);
+    forget(p);
+    EXPECT_NE(slurp(m_log).find("device nosuchdev9 port 1: cannot open it"),
+              std::string::npos)
+            << slurp(m_log);
+}
