@@ -30,6 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mr.ok() && size != sizeof(rvt::wire::mr_notice)) {
         std::abort();
     }
+    auto status = rvt::wire::parse_status_request(bytes);
+    if (status.ok() && size != sizeof(rvt::wire::status_request)) {
+        std::abort();
+    }
+    (void)rvt::wire::parse_status_reply_header(bytes);
     auto dgram = rvt::wire::conn::parse(bytes);
     if (dgram.ok() && size != sizeof(rvt::wire::conn::message)) {
         std::abort();

@@ -7,6 +7,7 @@
 namespace rvt::test {
 std::string client_path;
 std::string rvtd_path;
+std::string status_path;
 } // namespace rvt::test
 
 namespace {
@@ -26,5 +27,7 @@ int main(int argc, char **argv)
                                     dir + "integration/shared_pd_client");
     rvt::test::rvtd_path   = env_or("RVTD",
                                     dir + "../../src/uct/ib/rvt/tools/rvtd");
+    rvt::test::status_path =
+            env_or("RVT_STATUS", dir + "../../src/uct/ib/rvt/tools/rvt-status");
     return RUN_ALL_TESTS();
 }

@@ -1,6 +1,6 @@
 /*
  * Where the integration tests find the programs they start: next to the
- * test binary in the build tree, or where RVT_SHARED_PD_CLIENT / RVTD say.
+ * test binary in the build tree, or where RVT_SHARED_PD_CLIENT / RVTD / RVT_STATUS say.
  */
 #ifndef RVT_TEST_PATHS_H
 #define RVT_TEST_PATHS_H
@@ -10,6 +10,7 @@
 namespace rvt::test {
 extern std::string client_path; /* integration/shared_pd_client */
 extern std::string rvtd_path; /* src/uct/ib/rvt/tools/rvtd */
+extern std::string status_path; /* src/uct/ib/rvt/tools/rvt-status */
 } // namespace rvt::test
 
 #endif

@@ -1,13 +1,15 @@
 /*
  * Integration test of the rvtd daemon itself (real verbs, in the testbed):
  * it starts, serves its attach socket, refuses a second agent for the same
- * key, deregisters the memory of a client killed with SIGKILL, and leaves
+ * key, deregisters the memory of a client killed with SIGKILL (and its
+ * status, over the socket and through rvt-status, shows it), and leaves
  * after its linger time; a bad option is refused naming it.
  *
  * Environment: RXE_DEV (device); skips without one.
  */
 #include "uct/ib/rvt/agent/job_key.h"
 #include "uct/ib/rvt/agent/runtime_dir.h"
+#include "uct/ib/rvt/client/status.h"
 
 #include "shared_pd_protocol.h"
 #include "test_paths.h"
@@ -21,6 +23,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +178,15 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
     test::client_report r{};
     ASSERT_EQ(read(sv[0], &r, sizeof(r)), (ssize_t)sizeof(r)) << slurp(m_log);
     ASSERT_EQ(r.registered, 1u) << r.error;
+    auto st = client::query_status(m_socket, false);
+    ASSERT_TRUE(st.ok()) << st.error() << "\nrvtd log:\n" << slurp(m_log);
+    EXPECT_NE(st.value().find("\"clients\": [{\"index\": 0, \"pid\": " +
+                              std::to_string(client) + ", \"mrs\": 1}]"),
+              std::string::npos)
+            << st.value();
+    EXPECT_NE(st.value().find("\"registration\": \"uverbs_ioctl\""),
+              std::string::npos)
+            << st.value();
     kill(client, SIGKILL);
     waitpid(client, nullptr, 0);
     forget(client);
@@ -186,6 +198,30 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
             },
             10s))
             << slurp(m_log);
+
+    st = client::query_status(m_socket, false);
+    ASSERT_TRUE(st.ok()) << st.error() << "\nrvtd log:\n" << slurp(m_log);
+    EXPECT_NE(st.value().find("\"clients_gone\": 1, \"mrs_cleaned\": 1, "
+                              "\"mrs_leaked\": 0"),
+              std::string::npos)
+            << st.value();
+    EXPECT_NE(st.value().find("\"clients\": []"), std::string::npos)
+            << st.value();
+
+    /* the tool, as a person runs it */
+    std::string cmd = test::status_path + " --socket=" + m_socket;
+    FILE *p         = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char line[4096];
+    std::string out;
+    while (std::fgets(line, sizeof(line), p) != nullptr) {
+        out += line;
+    }
+    EXPECT_EQ(pclose(p), 0) << out;
+    EXPECT_NE(out.find("clients   0 attached, 1 gone; MRs of gone clients "
+                       "deregistered 1, failed 0"),
+              std::string::npos)
+            << out;
 
     /* with no clients left it leaves after --linger=2 */
     EXPECT_EQ(wait_exit(agent, 15s), 0) << slurp(m_log);

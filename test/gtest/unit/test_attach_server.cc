@@ -7,6 +7,7 @@
  */
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/common/fd_passing.h"
 
 #include <fcntl.h>
@@ -421,4 +422,37 @@ TEST_F(attach_fixture, a_malformed_message_after_attach_detaches_the_client)
     EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{9});
     EXPECT_NE(m_log.find("bad magic"), std::string::npos) << m_log;
     EXPECT_EQ(m_server->attached_count(), 0u);
+}
+
+TEST_F(attach_fixture, status_requests_get_the_status_text)
+{
+    start();
+    {
+        std::lock_guard g(m_lock);
+        m_server->set_status_source([](bool human) {
+            return std::string(human ? "human text" : "{\"json\": 1}");
+        });
+    }
+    auto a = client::query_status(m_dir + "/agent.sock", false);
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a.value(), "{\"json\": 1}");
+    auto h = client::query_status(m_dir + "/agent.sock", true);
+    ASSERT_TRUE(h.ok()) << h.error();
+    EXPECT_EQ(h.value(), "human text");
+
+    auto bad  = wire::make_status_request(0);
+    bad.flags = 6;
+    expect_refused(raw_exchange(bytes(bad)), wire::attach_status::bad_message,
+                   "flags 0x6");
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, an_agent_without_status_says_so)
+{
+    start();
+    auto a = client::query_status(m_dir + "/agent.sock", false);
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().find("refused: this agent gives no status"),
+              std::string::npos)
+            << a.error();
 }

@@ -140,26 +140,27 @@ void attach_server::run_once(int timeout_ms)
         return;
     }
 
-    std::vector<std::unique_ptr<connection>> keep;
+    /* Service every connection first and only then drop the closed ones:
+     * callbacks (the status text, on_detach) may look at all clients, so
+     * m_conns must stay whole while any of them runs. */
+    std::vector<bool> closed(m_conns.size(), false);
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn = *m_conns[i];
-        bool open        = true;
         if (fds[i + 1].revents != 0) {
-            open = service(conn);
+            closed[i] = !service(conn);
         } else if (!conn.attached &&
                    clock::now() >= conn.accepted + m_config.request_timeout) {
-            open = refuse(conn, wire::attach_status::bad_message,
-                          "incomplete attach request after " +
-                                  std::to_string(
-                                          m_config.request_timeout.count()) +
-                                  " ms (" + std::to_string(conn.buf.size()) +
-                                  " bytes received)");
+            closed[i] = !refuse(
+                    conn, wire::attach_status::bad_message,
+                    "incomplete attach request after " +
+                            std::to_string(m_config.request_timeout.count()) +
+                            " ms (" + std::to_string(conn.buf.size()) +
+                            " bytes received)");
         }
-        if (open) {
-            keep.push_back(std::move(m_conns[i]));
-            continue;
-        }
-        if (conn.attached) {
+    }
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        connection &conn = *m_conns[i];
+        if (closed[i] && conn.attached) {
             m_log("attach server: " + who(conn) + " (index " +
                   std::to_string(conn.client.index) + ") is gone");
             m_on_detach(conn.client);
@@ -167,6 +168,13 @@ void attach_server::run_once(int timeout_ms)
                 m_mr_owner.erase(handle);
             }
             m_index_used[conn.client.index] = false;
+            conn.attached                   = false;
+        }
+    }
+    std::vector<std::unique_ptr<connection>> keep;
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        if (!closed[i]) {
+            keep.push_back(std::move(m_conns[i]));
         }
     }
     m_conns = std::move(keep);
@@ -241,7 +249,72 @@ bool attach_server::service(connection &conn)
                               " bytes after the attach request: expected "
                               "one message, then a reply");
     }
+    if (hdr.value().type ==
+        static_cast<uint16_t>(wire::msg_type::status_request)) {
+        return answer_status(conn, conn.buf);
+    }
     return answer(conn, conn.buf);
+}
+
+bool attach_server::answer_status(connection &conn,
+                                  std::span<const std::byte> msg)
+{
+    auto req = wire::parse_status_request(msg);
+    if (!req) {
+        return refuse(conn, wire::attach_status::bad_message, req.error());
+    }
+    if (conn.peer.uid != m_config.uid) {
+        return refuse(conn, wire::attach_status::wrong_uid,
+                      "uid " + std::to_string(conn.peer.uid) +
+                              ": this agent answers uid " +
+                              std::to_string(m_config.uid));
+    }
+    if (!m_status) {
+        return refuse(conn, wire::attach_status::agent_error,
+                      "this agent gives no status");
+    }
+    std::string text = m_status(req.value().flags & wire::status_text);
+    if (text.size() + sizeof(wire::msg_header) > wire::max_status_size) {
+        text = "{\"error\": \"status larger than the protocol allows\"}";
+    }
+    std::vector<std::byte> out(sizeof(wire::msg_header) + text.size());
+    auto hdr = wire::make_status_reply_header(text.size());
+    std::memcpy(out.data(), &hdr, sizeof(hdr));
+    std::memcpy(out.data() + sizeof(hdr), text.data(), text.size());
+    /* the socket is non-blocking: a reply larger than its buffer is
+     * written as the peer reads, for at most the request timeout */
+    size_t done = 0;
+    auto until  = clock::now() + m_config.request_timeout;
+    while (done < out.size() && clock::now() < until) {
+        ssize_t n = send(conn.sock.get(), out.data() + done, out.size() - done,
+                         MSG_NOSIGNAL);
+        if (n > 0) {
+            done += static_cast<size_t>(n);
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            break;
+        } else {
+            pollfd p{conn.sock.get(), POLLOUT, 0};
+            poll(&p, 1, 10);
+        }
+    }
+    return false; /* one answer, then close */
+}
+
+void attach_server::set_status_source(
+        std::function<std::string(bool human)> source)
+{
+    m_status = std::move(source);
+}
+
+std::vector<const attached_client *> attach_server::clients() const
+{
+    std::vector<const attached_client *> out;
+    for (const auto &c : m_conns) {
+        if (c->attached) {
+            out.push_back(&c->client);
+        }
+    }
+    return out;
 }
 
 bool attach_server::answer(connection &conn, std::span<const std::byte> msg)

@@ -4,6 +4,8 @@
  *
  * Connection states, per accepted socket:
  *   awaiting_request  bytes are collected until a whole message is there
+ *                     (an attach request, or a status request, which is
+ *                     answered with the status text and closed)
  *                     (or the request timeout passes, or it is malformed:
  *                     then a refusal with the reason, and close)
  *   attached          the client holds an index, the command fd and its
@@ -89,7 +91,12 @@ public:
     /* Accepts, reads, answers and reaps for at most timeout_ms. */
     void run_once(int timeout_ms);
 
+    /* Answers status requests (rvt-status) with the text this returns
+     * (JSON, or human-readable when `human`). */
+    void set_status_source(std::function<std::string(bool human)> source);
+
     size_t attached_count() const;
+    std::vector<const attached_client *> clients() const;
     const attached_client *client(uint32_t index) const;
 
 private:
@@ -100,6 +107,7 @@ private:
     void accept_all();
     bool service(connection &conn); /* false: close it */
     bool take_notices(connection &conn);
+    bool answer_status(connection &conn, std::span<const std::byte> msg);
     void apply(connection &conn, const wire::mr_notice &notice);
     bool answer(connection &conn, std::span<const std::byte> message);
     bool refuse(connection &conn, wire::attach_status status,
@@ -113,6 +121,7 @@ private:
     unique_fd m_listener;
     std::vector<std::unique_ptr<connection>> m_conns;
     std::vector<bool> m_index_used;
+    std::function<std::string(bool)> m_status;
     std::unordered_map<uint32_t, uint32_t> m_mr_owner; /* handle -> index */
 };
 

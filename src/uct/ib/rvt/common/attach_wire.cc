@@ -216,6 +216,66 @@ mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
     return n;
 }
 
+result<status_request> parse_status_request(std::span<const std::byte> bytes)
+{
+    auto msg = parse_fixed<status_request>(bytes, msg_type::status_request,
+                                           "status_request");
+    if (!msg) {
+        return msg;
+    }
+    if ((msg.value().flags & ~status_text) != 0 || msg.value().reserved != 0) {
+        return failure{format("status request flags 0x%x, reserved 0x%x: "
+                              "expected 0 or 0x1, and 0",
+                              msg.value().flags, msg.value().reserved)};
+    }
+    return msg;
+}
+
+status_request make_status_request(uint32_t flags)
+{
+    status_request req{};
+    req.hdr   = make_header(msg_type::status_request, sizeof(req));
+    req.flags = flags;
+    return req;
+}
+
+msg_header make_status_reply_header(size_t text_length)
+{
+    return make_header(msg_type::status_reply,
+                       static_cast<uint32_t>(sizeof(msg_header) + text_length));
+}
+
+result<uint32_t> parse_status_reply_header(std::span<const std::byte> bytes)
+{
+    msg_header hdr;
+    if (bytes.size() < sizeof(hdr)) {
+        return failure{format("truncated status reply: %zu bytes, a header "
+                              "needs %zu",
+                              bytes.size(), sizeof(hdr))};
+    }
+    std::memcpy(&hdr, bytes.data(), sizeof(hdr));
+    if (hdr.magic != magic || hdr.version != protocol_version ||
+        hdr.reserved != 0) {
+        return failure{format("status reply header magic 0x%08x version %u "
+                              "reserved 0x%x: expected 0x%08x, %u, 0",
+                              hdr.magic, hdr.version, hdr.reserved, magic,
+                              protocol_version)};
+    }
+    if (hdr.type == static_cast<uint16_t>(msg_type::attach_reply)) {
+        return failure{"the agent answered with an attach reply (a refusal)"};
+    }
+    if (hdr.type != static_cast<uint16_t>(msg_type::status_reply)) {
+        return failure{format("message type %u where status_reply (6) was "
+                              "expected",
+                              hdr.type)};
+    }
+    if (hdr.length < sizeof(hdr) || hdr.length > max_status_size) {
+        return failure{format("status reply length %u: expected %zu to %u",
+                              hdr.length, sizeof(hdr), max_status_size)};
+    }
+    return hdr.length - static_cast<uint32_t>(sizeof(hdr));
+}
+
 attach_reply make_refusal(attach_status status, std::string_view reason)
 {
     attach_reply rep{};

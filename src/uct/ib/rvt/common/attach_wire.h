@@ -43,6 +43,9 @@ enum class msg_type : uint16_t {
      * so the agent can deregister what a dead client left behind */
     mr_registered   = 3,
     mr_deregistered = 4,
+    /* instead of attaching: what is the agent doing? (rvt-status) */
+    status_request = 5,
+    status_reply   = 6, /* header + UTF-8 JSON text, see max_status_size */
 };
 
 struct msg_header {
@@ -120,6 +123,21 @@ static_assert(sizeof(mr_notice) == 48 && offsetof(mr_notice, addr) == 32);
 static_assert(std::is_trivially_copyable_v<mr_notice> &&
               std::is_standard_layout_v<mr_notice>);
 
+inline constexpr uint32_t status_text = 1; /* human-readable, not JSON */
+
+struct status_request {
+    msg_header hdr;
+    uint32_t flags; /* none defined: zero */
+    uint32_t reserved; /* zero */
+};
+static_assert(sizeof(status_request) == 24);
+static_assert(std::is_trivially_copyable_v<status_request> &&
+              std::is_standard_layout_v<status_request>);
+
+/* A status reply may be longer than any request (an agent with hundreds
+ * of clients); the agent never reads one. */
+inline constexpr uint32_t max_status_size = 1u << 20;
+
 /* Job keys: 1..63 characters of [A-Za-z0-9._:+-] (they also name the
  * agent's socket and lock files). Empty string = valid. */
 std::string job_key_error(std::string_view key);
@@ -139,6 +157,14 @@ attach_reply make_refusal(attach_status status, std::string_view reason);
 result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes);
 mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
                          uint32_t rkey, uint64_t addr, uint64_t length);
+
+result<status_request> parse_status_request(std::span<const std::byte> bytes);
+status_request make_status_request(uint32_t flags);
+/* The header of a status reply; the JSON text of header.length - 16
+ * bytes follows it. */
+msg_header make_status_reply_header(size_t text_length);
+/* Checks a status reply's header; returns the length of its text. */
+result<uint32_t> parse_status_reply_header(std::span<const std::byte> bytes);
 
 std::string_view to_string(attach_status status);
 

@@ -14,8 +14,7 @@
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/device.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
-#include "uct/ib/rvt/agent/job_key.h"
-#include "uct/ib/rvt/agent/runtime_dir.h"
+#include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
@@ -137,55 +136,95 @@ void log_line(std::string_view line)
     std::fflush(stderr);
 }
 
-std::string first_device()
+/* Minimal JSON string escaping: our strings are names and paths. */
+std::string quoted(std::string_view v)
 {
-    int n             = 0;
-    ibv_device **list = ibv_get_device_list(&n);
-    std::string name  = (list != nullptr && n > 0) ?
-                                ibv_get_device_name(list[0]) :
-                                "";
-    if (list != nullptr) {
-        ibv_free_device_list(list);
+    std::string out = "\"";
+    for (char c : v) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+        }
+        out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
     }
-    return name;
+    return out + "\"";
+}
+
+/* What rvt-status shows: who this agent is and who its clients are. */
+struct status_counters {
+    uint64_t clients_gone = 0;
+    uint64_t mrs_cleaned  = 0; /* deregistered for clients that died */
+    uint64_t mrs_leaked   = 0; /* ... and failed to */
+};
+
+std::string status_text(const agent::agent_location &loc,
+                        const agent::device &d, uint64_t agent_id,
+                        const agent::attach_server &srv,
+                        const status_counters &n, bool human)
+{
+    auto clients = srv.clients();
+    std::string out;
+    if (human) {
+        out += "agent     pid " + std::to_string(getpid()) + ", id " +
+               std::to_string(agent_id) + "\n";
+        out += "job       " + loc.job_key + " (from " + loc.job_key_source +
+               ")\n";
+        out += "device    " + loc.device + ":" + std::to_string(loc.port) +
+               ", uverbs driver id " + std::to_string(d.driver_id()) +
+               ", PD handle " + std::to_string(d.pd()->handle) + "\n";
+        out += "memory    registration by uverbs ioctl on the shared fd\n";
+        out += "socket    " + loc.paths.socket + "\n";
+        out += "clients   " + std::to_string(clients.size()) + " attached, " +
+               std::to_string(n.clients_gone) + " gone; MRs of gone " +
+               "clients deregistered " + std::to_string(n.mrs_cleaned) +
+               ", failed " + std::to_string(n.mrs_leaked) + "\n";
+        for (const auto *c : clients) {
+            out += "  index " + std::to_string(c->index) + "  pid " +
+                   std::to_string(c->pid) + "  MRs " +
+                   std::to_string(c->mr_handles.size()) + "\n";
+        }
+        out += "peers     none: connections between agents are not served "
+               "yet\n";
+        return out;
+    }
+    out += "{\"pid\": " + std::to_string(getpid()) +
+           ", \"agent_id\": " + std::to_string(agent_id) +
+           ", \"job_key\": " + quoted(loc.job_key) +
+           ", \"job_key_source\": " + quoted(loc.job_key_source) +
+           ", \"device\": " + quoted(loc.device) +
+           ", \"port\": " + std::to_string(loc.port) +
+           ", \"driver_id\": " + std::to_string(d.driver_id()) +
+           ", \"pd_handle\": " + std::to_string(d.pd()->handle) +
+           ", \"registration\": \"uverbs_ioctl\"" +
+           ", \"socket\": " + quoted(loc.paths.socket) +
+           ", \"clients_gone\": " + std::to_string(n.clients_gone) +
+           ", \"mrs_cleaned\": " + std::to_string(n.mrs_cleaned) +
+           ", \"mrs_leaked\": " + std::to_string(n.mrs_leaked) +
+           ", \"peers\": []" + ", \"clients\": [";
+    for (size_t i = 0; i < clients.size(); ++i) {
+        out += std::string(i ? ", " : "") +
+               "{\"index\": " + std::to_string(clients[i]->index) +
+               ", \"pid\": " + std::to_string(clients[i]->pid) +
+               ", \"mrs\": " + std::to_string(clients[i]->mr_handles.size()) +
+               "}";
+    }
+    return out + "]}\n";
 }
 
 int run(const options &opt)
 {
     const uid_t uid = getuid();
-    auto env        = agent::process_env();
-    std::string key = opt.job_key, key_source = "--job-key";
-    if (key.empty()) {
-        auto choice = agent::resolve_job_key(env, uid);
-        if (!choice) {
-            log_line(choice.error());
-            return 1;
-        }
-        key        = choice.value().key;
-        key_source = choice.value().source;
-    } else if (auto err = wire::job_key_error(key); !err.empty()) {
-        log_line("--job-key: " + err);
-        return 2;
-    }
-    std::string dev_name = opt.device.empty() ? first_device() : opt.device;
-    if (dev_name.empty()) {
-        log_line("no RDMA device found (and none named with --device)");
+    auto loc        = agent::locate(opt.device, static_cast<int>(opt.port),
+                                    opt.job_key);
+    if (!loc) {
+        log_line(loc.error());
         return 1;
     }
-    auto dir = agent::ensure_runtime_dir(agent::runtime_base(env, uid), uid);
-    if (!dir) {
-        log_line(dir.error());
-        return 1;
-    }
-    auto paths = agent::make_agent_paths(dir.value(), dev_name,
-                                         static_cast<int>(opt.port), key);
-    if (!paths) {
-        log_line(paths.error());
-        return 1;
-    }
+    const auto &paths    = loc.value().paths;
+    const auto &key      = loc.value().job_key;
+    const auto &dev_name = loc.value().device;
     /* Never two agents for one key: the lock comes before anything that
      * could disturb a running agent (such as replacing its socket). */
-    auto lock = agent::instance_lock::acquire(paths.value().lock);
+    auto lock = agent::instance_lock::acquire(paths.lock);
     if (!lock) {
         log_line(lock.error());
         return 1;
@@ -206,34 +245,41 @@ int run(const options &opt)
         agent_id = static_cast<uint64_t>(std::time(nullptr)) ^ getpid();
     }
     agent::device &d = *dev.value();
-    auto on_gone     = [&d](const agent::attached_client &c) {
+    status_counters counters;
+    auto on_gone = [&d, &counters](const agent::attached_client &c) {
         size_t freed = 0;
         for (uint32_t h : c.mr_handles) {
             auto r = uverbs::dereg_mr(d.context()->cmd_fd, d.driver_id(), h);
             if (r) {
                 ++freed;
+                ++counters.mrs_cleaned;
             } else {
+                ++counters.mrs_leaked;
                 log_line("client index " + std::to_string(c.index) + ": " +
-                             r.error());
+                         r.error());
             }
         }
+        ++counters.clients_gone;
         log_line("client index " + std::to_string(c.index) + " (pid " +
-                     std::to_string(c.pid) + ") gone: deregistered " +
-                     std::to_string(freed) + " of its " +
-                     std::to_string(c.mr_handles.size()) + " MRs");
+                 std::to_string(c.pid) + ") gone: deregistered " +
+                 std::to_string(freed) + " of its " +
+                 std::to_string(c.mr_handles.size()) + " MRs");
     };
     auto server = agent::attach_server::create(
-            {paths.value().socket, key, uid,
-             static_cast<uint32_t>(opt.max_clients), layout.value(),
-             std::chrono::milliseconds(5000)},
+            {paths.socket, key, uid, static_cast<uint32_t>(opt.max_clients),
+             layout.value(), std::chrono::milliseconds(5000)},
             d.grant(agent_id), log_line, on_gone);
     if (!server) {
         log_line(server.error());
         return 1;
     }
-    log_line("serving job '" + key + "' (from " + key_source + ") on " +
-             dev_name + ":" + std::to_string(opt.port) + " at " +
-             paths.value().socket + ", uverbs driver id " +
+    server.value()->set_status_source([&](bool human) {
+        return status_text(loc.value(), d, agent_id, *server.value(), counters,
+                           human);
+    });
+    log_line("serving job '" + key + "' (from " + loc.value().job_key_source +
+             ") on " + dev_name + ":" + std::to_string(opt.port) + " at " +
+             paths.socket + ", uverbs driver id " +
              std::to_string(d.driver_id()) + ", PD handle " +
              std::to_string(d.pd()->handle));
 
