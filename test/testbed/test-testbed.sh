@@ -12,9 +12,11 @@ failed=0
 pass() { echo "PASS: $*"; passed=$((passed + 1)); }
 fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -rf "$out" "$RVT_TESTBED_RUNS"' EXIT
 
-qemus() { pgrep -c -x qemu-system-x86 || true; }
+# this test's own runs only: other testbed runs may come and go meanwhile
+export RVT_TESTBED_RUNS=$(mktemp -d /tmp/tb-runs.XXXXXX)
+qemus() { pgrep -c -f "tb.run=$RVT_TESTBED_RUNS/" || true; }
 expect() { # expect DESCRIPTION RC PATTERN -- testbed args...
     local what=$1 want=$2 pattern=$3 rc
     shift 4
