@@ -72,8 +72,15 @@ sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
 
 step "unit tests: make check"
 run_suite "make check" make -C build check -j"$(nproc)"
-[ -f build/test/gtest/rvt_unit_tests.log ] &&
-    grep -E '^\[  (PASSED|FAILED)' build/test/gtest/rvt_unit_tests.log
+# count the GoogleTest cases too, not just the one binary that holds them
+if [ -f build/test/gtest/rvt_unit_tests.log ]; then
+    awk '/^\[       OK \]/ { print "PASS: unit " $4 }
+         /^\[  FAILED  \] [^ ]+ \(/ { print "FAIL: unit " $4 }' \
+        build/test/gtest/rvt_unit_tests.log > build/unit-cases.log
+    echo "unit test cases: $(grep -c '^PASS' build/unit-cases.log) passed"
+    grep '^FAIL' build/unit-cases.log
+    record "unit test cases (gtest)" build/unit-cases.log 0
+fi
 
 if [ "$what" = all ]; then
     step "testbed: prepare (guest kernel, initramfs)"
