@@ -7,8 +7,8 @@
  *
  * Environment: RXE_DEV (device); skips without one.
  */
-#include "uct/ib/rvt/agent/job_key.h"
-#include "uct/ib/rvt/agent/runtime_dir.h"
+#include "uct/ib/rvt/common/job_key.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
 #include "uct/ib/rvt/client/status.h"
 
 #include "shared_pd_protocol.h"
@@ -107,14 +107,12 @@ protected:
         ASSERT_NE(mkdtemp(tmpl), nullptr);
         m_runtime = tmpl;
         m_log     = m_runtime + "/rvtd.log";
-        auto dir  = agent::ensure_runtime_dir(
-                 agent::runtime_base(agent::env_from(
-                                             {{"XDG_RUNTIME_DIR", m_runtime}}),
-                                     getuid()),
-                 getuid());
+        auto dir = ensure_runtime_dir(runtime_base(env_from({{"XDG_RUNTIME_DIR",
+                                                              m_runtime}}),
+                                                   getuid()),
+                                      getuid());
         ASSERT_TRUE(dir.ok()) << dir.error();
-        auto paths = agent::make_agent_paths(dir.value(), m_dev, 1,
-                                             test::job_key);
+        auto paths = make_agent_paths(dir.value(), m_dev, 1, test::job_key);
         ASSERT_TRUE(paths.ok()) << paths.error();
         m_socket = paths.value().socket;
     }

@@ -1,10 +1,10 @@
 /*
- * Unit tests of job key resolution (agent/job_key.h): the precedence table
+ * Unit tests of job key resolution (common/job_key.h): the precedence table
  * row by row, explicit keys used verbatim or refused (never rewritten),
  * the injective encoding of launcher values, and shortening with a hash so
  * that long values that differ never share a key.
  */
-#include "uct/ib/rvt/agent/job_key.h"
+#include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +16,6 @@
 #include <string>
 
 using namespace rvt;
-using agent::env_from;
-using agent::resolve_job_key;
 
 namespace {
 
@@ -32,7 +30,7 @@ std::map<std::string, std::string> all_sources()
             {"OMPI_MCA_ess_base_jobid", "4242"}};
 }
 
-agent::job_key_choice resolve_ok(std::map<std::string, std::string> vars)
+job_key_choice resolve_ok(std::map<std::string, std::string> vars)
 {
     auto r = resolve_job_key(env_from(std::move(vars)), test_uid);
     EXPECT_TRUE(r.ok()) << r.error();
@@ -248,7 +246,7 @@ TEST(job_key, any_launcher_bytes_give_a_valid_key)
 TEST(job_key, process_env_reads_the_environment)
 {
     /* read only: the tests leave the process environment alone */
-    auto env = agent::process_env();
+    auto env = process_env();
     for (const char *name : {"PATH", "RVT_SURELY_UNSET_VARIABLE_42"}) {
         const char *raw = std::getenv(name);
         EXPECT_EQ(env(name),

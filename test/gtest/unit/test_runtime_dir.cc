@@ -1,12 +1,12 @@
 /*
- * Unit tests of the agent's per-user directory (agent/runtime_dir.h): the
+ * Unit tests of the agent's per-user directory (common/runtime_dir.h): the
  * base chosen from XDG_RUNTIME_DIR, a directory created 0700 whatever the
  * umask, and refusal, naming the path and the fault, of every directory
  * someone else could have prepared for us (symbolic link, other owner,
  * wrong mode, not a directory); then the socket and lock names, their
  * validation, and the sockaddr_un length limit.
  */
-#include "uct/ib/rvt/agent/runtime_dir.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,10 +19,6 @@
 #include <string>
 
 using namespace rvt;
-using agent::ensure_runtime_dir;
-using agent::env_from;
-using agent::make_agent_paths;
-using agent::runtime_base;
 
 namespace {
 
@@ -235,7 +231,7 @@ TEST(runtime_paths, socket_path_must_fit_sockaddr_un)
     /* dir + "/rxe0-1." + key + ".sock" is dir + 13 + key */
     std::string dir(50, 'd');
     dir[0]          = '/';
-    std::string key = std::string(agent::max_socket_path - 50 - 13, 'k');
+    std::string key = std::string(max_socket_path - 50 - 13, 'k');
     auto fits       = make_agent_paths(dir, "rxe0", 1, key);
     ASSERT_TRUE(fits.ok()) << fits.error();
     EXPECT_EQ(fits.value().socket.size(), 107u);

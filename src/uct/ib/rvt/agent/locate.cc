@@ -1,6 +1,6 @@
 #include "uct/ib/rvt/agent/locate.h"
 
-#include "uct/ib/rvt/agent/job_key.h"
+#include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 
 #include <infiniband/verbs.h>

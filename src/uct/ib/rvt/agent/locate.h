@@ -7,7 +7,7 @@
 #ifndef RVT_AGENT_LOCATE_H
 #define RVT_AGENT_LOCATE_H
 
-#include "uct/ib/rvt/agent/runtime_dir.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
 #include "uct/ib/rvt/common/result.h"
 
 #include <string>

@@ -1,7 +1,7 @@
 /*
  * Job key resolution (see job_key.h for the precedence and the encoding).
  */
-#include "uct/ib/rvt/agent/job_key.h"
+#include "uct/ib/rvt/common/job_key.h"
 
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/format.h"
@@ -11,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-namespace rvt::agent {
+namespace rvt {
 
 namespace {
 
@@ -168,4 +168,4 @@ result<job_key_choice> resolve_job_key(const env_view &env, uid_t uid)
     return derived("user." + std::to_string(uid), "default");
 }
 
-} // namespace rvt::agent
+} // namespace rvt

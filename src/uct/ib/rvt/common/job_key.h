@@ -36,8 +36,8 @@
  * derived key never contains ':', a shortened key can only meet another
  * shortened key, and then only on a hash collision.
  */
-#ifndef RVT_AGENT_JOB_KEY_H
-#define RVT_AGENT_JOB_KEY_H
+#ifndef RVT_COMMON_JOB_KEY_H
+#define RVT_COMMON_JOB_KEY_H
 
 #include "uct/ib/rvt/common/result.h"
 
@@ -48,7 +48,7 @@
 #include <optional>
 #include <string>
 
-namespace rvt::agent {
+namespace rvt {
 
 /* Reads one environment variable: its value, or nullopt when unset. Tests
  * pass a map (env_from) instead of touching the process environment. */
@@ -67,6 +67,6 @@ struct job_key_choice {
 
 result<job_key_choice> resolve_job_key(const env_view &env, uid_t uid);
 
-} // namespace rvt::agent
+} // namespace rvt
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * The agent's per-user directory and the names in it (runtime_dir.h).
  */
-#include "uct/ib/rvt/agent/runtime_dir.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
 
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/format.h"
@@ -14,7 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace rvt::agent {
+namespace rvt {
 
 static_assert(max_socket_path == sizeof(sockaddr_un{}.sun_path) - 1);
 
@@ -157,4 +157,4 @@ result<agent_paths> make_agent_paths(const std::string &dir,
     return paths;
 }
 
-} // namespace rvt::agent
+} // namespace rvt

@@ -22,10 +22,10 @@
  * as wire::job_key_error; the socket path must fit sockaddr_un (107
  * characters and the NUL), and the lock path is as long.
  */
-#ifndef RVT_AGENT_RUNTIME_DIR_H
-#define RVT_AGENT_RUNTIME_DIR_H
+#ifndef RVT_COMMON_RUNTIME_DIR_H
+#define RVT_COMMON_RUNTIME_DIR_H
 
-#include "uct/ib/rvt/agent/job_key.h" /* env_view */
+#include "uct/ib/rvt/common/job_key.h" /* env_view */
 #include "uct/ib/rvt/common/result.h"
 
 #include <sys/types.h>
@@ -33,7 +33,7 @@
 #include <string>
 #include <string_view>
 
-namespace rvt::agent {
+namespace rvt {
 
 /* Longest socket path: sockaddr_un's sun_path less its NUL. */
 inline constexpr size_t max_socket_path = 107;
@@ -56,6 +56,6 @@ result<agent_paths> make_agent_paths(const std::string &dir,
                                      std::string_view device, int port,
                                      std::string_view job_key);
 
-} // namespace rvt::agent
+} // namespace rvt
 
 #endif
