@@ -27,5 +27,5 @@ for t in tag_lat tag_bw; do
     wait || exit 1
 done
 echo
-echo "Real RDMA between two hosts of the testbed. rvt itself is not built yet;"
+echo "Real RDMA between two hosts of the testbed. The rvt transport is not usable yet;"
 echo "this demo becomes rvt's (processes sharing the agent's QPs) when it is."
