@@ -5,10 +5,10 @@
 
 #include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/unix_socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,16 +50,10 @@ attach_server::create(attach_config config, device_grant grant, log_fn log,
                        std::to_string(config.max_clients) + ": expected 1 to " +
                        std::to_string(imm::max_clients)};
     }
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (config.socket_path.empty() ||
-        config.socket_path.size() >= sizeof(addr.sun_path)) {
-        return failure{"attach server: socket path '" + config.socket_path +
-                       "' of " + std::to_string(config.socket_path.size()) +
-                       " characters: expected 1 to " +
-                       std::to_string(sizeof(addr.sun_path) - 1)};
+    auto addr = unix_address(config.socket_path);
+    if (!addr) {
+        return failure{"attach server: " + addr.error()};
     }
-    config.socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
 
     unique_fd sock(
             socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -67,8 +61,8 @@ attach_server::create(attach_config config, device_grant grant, log_fn log,
         return failure{"attach server: socket failed: " + errno_text()};
     }
     ::unlink(config.socket_path.c_str());
-    if (bind(sock.get(), reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) !=
-                0 ||
+    if (bind(sock.get(), reinterpret_cast<const sockaddr *>(&addr.value()),
+             sizeof(sockaddr_un)) != 0 ||
         listen(sock.get(), 128) != 0) {
         return failure{"attach server: cannot listen on " + config.socket_path +
                        ": " + errno_text()};

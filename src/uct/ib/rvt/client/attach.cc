@@ -1,10 +1,10 @@
 #include "uct/ib/rvt/client/attach.h"
 
 #include "uct/ib/rvt/common/fd_passing.h"
+#include "uct/ib/rvt/common/unix_socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,21 +29,11 @@ result<attachment> attach(const std::string &socket_path,
     if (!key_error.empty()) {
         return fail(socket_path, key_error);
     }
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path)) {
-        return fail(socket_path,
-                    "socket path of " + std::to_string(socket_path.size()) +
-                            " characters: expected 1 to " +
-                            std::to_string(sizeof(addr.sun_path) - 1));
+    auto connected = connect_unix(socket_path);
+    if (!connected) {
+        return fail(socket_path, connected.error());
     }
-    socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-    unique_fd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!sock || connect(sock.get(), reinterpret_cast<sockaddr *>(&addr),
-                         sizeof(addr)) != 0) {
-        return fail(socket_path,
-                    std::string("cannot connect: ") + std::strerror(errno));
-    }
+    unique_fd sock = std::move(connected).value();
 
     auto req  = wire::make_attach_request(job_key,
                                           static_cast<uint32_t>(getpid()));

@@ -2,10 +2,10 @@
 
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/unique_fd.h"
+#include "uct/ib/rvt/common/unix_socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,21 +50,12 @@ result<std::string> query_status(const std::string &socket_path, bool human,
                                  std::chrono::milliseconds timeout)
 {
     const std::string who = "status of agent at " + socket_path + ": ";
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path)) {
-        return failure{who + "socket path of " +
-                       std::to_string(socket_path.size()) +
-                       " characters: expected 1 to " +
-                       std::to_string(sizeof(addr.sun_path) - 1)};
+    auto connected        = connect_unix(socket_path);
+    if (!connected) {
+        return failure{who + connected.error()};
     }
-    socket_path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-    unique_fd sock(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!sock || connect(sock.get(), reinterpret_cast<sockaddr *>(&addr),
-                         sizeof(addr)) != 0) {
-        return failure{who + "cannot connect: " + std::strerror(errno)};
-    }
-    auto req = wire::make_status_request(human ? wire::status_text : 0);
+    unique_fd sock = std::move(connected).value();
+    auto req       = wire::make_status_request(human ? wire::status_text : 0);
     if (send(sock.get(), &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req)) {
         return failure{who + "send failed: " + std::strerror(errno)};
     }
