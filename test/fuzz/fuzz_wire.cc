@@ -35,6 +35,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         std::abort();
     }
     (void)rvt::wire::parse_status_reply_header(bytes);
+    auto peer = rvt::wire::parse_peer_request(bytes);
+    if (peer.ok() &&
+        (size != sizeof(rvt::wire::peer_request) ||
+         !rvt::wire::agent_address_error(peer.value().peer).empty())) {
+        std::abort();
+    }
+    auto peer_rep = rvt::wire::parse_peer_reply(bytes);
+    if (peer_rep.ok() && size != sizeof(rvt::wire::peer_reply)) {
+        std::abort();
+    }
     auto dgram = rvt::wire::conn::parse(bytes);
     if (dgram.ok() && size != sizeof(rvt::wire::conn::message)) {
         std::abort();

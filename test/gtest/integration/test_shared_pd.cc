@@ -25,6 +25,7 @@
 
 #include <arpa/inet.h>
 #include <rdma/ib_user_ioctl_verbs.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,6 +110,7 @@ protected:
             m_server_thread.join();
         }
         m_server.reset();
+        m_wake.reset();
         if (!m_dir.empty()) {
             std::filesystem::remove_all(m_dir);
         }
@@ -125,17 +127,24 @@ protected:
                                  job_key,
                                  getuid(),
                                  8,
-                                 shm_layout::make(64, 64).value(),
+                                 shm_layout::make({64, 64, 64, 256}).value(),
                                  std::chrono::milliseconds(5000)};
         agent::device_grant grant{m_ctx->cmd_fd, m_pd->handle, driver_id,
                                   wire::reg_mode::uverbs_ioctl, 42};
-        auto srv = agent::attach_server::create(
-                cfg, grant,
-                [](std::string_view line) {
+        /* no data path here: any well-formed address will do */
+        grant.address.gid[15]  = 1;
+        grant.address.ud_qpn   = 2;
+        grant.address.agent_id = 42;
+        m_wake.reset(eventfd(0, EFD_CLOEXEC));
+        ASSERT_TRUE(m_wake);
+        grant.agent_wake_fd = m_wake.get();
+        auto srv            = agent::attach_server::create(
+                           cfg, grant,
+                           [](std::string_view line) {
                     std::fprintf(stderr, "%.*s\n", (int)line.size(),
-                                 line.data());
+                                            line.data());
                 },
-                [this, driver_id](const agent::attached_client &c) {
+                           [this, driver_id](const agent::attached_client &c) {
                     /* what rvtd does for a client that is gone */
                     std::lock_guard g(m_detach_lock);
                     for (uint32_t h : c.mr_handles) {
@@ -286,6 +295,7 @@ protected:
     pid_t m_client_pid = -1;
     std::string m_dir;
     std::unique_ptr<agent::attach_server> m_server;
+    unique_fd m_wake;
     std::atomic<bool> m_serving{false};
     std::thread m_server_thread;
     std::mutex m_detach_lock;

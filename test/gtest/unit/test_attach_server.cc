@@ -32,6 +32,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
+wire::agent_address test_address()
+{
+    wire::agent_address a{};
+    a.gid[10]  = 0xff;
+    a.gid[11]  = 0xff;
+    a.gid[15]  = 1;
+    a.ud_qpn   = 17;
+    a.agent_id = 0xabcdef;
+    return a;
+}
+
 class attach_fixture : public ::testing::Test {
 protected:
     void SetUp() override
@@ -55,17 +66,20 @@ protected:
                                  "job.1",
                                  getuid(),
                                  max_clients,
-                                 shm_layout::make(64, 128).value(),
+                                 shm_layout::make({64, 128, 32, 256}).value(),
                                  timeout};
         agent::device_grant grant{m_null.get(), 7, 11,
                                   wire::reg_mode::uverbs_ioctl, 0xabcdef};
-        auto srv = agent::attach_server::create(
-                cfg, grant,
-                [this](std::string_view line) { /* under m_lock already */
+        grant.address       = test_address();
+        grant.num_qps       = 4;
+        grant.agent_wake_fd = m_null.get();
+        auto srv            = agent::attach_server::create(
+                           cfg, grant,
+                           [this](std::string_view line) { /* under m_lock already */
                                                 m_log += std::string(line) +
                                                          "\n";
                 },
-                [this](const agent::attached_client &c) {
+                           [this](const agent::attached_client &c) {
                     m_detached.push_back(c.index);
                     m_detached_mrs.push_back(c.mr_handles);
                 });
@@ -176,8 +190,13 @@ TEST_F(attach_fixture, attach_gives_index_fds_and_segment)
     EXPECT_EQ(at.mode, wire::reg_mode::uverbs_ioctl);
     EXPECT_EQ(at.agent_id, 0xabcdefu);
     EXPECT_TRUE(at.cmd_fd) << "no command fd passed";
-    EXPECT_EQ(at.layout.work_capacity, 64u);
-    EXPECT_EQ(at.layout.completion_capacity, 128u);
+    EXPECT_EQ(at.layout.caps.work, 64u);
+    EXPECT_EQ(at.layout.caps.completion, 128u);
+    EXPECT_EQ(at.layout.caps.inbound, 32u);
+    EXPECT_EQ(at.max_am_size, 256u);
+    EXPECT_EQ(at.num_qps, 4u);
+    EXPECT_EQ(at.address, test_address());
+    EXPECT_TRUE(at.agent_wake_fd && at.client_wake_fd) << "eventfds missing";
     EXPECT_EQ(at.shm.size(), at.layout.size);
 
     /* the segment really is shared: the agent sees what the client wrote */
@@ -333,7 +352,7 @@ TEST_F(attach_fixture, a_full_agent_says_so)
 
 TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
 {
-    auto layout = shm_layout::make(64, 64).value();
+    auto layout = shm_layout::make({64, 64, 64, 128}).value();
     agent::device_grant grant{m_null.get(), 1, 1, wire::reg_mode::uverbs_ioctl,
                               1};
     auto nolog = [](std::string_view) {};
@@ -354,8 +373,10 @@ TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
                                      grant, nolog, nodet);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("200 characters"), std::string::npos) << r.error();
-    EXPECT_FALSE(shm_layout::make(100, 64).ok());
-    EXPECT_NE(shm_layout::make(64, 3).error().find("capacity 3"),
+    EXPECT_FALSE(shm_layout::make({100, 64, 64, 128}).ok());
+    EXPECT_NE(shm_layout::make({64, 3, 64, 128}).error().find("capacity 3"),
+              std::string::npos);
+    EXPECT_NE(shm_layout::make({64, 64, 64, 100}).error().find("slot size 100"),
               std::string::npos);
 }
 

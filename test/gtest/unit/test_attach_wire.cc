@@ -22,16 +22,31 @@ template<class Msg> std::vector<std::byte> bytes_of(const Msg &msg)
     return out;
 }
 
+wire::agent_address good_address()
+{
+    wire::agent_address a{};
+    a.gid[10]  = 0xff;
+    a.gid[11]  = 0xff;
+    a.gid[12]  = 198;
+    a.gid[15]  = 1;
+    a.ud_qpn   = 0x11;
+    a.agent_id = 0x1234;
+    return a;
+}
+
 wire::attach_reply accepted_reply()
 {
     wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
                                                 "");
     rep.client_index       = 7;
     rep.pd_handle          = 3;
-    rep.reg_mode  = static_cast<uint32_t>(wire::reg_mode::uverbs_ioctl);
-    rep.driver_id = 11;
-    rep.shm_size  = 1 << 20;
-    rep.agent_id  = 0x1234;
+    rep.reg_mode    = static_cast<uint32_t>(wire::reg_mode::uverbs_ioctl);
+    rep.driver_id   = 11;
+    rep.shm_size    = 1 << 20;
+    rep.agent_id    = 0x1234;
+    rep.address     = good_address();
+    rep.num_qps     = 4;
+    rep.max_am_size = 8192;
     return rep;
 }
 
@@ -84,8 +99,9 @@ TEST(attach_wire, header_errors_name_the_value)
     expect_refused(wire::parse_attach_request(bytes_of(bad)), "0xdeadbeef");
 
     bad             = wire::make_attach_request("k", 1);
-    bad.hdr.version = 2;
-    expect_refused(wire::parse_attach_request(bytes_of(bad)), "version 2");
+    bad.hdr.version = wire::protocol_version + 1;
+    expect_refused(wire::parse_attach_request(bytes_of(bad)),
+                   "version " + std::to_string(wire::protocol_version + 1));
 
     bad            = wire::make_attach_request("k", 1);
     bad.hdr.length = wire::max_message_size + 1;
@@ -162,6 +178,65 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     rep          = accepted_reply();
     rep.shm_size = 0;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)), "size 0");
+
+    rep         = accepted_reply();
+    rep.num_qps = 17;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "17 QPs");
+
+    rep                = accepted_reply();
+    rep.address.ud_qpn = 1;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "UD QPN 1");
+}
+
+TEST(attach_wire, agent_addresses_are_checked)
+{
+    EXPECT_EQ(wire::agent_address_error(good_address()), "");
+    auto a = good_address();
+    std::memset(a.gid, 0, sizeof(a.gid));
+    EXPECT_NE(wire::agent_address_error(a).find("all-zero GID"),
+              std::string::npos);
+    a        = good_address();
+    a.ud_qpn = 0x1000000;
+    EXPECT_NE(wire::agent_address_error(a).find("UD QPN 16777216"),
+              std::string::npos);
+    a          = good_address();
+    a.agent_id = 0;
+    EXPECT_NE(wire::agent_address_error(a).find("agent id 0"),
+              std::string::npos);
+    a          = good_address();
+    a.reserved = 5;
+    EXPECT_NE(wire::agent_address_error(a).find("reserved field 0x5"),
+              std::string::npos);
+}
+
+TEST(attach_wire, peer_messages_round_trip_and_are_checked)
+{
+    auto req = wire::make_peer_request(good_address());
+    auto r   = wire::parse_peer_request(bytes_of(req));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().peer, good_address());
+
+    req.peer.agent_id = 0;
+    expect_refused(wire::parse_peer_request(bytes_of(req)), "agent id 0");
+
+    auto rep = wire::make_peer_reply(wire::peer_status::accepted, 3, "");
+    auto p   = wire::parse_peer_reply(bytes_of(rep));
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_EQ(p.value().peer, 3u);
+
+    rep = wire::make_peer_reply(wire::peer_status::refused, 0, "too many");
+    p   = wire::parse_peer_reply(bytes_of(rep));
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_STREQ(p.value().reason, "too many");
+
+    rep.status = 2;
+    expect_refused(wire::parse_peer_reply(bytes_of(rep)), "status 2");
+    rep = wire::make_peer_reply(wire::peer_status::refused, 0, "x");
+    std::memset(rep.reason, 'x', sizeof(rep.reason));
+    expect_refused(wire::parse_peer_reply(bytes_of(rep)), "NUL");
+
+    /* a peer request is not an MR notice, nor the other way round */
+    expect_refused(wire::parse_mr_notice(bytes_of(req)), "type 7");
 }
 
 TEST(attach_wire, every_status_has_a_name)

@@ -8,6 +8,8 @@
 #include "uct/ib/rvt/common/unix_socket.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@ struct attach_server::connection {
     clock::time_point accepted;
     std::vector<std::byte> buf; /* request bytes so far */
     bool attached = false;
+    bool broken   = false; /* found malformed outside run_once: close it */
     attached_client client{};
 };
 
@@ -140,7 +143,9 @@ void attach_server::run_once(int timeout_ms)
     std::vector<bool> closed(m_conns.size(), false);
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn = *m_conns[i];
-        if (fds[i + 1].revents != 0) {
+        if (conn.broken) {
+            closed[i] = true;
+        } else if (fds[i + 1].revents != 0) {
             closed[i] = !service(conn);
         } else if (!conn.attached &&
                    clock::now() >= conn.accepted + m_config.request_timeout) {
@@ -343,10 +348,20 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     if (!seg) {
         return refuse(conn, wire::attach_status::agent_error, seg.error());
     }
+    unique_fd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake) {
+        return refuse(conn, wire::attach_status::agent_error,
+                      "eventfd failed: " + errno_text());
+    }
+    const shm_layout &l            = m_config.layout;
     shm_segment segment            = std::move(seg).value();
-    *segment.map.at<shm_header>(0) = m_config.layout.header(index);
-    ring_init(*segment.map.at<ring_indices>(m_config.layout.work_offset));
-    ring_init(*segment.map.at<ring_indices>(m_config.layout.completion_offset));
+    *segment.map.at<shm_header>(0) = l.header(index);
+    ring_init(*segment.map.at<ring_indices>(l.work_offset));
+    ring_init(*segment.map.at<ring_indices>(l.completion_offset));
+    ring_init(*segment.map.at<ring_indices>(l.inbound_offset));
+    auto *bells = segment.map.at<shm_doorbells>(l.doorbell_offset);
+    bells->agent_asleep.store(0, std::memory_order_relaxed);
+    bells->client_asleep.store(0, std::memory_order_relaxed);
 
     wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
                                                 "");
@@ -356,9 +371,13 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     rep.driver_id          = m_grant.driver_id;
     rep.shm_size           = m_config.layout.size;
     rep.agent_id           = m_grant.agent_id;
-    const int fds[]        = {m_grant.cmd_fd, segment.fd.get()};
-    auto sent              = send_with_fds(conn.sock.get(),
-                                           std::as_bytes(std::span(&rep, 1)), fds);
+    rep.address            = m_grant.address;
+    rep.num_qps            = m_grant.num_qps;
+    rep.max_am_size        = l.caps.slot_size;
+    const int fds[] = {m_grant.cmd_fd, segment.fd.get(), m_grant.agent_wake_fd,
+                       wake.get()};
+    auto sent       = send_with_fds(conn.sock.get(),
+                                    std::as_bytes(std::span(&rep, 1)), fds);
     if (!sent) {
         m_log("attach server: reply to " + who(conn) +
               " failed: " + sent.error());
@@ -366,10 +385,14 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     }
     m_index_used[index] = true;
     conn.attached       = true;
-    conn.client         = {index, conn.peer.pid, std::move(segment.map), {}};
+    conn.client         = {index, conn.peer.pid,  std::move(segment.map), {},
+                           {},    std::move(wake)};
     conn.buf.clear();
     m_log("attach server: " + who(conn) + " attached as index " +
           std::to_string(index));
+    if (m_on_attach) {
+        m_on_attach(conn.client);
+    }
     return true;
 }
 
@@ -386,6 +409,14 @@ bool attach_server::take_notices(connection &conn)
         const size_t len = hdr.value().length;
         if (conn.buf.size() < len) {
             return true;
+        }
+        if (hdr.value().type ==
+            static_cast<uint16_t>(wire::msg_type::peer_request)) {
+            if (!answer_peer(conn, std::span(conn.buf).first(len))) {
+                return false;
+            }
+            conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
+            continue;
         }
         auto notice = wire::parse_mr_notice(std::span(conn.buf).first(len));
         if (!notice) {
@@ -413,6 +444,8 @@ void attach_server::apply(connection &conn, const wire::mr_notice &notice)
         }
         m_mr_owner[notice.handle] = conn.client.index;
         mine.push_back(notice.handle);
+        conn.client.mrs[notice.lkey] = {notice.handle, notice.lkey, notice.rkey,
+                                        notice.addr, notice.length};
         return;
     }
     if (owner == m_mr_owner.end() || owner->second != conn.client.index) {
@@ -423,6 +456,72 @@ void attach_server::apply(connection &conn, const wire::mr_notice &notice)
     }
     m_mr_owner.erase(owner);
     std::erase(mine, notice.handle);
+    std::erase_if(conn.client.mrs, [&](const auto &entry) {
+        return entry.second.handle == notice.handle;
+    });
+}
+
+bool attach_server::answer_peer(connection &conn,
+                                std::span<const std::byte> msg)
+{
+    auto req = wire::parse_peer_request(msg);
+    if (!req) {
+        m_log("attach server: " + who(conn) + ": " + req.error() +
+              ": detaching it");
+        return false;
+    }
+    auto peer = m_resolve_peer ?
+                        m_resolve_peer(conn.client, req.value().peer) :
+                        result<uint32_t>(failure{"this agent has no data "
+                                                 "path"});
+    auto rep  = peer ? wire::make_peer_reply(wire::peer_status::accepted,
+                                             peer.value(), "") :
+                       wire::make_peer_reply(wire::peer_status::refused, 0,
+                                             peer.error());
+    /* small, and the client waits for it: a full socket buffer means the
+     * client is not reading its lifeline, which it must */
+    ssize_t n = send(conn.sock.get(), &rep, sizeof(rep),
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(sizeof(rep))) {
+        m_log("attach server: " + who(conn) +
+              ": cannot send a peer reply: detaching it");
+        return false;
+    }
+    return true;
+}
+
+void attach_server::set_attach_handler(attach_fn on_attach)
+{
+    m_on_attach = std::move(on_attach);
+}
+
+void attach_server::set_peer_resolver(peer_fn resolve)
+{
+    m_resolve_peer = std::move(resolve);
+}
+
+void attach_server::take_pending(uint32_t index)
+{
+    for (auto &c : m_conns) {
+        if (c->attached && !c->broken && c->client.index == index) {
+            /* each service() reads one chunk; a burst of notices may
+             * span a few */
+            int queued = 0;
+            while (!c->broken && ioctl(c->sock.get(), FIONREAD, &queued) == 0 &&
+                   queued > 0) {
+                c->broken = !service(*c);
+            }
+            return;
+        }
+    }
+}
+
+void attach_server::poll_fds(std::vector<int> &out) const
+{
+    out.push_back(m_listener.get());
+    for (const auto &c : m_conns) {
+        out.push_back(c->sock.get());
+    }
 }
 
 bool attach_server::refuse(connection &conn, wire::attach_status status,

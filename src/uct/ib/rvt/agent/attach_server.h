@@ -14,9 +14,10 @@
  *                     gone (exit, crash, SIGKILL), and its index is freed
  *                     after on_detach has cleaned up after it (its MRs:
  *                     mr_handles). On the socket the client announces the
- *                     MRs it registers and deregisters in the agent's PD;
- *                     a malformed message ends the attachment as if the
- *                     client had died.
+ *                     MRs it registers and deregisters in the agent's PD,
+ *                     and asks for peer indices (peer_request, answered
+ *                     at once); a malformed message ends the attachment
+ *                     as if the client had died.
  *
  * Invariants: an index belongs to at most one attached client; an MR
  * handle is recorded for at most one client (a claim on another client's
@@ -57,6 +58,9 @@ struct device_grant {
     uint32_t driver_id; /* for the uverbs ioctl header */
     wire::reg_mode mode;
     uint64_t agent_id; /* random per agent instance */
+    wire::agent_address address{}; /* where peers reach this agent */
+    uint32_t num_qps  = 1; /* K */
+    int agent_wake_fd = -1; /* eventfd every client may write */
 };
 
 struct attach_config {
@@ -68,17 +72,32 @@ struct attach_config {
     std::chrono::milliseconds request_timeout{5000};
 };
 
+/* An MR a client announced: what the agent checks its work against. */
+struct client_mr {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+    uint64_t addr;
+    uint64_t length;
+};
+
 struct attached_client {
     uint32_t index;
     pid_t pid;
     shm_mapping shm; /* the agent's own mapping of the client's segment */
     std::vector<uint32_t> mr_handles; /* announced, not yet deregistered */
+    std::unordered_map<uint32_t, client_mr> mrs; /* the same, by lkey */
+    unique_fd wake_fd; /* the client's eventfd: written to wake it */
 };
 
 class attach_server {
 public:
     using log_fn    = std::function<void(std::string_view)>;
     using detach_fn = std::function<void(const attached_client &)>;
+    using attach_fn = std::function<void(const attached_client &)>;
+    /* A peer request from an attached client: the peer index, or why not. */
+    using peer_fn = std::function<result<uint32_t>(
+            const attached_client &, const wire::agent_address &)>;
 
     /* Validates the config and binds the socket (an existing socket file
      * is replaced: the caller holds the agent lock, so it is stale). */
@@ -94,6 +113,21 @@ public:
     /* Answers status requests (rvt-status) with the text this returns
      * (JSON, or human-readable when `human`). */
     void set_status_source(std::function<std::string(bool human)> source);
+    /* Called once a client is attached (its segment formatted). */
+    void set_attach_handler(attach_fn on_attach);
+    /* Answers peer requests; without it they are refused. */
+    void set_peer_resolver(peer_fn resolve);
+
+    /* Reads what the client at `index` has sent so far (MR notices, peer
+     * requests) without waiting: the data path calls it before refusing
+     * work that names an MR it has not heard of, since the client sends
+     * its notice before it posts. A client found broken here is detached
+     * at the next run_once(). */
+    void take_pending(uint32_t index);
+
+    /* The descriptors run_once() polls, for callers that sleep in their
+     * own poll() (POLLIN on each). */
+    void poll_fds(std::vector<int> &out) const;
 
     size_t attached_count() const;
     std::vector<const attached_client *> clients() const;
@@ -107,6 +141,7 @@ private:
     void accept_all();
     bool service(connection &conn); /* false: close it */
     bool take_notices(connection &conn);
+    bool answer_peer(connection &conn, std::span<const std::byte> msg);
     bool answer_status(connection &conn, std::span<const std::byte> msg);
     void apply(connection &conn, const wire::mr_notice &notice);
     bool answer(connection &conn, std::span<const std::byte> message);
@@ -122,6 +157,8 @@ private:
     std::vector<std::unique_ptr<connection>> m_conns;
     std::vector<bool> m_index_used;
     std::function<std::string(bool)> m_status;
+    attach_fn m_on_attach;
+    peer_fn m_resolve_peer;
     std::unordered_map<uint32_t, uint32_t> m_mr_owner; /* handle -> index */
 };
 

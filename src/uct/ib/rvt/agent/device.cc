@@ -7,8 +7,64 @@
 
 namespace rvt::agent {
 
+namespace {
+
+bool is_zero(const ibv_gid &g)
+{
+    static constexpr uint8_t zero[16] = {};
+    return std::memcmp(g.raw, zero, sizeof(zero)) == 0;
+}
+
+bool is_ipv4_mapped(const ibv_gid &g)
+{
+    static constexpr uint8_t prefix[12] = {0, 0, 0, 0, 0,    0,
+                                           0, 0, 0, 0, 0xff, 0xff};
+    return std::memcmp(g.raw, prefix, sizeof(prefix)) == 0;
+}
+
+result<int> pick_gid(ibv_context *ctx, uint8_t port, int table_len, int wanted)
+{
+    if (wanted >= 0) {
+        ibv_gid_entry e{};
+        if (wanted >= table_len ||
+            ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(wanted), &e, 0) !=
+                    0 ||
+            is_zero(*reinterpret_cast<ibv_gid *>(e.gid.raw))) {
+            return failure{"GID index " + std::to_string(wanted) +
+                           ": not a valid entry (the table has " +
+                           std::to_string(table_len) + ")"};
+        }
+        return wanted;
+    }
+    int first_v2 = -1;
+    for (int i = 0; i < table_len; ++i) {
+        ibv_gid_entry e{};
+        if (ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &e, 0) != 0) {
+            continue;
+        }
+        ibv_gid g;
+        std::memcpy(g.raw, e.gid.raw, sizeof(g.raw));
+        if (is_zero(g) || e.gid_type != IBV_GID_TYPE_ROCE_V2) {
+            continue;
+        }
+        if (is_ipv4_mapped(g)) {
+            return i;
+        }
+        if (first_v2 < 0) {
+            first_v2 = i;
+        }
+    }
+    if (first_v2 >= 0) {
+        return first_v2;
+    }
+    return failure{"no RoCE v2 GID on this port (is an IP address set on "
+                   "its network interface?)"};
+}
+
+} // namespace
+
 result<std::unique_ptr<device>>
-device::open(const std::string &name, uint8_t port)
+device::open(const std::string &name, uint8_t port, int gid_index)
 {
     const std::string who = "device " + name + " port " + std::to_string(port);
     int n                 = 0;
@@ -48,7 +104,23 @@ device::open(const std::string &name, uint8_t port)
         return failure{who + ": port is " + ibv_port_state_str(pattr.state) +
                        ", expected active"};
     }
-    auto id = uverbs_driver_id(name);
+    if (pattr.link_layer != IBV_LINK_LAYER_ETHERNET) {
+        return failure{who + ": link layer is not Ethernet: rvt's handshake "
+                             "addresses agents by GID alone (RoCE); "
+                             "InfiniBand ports (LID routing) are not "
+                             "supported yet"};
+    }
+    auto gid = pick_gid(dev->m_ctx.get(), port, pattr.gid_tbl_len, gid_index);
+    if (!gid) {
+        return failure{who + ": " + gid.error()};
+    }
+    dev->m_gid_index = static_cast<uint8_t>(gid.value());
+    if (ibv_query_gid(dev->m_ctx.get(), port, gid.value(), &dev->m_gid) != 0) {
+        return failure{who + ": ibv_query_gid failed: " + std::strerror(errno)};
+    }
+    dev->m_mtu  = pattr.active_mtu;
+    dev->m_attr = dattr;
+    auto id     = uverbs_driver_id(name);
     if (!id) {
         return failure{who + ": " + id.error()};
     }

@@ -19,9 +19,11 @@ namespace rvt::agent {
 
 class device {
 public:
-    /* Opens `name` and checks that `port` (1-based) exists and is active. */
+    /* Opens `name` and checks that `port` (1-based) exists and is active
+     * and has a usable GID: `gid_index`, or with -1 the first RoCE v2 GID
+     * holding an IPv4 address (else the first RoCE v2 one, else index 0). */
     static result<std::unique_ptr<device>>
-    open(const std::string &name, uint8_t port);
+    open(const std::string &name, uint8_t port, int gid_index = -1);
 
     /* What attach_server hands every client. */
     device_grant grant(uint64_t agent_id) const;
@@ -46,6 +48,27 @@ public:
     {
         return m_driver_id;
     }
+    const ibv_gid &gid() const
+    {
+        return m_gid;
+    }
+    uint8_t gid_index() const
+    {
+        return m_gid_index;
+    }
+    ibv_mtu mtu() const
+    {
+        return m_mtu;
+    }
+    const ibv_device_attr &attr() const
+    {
+        return m_attr;
+    }
+    /* Whether QPs here may do RDMA READ (responder resources exist). */
+    bool can_read() const
+    {
+        return m_attr.max_qp_rd_atom > 0 && m_attr.max_qp_init_rd_atom > 0;
+    }
 
 private:
     device() = default;
@@ -53,6 +76,10 @@ private:
     std::string m_name;
     uint8_t m_port       = 0;
     uint32_t m_driver_id = 0;
+    ibv_gid m_gid{};
+    uint8_t m_gid_index = 0;
+    ibv_mtu m_mtu       = IBV_MTU_1024;
+    ibv_device_attr m_attr{};
     verbs::context_ptr m_ctx; /* declared before the PD: destroyed after */
     verbs::pd_ptr m_pd;
 };

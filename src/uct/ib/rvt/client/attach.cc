@@ -69,31 +69,35 @@ result<attachment> attach(const std::string &socket_path,
                             "): " + rep.reason);
     }
     auto fds = std::move(got).value().fds;
-    if (fds.size() != 2) {
+    if (fds.size() != 4) {
         return fail(socket_path, "reply carried " + std::to_string(fds.size()) +
-                                         " descriptors: expected 2");
+                                         " descriptors: expected 4 (command "
+                                         "fd, segment, two eventfds)");
     }
     auto map = map_shm_segment(fds[1].get(), rep.shm_size);
     if (!map) {
         return fail(socket_path, map.error());
     }
     const shm_header hdr = *map.value().at<shm_header>(0);
-    auto layout = shm_layout::make(hdr.work_capacity, hdr.completion_capacity);
-    if (hdr.magic != shm_magic || hdr.version != shm_version ||
-        hdr.client_index != rep.client_index || !layout ||
+    auto layout          = shm_layout::from_header(hdr);
+    if (!layout) {
+        return fail(socket_path, layout.error());
+    }
+    if (hdr.client_index != rep.client_index ||
         layout.value().size != rep.shm_size ||
-        layout.value().work_offset != hdr.work_offset ||
-        layout.value().completion_offset != hdr.completion_offset) {
+        layout.value().caps.slot_size != rep.max_am_size) {
         return fail(socket_path,
                     "the shared segment's header does not match the reply "
-                    "(magic, version, client index or layout)");
+                    "(client index, size or slot size)");
     }
     return attachment{
-            rep.client_index,      rep.pd_handle,
-            rep.driver_id,         static_cast<wire::reg_mode>(rep.reg_mode),
-            rep.agent_id,          layout.value(),
-            std::move(sock),       std::move(fds[0]),
-            std::move(map).value()};
+            rep.client_index,  rep.pd_handle,
+            rep.driver_id,     static_cast<wire::reg_mode>(rep.reg_mode),
+            rep.agent_id,      rep.address,
+            rep.num_qps,       rep.max_am_size,
+            layout.value(),    std::move(sock),
+            std::move(fds[0]), std::move(map).value(),
+            std::move(fds[2]), std::move(fds[3])};
 }
 
 } // namespace rvt::client

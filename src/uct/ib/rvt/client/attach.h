@@ -3,7 +3,8 @@
  * call. On success the process holds the agent's verbs command fd and PD
  * handle (to register its own memory into the agent's PD), its client
  * index (the destination bits of immediates addressed to it) and its
- * mapped shared segment with the work and completion rings. The socket
+ * mapped shared segment with its rings (shm_layout.h), and the two
+ * eventfds of the doorbells. The socket
  * stays open for the life of the attachment: closing it is detaching, and
  * the agent cleans up after a process that dies without a word.
  */
@@ -29,10 +30,15 @@ struct attachment {
     uint32_t driver_id;
     wire::reg_mode mode;
     uint64_t agent_id;
+    wire::agent_address address; /* the agent, as its peers reach it */
+    uint32_t num_qps; /* K */
+    uint32_t max_am_size; /* = layout.caps.slot_size */
     shm_layout layout;
     unique_fd sock; /* the lifeline to the agent */
     unique_fd cmd_fd; /* the agent's verbs command fd */
     shm_mapping shm;
+    unique_fd agent_wake_fd; /* eventfd: we write it to wake the agent */
+    unique_fd client_wake_fd; /* eventfd: the agent writes it to wake us */
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

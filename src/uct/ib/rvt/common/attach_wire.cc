@@ -163,7 +163,85 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes)
     if (rep.shm_size == 0) {
         return failure{"shared segment size 0: expected a segment"};
     }
+    if (std::string e = agent_address_error(rep.address); !e.empty()) {
+        return failure{"attach reply: " + e};
+    }
+    if (rep.num_qps == 0 || rep.num_qps > 16 || rep.max_am_size == 0) {
+        return failure{format("attach reply: %u QPs per node, largest active "
+                              "message %u: expected 1 to 16, and above 0",
+                              rep.num_qps, rep.max_am_size)};
+    }
     return msg;
+}
+
+std::string agent_address_error(const agent_address &a)
+{
+    static constexpr uint8_t zero_gid[sizeof(a.gid)] = {};
+    if (std::memcmp(a.gid, zero_gid, sizeof(a.gid)) == 0) {
+        return "agent address with an all-zero GID: expected the agent's "
+               "port GID";
+    }
+    if (a.ud_qpn < 2 || a.ud_qpn > 0xffffff) {
+        return format("agent address UD QPN %u: expected 2 to 16777215",
+                      a.ud_qpn);
+    }
+    if (a.agent_id == 0) {
+        return "agent address with agent id 0: expected the agent's id";
+    }
+    if (a.reserved != 0) {
+        return format("agent address reserved field 0x%x: expected 0",
+                      a.reserved);
+    }
+    return {};
+}
+
+result<peer_request> parse_peer_request(std::span<const std::byte> bytes)
+{
+    auto msg = parse_fixed<peer_request>(bytes, msg_type::peer_request,
+                                         "peer_request");
+    if (!msg) {
+        return msg;
+    }
+    if (std::string e = agent_address_error(msg.value().peer); !e.empty()) {
+        return failure{"peer request: " + e};
+    }
+    return msg;
+}
+
+peer_request make_peer_request(const agent_address &peer)
+{
+    peer_request req{};
+    req.hdr  = make_header(msg_type::peer_request, sizeof(req));
+    req.peer = peer;
+    return req;
+}
+
+result<peer_reply> parse_peer_reply(std::span<const std::byte> bytes)
+{
+    auto msg = parse_fixed<peer_reply>(bytes, msg_type::peer_reply,
+                                       "peer_reply");
+    if (!msg) {
+        return msg;
+    }
+    if (terminated_length(msg.value().reason) < 0) {
+        return failure{"peer reply reason is not NUL-terminated"};
+    }
+    if (msg.value().status > static_cast<uint32_t>(peer_status::refused)) {
+        return failure{format("peer reply status %u: expected 0 or 1",
+                              msg.value().status)};
+    }
+    return msg;
+}
+
+peer_reply
+make_peer_reply(peer_status status, uint32_t peer, std::string_view reason)
+{
+    peer_reply rep{};
+    rep.hdr    = make_header(msg_type::peer_reply, sizeof(rep));
+    rep.status = static_cast<uint32_t>(status);
+    rep.peer   = peer;
+    reason.copy(rep.reason, sizeof(rep.reason) - 1);
+    return rep;
 }
 
 attach_request make_attach_request(std::string_view job_key, uint32_t pid)

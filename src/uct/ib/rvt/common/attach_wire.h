@@ -30,7 +30,7 @@
 namespace rvt::wire {
 
 inline constexpr uint32_t magic            = 0x41545652; /* "RVTA" */
-inline constexpr uint16_t protocol_version = 1;
+inline constexpr uint16_t protocol_version = 2;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -46,6 +46,12 @@ enum class msg_type : uint16_t {
     /* instead of attaching: what is the agent doing? (rvt-status) */
     status_request = 5,
     status_reply   = 6, /* header + UTF-8 JSON text, see max_status_size */
+    /* after attach, client to agent: "I want to talk to the processes
+     * behind this agent"; the agent answers with a peer_reply carrying the
+     * peer index to put in work requests (connecting happens later, in the
+     * background, and work queued meanwhile waits for it) */
+    peer_request = 7,
+    peer_reply   = 8,
 };
 
 struct msg_header {
@@ -80,6 +86,18 @@ enum class reg_mode : uint32_t {
     uverbs_ioctl = 2, /* REG_MR through RDMA_VERBS_IOCTL on the shared fd */
 };
 
+/* Where other agents reach an agent: what a UCT iface address names. */
+struct agent_address {
+    uint8_t gid[16]; /* the agent's port GID (RoCE: IPv4-mapped) */
+    uint32_t ud_qpn; /* its handshake UD QP */
+    uint32_t reserved; /* zero */
+    uint64_t agent_id; /* random per agent run, never 0 */
+
+    friend bool
+    operator==(const agent_address &, const agent_address &) = default;
+};
+static_assert(sizeof(agent_address) == 32);
+
 struct attach_reply {
     msg_header hdr;
     uint32_t status; /* attach_status */
@@ -91,6 +109,9 @@ struct attach_reply {
     uint64_t shm_size; /* bytes of the memfd segment */
     uint64_t agent_id; /* random per agent instance */
     char reason[reason_size]; /* NUL-terminated; empty if accepted */
+    agent_address address; /* this agent, for the client's peers */
+    uint32_t num_qps; /* K: shared RC QPs per remote node */
+    uint32_t max_am_size; /* bytes: the inbound slot size */
 };
 
 /* The layout is a contract between separately built programs. */
@@ -99,7 +120,8 @@ static_assert(offsetof(msg_header, length) == 8);
 static_assert(sizeof(attach_request) == 88);
 static_assert(offsetof(attach_request, job_key) == 16);
 static_assert(offsetof(attach_request, pid) == 80);
-static_assert(sizeof(attach_reply) == 184);
+static_assert(sizeof(attach_reply) == 224);
+static_assert(offsetof(attach_reply, address) == 184);
 static_assert(offsetof(attach_reply, shm_size) == 40);
 static_assert(offsetof(attach_reply, reason) == 56);
 static_assert(std::is_trivially_copyable_v<attach_request> &&
@@ -122,6 +144,30 @@ struct mr_notice {
 static_assert(sizeof(mr_notice) == 48 && offsetof(mr_notice, addr) == 32);
 static_assert(std::is_trivially_copyable_v<mr_notice> &&
               std::is_standard_layout_v<mr_notice>);
+
+/* peer_request: the remote agent, as its client's address named it. */
+struct peer_request {
+    msg_header hdr;
+    agent_address peer;
+};
+static_assert(sizeof(peer_request) == 48);
+static_assert(std::is_trivially_copyable_v<peer_request> &&
+              std::is_standard_layout_v<peer_request>);
+
+enum class peer_status : uint32_t {
+    accepted = 0, /* `peer` is the index to use */
+    refused  = 1, /* see reason (bad address, too many peers) */
+};
+
+struct peer_reply {
+    msg_header hdr;
+    uint32_t status; /* peer_status */
+    uint32_t peer; /* accepted: the peer index */
+    char reason[reason_size]; /* NUL-terminated; empty if accepted */
+};
+static_assert(sizeof(peer_reply) == 152);
+static_assert(std::is_trivially_copyable_v<peer_reply> &&
+              std::is_standard_layout_v<peer_reply>);
 
 inline constexpr uint32_t status_text = 1; /* human-readable, not JSON */
 
@@ -157,6 +203,16 @@ attach_reply make_refusal(attach_status status, std::string_view reason);
 result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes);
 mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
                          uint32_t rkey, uint64_t addr, uint64_t length);
+
+result<peer_request> parse_peer_request(std::span<const std::byte> bytes);
+peer_request make_peer_request(const agent_address &peer);
+result<peer_reply> parse_peer_reply(std::span<const std::byte> bytes);
+peer_reply
+make_peer_reply(peer_status status, uint32_t peer, std::string_view reason);
+
+/* Empty when `a` can name an agent (non-zero GID, QPN in 2..2^24-1,
+ * agent id set, reserved zero), else what is wrong with it. */
+std::string agent_address_error(const agent_address &a);
 
 result<status_request> parse_status_request(std::span<const std::byte> bytes);
 status_request make_status_request(uint32_t flags);

@@ -17,6 +17,9 @@ struct failure {
     std::string reason;
 };
 
+/* The value of a result that has nothing to return but success. */
+struct done {};
+
 template<class T> class result {
 public:
     result(T value) : m_v(std::move(value))

@@ -82,6 +82,13 @@ public:
     {
     }
 
+    /* Ring position the next try_push() fills (to write data stored
+     * alongside the entry first). */
+    uint32_t position() const noexcept
+    {
+        return m_head & m_mask;
+    }
+
     /* Returns false when the ring is full: the caller reports "busy". */
     bool try_push(const Entry &entry) noexcept
     {
@@ -133,6 +140,18 @@ public:
 
     ring_pop try_pop(Entry &out) noexcept
     {
+        ring_pop r = try_peek(out);
+        if (r == ring_pop::item) {
+            release();
+        }
+        return r;
+    }
+
+    /* Copies the oldest entry out but keeps its slot (and anything stored
+     * alongside it, such as an inbound message's data slot) owned by the
+     * consumer until release(). */
+    ring_pop try_peek(Entry &out) noexcept
+    {
         if (m_head_cache == m_tail) {
             m_head_cache = m_idx->head.load(std::memory_order_acquire);
             if (m_head_cache - m_tail > m_mask + 1) {
@@ -144,9 +163,20 @@ public:
             }
         }
         out = m_slots[m_tail & m_mask];
+        return ring_pop::item;
+    }
+
+    /* Frees the entry the last successful try_peek() returned. */
+    void release() noexcept
+    {
         ++m_tail;
         m_idx->tail.store(m_tail, std::memory_order_release);
-        return ring_pop::item;
+    }
+
+    /* Ring position of the entry try_peek() returns next. */
+    uint32_t position() const noexcept
+    {
+        return m_tail & m_mask;
     }
 
     size_t capacity() const noexcept

@@ -2,17 +2,36 @@
  * The shared-memory segment an agent gives each client at attach time (a
  * memfd, passed with SCM_RIGHTS):
  *
- *   offset 0          shm_header (one cache line; written by the agent
- *                     before it passes the fd, read-only afterwards)
- *   work_offset       ring_indices + work_request[work_capacity]
- *                     (client produces, agent consumes)
- *   completion_offset ring_indices + completion[completion_capacity]
- *                     (agent produces, client consumes)
+ *   offset 0            shm_header (two cache lines; written by the agent
+ *                       before it passes the fd, read-only afterwards)
+ *   doorbell_offset     shm_doorbells: who is asleep (see below)
+ *   work_offset         ring_indices + work_request[work_capacity]
+ *                       (client produces, agent consumes)
+ *   completion_offset   ring_indices + completion[completion_capacity]
+ *                       (agent produces, client consumes)
+ *   inbound_offset      ring_indices + inbound_message[inbound_capacity]
+ *                       (agent produces, client consumes)
+ *   inbound_data_offset inbound_capacity slots of inbound_slot_size bytes:
+ *                       slot i holds the active message of ring position i
  *
- * Both sides compute the layout with shm_layout::make() from the two
+ * Why a per-client inbound area and not the node's receive buffers mapped
+ * into every client: the agent's SRQ buffers go back to the device as soon
+ * as a message is routed (one copy of at most inbound_slot_size bytes), so
+ * a client that stops polling can fill only its own area and never starves
+ * the node's receive queue; and no client can read messages meant for
+ * another.
+ *
+ * Both sides compute the layout with shm_layout::make() from the
  * capacities; the client checks that the header agrees and that the
  * segment is as large as the layout says, and the agent never re-reads the
  * header (the client could have scribbled on it).
+ *
+ * Doorbells: each side spins for a while, then sleeps in poll(). Before
+ * sleeping it sets its own `asleep` flag (seq_cst), looks at its rings once
+ * more, and only then sleeps; the other side, after publishing an entry,
+ * issues a seq_cst fence and writes the sleeper's eventfd if the flag is
+ * set. Either the sleeper sees the entry or the producer sees the flag,
+ * so no wake-up is lost, and a busy peer never pays for a syscall.
  */
 #ifndef RVT_COMMON_SHM_LAYOUT_H
 #define RVT_COMMON_SHM_LAYOUT_H
@@ -21,7 +40,10 @@
 #include "uct/ib/rvt/common/ring.h"
 #include "uct/ib/rvt/common/work.h"
 
+#include <atomic>
 #include <cstddef>
+#include <cstring>
+#include <utility>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -29,7 +51,7 @@
 namespace rvt {
 
 inline constexpr uint32_t shm_magic   = 0x4d485352; /* "RSHM" */
-inline constexpr uint32_t shm_version = 1;
+inline constexpr uint32_t shm_version = 2;
 
 struct shm_header {
     uint32_t magic;
@@ -37,21 +59,54 @@ struct shm_header {
     uint32_t client_index;
     uint32_t work_capacity;
     uint32_t completion_capacity;
+    uint32_t inbound_capacity;
+    uint32_t inbound_slot_size;
     uint32_t reserved0;
+    uint64_t doorbell_offset;
     uint64_t work_offset;
     uint64_t completion_offset;
+    uint64_t inbound_offset;
+    uint64_t inbound_data_offset;
     uint64_t size; /* the whole segment */
-    uint8_t reserved1[16];
+    uint8_t reserved1[48]; /* zero */
 };
-static_assert(sizeof(shm_header) == cache_line);
+static_assert(sizeof(shm_header) == 2 * cache_line);
 static_assert(std::is_trivially_copyable_v<shm_header> &&
               std::is_standard_layout_v<shm_header>);
 
+inline bool operator==(const shm_header &a, const shm_header &b)
+{
+    return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+struct shm_doorbells {
+    alignas(cache_line) std::atomic<uint32_t> agent_asleep; /* agent only */
+    alignas(cache_line) std::atomic<uint32_t> client_asleep; /* client only */
+};
+static_assert(sizeof(shm_doorbells) == 2 * cache_line);
+static_assert(std::is_standard_layout_v<shm_doorbells>);
+
+/* An active message must fit one inbound slot: 64 B up to 64 KiB. */
+inline constexpr uint32_t min_inbound_slot = 64;
+inline constexpr uint32_t max_inbound_slot = 65536;
+
+struct shm_capacities {
+    uint32_t work       = 256;
+    uint32_t completion = 1024;
+    uint32_t inbound    = 256;
+    uint32_t slot_size  = 8192; /* largest active message */
+
+    friend bool
+    operator==(const shm_capacities &, const shm_capacities &) = default;
+};
+
 struct shm_layout {
-    uint32_t work_capacity;
-    uint32_t completion_capacity;
+    shm_capacities caps;
+    uint64_t doorbell_offset;
     uint64_t work_offset;
     uint64_t completion_offset;
+    uint64_t inbound_offset;
+    uint64_t inbound_data_offset;
     uint64_t size;
 
     static constexpr uint64_t page = 4096;
@@ -61,30 +116,69 @@ struct shm_layout {
         return (v + to - 1) / to * to;
     }
 
-    /* Capacities must be ring capacities (powers of two, see ring.h). */
-    static result<shm_layout>
-    make(uint32_t work_capacity, uint32_t completion_capacity)
+    /* Ring capacities must be powers of two (ring.h); the slot size a
+     * multiple of 64 from min_inbound_slot to max_inbound_slot. */
+    static result<shm_layout> make(const shm_capacities &caps)
     {
-        if (!is_ring_capacity(work_capacity)) {
-            return failure{"work ring capacity " +
-                           std::to_string(work_capacity) +
-                           ": expected a power of two from 2 to 2^24"};
+        const std::pair<const char *, uint32_t> rings[] = {{"work", caps.work},
+                                                           {"completion",
+                                                            caps.completion},
+                                                           {"inbound",
+                                                            caps.inbound}};
+        for (const auto &[name, capacity] : rings) {
+            if (!is_ring_capacity(capacity)) {
+                return failure{std::string(name) + " ring capacity " +
+                               std::to_string(capacity) +
+                               ": expected a power of two from 2 to 2^24"};
+            }
         }
-        if (!is_ring_capacity(completion_capacity)) {
-            return failure{"completion ring capacity " +
-                           std::to_string(completion_capacity) +
-                           ": expected a power of two from 2 to 2^24"};
+        if (caps.slot_size < min_inbound_slot ||
+            caps.slot_size > max_inbound_slot ||
+            caps.slot_size % cache_line != 0) {
+            return failure{"inbound slot size " +
+                           std::to_string(caps.slot_size) +
+                           ": expected a multiple of 64 from " +
+                           std::to_string(min_inbound_slot) + " to " +
+                           std::to_string(max_inbound_slot)};
         }
-        shm_layout l{work_capacity, completion_capacity, 0, 0, 0};
-        l.work_offset       = cache_line;
-        l.completion_offset = round_up(l.work_offset + sizeof(ring_indices) +
-                                               uint64_t{work_capacity} *
-                                                       sizeof(work_request),
-                                       cache_line);
-        l.size = round_up(l.completion_offset + sizeof(ring_indices) +
-                                  uint64_t{completion_capacity} *
-                                          sizeof(completion),
-                          page);
+        shm_layout l{caps, 0, 0, 0, 0, 0, 0};
+        l.doorbell_offset     = sizeof(shm_header);
+        l.work_offset         = l.doorbell_offset + sizeof(shm_doorbells);
+        l.completion_offset   = ring_end(l.work_offset, caps.work,
+                                         sizeof(work_request));
+        l.inbound_offset      = ring_end(l.completion_offset, caps.completion,
+                                         sizeof(completion));
+        l.inbound_data_offset = round_up(ring_end(l.inbound_offset,
+                                                  caps.inbound,
+                                                  sizeof(inbound_message)),
+                                         page);
+        l.size                = round_up(l.inbound_data_offset +
+                                                 uint64_t{caps.inbound} * caps.slot_size,
+                                         page);
+        return l;
+    }
+
+    /* Recomputes the layout a header describes and checks that it is
+     * exactly that: the client's defence against a stale or foreign
+     * segment. */
+    static result<shm_layout> from_header(const shm_header &h)
+    {
+        if (h.magic != shm_magic || h.version != shm_version) {
+            return failure{"shared segment magic/version " +
+                           std::to_string(h.magic) + "/" +
+                           std::to_string(h.version) + ": expected " +
+                           std::to_string(shm_magic) + "/" +
+                           std::to_string(shm_version)};
+        }
+        auto l = make({h.work_capacity, h.completion_capacity,
+                       h.inbound_capacity, h.inbound_slot_size});
+        if (!l) {
+            return failure{"shared segment header: " + l.error()};
+        }
+        if (l.value().header(h.client_index) != h) {
+            return failure{"shared segment header: offsets or size differ "
+                           "from the layout its capacities give"};
+        }
         return l;
     }
 
@@ -94,14 +188,29 @@ struct shm_layout {
         h.magic               = shm_magic;
         h.version             = shm_version;
         h.client_index        = client_index;
-        h.work_capacity       = work_capacity;
-        h.completion_capacity = completion_capacity;
+        h.work_capacity       = caps.work;
+        h.completion_capacity = caps.completion;
+        h.inbound_capacity    = caps.inbound;
+        h.inbound_slot_size   = caps.slot_size;
+        h.doorbell_offset     = doorbell_offset;
         h.work_offset         = work_offset;
         h.completion_offset   = completion_offset;
+        h.inbound_offset      = inbound_offset;
+        h.inbound_data_offset = inbound_data_offset;
         h.size                = size;
         return h;
     }
+
+private:
+    static constexpr uint64_t
+    ring_end(uint64_t offset, uint32_t capacity, size_t entry_size)
+    {
+        return round_up(offset + sizeof(ring_indices) +
+                                uint64_t{capacity} * entry_size,
+                        cache_line);
+    }
 };
+
 
 } // namespace rvt
 

@@ -1,6 +1,7 @@
 /*
  * The entries of a client's rings (ring.h): work requests from a client to
- * its agent, completions from the agent back. Both cross a trust boundary:
+ * its agent, completions from the agent back, and inbound messages (active
+ * messages, write notifications, peer failures) from the agent. Both cross a trust boundary:
  * the agent copies a work request out of the ring, then validates every
  * field before it touches a QP; the immediate value is never taken from
  * the client but encoded by the agent (imm.h), so a client cannot claim to
@@ -28,6 +29,12 @@ enum work_flags : uint8_t {
     work_fence    = 1u << 1, /* wait for earlier reads on this endpoint */
 };
 
+/*
+ * Every work request gets exactly one completion, in ring order per
+ * endpoint (source client, peer, destination client): that is what lets the
+ * client bound its outstanding requests by its completion ring's capacity,
+ * so the agent never has to hold a completion it cannot deliver.
+ */
 struct work_request {
     uint64_t wr_id; /* the client's cookie, echoed in its completion */
     uint8_t op; /* work_op */
@@ -61,11 +68,39 @@ struct completion {
     uint32_t status; /* completion_status */
     uint32_t detail; /* ibv_wc_status when failed, else zero */
     uint32_t length; /* bytes moved */
-    uint32_t reserved[3];
+    uint32_t peer; /* from the request */
+    uint32_t reserved[2];
 };
 static_assert(sizeof(completion) == 32);
 static_assert(std::is_trivially_copyable_v<completion> &&
               std::is_standard_layout_v<completion>);
+
+enum class inbound_kind : uint8_t {
+    am          = 1, /* an active message; its bytes are in the entry's slot */
+    write       = 2, /* an RDMA WRITE WITH IMM landed in our memory */
+    peer_failed = 3, /* the agent gave up on `peer`: its endpoints are dead */
+};
+inline constexpr uint8_t inbound_kind_limit = 4;
+
+/*
+ * Agent to client. An active message's bytes are in the data slot with the
+ * same ring position as the entry (shm_layout: inbound_data_offset +
+ * position * inbound_slot_size); they stay valid until the client releases
+ * the entry (ring_consumer::release), so the client reads them in place.
+ */
+struct inbound_message {
+    uint8_t kind; /* inbound_kind */
+    uint8_t am_id; /* am */
+    uint16_t reserved0; /* zero */
+    uint32_t peer; /* the sending node, as numbered by this agent */
+    uint32_t src_client; /* write: the sender's client index on its agent */
+    uint32_t length; /* am: bytes in the slot; write: bytes written */
+    uint32_t imm; /* the immediate as received, host order (imm.h) */
+    uint32_t reserved[3];
+};
+static_assert(sizeof(inbound_message) == 32);
+static_assert(std::is_trivially_copyable_v<inbound_message> &&
+              std::is_standard_layout_v<inbound_message>);
 
 } // namespace rvt
 

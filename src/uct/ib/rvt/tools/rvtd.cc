@@ -1,9 +1,11 @@
 /*
- * rvtd: the per-node agent of one job (DESIGN.md part 1). For now it opens
- * the device and PD, serves the attach socket, and deregisters the memory
- * a client leaves behind when it dies; it exits a linger time after its
- * last client has gone. Connections between agents and the data path are
- * not served yet.
+ * rvtd: the per-node agent of one job (DESIGN.md part 1). It opens the
+ * device and PD, serves the attach socket, and runs the data path (the
+ * engine: shared RC QPs to every peer agent, posting for its clients,
+ * routing what arrives); it exits a linger time after its last client has
+ * gone. The loop spins while there is work and for --spin-us after, then
+ * sleeps in poll() on the attach sockets, the completion channel and the
+ * clients' doorbell eventfd.
  *
  *   rvtd [--OPTION=VALUE ...]      see rvtd --help (generated from the
  *                                  option table below)
@@ -13,12 +15,14 @@
  */
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
+#include <poll.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -41,10 +45,21 @@ struct options {
     std::string device;
     long port = 1;
     std::string job_key;
-    long linger      = 10;
-    long max_clients = 256;
-    long work_ring   = 256;
-    long compl_ring  = 1024;
+    long linger       = 10;
+    long max_clients  = 256;
+    long work_ring    = 256;
+    long compl_ring   = 1024;
+    long inbound_ring = 256;
+    long am_size      = 8192;
+    long num_qps      = 4;
+    long gid_index    = -1;
+    long srq_size     = 1024;
+    long sq_depth     = 128;
+    long spin_us      = 100;
+    long keepalive_ms = 5000;
+    long reconnect_ms = 1000;
+    long give_up_ms   = 30000;
+    long qp_timeout   = 14;
 };
 
 /* One row per option: the only place its name, default and meaning are
@@ -105,10 +120,64 @@ const std::vector<option_row> &option_table()
                  return set_long(o.work_ring, v, 2, 1 << 24, "work-ring");
              }},
             {"completion-ring", "1024",
-             "completions per client ring (power of two)",
+             "completions per client ring (power of two): a client's "
+             "requests in flight",
              [](options &o, std::string_view v) {
                  return set_long(o.compl_ring, v, 2, 1 << 24,
                                  "completion-ring");
+             }},
+            {"inbound-ring", "256",
+             "inbound messages per client ring (power of two)",
+             [](options &o, std::string_view v) {
+                 return set_long(o.inbound_ring, v, 2, 1 << 16, "inbound-ring");
+             }},
+            {"am-size", "8192",
+             "largest active message, bytes (64-65536, multiple of 64)",
+             [](options &o, std::string_view v) {
+                 return set_long(o.am_size, v, 64, 65536, "am-size");
+             }},
+            {"num-qps", "4", "K: shared RC QPs per remote node (1-16)",
+             [](options &o, std::string_view v) {
+                 return set_long(o.num_qps, v, 1, 16, "num-qps");
+             }},
+            {"gid-index", "-1",
+             "GID table index; -1: the first RoCE v2 IPv4 GID",
+             [](options &o, std::string_view v) {
+                 return set_long(o.gid_index, v, -1, 255, "gid-index");
+             }},
+            {"srq-size", "1024", "receive buffers of the node (16-65536)",
+             [](options &o, std::string_view v) {
+                 return set_long(o.srq_size, v, 16, 65536, "srq-size");
+             }},
+            {"sq-depth", "128", "send WRs per RC QP (1-16384)",
+             [](options &o, std::string_view v) {
+                 return set_long(o.sq_depth, v, 1, 16384, "sq-depth");
+             }},
+            {"spin-us", "100",
+             "microseconds to keep polling after the last work, before "
+             "sleeping",
+             [](options &o, std::string_view v) {
+                 return set_long(o.spin_us, v, 0, 1000000, "spin-us");
+             }},
+            {"keepalive-ms", "5000",
+             "idle time before a keepalive; twice it unanswered: lost",
+             [](options &o, std::string_view v) {
+                 return set_long(o.keepalive_ms, v, 100, 3600000,
+                                 "keepalive-ms");
+             }},
+            {"reconnect-ms", "1000", "delay before reconnecting a lost peer",
+             [](options &o, std::string_view v) {
+                 return set_long(o.reconnect_ms, v, 10, 600000, "reconnect-ms");
+             }},
+            {"give-up-ms", "30000",
+             "time to connect (or reconnect) before the peer is failed",
+             [](options &o, std::string_view v) {
+                 return set_long(o.give_up_ms, v, 100, 3600000, "give-up-ms");
+             }},
+            {"qp-timeout", "14",
+             "RC ack timeout exponent: 4.096 us * 2^N per try, 7 tries",
+             [](options &o, std::string_view v) {
+                 return set_long(o.qp_timeout, v, 1, 31, "qp-timeout");
              }},
     };
     return rows;
@@ -119,8 +188,7 @@ void usage(FILE *out)
     std::fprintf(out, "usage: rvtd [--OPTION=VALUE ...]\n\n"
                       "The rvt node agent of one job. It runs in the "
                       "foreground, started\n"
-                      "by a launcher or by hand (the first client does not "
-                      "start it yet).\n\n");
+                      "by a launcher or by hand.\n\n");
     for (const auto &r : option_table()) {
         std::fprintf(out, "  --%-16s %s (default: %s)\n", r.name, r.help,
                      r.dflt);
@@ -149,17 +217,11 @@ std::string quoted(std::string_view v)
     return out + "\"";
 }
 
-/* What rvt-status shows: who this agent is and who its clients are. */
-struct status_counters {
-    uint64_t clients_gone = 0;
-    uint64_t mrs_cleaned  = 0; /* deregistered for clients that died */
-    uint64_t mrs_leaked   = 0; /* ... and failed to */
-};
-
+/* What rvt-status shows: who this agent is, its clients, its data path. */
 std::string status_text(const agent::agent_location &loc,
                         const agent::device &d, uint64_t agent_id,
                         const agent::attach_server &srv,
-                        const status_counters &n, bool human)
+                        const agent::engine &eng, bool human)
 {
     auto clients = srv.clients();
     std::string out;
@@ -173,18 +235,13 @@ std::string status_text(const agent::agent_location &loc,
                ", PD handle " + std::to_string(d.pd()->handle) + "\n";
         out += "memory    registration by uverbs ioctl on the shared fd\n";
         out += "socket    " + loc.paths.socket + "\n";
-        out += "clients   " + std::to_string(clients.size()) + " attached, " +
-               std::to_string(n.clients_gone) + " gone; MRs of gone " +
-               "clients deregistered " + std::to_string(n.mrs_cleaned) +
-               ", failed " + std::to_string(n.mrs_leaked) + "\n";
+        out += "clients   " + std::to_string(clients.size()) + " attached\n";
         for (const auto *c : clients) {
             out += "  index " + std::to_string(c->index) + "  pid " +
                    std::to_string(c->pid) + "  MRs " +
                    std::to_string(c->mr_handles.size()) + "\n";
         }
-        out += "peers     none: connections between agents are not served "
-               "yet\n";
-        return out;
+        return out + eng.status(true);
     }
     out += "{\"pid\": " + std::to_string(getpid()) +
            ", \"agent_id\": " + std::to_string(agent_id) +
@@ -196,10 +253,7 @@ std::string status_text(const agent::agent_location &loc,
            ", \"pd_handle\": " + std::to_string(d.pd()->handle) +
            ", \"registration\": \"uverbs_ioctl\"" +
            ", \"socket\": " + quoted(loc.paths.socket) +
-           ", \"clients_gone\": " + std::to_string(n.clients_gone) +
-           ", \"mrs_cleaned\": " + std::to_string(n.mrs_cleaned) +
-           ", \"mrs_leaked\": " + std::to_string(n.mrs_leaked) +
-           ", \"peers\": []" + ", \"clients\": [";
+           ", \"data_path\": " + eng.status(false) + ", \"clients\": [";
     for (size_t i = 0; i < clients.size(); ++i) {
         out += std::string(i ? ", " : "") +
                "{\"index\": " + std::to_string(clients[i]->index) +
@@ -234,69 +288,139 @@ int run(const options &opt)
         log_line(dev.error());
         return 1;
     }
-    auto layout = shm_layout::make(static_cast<uint32_t>(opt.work_ring),
-                                   static_cast<uint32_t>(opt.compl_ring));
+    shm_capacities caps{static_cast<uint32_t>(opt.work_ring),
+                        static_cast<uint32_t>(opt.compl_ring),
+                        static_cast<uint32_t>(opt.inbound_ring),
+                        static_cast<uint32_t>(opt.am_size)};
+    auto layout = shm_layout::make(caps);
     if (!layout) {
         log_line(layout.error());
         return 2;
     }
     uint64_t agent_id = 0;
-    if (getrandom(&agent_id, sizeof(agent_id), 0) != sizeof(agent_id)) {
-        agent_id = static_cast<uint64_t>(std::time(nullptr)) ^ getpid();
+    while (agent_id == 0) {
+        if (getrandom(&agent_id, sizeof(agent_id), 0) != sizeof(agent_id)) {
+            agent_id = static_cast<uint64_t>(std::time(nullptr)) ^ getpid();
+        }
     }
     agent::device &d = *dev.value();
-    status_counters counters;
-    auto on_gone = [&d, &counters](const agent::attached_client &c) {
-        size_t freed = 0;
-        for (uint32_t h : c.mr_handles) {
-            auto r = uverbs::dereg_mr(d.context()->cmd_fd, d.driver_id(), h);
-            if (r) {
-                ++freed;
-                ++counters.mrs_cleaned;
-            } else {
-                ++counters.mrs_leaked;
-                log_line("client index " + std::to_string(c.index) + ": " +
-                         r.error());
-            }
-        }
-        ++counters.clients_gone;
-        log_line("client index " + std::to_string(c.index) + " (pid " +
-                 std::to_string(c.pid) + ") gone: deregistered " +
-                 std::to_string(freed) + " of its " +
-                 std::to_string(c.mr_handles.size()) + " MRs");
-    };
-    auto server = agent::attach_server::create(
-            {paths.socket, key, uid, static_cast<uint32_t>(opt.max_clients),
-             layout.value(), std::chrono::milliseconds(5000)},
-            d.grant(agent_id), log_line, on_gone);
+
+    agent::engine_config ecfg;
+    ecfg.peers.num_qps            = static_cast<uint32_t>(opt.num_qps);
+    ecfg.peers.keepalive_interval = std::chrono::milliseconds(opt.keepalive_ms);
+    ecfg.peers.keepalive_timeout  = std::chrono::milliseconds(2 *
+                                                              opt.keepalive_ms);
+    ecfg.peers.reconnect_delay    = std::chrono::milliseconds(opt.reconnect_ms);
+    ecfg.peers.give_up_timeout    = std::chrono::milliseconds(opt.give_up_ms);
+    ecfg.qp.sq_depth              = static_cast<uint32_t>(opt.sq_depth);
+    ecfg.qp.timeout               = static_cast<uint8_t>(opt.qp_timeout);
+    ecfg.srq_size                 = static_cast<uint32_t>(opt.srq_size);
+    ecfg.cq_size                  = static_cast<uint32_t>(opt.srq_size +
+                                         16 * opt.sq_depth * opt.num_qps);
+    auto eng = agent::engine::create(d, ecfg, layout.value(), key, agent_id,
+                                     log_line);
+    if (!eng) {
+        log_line(eng.error());
+        return 1;
+    }
+    agent::engine &e = *eng.value();
+
+    agent::device_grant grant = d.grant(agent_id);
+    grant.address             = e.address();
+    grant.num_qps             = e.num_qps();
+    grant.agent_wake_fd       = e.wake_fd();
+    auto server               = agent::attach_server::create(
+                          {paths.socket, key, uid, static_cast<uint32_t>(opt.max_clients),
+                           layout.value(), std::chrono::milliseconds(5000)},
+                          grant, log_line,
+                          [&e](const agent::attached_client &c) { e.client_gone(c); });
     if (!server) {
         log_line(server.error());
         return 1;
     }
-    server.value()->set_status_source([&](bool human) {
-        return status_text(loc.value(), d, agent_id, *server.value(), counters,
-                           human);
+    agent::attach_server &srv = *server.value();
+    e.set_clients(&srv);
+    srv.set_attach_handler(
+            [&e](const agent::attached_client &c) { e.client_attached(c); });
+    srv.set_peer_resolver([&e](const agent::attached_client &c,
+                               const wire::agent_address &a) {
+        return e.resolve_peer(c, a);
+    });
+    srv.set_status_source([&](bool human) {
+        return status_text(loc.value(), d, agent_id, srv, e, human);
     });
     log_line("serving job '" + key + "' (from " + loc.value().job_key_source +
              ") on " + dev_name + ":" + std::to_string(opt.port) + " at " +
              paths.socket + ", uverbs driver id " +
              std::to_string(d.driver_id()) + ", PD handle " +
-             std::to_string(d.pd()->handle));
+             std::to_string(d.pd()->handle) + ", UD QPN " +
+             std::to_string(e.address().ud_qpn) + ", GID index " +
+             std::to_string(d.gid_index()) + ", " +
+             std::to_string(e.num_qps()) + " RC QPs per peer");
 
-    using clock     = std::chrono::steady_clock;
-    auto idle_since = clock::now();
+    using clock      = std::chrono::steady_clock;
+    const auto spin  = std::chrono::microseconds(opt.spin_us);
+    auto idle_since  = clock::now();
+    auto last_busy   = clock::now();
+    unsigned counter = 0;
+    std::vector<int> fds;
+    std::vector<pollfd> pfds;
     while (!g_stop) {
-        server.value()->run_once(200);
-        if (server.value()->attached_count() > 0) {
-            idle_since = clock::now();
-        } else if (opt.linger > 0 && clock::now() - idle_since >=
-                                             std::chrono::seconds(opt.linger)) {
+        auto now = clock::now();
+        if (e.progress(now)) {
+            last_busy = now;
+            if (++counter % 256 == 0) {
+                srv.run_once(0);
+            }
+            continue;
+        }
+        if (now - last_busy < spin) {
+            if (++counter % 256 == 0) {
+                srv.run_once(0);
+            }
+            continue;
+        }
+        srv.run_once(0);
+        if (srv.attached_count() > 0 || !e.idle()) {
+            idle_since = now;
+        } else if (opt.linger > 0 &&
+                   now - idle_since >= std::chrono::seconds(opt.linger)) {
             log_line("no clients for " + std::to_string(opt.linger) +
                      " s: exiting");
+            e.shut_down(now);
             return 0;
         }
+        /* sleep: announce it, then look once more (engine.h) */
+        if (!e.prepare_sleep()) {
+            continue;
+        }
+        if (e.progress(clock::now())) {
+            e.end_sleep();
+            last_busy = clock::now();
+            continue;
+        }
+        int timeout_ms = 1000;
+        if (auto t = e.next_timer()) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    *t - clock::now());
+            timeout_ms = static_cast<int>(
+                    std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
+        }
+        fds.clear();
+        srv.poll_fds(fds);
+        fds.push_back(e.completion_fd());
+        fds.push_back(e.wake_fd());
+        pfds.clear();
+        for (int fd : fds) {
+            pfds.push_back({fd, POLLIN, 0});
+        }
+        (void)poll(pfds.data(), pfds.size(), timeout_ms);
+        e.end_sleep();
+        last_busy = clock::now(); /* spin again after any wake-up */
+        srv.run_once(0);
     }
     log_line("stopped by a signal");
+    e.shut_down(clock::now());
     return 0;
 }
 

@@ -1,0 +1,89 @@
+/*
+ * The agent's end of one client's shared segment (common/shm_layout.h):
+ * it consumes the client's work ring, produces its completion and inbound
+ * rings, and rings its doorbell. Nothing here trusts the segment: indices
+ * are checked by the rings, and what cannot be delivered now (the client
+ * is slow, or broke the completion budget) waits in agent memory, in
+ * order, so a slow client never holds the node's receive buffers and
+ * never loses a message.
+ */
+#ifndef RVT_AGENT_CLIENT_CHANNEL_H
+#define RVT_AGENT_CLIENT_CHANNEL_H
+
+#include "uct/ib/rvt/common/ring.h"
+#include "uct/ib/rvt/common/shm_layout.h"
+#include "uct/ib/rvt/common/shm_mapping.h"
+#include "uct/ib/rvt/common/work.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+namespace rvt::agent {
+
+class client_channel {
+public:
+    /* `shm` is the agent's mapping of the client's segment, formatted. */
+    client_channel(const shm_mapping &shm, const shm_layout &layout,
+                   int wake_fd);
+
+    client_channel(const client_channel &)            = delete;
+    client_channel &operator=(const client_channel &) = delete;
+
+    /* The next work request, if any (copied out: validate the copy). */
+    bool pop_work(work_request &out);
+    bool has_work() const;
+
+    void complete(const completion &c);
+    /* Copies `data` (at most the slot size) into the inbound area. */
+    void deliver(const inbound_message &msg, std::span<const std::byte> data);
+    /* Moves waiting entries into the rings as space allows. */
+    void flush_backlog();
+    size_t late_completions() const
+    {
+        return m_late_completions.size();
+    }
+    size_t backlog() const
+    {
+        return m_late_completions.size() + m_late_inbound.size();
+    }
+
+    /* Wakes the client if it sleeps and we gave it something since the
+     * last call. */
+    void wake_if_needed();
+    void set_agent_asleep(bool asleep);
+
+    /* False once the client corrupted a ring index: the agent stops
+     * reading its work (its rings can no longer be trusted). */
+    bool healthy() const
+    {
+        return m_healthy;
+    }
+
+private:
+    struct late_inbound {
+        inbound_message msg;
+        std::vector<std::byte> data;
+    };
+    bool
+    push_inbound(const inbound_message &msg, std::span<const std::byte> data);
+
+    shm_doorbells *m_bells;
+    ring_indices *m_work_idx;
+    ring_consumer<work_request> m_work;
+    ring_producer<completion> m_completions;
+    ring_producer<inbound_message> m_inbound;
+    std::byte *m_inbound_data;
+    uint32_t m_slot_size;
+    int m_wake_fd;
+    std::deque<completion> m_late_completions;
+    std::deque<late_inbound> m_late_inbound;
+    bool m_gave    = false; /* something published since the last wake */
+    bool m_healthy = true;
+};
+
+} // namespace rvt::agent
+
+#endif

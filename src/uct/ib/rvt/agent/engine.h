@@ -1,0 +1,265 @@
+/*
+ * The agent's data path: everything between the clients' rings and the
+ * device (DESIGN.md parts 4 and 6).
+ *
+ *   clients' work rings --pop, check--> lane backlogs --post--> shared QPs
+ *   CQ --op completions--> the owning client's completion ring
+ *   CQ --receives (SRQ)--> routed by immediate --> client's inbound ring
+ *   UD QP <--handshake--> peer_connection (one per remote agent)
+ *
+ * Peers and lanes. Every remote agent a client names becomes a peer (an
+ * index this agent hands out, stable for the agent's life); the agent's
+ * own node is a peer too (loopback QPs, no handshake). A peer has K
+ * lanes; lane i uses the peer's i-th RC QP. An endpoint (source client,
+ * peer, destination client) always maps to the same lane, so RC ordering
+ * is the endpoint's ordering, and ops wait in the lane's FIFO backlog
+ * while the peer is not connected or the QP's send queue is full.
+ *
+ * Credits: a lane posts at most sq_depth WRs; all lanes together post at
+ * most the CQ size minus the SRQ size, so the CQ never overflows; a
+ * client's completions never exceed its ring because the client library
+ * admits at most that many requests (client_channel keeps any excess of a
+ * misbehaving client, and the engine stops reading its work meanwhile).
+ *
+ * Failures: an error completion on a connected peer's QP (or a lost
+ * keepalive) makes peer_connection flush all K QPs; every flushed op is
+ * completed to its client as failed, ops still in backlogs wait for the
+ * reconnection, and if the peer is given up they complete as peer_failed
+ * and every client that used the peer gets a peer_failed inbound entry.
+ *
+ * Dead clients: their queued ops are dropped, their posted ops run to
+ * completion, and only then (plus a grace time, for remote writes already
+ * on the wire towards their memory) are their MRs deregistered: an MR
+ * pulled from under an op would break the QP every client shares.
+ *
+ * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
+ * when prepare_sleep() allows.
+ */
+#ifndef RVT_AGENT_ENGINE_H
+#define RVT_AGENT_ENGINE_H
+
+#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/agent/rc_qp.h"
+#include "uct/ib/rvt/agent/receive_pool.h"
+#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/unique_fd.h"
+#include "uct/ib/rvt/common/work.h"
+
+#include <bitset>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace rvt::agent {
+
+struct engine_config {
+    peer_config peers; /* K, handshake and keepalive timing */
+    rc_qp_params qp;
+    uint32_t srq_size  = 1024; /* receive buffers of the node */
+    uint32_t cq_size   = 8192; /* clamped to the device's */
+    uint32_t max_peers = 1024;
+    std::chrono::milliseconds dead_client_grace{2000};
+};
+
+class engine {
+public:
+    using log_fn = std::function<void(std::string_view)>;
+
+    static result<std::unique_ptr<engine>>
+    create(device &dev, const engine_config &cfg, const shm_layout &layout,
+           std::string job_key, uint64_t agent_id, log_fn log);
+    ~engine();
+
+    /* This agent as peers and clients name it. */
+    wire::agent_address address() const;
+    uint32_t num_qps() const
+    {
+        return m_cfg.peers.num_qps;
+    }
+    /* The eventfd clients write to wake the agent. */
+    int wake_fd() const
+    {
+        return m_wake.get();
+    }
+    /* Readable when a CQ has an event (after prepare_sleep armed it). */
+    int completion_fd() const
+    {
+        return m_channel->fd;
+    }
+
+    /* The attach server the engine reads clients' MRs from. */
+    void set_clients(attach_server *server)
+    {
+        m_server = server;
+    }
+    void client_attached(const attached_client &c);
+    void client_gone(const attached_client &c);
+    result<uint32_t>
+    resolve_peer(const attached_client &c, const wire::agent_address &remote);
+
+    /* One pass over CQs, rings and timers; true if anything happened. */
+    bool progress(time_point now);
+    /* Announces sleep to clients and arms the CQs; false when something
+     * arrived meanwhile (then do not sleep). After a true, call progress()
+     * once more and sleep only if it found nothing (completions from
+     * before the arming raise no event). */
+    bool prepare_sleep();
+    /* After waking (or deciding not to sleep). */
+    void end_sleep();
+    std::optional<time_point> next_timer() const;
+
+    /* Nothing posted, queued or pending: safe to exit. */
+    bool idle() const;
+    /* What rvt-status shows, JSON or text. */
+    std::string status(bool human) const;
+    /* Closes every peer (disconnect datagrams) before exit. */
+    void shut_down(time_point now);
+
+private:
+    static constexpr uint32_t no_client = ~0u;
+    static constexpr uint16_t no_lane   = 0xffff;
+
+    struct op_record {
+        work_request wr; /* as the client sent it (after checks) */
+        uint32_t client     = no_client; /* no_client: the agent's own */
+        uint32_t generation = 0; /* of the client index */
+        uint32_t peer       = 0;
+        uint16_t lane       = 0;
+        bool in_use         = false;
+    };
+
+    struct lane {
+        std::deque<uint32_t> backlog; /* op records, FIFO */
+        uint32_t posted = 0;
+    };
+
+    struct peer_counters {
+        uint64_t ops_posted   = 0;
+        uint64_t bytes_posted = 0;
+        uint64_t ops_failed   = 0;
+        uint64_t recv_msgs    = 0;
+        uint64_t recv_bytes   = 0;
+        uint64_t qp_errors    = 0;
+    };
+
+    struct peer {
+        uint32_t index = 0;
+        wire::agent_address addr{};
+        bool loopback = false;
+        std::unique_ptr<peer_connection> conn; /* none for loopback */
+        std::vector<verbs::qp_ptr> qps; /* every local QP of this peer */
+        std::vector<ibv_qp *> active; /* lane -> QP while connected */
+        std::vector<lane> lanes;
+        bool connected  = false;
+        bool draining   = false;
+        bool failed     = false;
+        uint32_t posted = 0; /* over all lanes */
+        std::bitset<512> users; /* client indices that resolved it */
+        peer_counters n;
+        uint64_t reconnects = 0;
+        std::string last_error;
+    };
+
+    struct client_state {
+        std::unique_ptr<client_channel> channel;
+        uint32_t generation     = 0;
+        bool attached           = false;
+        uint64_t ops            = 0;
+        uint64_t bytes          = 0;
+        uint64_t invalid        = 0;
+        uint64_t am_in          = 0;
+        uint64_t writes_in      = 0;
+        uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
+        uint32_t posted         = 0; /* ops of this generation on a QP */
+    };
+
+    struct gone_client {
+        uint32_t index;
+        uint32_t generation;
+        std::vector<uint32_t> mr_handles;
+        std::optional<time_point> release_at; /* set once drained */
+    };
+
+    engine(device &dev, const engine_config &cfg, const shm_layout &layout,
+           std::string job_key, uint64_t agent_id, log_fn log);
+
+    /* engine_connect.cc: peers, QPs and the handshake */
+    peer &add_peer(const wire::agent_address &addr, bool loopback);
+    void run(peer &p, actions acts, time_point now);
+    void run_one(peer &p, const action &a, time_point now);
+    result<done> make_loopback(peer &p);
+    void on_datagram(std::span<const std::byte> bytes, time_point now);
+    void qp_failed(peer &p, const std::string &reason, time_point now);
+    void check_drained(peer &p, time_point now);
+    void fail_backlog(peer &p, completion_status why);
+    void tick_peers(time_point now);
+
+    /* engine_post.cc: work in, verbs out */
+    bool take_work(uint32_t index, client_state &c);
+    void post_lane(peer &p, uint16_t lane_index);
+    result<done> post_op(peer &p, uint16_t lane_index, uint32_t op_index);
+    void post_keepalive(peer &p);
+    uint32_t alloc_op();
+    void free_op(uint32_t op_index);
+    void
+    complete_op(uint32_t op_index, completion_status status, uint32_t detail);
+
+    /* engine_complete.cc: the CQ */
+    size_t poll_cq(time_point now);
+    void on_send_completion(const ibv_wc &wc, time_point now);
+    void on_receive(const ibv_wc &wc, time_point now);
+    void release_gone(time_point now);
+
+    device &m_dev;
+    engine_config m_cfg;
+    shm_layout m_layout;
+    std::string m_job_key;
+    uint64_t m_agent_id;
+    log_fn m_log;
+    attach_server *m_server = nullptr;
+
+    unique_fd m_wake;
+    verbs::comp_channel_ptr m_channel;
+    verbs::cq_ptr m_cq;
+    std::unique_ptr<receive_pool> m_pool;
+    std::unique_ptr<ud_channel> m_ud;
+    uint32_t m_cq_budget = 0; /* sends that may be outstanding */
+    uint32_t m_cq_used   = 0;
+
+    std::vector<std::unique_ptr<peer>> m_peers;
+    std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint32_t>
+            m_peer_by_addr; /* (GID, UD QPN) -> peer */
+    std::unordered_map<uint32_t, uint32_t> m_peer_by_qpn;
+
+    std::vector<op_record> m_ops;
+    std::vector<uint32_t> m_free_ops;
+
+    std::vector<client_state> m_clients; /* by index */
+    std::vector<gone_client> m_gone;
+    bool m_asleep = false;
+
+    struct totals {
+        uint64_t misrouted      = 0; /* receives for no live client */
+        uint64_t bad_immediates = 0;
+        uint64_t clients_gone   = 0;
+        uint64_t mrs_cleaned    = 0;
+        uint64_t mrs_leaked     = 0;
+        uint64_t wakeups        = 0;
+    } m_totals;
+};
+
+} // namespace rvt::agent
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * The CQ: completions of posted ops go back to their clients; receives
+ * are routed to the client the immediate names, and their buffer goes
+ * straight back to the SRQ.
+ */
+#include "uct/ib/rvt/agent/engine.h"
+
+#include "uct/ib/rvt/agent/engine_tags.h"
+#include "uct/ib/rvt/common/imm.h"
+
+namespace rvt::agent {
+
+size_t engine::poll_cq(time_point now)
+{
+    ibv_wc wc[32];
+    size_t total = 0;
+    for (int round = 0; round < 8; ++round) {
+        int n = ibv_poll_cq(m_cq.get(), 32, wc);
+        if (n <= 0) {
+            break;
+        }
+        total += static_cast<size_t>(n);
+        for (int i = 0; i < n; ++i) {
+            if ((wc[i].wr_id & tag::kind_mask) == tag::receive) {
+                on_receive(wc[i], now);
+            } else {
+                on_send_completion(wc[i], now);
+            }
+        }
+    }
+    return total;
+}
+
+void engine::on_send_completion(const ibv_wc &wc, time_point now)
+{
+    const uint32_t op_index = tag::index_of(wc.wr_id);
+    if (op_index >= m_ops.size() || !m_ops[op_index].in_use) {
+        m_log("completion for unknown op " + std::to_string(op_index));
+        return;
+    }
+    op_record &op = m_ops[op_index];
+    peer &p       = *m_peers[op.peer];
+    --p.lanes[op.lane].posted;
+    --p.posted;
+    --m_cq_used;
+    if (op.client != no_client) {
+        client_state &c = m_clients[op.client];
+        if (c.generation == op.generation && c.posted > 0) {
+            --c.posted;
+        }
+    }
+    const uint16_t lane_index = op.lane;
+    if (wc.status == IBV_WC_SUCCESS) {
+        if (p.conn) {
+            p.conn->activity(now);
+        }
+        complete_op(op_index, completion_status::success, 0);
+        post_lane(p, lane_index);
+        return;
+    }
+    complete_op(op_index, completion_status::failed, wc.status);
+    if (wc.status != IBV_WC_WR_FLUSH_ERR && !p.draining) {
+        qp_failed(p,
+                  std::string("QP ") + std::to_string(wc.qp_num) + ": " +
+                          ibv_wc_status_str(wc.status),
+                  now);
+    }
+    check_drained(p, now);
+}
+
+void engine::on_receive(const ibv_wc &wc, time_point now)
+{
+    const uint32_t buffer = tag::index_of(wc.wr_id);
+    m_pool->consumed();
+    auto owner = m_peer_by_qpn.find(wc.qp_num);
+    peer *p    = owner != m_peer_by_qpn.end() ? m_peers[owner->second].get() :
+                                                nullptr;
+    if (wc.status == IBV_WC_SUCCESS && p != nullptr) {
+        if (p->conn) {
+            p->conn->activity(now);
+        }
+        ++p->n.recv_msgs;
+        p->n.recv_bytes += wc.byte_len;
+        const bool has_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+        auto d = has_imm ? imm::decode(imm::from_wire(wc.imm_data)) :
+                           std::nullopt;
+        if (!d) {
+            ++m_totals.bad_immediates;
+        } else if (d->what == imm::kind::control) {
+            /* keepalive: the activity above is all it is for */
+        } else if (!m_clients[d->dst_client].attached) {
+            ++m_totals.misrouted;
+        } else {
+            client_state &c = m_clients[d->dst_client];
+            inbound_message m{};
+            m.peer = p->index;
+            m.imm  = imm::from_wire(wc.imm_data);
+            if (d->what == imm::kind::am) {
+                m.kind   = static_cast<uint8_t>(inbound_kind::am);
+                m.am_id  = d->am_id;
+                m.length = wc.byte_len;
+                ++c.am_in;
+                c.channel->deliver(m, m_pool->data(buffer, wc.byte_len));
+            } else {
+                m.kind       = static_cast<uint8_t>(inbound_kind::write);
+                m.src_client = d->src_client;
+                m.length     = wc.byte_len;
+                ++c.writes_in;
+                c.write_bytes_in += wc.byte_len;
+                c.channel->deliver(m, {});
+            }
+        }
+    } else if (wc.status != IBV_WC_SUCCESS &&
+               wc.status != IBV_WC_WR_FLUSH_ERR) {
+        const std::string why = std::string("receive error on QP ") +
+                                std::to_string(wc.qp_num) + ": " +
+                                ibv_wc_status_str(wc.status);
+        m_log(why);
+        if (p != nullptr && !p->draining) {
+            qp_failed(*p, why, now);
+        }
+    }
+    auto r = m_pool->repost(buffer);
+    if (!r) {
+        m_log(r.error());
+    }
+}
+
+} // namespace rvt::agent

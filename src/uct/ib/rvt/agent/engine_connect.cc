@@ -1,0 +1,322 @@
+/*
+ * Peers: creating them, running their connection state machines'
+ * actions against verbs, the handshake datagrams, and loopback.
+ */
+#include "uct/ib/rvt/agent/engine.h"
+
+#include "uct/ib/rvt/common/conn_wire.h"
+#include "uct/ib/rvt/common/imm.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace rvt::agent {
+
+namespace {
+
+uint32_t random_psn()
+{
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+        v = static_cast<uint32_t>(getpid()) * 2654435761u;
+    }
+    return v & wire::conn::psn_mask;
+}
+
+std::array<uint8_t, 16> gid_key(const uint8_t (&gid)[16])
+{
+    std::array<uint8_t, 16> k;
+    std::memcpy(k.data(), gid, 16);
+    return k;
+}
+
+} // namespace
+
+engine::peer &engine::add_peer(const wire::agent_address &addr, bool loopback)
+{
+    auto p      = std::make_unique<peer>();
+    p->index    = static_cast<uint32_t>(m_peers.size());
+    p->addr     = addr;
+    p->loopback = loopback;
+    p->lanes.resize(m_cfg.peers.num_qps);
+    if (!loopback) {
+        local_agent self{};
+        std::memcpy(self.self.gid, m_dev.gid().raw, 16);
+        self.self.instance_id = m_agent_id;
+        self.self.ud_qpn      = m_ud->qpn();
+        self.self.uid         = getuid();
+        self.job_key          = m_job_key;
+        peer_address where{};
+        std::memcpy(where.gid.data(), addr.gid, 16);
+        where.ud_qpn      = addr.ud_qpn;
+        where.instance_id = addr.agent_id;
+        p->conn = std::make_unique<peer_connection>(m_cfg.peers, self, where);
+    }
+    m_peer_by_addr[{gid_key(addr.gid), addr.ud_qpn}] = p->index;
+    m_peers.push_back(std::move(p));
+    peer &ref = *m_peers.back();
+    if (loopback) {
+        auto r = make_loopback(ref);
+        if (!r) {
+            ref.failed     = true;
+            ref.last_error = r.error();
+            m_log("loopback QPs: " + r.error());
+        }
+    }
+    return ref;
+}
+
+/* The node's own peer: K QPs, each connected to itself, so processes on
+ * one node reach each other through the same code path as remote ones. */
+result<done> engine::make_loopback(peer &p)
+{
+    for (ibv_qp *qp : p.active) {
+        m_peer_by_qpn.erase(qp->qp_num);
+    }
+    p.active.clear();
+    p.qps.clear();
+    uint8_t gid[16];
+    std::memcpy(gid, m_dev.gid().raw, 16);
+    for (uint32_t i = 0; i < m_cfg.peers.num_qps; ++i) {
+        auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), m_cfg.qp);
+        if (!qp) {
+            return failure{qp.error()};
+        }
+        const uint32_t psn = random_psn();
+        auto c = connect_rc_qp(qp.value().get(), m_dev, gid, qp.value()->qp_num,
+                               psn, psn, m_cfg.qp);
+        if (!c) {
+            return failure{c.error()};
+        }
+        m_peer_by_qpn[qp.value()->qp_num] = p.index;
+        p.active.push_back(qp.value().get());
+        p.qps.push_back(std::move(qp).value());
+    }
+    p.connected = true;
+    p.draining  = false;
+    p.failed    = false;
+    return done{};
+}
+
+void engine::run(peer &p, actions acts, time_point now)
+{
+    for (const action &a : acts) {
+        run_one(p, a, now);
+    }
+}
+
+void engine::run_one(peer &p, const action &a, time_point now)
+{
+    const std::string who = "peer " + std::to_string(p.index);
+    switch (a.kind) {
+    case action_kind::create_qps: {
+        std::vector<wire::conn::qp_info> infos;
+        for (uint32_t i = 0; i < a.num_qps; ++i) {
+            auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), m_cfg.qp);
+            if (!qp) {
+                p.last_error = qp.error();
+                run(p, p.conn->qps_failed(now, qp.error()), now);
+                return;
+            }
+            infos.push_back({qp.value()->qp_num, random_psn()});
+            m_peer_by_qpn[qp.value()->qp_num] = p.index;
+            p.qps.push_back(std::move(qp).value());
+        }
+        run(p, p.conn->qps_created(now, infos), now);
+        return;
+    }
+    case action_kind::connect_qps: {
+        p.active.assign(a.num_qps, nullptr);
+        for (uint32_t i = 0; i < a.num_qps; ++i) {
+            for (auto &qp : p.qps) {
+                if (qp->qp_num == a.local_qps[i].qpn) {
+                    p.active[i] = qp.get();
+                }
+            }
+            if (p.active[i] == nullptr) {
+                qp_failed(p,
+                          "connect: local QP " +
+                                  std::to_string(a.local_qps[i].qpn) +
+                                  " is unknown",
+                          now);
+                return;
+            }
+            auto r = connect_rc_qp(p.active[i], m_dev, p.addr.gid,
+                                   a.peer_qps[i].qpn, a.peer_qps[i].psn,
+                                   a.local_qps[i].psn, m_cfg.qp);
+            if (!r) {
+                qp_failed(p, r.error(), now);
+                return;
+            }
+        }
+        return;
+    }
+    case action_kind::destroy_qps:
+        for (uint32_t i = 0; i < a.num_qps; ++i) {
+            const uint32_t qpn = a.local_qps[i].qpn;
+            m_peer_by_qpn.erase(qpn);
+            std::erase_if(p.active,
+                          [qpn](ibv_qp *q) { return q->qp_num == qpn; });
+            std::erase_if(p.qps, [qpn](const verbs::qp_ptr &q) {
+                return q->qp_num == qpn;
+            });
+        }
+        return;
+    case action_kind::flush_qps:
+        p.connected  = false;
+        p.draining   = true;
+        p.last_error = a.reason;
+        m_log(who + ": connection lost (" + a.reason + "): flushing");
+        for (uint32_t i = 0; i < a.num_qps; ++i) {
+            for (auto &qp : p.qps) {
+                if (qp->qp_num == a.local_qps[i].qpn) {
+                    (void)flush_rc_qp(qp.get());
+                }
+            }
+        }
+        check_drained(p, now);
+        return;
+    case action_kind::send_message: {
+        uint8_t gid[16];
+        std::memcpy(gid, a.dest.gid.data(), 16);
+        auto r = m_ud->send(a.msg, gid, a.dest.ud_qpn);
+        if (!r) {
+            m_log(who + ": " + r.error());
+        }
+        return;
+    }
+    case action_kind::send_keepalive:
+        post_keepalive(p);
+        return;
+    case action_kind::report_connected:
+        p.connected = true;
+        p.draining  = false;
+        p.failed    = false;
+        m_log(who + ": connected with " + std::to_string(p.active.size()) +
+              " RC QPs");
+        for (uint16_t i = 0; i < p.lanes.size(); ++i) {
+            post_lane(p, i);
+        }
+        return;
+    case action_kind::report_peer_failed: {
+        p.connected  = false;
+        p.failed     = true;
+        p.last_error = a.reason;
+        m_log(who + ": failed: " + a.reason);
+        fail_backlog(p, completion_status::peer_failed);
+        inbound_message m{};
+        m.kind = static_cast<uint8_t>(inbound_kind::peer_failed);
+        m.peer = p.index;
+        for (uint32_t i = 0; i < m_clients.size(); ++i) {
+            if (p.users.test(i) && m_clients[i].attached) {
+                m_clients[i].channel->deliver(m, {});
+            }
+        }
+        return;
+    }
+    }
+}
+
+void engine::qp_failed(peer &p, const std::string &reason, time_point now)
+{
+    ++p.n.qp_errors;
+    if (p.loopback) {
+        if (!p.draining) {
+            p.connected  = false;
+            p.draining   = true;
+            p.last_error = reason;
+            m_log("loopback peer: " + reason + ": flushing");
+            for (auto &qp : p.qps) {
+                (void)flush_rc_qp(qp.get());
+            }
+        }
+        check_drained(p, now);
+        return;
+    }
+    if (p.conn->state() == peer_state::connected) {
+        run(p, p.conn->qp_error(now, reason), now);
+    } else if (!p.draining) {
+        p.last_error = reason;
+    }
+}
+
+void engine::check_drained(peer &p, time_point now)
+{
+    if (!p.draining || p.posted != 0) {
+        return;
+    }
+    if (p.loopback) {
+        auto r = make_loopback(p);
+        if (!r) {
+            p.draining   = false;
+            p.failed     = true;
+            p.last_error = r.error();
+            fail_backlog(p, completion_status::peer_failed);
+            return;
+        }
+        ++p.reconnects;
+        for (uint16_t i = 0; i < p.lanes.size(); ++i) {
+            post_lane(p, i);
+        }
+        return;
+    }
+    p.draining = false;
+    run(p, p.conn->drained(now), now);
+}
+
+void engine::fail_backlog(peer &p, completion_status why)
+{
+    for (auto &l : p.lanes) {
+        while (!l.backlog.empty()) {
+            uint32_t op = l.backlog.front();
+            l.backlog.pop_front();
+            complete_op(op, why, 0);
+        }
+    }
+}
+
+void engine::on_datagram(std::span<const std::byte> bytes, time_point now)
+{
+    auto msg = wire::conn::parse(bytes);
+    if (!msg) {
+        m_log("handshake datagram refused: " + msg.error());
+        return;
+    }
+    const auto &src = msg.value().src;
+    auto it         = m_peer_by_addr.find({gid_key(src.gid), src.ud_qpn});
+    peer *p         = nullptr;
+    if (it != m_peer_by_addr.end()) {
+        p = m_peers[it->second].get();
+    } else if (msg.value().hdr.type ==
+                       static_cast<uint16_t>(wire::conn::msg_type::request) &&
+               m_peers.size() < m_cfg.max_peers) {
+        wire::agent_address a{};
+        std::memcpy(a.gid, src.gid, 16);
+        a.ud_qpn   = src.ud_qpn;
+        a.agent_id = src.instance_id;
+        p          = &add_peer(a, false);
+    } else {
+        return;
+    }
+    if (p->loopback) {
+        return;
+    }
+    run(*p, p->conn->on_message(now, msg.value()), now);
+}
+
+void engine::tick_peers(time_point now)
+{
+    for (auto &p : m_peers) {
+        if (!p->conn) {
+            continue;
+        }
+        auto t = p->conn->next_timer();
+        if (t && *t <= now) {
+            run(*p, p->conn->tick(now), now);
+        }
+    }
+}
+
+} // namespace rvt::agent

@@ -1,0 +1,240 @@
+/*
+ * Work in, verbs out: taking clients' requests from their rings, checking
+ * them, queueing them on their endpoint's lane, and posting them within
+ * the send-queue and CQ credits.
+ */
+#include "uct/ib/rvt/agent/engine.h"
+
+#include "uct/ib/rvt/agent/engine_tags.h"
+#include "uct/ib/rvt/agent/work_check.h"
+#include "uct/ib/rvt/common/imm.h"
+
+#include <cstring>
+
+namespace rvt::agent {
+
+namespace {
+
+/* One endpoint (source, destination client) always takes the same lane. */
+uint16_t lane_of(uint32_t src_client, uint32_t dst_client, uint32_t lanes)
+{
+    uint32_t h = src_client * 0x9e3779b1u ^ dst_client * 0x85ebca6bu;
+    h ^= h >> 15;
+    return static_cast<uint16_t>(h % lanes);
+}
+
+/* How many work requests one client may move per pass: fairness. */
+constexpr int work_batch = 32;
+
+/* Largest single operation: UCX splits larger ones (its max_zcopy). */
+constexpr uint32_t max_message = 1u << 30;
+
+} // namespace
+
+uint32_t engine::alloc_op()
+{
+    if (m_free_ops.empty()) {
+        m_ops.emplace_back();
+        return static_cast<uint32_t>(m_ops.size() - 1);
+    }
+    uint32_t i = m_free_ops.back();
+    m_free_ops.pop_back();
+    return i;
+}
+
+void engine::free_op(uint32_t op_index)
+{
+    m_ops[op_index].in_use = false;
+    m_free_ops.push_back(op_index);
+}
+
+void engine::complete_op(uint32_t op_index, completion_status status,
+                         uint32_t detail)
+{
+    op_record &op = m_ops[op_index];
+    if (op.client != no_client) {
+        client_state &c = m_clients[op.client];
+        if (c.attached && c.generation == op.generation) {
+            completion done{};
+            done.wr_id  = op.wr.wr_id;
+            done.status = static_cast<uint32_t>(status);
+            done.detail = detail;
+            done.length = status == completion_status::success ? op.wr.length :
+                                                                 0;
+            done.peer   = op.wr.peer;
+            c.channel->complete(done);
+        }
+        if (status != completion_status::success &&
+            status != completion_status::invalid) {
+            ++m_peers[op.peer]->n.ops_failed;
+        }
+    }
+    free_op(op_index);
+}
+
+bool engine::take_work(uint32_t index, client_state &c)
+{
+    /* a client whose completions we are still holding gets no more work
+     * taken: it broke its completion budget */
+    if (c.channel->late_completions() > 0) {
+        return false;
+    }
+    bool took = false;
+    work_request wr;
+    for (int n = 0; n < work_batch && c.channel->pop_work(wr); ++n) {
+        took                       = true;
+        const attached_client *who = m_server ? m_server->client(index) :
+                                                nullptr;
+        if (who == nullptr) {
+            return took;
+        }
+        const work_limits limits{static_cast<uint32_t>(m_peers.size()),
+                                 m_layout.caps.slot_size, max_message,
+                                 m_dev.can_read()};
+        std::string why = check_work(wr, who->mrs, limits);
+        if (!why.empty() && wr.length > 0 && !who->mrs.count(wr.lkey)) {
+            /* the client announces an MR on its socket before it posts
+             * from it: read what it has sent, then look again */
+            m_server->take_pending(index);
+            who = m_server->client(index);
+            if (who == nullptr) {
+                return took;
+            }
+            why = check_work(wr, who->mrs, limits);
+        }
+        const uint32_t op_index = alloc_op();
+        op_record &op           = m_ops[op_index];
+        op.wr                   = wr;
+        op.client               = index;
+        op.generation           = c.generation;
+        op.peer                 = wr.peer;
+        op.in_use               = true;
+        if (!why.empty()) {
+            ++c.invalid;
+            if (c.invalid <= 8) {
+                m_log("client index " + std::to_string(index) +
+                      ": request refused: " + why);
+            }
+            complete_op(op_index, completion_status::invalid, 0);
+            continue;
+        }
+        peer &p = *m_peers[wr.peer];
+        if (p.failed && !p.connected) {
+            complete_op(op_index, completion_status::peer_failed, 0);
+            continue;
+        }
+        op.lane = lane_of(index, wr.dst_client,
+                          static_cast<uint32_t>(p.lanes.size()));
+        p.lanes[op.lane].backlog.push_back(op_index);
+        post_lane(p, op.lane);
+    }
+    return took;
+}
+
+void engine::post_lane(peer &p, uint16_t lane_index)
+{
+    lane &l = p.lanes[lane_index];
+    while (!l.backlog.empty() && p.connected && lane_index < p.active.size() &&
+           l.posted < m_cfg.qp.sq_depth && m_cq_used < m_cq_budget) {
+        const uint32_t op_index = l.backlog.front();
+        op_record &op           = m_ops[op_index];
+        if (op.client != no_client &&
+            (!m_clients[op.client].attached ||
+             m_clients[op.client].generation != op.generation)) {
+            l.backlog.pop_front(); /* its client died: drop it */
+            free_op(op_index);
+            continue;
+        }
+        auto r = post_op(p, lane_index, op_index);
+        if (!r) {
+            /* the QP refused the WR (it is in error): the connection's
+             * error handling flushes and retries the lane later */
+            qp_failed(p, r.error(), std::chrono::steady_clock::now());
+            return;
+        }
+        l.backlog.pop_front();
+    }
+}
+
+result<done> engine::post_op(peer &p, uint16_t lane_index, uint32_t op_index)
+{
+    op_record &op          = m_ops[op_index];
+    const work_request &wr = op.wr;
+    ibv_sge sge{wr.local_addr, wr.length, wr.lkey};
+    ibv_send_wr s{};
+    s.wr_id      = tag::op | op_index;
+    s.sg_list    = wr.length > 0 ? &sge : nullptr;
+    s.num_sge    = wr.length > 0 ? 1 : 0;
+    s.send_flags = IBV_SEND_SIGNALED;
+    if (wr.flags & work_fence) {
+        s.send_flags |= IBV_SEND_FENCE;
+    }
+    std::optional<uint32_t> imm_value;
+    if (op.client == no_client) { /* the agent's keepalive */
+        s.opcode  = IBV_WR_SEND_WITH_IMM;
+        imm_value = imm::encode_control(imm::control_op::keepalive);
+    } else {
+        switch (static_cast<work_op>(wr.op)) {
+        case work_op::rdma_write:
+            s.opcode = IBV_WR_RDMA_WRITE;
+            break;
+        case work_op::rdma_write_imm:
+            s.opcode  = IBV_WR_RDMA_WRITE_WITH_IMM;
+            imm_value = imm::encode_write(wr.dst_client, op.client);
+            break;
+        case work_op::send_am:
+            s.opcode  = IBV_WR_SEND_WITH_IMM;
+            imm_value = imm::encode_am(wr.dst_client, wr.am_id);
+            break;
+        case work_op::rdma_read:
+            s.opcode = IBV_WR_RDMA_READ;
+            break;
+        }
+        s.wr.rdma.remote_addr = wr.remote_addr;
+        s.wr.rdma.rkey        = wr.rkey;
+    }
+    if (imm_value) {
+        s.imm_data = imm::to_wire(*imm_value);
+    }
+    ibv_send_wr *bad = nullptr;
+    int err          = ibv_post_send(p.active[lane_index], &s, &bad);
+    if (err != 0) {
+        return failure{"ibv_post_send on QP " +
+                       std::to_string(p.active[lane_index]->qp_num) +
+                       " failed: " + std::strerror(err)};
+    }
+    ++p.lanes[lane_index].posted;
+    ++p.posted;
+    ++m_cq_used;
+    if (op.client != no_client) {
+        client_state &c = m_clients[op.client];
+        ++c.posted;
+        ++c.ops;
+        c.bytes += wr.length;
+        ++p.n.ops_posted;
+        p.n.bytes_posted += wr.length;
+    }
+    return done{};
+}
+
+void engine::post_keepalive(peer &p)
+{
+    if (!p.connected || p.active.empty() ||
+        p.lanes[0].posted >= m_cfg.qp.sq_depth || m_cq_used >= m_cq_budget) {
+        return; /* busy lanes show the peer is alive anyway */
+    }
+    const uint32_t op_index = alloc_op();
+    op_record &op           = m_ops[op_index];
+    op                      = {};
+    op.client               = no_client;
+    op.peer                 = p.index;
+    op.lane                 = 0;
+    op.in_use               = true;
+    auto r                  = post_op(p, 0, op_index);
+    if (!r) {
+        free_op(op_index);
+        qp_failed(p, r.error(), std::chrono::steady_clock::now());
+    }
+}
+
+} // namespace rvt::agent

@@ -1,0 +1,187 @@
+/*
+ * What rvt-status shows about the data path: clients, peers, QPs,
+ * counters and the receive pool, as JSON or as text for people.
+ */
+#include "uct/ib/rvt/agent/engine.h"
+
+#include "uct/ib/rvt/common/format.h"
+
+#include <arpa/inet.h>
+
+namespace rvt::agent {
+
+namespace {
+
+std::string gid_text(const uint8_t (&gid)[16])
+{
+    char buf[INET6_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET6, gid, buf, sizeof(buf));
+    return buf;
+}
+
+std::string quoted(std::string_view v)
+{
+    std::string out = "\"";
+    for (char c : v) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+        }
+        out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
+    }
+    return out + "\"";
+}
+
+} // namespace
+
+std::string engine::status(bool human) const
+{
+    uint32_t rc_qps = 0;
+    for (const auto &p : m_peers) {
+        rc_qps += static_cast<uint32_t>(p->qps.size());
+    }
+    std::string out;
+    if (human) {
+        out += format("address   GID %s, UD QPN %u, K = %u RC QPs per peer\n",
+                      gid_text(address().gid).c_str(), m_ud->qpn(),
+                      m_cfg.peers.num_qps);
+        out += format("receive   %u of %u buffers posted (%u bytes each); "
+                      "misrouted %llu, bad immediates %llu\n",
+                      m_pool->posted(), m_pool->count(),
+                      m_layout.caps.slot_size,
+                      static_cast<unsigned long long>(m_totals.misrouted),
+                      static_cast<unsigned long long>(m_totals.bad_immediates));
+        out += format("handshake %llu datagrams sent, %llu received, %llu "
+                      "dropped\n",
+                      static_cast<unsigned long long>(m_ud->sent()),
+                      static_cast<unsigned long long>(m_ud->received()),
+                      static_cast<unsigned long long>(m_ud->dropped()));
+        out += format("gone      %llu clients; their MRs deregistered %llu, "
+                      "failed %llu, waiting %zu clients\n",
+                      static_cast<unsigned long long>(m_totals.clients_gone),
+                      static_cast<unsigned long long>(m_totals.mrs_cleaned),
+                      static_cast<unsigned long long>(m_totals.mrs_leaked),
+                      m_gone.size());
+        out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
+                      rc_qps);
+        for (const auto &p : m_peers) {
+            out += format(
+                    "  peer %u  %s  %s  QPs %zu  ops %llu  bytes %llu  "
+                    "failed %llu  received %llu  reconnects %llu%s%s\n",
+                    p->index,
+                    p->loopback ? "(this node)" : gid_text(p->addr.gid).c_str(),
+                    p->loopback ?
+                            (p->connected ? "connected" : "down") :
+                            std::string(to_string(p->conn->state())).c_str(),
+                    p->qps.size(),
+                    static_cast<unsigned long long>(p->n.ops_posted),
+                    static_cast<unsigned long long>(p->n.bytes_posted),
+                    static_cast<unsigned long long>(p->n.ops_failed),
+                    static_cast<unsigned long long>(p->n.recv_msgs),
+                    static_cast<unsigned long long>(
+                            p->loopback ? p->reconnects :
+                            p->conn->counters().connects > 0 ?
+                                          p->conn->counters().connects - 1 :
+                                          0),
+                    p->last_error.empty() ? "" : "  last error: ",
+                    p->last_error.c_str());
+        }
+        for (uint32_t i = 0; i < m_clients.size(); ++i) {
+            const client_state &c = m_clients[i];
+            if (!c.attached) {
+                continue;
+            }
+            out += format("  client %u  ops %llu  bytes %llu  invalid %llu  "
+                          "AMs in %llu  writes in %llu (%llu bytes)  "
+                          "held back %zu\n",
+                          i, static_cast<unsigned long long>(c.ops),
+                          static_cast<unsigned long long>(c.bytes),
+                          static_cast<unsigned long long>(c.invalid),
+                          static_cast<unsigned long long>(c.am_in),
+                          static_cast<unsigned long long>(c.writes_in),
+                          static_cast<unsigned long long>(c.write_bytes_in),
+                          c.channel->backlog());
+        }
+        return out;
+    }
+    out += format("{\"gid\": %s, \"ud_qpn\": %u, \"num_qps\": %u, "
+                  "\"rc_qps\": %u, ",
+                  quoted(gid_text(address().gid)).c_str(), m_ud->qpn(),
+                  m_cfg.peers.num_qps, rc_qps);
+    out += format("\"receive_pool\": {\"posted\": %u, \"count\": %u, "
+                  "\"buffer_size\": %u}, \"misrouted\": %llu, "
+                  "\"bad_immediates\": %llu, ",
+                  m_pool->posted(), m_pool->count(), m_layout.caps.slot_size,
+                  static_cast<unsigned long long>(m_totals.misrouted),
+                  static_cast<unsigned long long>(m_totals.bad_immediates));
+    out += format("\"handshake\": {\"sent\": %llu, \"received\": %llu, "
+                  "\"dropped\": %llu}, ",
+                  static_cast<unsigned long long>(m_ud->sent()),
+                  static_cast<unsigned long long>(m_ud->received()),
+                  static_cast<unsigned long long>(m_ud->dropped()));
+    out += format("\"clients_gone\": %llu, \"mrs_cleaned\": %llu, "
+                  "\"mrs_leaked\": %llu, \"gone_waiting\": %zu, "
+                  "\"wakeups\": %llu, \"peers\": [",
+                  static_cast<unsigned long long>(m_totals.clients_gone),
+                  static_cast<unsigned long long>(m_totals.mrs_cleaned),
+                  static_cast<unsigned long long>(m_totals.mrs_leaked),
+                  m_gone.size(),
+                  static_cast<unsigned long long>(m_totals.wakeups));
+    for (size_t i = 0; i < m_peers.size(); ++i) {
+        const peer &p             = *m_peers[i];
+        const uint64_t reconnects = p.loopback ?
+                                            p.reconnects :
+                                    p.conn->counters().connects > 0 ?
+                                            p.conn->counters().connects - 1 :
+                                            0;
+        out += format(
+                "%s{\"index\": %u, \"loopback\": %s, \"gid\": %s, "
+                "\"ud_qpn\": %u, \"state\": %s, \"qps\": %zu, "
+                "\"ops\": %llu, \"bytes\": %llu, \"failed\": %llu, "
+                "\"received\": %llu, \"received_bytes\": %llu, "
+                "\"qp_errors\": %llu, \"reconnects\": %llu, "
+                "\"queued\": %zu, \"posted\": %u, \"last_error\": %s}",
+                i ? ", " : "", p.index, p.loopback ? "true" : "false",
+                quoted(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
+                quoted(p.loopback ? (p.connected ? "connected" : "down") :
+                                    to_string(p.conn->state()))
+                        .c_str(),
+                p.qps.size(), static_cast<unsigned long long>(p.n.ops_posted),
+                static_cast<unsigned long long>(p.n.bytes_posted),
+                static_cast<unsigned long long>(p.n.ops_failed),
+                static_cast<unsigned long long>(p.n.recv_msgs),
+                static_cast<unsigned long long>(p.n.recv_bytes),
+                static_cast<unsigned long long>(p.n.qp_errors),
+                static_cast<unsigned long long>(reconnects),
+                [&] {
+                    size_t q = 0;
+                    for (const auto &l : p.lanes) {
+                        q += l.backlog.size();
+                    }
+                    return q;
+                }(),
+                p.posted, quoted(p.last_error).c_str());
+    }
+    out += "], \"client_traffic\": [";
+    bool first = true;
+    for (uint32_t i = 0; i < m_clients.size(); ++i) {
+        const client_state &c = m_clients[i];
+        if (!c.attached) {
+            continue;
+        }
+        out += format("%s{\"index\": %u, \"ops\": %llu, \"bytes\": %llu, "
+                      "\"invalid\": %llu, \"am_in\": %llu, \"writes_in\": "
+                      "%llu, \"write_bytes_in\": %llu, \"held_back\": %zu}",
+                      first ? "" : ", ", i,
+                      static_cast<unsigned long long>(c.ops),
+                      static_cast<unsigned long long>(c.bytes),
+                      static_cast<unsigned long long>(c.invalid),
+                      static_cast<unsigned long long>(c.am_in),
+                      static_cast<unsigned long long>(c.writes_in),
+                      static_cast<unsigned long long>(c.write_bytes_in),
+                      c.channel->backlog());
+        first = false;
+    }
+    return out + "]}";
+}
+
+} // namespace rvt::agent

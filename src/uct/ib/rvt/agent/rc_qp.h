@@ -1,0 +1,43 @@
+/*
+ * The shared RC queue pairs' life cycle in verbs terms: create in INIT,
+ * connect (RTR then RTS) to a peer's QP, and force into ERROR to flush.
+ * Every QP of an agent shares one CQ and the agent's SRQ, so a receive
+ * is routed by its immediate, never by the QP it arrived on.
+ */
+#ifndef RVT_AGENT_RC_QP_H
+#define RVT_AGENT_RC_QP_H
+
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <cstdint>
+
+namespace rvt::agent {
+
+struct rc_qp_params {
+    uint32_t sq_depth   = 128; /* send WRs per QP */
+    uint8_t timeout     = 14; /* 4.096 us * 2^14 = 67 ms per try */
+    uint8_t retry_count = 7;
+    uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
+    uint8_t min_rnr     = 12; /* 0.64 ms */
+    uint8_t rd_atomic   = 4; /* outstanding RDMA READs each way */
+};
+
+/* A QP in INIT, with remote write and read access. */
+result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
+                                   const rc_qp_params &params);
+
+/* INIT -> RTR -> RTS towards (gid, remote_qpn); the receive PSN is the
+ * peer's send PSN. */
+result<done> connect_rc_qp(ibv_qp *qp, const device &dev,
+                           const uint8_t (&remote_gid)[16], uint32_t remote_qpn,
+                           uint32_t remote_psn, uint32_t local_psn,
+                           const rc_qp_params &params);
+
+/* Any state -> ERROR: posted work completes with IBV_WC_WR_FLUSH_ERR. */
+result<done> flush_rc_qp(ibv_qp *qp);
+
+} // namespace rvt::agent
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * The node's receive buffers: one shared receive queue for every RC QP of
+ * the agent, so the receive memory does not grow with the number of peers
+ * or QPs. A buffer goes back to the SRQ as soon as the message in it has
+ * been routed (copied into the destination client's inbound area).
+ */
+#ifndef RVT_AGENT_RECEIVE_POOL_H
+#define RVT_AGENT_RECEIVE_POOL_H
+
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace rvt::agent {
+
+class receive_pool {
+public:
+    /* `count` buffers of `buffer_size` bytes; wr_ids are tag | index. */
+    static result<std::unique_ptr<receive_pool>>
+    create(const device &dev, uint32_t count, uint32_t buffer_size,
+           uint64_t tag);
+
+    ibv_srq *srq() const
+    {
+        return m_srq.get();
+    }
+    uint32_t count() const
+    {
+        return m_count;
+    }
+    uint32_t posted() const
+    {
+        return m_posted;
+    }
+    /* The bytes a completed receive left in buffer `index`. */
+    std::span<const std::byte> data(uint32_t index, uint32_t length) const;
+    /* Gives buffer `index` back to the SRQ. */
+    result<done> repost(uint32_t index);
+    /* A receive completed on buffer `index` (it is out of the SRQ). */
+    void consumed()
+    {
+        --m_posted;
+    }
+
+private:
+    receive_pool() = default;
+
+    std::vector<std::byte> m_memory;
+    uint32_t m_count       = 0;
+    uint32_t m_buffer_size = 0;
+    uint32_t m_posted      = 0;
+    uint64_t m_tag         = 0;
+    verbs::mr_ptr m_mr;
+    verbs::srq_ptr m_srq;
+};
+
+} // namespace rvt::agent
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * The agent's handshake channel: one UD QP on which agents exchange the
+ * connection datagrams of common/conn_wire.h. Datagrams may be lost; the
+ * connection state machine retries, so a full send ring here drops the
+ * datagram instead of waiting.
+ */
+#ifndef RVT_AGENT_UD_CHANNEL_H
+#define RVT_AGENT_UD_CHANNEL_H
+
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/conn_wire.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace rvt::agent {
+
+class ud_channel {
+public:
+    /* Its own CQ, notified through `channel`. */
+    static result<std::unique_ptr<ud_channel>>
+    create(const device &dev, ibv_comp_channel *channel);
+    ~ud_channel();
+
+    uint32_t qpn() const
+    {
+        return m_qp->qp_num;
+    }
+    ibv_cq *cq() const
+    {
+        return m_cq.get();
+    }
+
+    /* Queues one datagram; a failure (no free send slot, no AH) is
+     * returned for the log, and the handshake's retry covers it. */
+    result<done> send(const wire::conn::message &msg, const uint8_t (&gid)[16],
+                      uint32_t qpn);
+
+    /* Handles every completion; `deliver` gets the bytes of each received
+     * datagram (the GRH stripped), still to be parsed. Returns how many
+     * completions were seen. */
+    size_t poll(const std::function<void(std::span<const std::byte>)> &deliver);
+
+    /* Counters for the status tool. */
+    uint64_t sent() const
+    {
+        return m_sent;
+    }
+    uint64_t received() const
+    {
+        return m_received;
+    }
+    uint64_t dropped() const
+    {
+        return m_dropped;
+    }
+
+private:
+    static constexpr uint32_t recv_slots = 64;
+    static constexpr uint32_t send_slots = 64;
+    static constexpr size_t grh_size     = 40;
+    static constexpr size_t recv_size    = grh_size + wire::conn::message_size;
+
+    ud_channel(const device &dev) : m_dev(dev)
+    {
+    }
+    result<done> post_recv(uint32_t slot);
+    ibv_ah *ah_for(const uint8_t (&gid)[16]);
+
+    const device &m_dev;
+    std::vector<std::byte> m_buffers; /* recv slots, then send slots */
+    verbs::mr_ptr m_mr;
+    verbs::cq_ptr m_cq;
+    verbs::qp_ptr m_qp;
+    std::map<std::array<uint8_t, 16>, verbs::ah_ptr> m_ahs;
+    std::vector<bool> m_send_busy;
+    uint32_t m_next_send = 0;
+    uint64_t m_sent      = 0;
+    uint64_t m_received  = 0;
+    uint64_t m_dropped   = 0;
+};
+
+} // namespace rvt::agent
+
+#endif

@@ -1,0 +1,232 @@
+#include "uct/ib/rvt/client/session.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace rvt::client {
+
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+template<class Entry>
+std::span<Entry>
+ring_slots(const shm_mapping &shm, uint64_t offset, uint32_t capacity)
+{
+    return {shm.at<Entry>(offset + sizeof(ring_indices)), capacity};
+}
+
+} // namespace
+
+result<std::unique_ptr<session>> session::open(attachment at)
+{
+    if (!at.agent_wake_fd || !at.client_wake_fd || !at.sock) {
+        return failure{"session: the attachment lacks its socket or "
+                       "eventfds"};
+    }
+    return std::unique_ptr<session>(new session(std::move(at)));
+}
+
+session::session(attachment at) :
+    m_at(std::move(at)),
+    m_doorbells(m_at.shm.at<shm_doorbells>(m_at.layout.doorbell_offset)),
+    m_work(*m_at.shm.at<ring_indices>(m_at.layout.work_offset),
+           ring_slots<work_request>(m_at.shm, m_at.layout.work_offset,
+                                    m_at.layout.caps.work)),
+    m_completions(*m_at.shm.at<ring_indices>(m_at.layout.completion_offset),
+                  ring_slots<completion>(m_at.shm,
+                                         m_at.layout.completion_offset,
+                                         m_at.layout.caps.completion)),
+    m_inbound(*m_at.shm.at<ring_indices>(m_at.layout.inbound_offset),
+              ring_slots<inbound_message>(m_at.shm, m_at.layout.inbound_offset,
+                                          m_at.layout.caps.inbound)),
+    m_inbound_data(m_at.shm.at<std::byte>(m_at.layout.inbound_data_offset))
+{
+}
+
+session::~session() = default;
+
+result<uint32_t> session::connect_peer(const wire::agent_address &remote,
+                                       std::chrono::milliseconds timeout)
+{
+    if (std::string e = wire::agent_address_error(remote); !e.empty()) {
+        return failure{"connect to peer: " + e};
+    }
+    auto req = wire::make_peer_request(remote);
+    if (send(m_at.sock.get(), &req, sizeof(req), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(sizeof(req))) {
+        return failure{std::string("connect to peer: cannot write to the "
+                                   "agent's socket: ") +
+                       std::strerror(errno)};
+    }
+    wire::peer_reply rep{};
+    size_t got      = 0;
+    auto deadline   = clock::now() + timeout;
+    auto *rep_bytes = reinterpret_cast<std::byte *>(&rep);
+    while (got < sizeof(rep)) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - clock::now());
+        pollfd p{m_at.sock.get(), POLLIN, 0};
+        if (left.count() <= 0 ||
+            poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+            return failure{"connect to peer: no reply from the agent within " +
+                           std::to_string(timeout.count()) + " ms"};
+        }
+        ssize_t n = recv(m_at.sock.get(), rep_bytes + got, sizeof(rep) - got,
+                         0);
+        if (n <= 0) {
+            return failure{"connect to peer: the agent closed its socket"};
+        }
+        got += static_cast<size_t>(n);
+    }
+    auto parsed = wire::parse_peer_reply(std::as_bytes(std::span(&rep, 1)));
+    if (!parsed) {
+        return failure{"connect to peer: bad reply: " + parsed.error()};
+    }
+    if (rep.status != static_cast<uint32_t>(wire::peer_status::accepted)) {
+        return failure{std::string("connect to peer: refused: ") + rep.reason};
+    }
+    return rep.peer;
+}
+
+result<memory_region>
+session::register_memory(void *addr, size_t length, int access)
+{
+    return client::register_memory(m_at, addr, length, access);
+}
+
+result<uint32_t> session::deregister_memory(const memory_region &mr)
+{
+    return client::deregister_memory(m_at, mr);
+}
+
+post_status session::post(const work_request &wr)
+{
+    if (m_outstanding >= m_at.layout.caps.completion) {
+        return post_status::busy;
+    }
+    work_request copy = wr;
+    copy.reserved0    = 0;
+    std::memset(copy.reserved1, 0, sizeof(copy.reserved1));
+    if (!m_work.try_push(copy)) {
+        return post_status::busy;
+    }
+    ++m_outstanding;
+    wake_agent();
+    return post_status::posted;
+}
+
+void session::wake_agent()
+{
+    /* pairs with the agent's store of agent_asleep and its re-check of
+     * the rings (shm_layout.h, "Doorbells") */
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (m_doorbells->agent_asleep.load(std::memory_order_relaxed) != 0) {
+        uint64_t one = 1;
+        (void)!write(m_at.agent_wake_fd.get(), &one, sizeof(one));
+    }
+}
+
+size_t session::poll_completions(std::span<completion> out)
+{
+    size_t n = 0;
+    while (n < out.size()) {
+        ring_pop r = m_completions.try_pop(out[n]);
+        if (r == ring_pop::corrupt) {
+            m_healthy = false;
+        }
+        if (r != ring_pop::item) {
+            break;
+        }
+        ++n;
+    }
+    m_outstanding -= std::min<uint32_t>(m_outstanding,
+                                        static_cast<uint32_t>(n));
+    return n;
+}
+
+bool session::peek_inbound(inbound_view &out)
+{
+    const uint32_t pos = m_inbound.position();
+    ring_pop r         = m_inbound.try_peek(out.msg);
+    if (r == ring_pop::corrupt) {
+        m_healthy = false;
+    }
+    if (r != ring_pop::item) {
+        return false;
+    }
+    m_peeked = true;
+    out.data = {};
+    if (out.msg.kind == static_cast<uint8_t>(inbound_kind::am)) {
+        const uint32_t slot = m_at.layout.caps.slot_size;
+        out.data            = {m_inbound_data + uint64_t{pos} * slot,
+                               std::min(out.msg.length, slot)};
+    }
+    return true;
+}
+
+void session::release_inbound()
+{
+    if (m_peeked) {
+        m_inbound.release();
+        m_peeked = false;
+    }
+}
+
+bool session::has_events()
+{
+    inbound_message probe;
+    if (m_peeked || m_inbound.try_peek(probe) == ring_pop::item) {
+        return true; /* a peek does not consume */
+    }
+    /* the completion consumer has no peek: compare its indices */
+    auto &idx = *m_at.shm.at<ring_indices>(m_at.layout.completion_offset);
+    return idx.head.load(std::memory_order_acquire) !=
+           idx.tail.load(std::memory_order_relaxed);
+}
+
+bool session::arm()
+{
+    m_doorbells->client_asleep.store(1, std::memory_order_seq_cst);
+    if (has_events()) {
+        m_doorbells->client_asleep.store(0, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+void session::disarm()
+{
+    m_doorbells->client_asleep.store(0, std::memory_order_relaxed);
+    uint64_t count;
+    (void)!read(m_at.client_wake_fd.get(), &count, sizeof(count));
+}
+
+bool session::wait(std::chrono::microseconds timeout,
+                   std::chrono::microseconds spin)
+{
+    const auto start = clock::now();
+    while (clock::now() - start < std::min(spin, timeout)) {
+        if (has_events()) {
+            return true;
+        }
+        std::this_thread::yield();
+    }
+    if (!arm()) {
+        return true;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            timeout - (clock::now() - start));
+    pollfd p{m_at.client_wake_fd.get(), POLLIN, 0};
+    (void)poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    disarm();
+    return has_events();
+}
+
+} // namespace rvt::client

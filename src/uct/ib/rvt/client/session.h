@@ -1,0 +1,152 @@
+/*
+ * A process's working connection to its agent: the API the UCX module (and
+ * the tests) use once attached. It owns the attachment and exposes:
+ *
+ *   connect_peer()     a remote (or this node's) agent -> a peer index
+ *   register_memory()  own memory into the agent's PD (registration.h)
+ *   post()             a work request into the work ring
+ *   poll_completions() one completion per work request, in order per
+ *                      endpoint (source client, peer, destination client)
+ *   peek_inbound() /   active messages (read in place), write notices and
+ *   release_inbound()  peer failures, in arrival order
+ *   wait()             sleep until the agent has something for us
+ *
+ * Flow control: every request gets exactly one completion, so the session
+ * admits at most completion-ring-capacity requests in flight; post()
+ * answers `busy` when that many are outstanding or the work ring is full,
+ * and never overruns either ring. A `busy` post changed nothing: retry
+ * after polling completions.
+ *
+ * Not thread-safe: one thread at a time per session (UCX calls under the
+ * worker's lock).
+ */
+#ifndef RVT_CLIENT_SESSION_H
+#define RVT_CLIENT_SESSION_H
+
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/registration.h"
+#include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/ring.h"
+#include "uct/ib/rvt/common/work.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace rvt::client {
+
+enum class post_status {
+    posted, /* in the ring: a completion will follow */
+    busy, /* ring or completion budget full: nothing happened, retry */
+};
+
+/* An inbound entry and, for an active message, its bytes (valid until
+ * release_inbound()). */
+struct inbound_view {
+    inbound_message msg;
+    std::span<const std::byte> data; /* am only */
+};
+
+class session {
+public:
+    static result<std::unique_ptr<session>> open(attachment at);
+    ~session();
+
+    session(const session &)            = delete;
+    session &operator=(const session &) = delete;
+
+    uint32_t client_index() const
+    {
+        return m_at.client_index;
+    }
+    /* This process's agent, as peers must name it. */
+    const wire::agent_address &agent_address() const
+    {
+        return m_at.address;
+    }
+    uint32_t num_qps() const
+    {
+        return m_at.num_qps;
+    }
+    /* Largest active message (header + payload) a send_am may carry. */
+    uint32_t max_am_size() const
+    {
+        return m_at.max_am_size;
+    }
+    const attachment &attached() const
+    {
+        return m_at;
+    }
+
+    /* Asks the agent for the peer index of `remote` (this node's own agent
+     * included); the connection is made in the background. Synchronous:
+     * one round trip on the agent's socket. */
+    result<uint32_t> connect_peer(const wire::agent_address &remote,
+                                  std::chrono::milliseconds timeout =
+                                          std::chrono::milliseconds(10000));
+
+    result<memory_region>
+    register_memory(void *addr, size_t length, int access);
+    result<uint32_t> deregister_memory(const memory_region &mr);
+
+    /* The request is copied; reserved fields are zeroed here. */
+    post_status post(const work_request &wr);
+
+    /* Copies out up to out.size() completions; returns how many. */
+    size_t poll_completions(std::span<completion> out);
+
+    /* The oldest inbound entry, if any; it stays the oldest (and its data
+     * valid) until release_inbound(). */
+    bool peek_inbound(inbound_view &out);
+    void release_inbound();
+
+    /* Requests posted and not yet completed. */
+    uint32_t outstanding() const
+    {
+        return m_outstanding;
+    }
+    /* False once a ring index from the agent was impossible: the session
+     * is unusable (the agent is broken or gone). */
+    bool healthy() const
+    {
+        return m_healthy;
+    }
+
+    /* Spins for `spin`, then sleeps on the session's eventfd until the
+     * agent publishes something or `timeout` passes. Returns true when a
+     * completion or inbound entry is waiting. */
+    bool wait(std::chrono::microseconds timeout,
+              std::chrono::microseconds spin = std::chrono::microseconds(50));
+
+    /* Readable when the agent has woken us (for UCX's event fd support):
+     * call arm() first, then poll it, then disarm() after waking. */
+    int event_fd() const
+    {
+        return m_at.client_wake_fd.get();
+    }
+    /* Announces that we are about to sleep. Returns false if something is
+     * already waiting (then do not sleep). */
+    bool arm();
+    void disarm();
+
+private:
+    explicit session(attachment at);
+    bool has_events();
+    void wake_agent();
+
+    attachment m_at;
+    shm_doorbells *m_doorbells;
+    ring_producer<work_request> m_work;
+    ring_consumer<completion> m_completions;
+    ring_consumer<inbound_message> m_inbound;
+    const std::byte *m_inbound_data;
+    uint32_t m_outstanding = 0;
+    bool m_healthy         = true;
+    bool m_peeked          = false;
+};
+
+} // namespace rvt::client
+
+#endif
