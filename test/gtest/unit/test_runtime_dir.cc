@@ -3,8 +3,8 @@
  * base chosen from XDG_RUNTIME_DIR, a directory created 0700 whatever the
  * umask, and refusal, naming the path and the fault, of every directory
  * someone else could have prepared for us (symbolic link, other owner,
- * wrong mode, not a directory); then the socket and lock names, their
- * validation, and the sockaddr_un length limit.
+ * wrong mode, not a directory); then the socket, lock and log names,
+ * their validation, and the sockaddr_un length limit.
  */
 #include "uct/ib/rvt/common/runtime_dir.h"
 
@@ -186,10 +186,12 @@ TEST(runtime_paths, names)
     ASSERT_TRUE(p.ok()) << p.error();
     EXPECT_EQ(p.value().socket, "/run/user/7/rvt-7/rxe0-1.slurm.12.0.sock");
     EXPECT_EQ(p.value().lock, "/run/user/7/rvt-7/rxe0-1.slurm.12.0.lock");
+    EXPECT_EQ(p.value().log, "/run/user/7/rvt-7/rxe0-1.slurm.12.0.log");
 
     auto q = make_agent_paths("/d", "mlx5_0.x-y", 255, "k");
     ASSERT_TRUE(q.ok()) << q.error();
     EXPECT_EQ(q.value().socket, "/d/mlx5_0.x-y-255.k.sock");
+    EXPECT_EQ(q.value().log, "/d/mlx5_0.x-y-255.k.log");
 }
 
 TEST(runtime_paths, bad_device_is_refused)
@@ -236,6 +238,7 @@ TEST(runtime_paths, socket_path_must_fit_sockaddr_un)
     ASSERT_TRUE(fits.ok()) << fits.error();
     EXPECT_EQ(fits.value().socket.size(), 107u);
     EXPECT_EQ(fits.value().lock.size(), 107u);
+    EXPECT_EQ(fits.value().log.size(), 106u);
 
     auto over = make_agent_paths(dir + "d", "rxe0", 1, key);
     ASSERT_FALSE(over.ok());

@@ -146,7 +146,7 @@ result<agent_paths> make_agent_paths(const std::string &dir,
     }
     std::string stem = dir + "/" + std::string(device) + "-" +
                        std::to_string(port) + "." + std::string(job_key);
-    agent_paths paths{stem + ".sock", stem + ".lock"};
+    agent_paths paths{stem + ".sock", stem + ".lock", stem + ".log"};
     if (paths.socket.size() > max_socket_path) {
         return failure{"socket path " + paths.socket + " is " +
                        std::to_string(paths.socket.size()) +

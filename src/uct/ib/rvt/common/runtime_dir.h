@@ -4,6 +4,8 @@
  *   <base>/rvt-<uid>/                                 mode 0700, owned by uid
  *       <device>-<port>.<job key>.sock                the attach socket
  *       <device>-<port>.<job key>.lock                instance_lock.h
+ *       <device>-<port>.<job key>.log                 a daemonized agent's
+ *                                                     stdout and stderr
  *
  * base is $XDG_RUNTIME_DIR when it is set to an absolute path of a
  * directory owned by uid (systemd's per-user tmpfs), else /tmp.
@@ -20,7 +22,8 @@
  *
  * Names: device 1..63 characters of [A-Za-z0-9_.-], port 1..255, job key
  * as wire::job_key_error; the socket path must fit sockaddr_un (107
- * characters and the NUL), and the lock path is as long.
+ * characters and the NUL); the lock path is as long, the log path one
+ * character shorter.
  */
 #ifndef RVT_COMMON_RUNTIME_DIR_H
 #define RVT_COMMON_RUNTIME_DIR_H
@@ -48,6 +51,7 @@ result<std::string> ensure_runtime_dir(const std::string &base, uid_t uid);
 struct agent_paths {
     std::string socket;
     std::string lock;
+    std::string log;
 };
 
 /* The names in dir of the agent for (device, port, job key); creates
