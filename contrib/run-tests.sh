@@ -95,5 +95,7 @@ if [ "$what" = all ]; then
     run_suite "testbed self-test" test/testbed/selftest.sh 4
     step "integration tests: real verbs in the testbed"
     run_suite "integration (testbed)" test/testbed/integration.sh build
+    step "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)"
+    run_suite "traffic (testbed)" test/testbed/traffic.sh build
 fi
 finish

@@ -32,8 +32,9 @@ engine::engine(device &dev, const engine_config &cfg, const shm_layout &layout,
 
 engine::~engine()
 {
-    /* QPs before the SRQ, CQ and channel they use */
+    /* QPs before the SRQ, CQ, MRs and channel they use */
     m_peers.clear();
+    m_keepalive_mr.reset();
     m_ud.reset();
     m_pool.reset();
     m_cq.reset();
@@ -88,6 +89,12 @@ engine::create(device &dev, const engine_config &cfg, const shm_layout &layout,
         return failure{ud.error()};
     }
     e->m_ud = std::move(ud).value();
+    e->m_keepalive_mr.reset(ibv_reg_mr(dev.pd(), e->m_keepalive_bytes.data(),
+                                       sizeof(e->m_keepalive_bytes), 0));
+    if (!e->m_keepalive_mr) {
+        return failure{std::string("keepalive buffer: ibv_reg_mr failed: ") +
+                       std::strerror(errno)};
+    }
     /* the node's own peer: index 0, always there */
     e->add_peer(e->address(), true);
     return e;

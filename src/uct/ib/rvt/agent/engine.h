@@ -235,6 +235,10 @@ private:
     verbs::cq_ptr m_cq;
     std::unique_ptr<receive_pool> m_pool;
     std::unique_ptr<ud_channel> m_ud;
+    /* what a keepalive SEND carries: a few bytes (rxe mishandles
+     * zero-length SEND WITH IMM into an SRQ) */
+    std::array<uint64_t, 1> m_keepalive_bytes{};
+    verbs::mr_ptr m_keepalive_mr;
     uint32_t m_cq_budget = 0; /* sends that may be outstanding */
     uint32_t m_cq_used   = 0;
 

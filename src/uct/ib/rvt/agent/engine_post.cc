@@ -171,6 +171,10 @@ result<done> engine::post_op(peer &p, uint16_t lane_index, uint32_t op_index)
     }
     std::optional<uint32_t> imm_value;
     if (op.client == no_client) { /* the agent's keepalive */
+        sge       = {reinterpret_cast<uint64_t>(m_keepalive_bytes.data()),
+                     sizeof(m_keepalive_bytes), m_keepalive_mr->lkey};
+        s.sg_list = &sge;
+        s.num_sge = 1;
         s.opcode  = IBV_WR_SEND_WITH_IMM;
         imm_value = imm::encode_control(imm::control_op::keepalive);
     } else {

@@ -75,14 +75,24 @@ result<instance_lock> instance_lock::acquire(const std::string &path)
         return failure{"agent lock " + path +
                        ": flock failed: " + errno_text()};
     }
+    instance_lock lock(path, std::move(fd));
+    auto recorded = lock.record_pid();
+    if (!recorded) {
+        return failure{recorded.error()};
+    }
+    return lock;
+}
+
+result<done> instance_lock::record_pid() const
+{
     std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(fd.get(), 0) != 0 ||
-        ::pwrite(fd.get(), pid.data(), pid.size(), 0) !=
+    if (::ftruncate(m_fd.get(), 0) != 0 ||
+        ::pwrite(m_fd.get(), pid.data(), pid.size(), 0) !=
                 static_cast<ssize_t>(pid.size())) {
-        return failure{"agent lock " + path +
+        return failure{"agent lock " + m_path +
                        ": cannot record our pid: " + errno_text()};
     }
-    return instance_lock(path, std::move(fd));
+    return done{};
 }
 
 instance_lock::instance_lock(std::string path, unique_fd fd) noexcept :

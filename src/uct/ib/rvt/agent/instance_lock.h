@@ -42,6 +42,11 @@ public:
         return m_path;
     }
 
+    /* Writes the calling process's pid into the lock file: a daemon calls
+     * it after forking, since the lock (shared by the forked copies of
+     * its descriptor) then belongs to a different process. */
+    result<done> record_pid() const;
+
 private:
     instance_lock(std::string path, unique_fd fd) noexcept;
     void release() noexcept;

@@ -7,12 +7,26 @@ namespace rvt {
 
 std::string format(const char *fmt, ...)
 {
-    char buf[256]; /* reasons are one line */
+    /* most results are one line: try a stack buffer, then size exactly */
+    char buf[256];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_list again;
+    va_copy(again, ap);
+    const int n = std::vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    return buf;
+    if (n < 0) {
+        va_end(again);
+        return "(format error)";
+    }
+    if (static_cast<size_t>(n) < sizeof(buf)) {
+        va_end(again);
+        return std::string(buf, static_cast<size_t>(n));
+    }
+    std::string out(static_cast<size_t>(n), '\0');
+    std::vsnprintf(out.data(), out.size() + 1, fmt, again);
+    va_end(again);
+    return out;
 }
 
 } // namespace rvt

@@ -18,6 +18,7 @@
 #include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
+#include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
@@ -33,6 +34,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +62,7 @@ struct options {
     long reconnect_ms = 1000;
     long give_up_ms   = 30000;
     long qp_timeout   = 14;
+    bool daemon       = false;
 };
 
 /* One row per option: the only place its name, default and meaning are
@@ -185,10 +188,15 @@ const std::vector<option_row> &option_table()
 
 void usage(FILE *out)
 {
-    std::fprintf(out, "usage: rvtd [--OPTION=VALUE ...]\n\n"
-                      "The rvt node agent of one job. It runs in the "
-                      "foreground, started\n"
-                      "by a launcher or by hand.\n\n");
+    std::fprintf(out,
+                 "usage: rvtd [--OPTION=VALUE ...]\n\n"
+                 "The rvt node agent of one job. It runs in the "
+                 "foreground, started\n"
+                 "by a launcher or by hand, or (with --daemon, as the first\n"
+                 "client starts it) in the background, logging to "
+                 "<runtime dir>/<dev>-<port>.<key>.log.\n\n"
+                 "  --daemon           detach; exit 0 once the agent "
+                 "serves, 1 if it cannot\n");
     for (const auto &r : option_table()) {
         std::fprintf(out, "  --%-16s %s (default: %s)\n", r.name, r.help,
                      r.dflt);
@@ -199,7 +207,14 @@ volatile std::sig_atomic_t g_stop = 0;
 
 void log_line(std::string_view line)
 {
-    std::fprintf(stderr, "rvtd[%d]: %.*s\n", getpid(), (int)line.size(),
+    /* a daemon's stderr is its log file: say when */
+    char when[32]   = "";
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    if (localtime_r(&now, &tm) != nullptr) {
+        std::strftime(when, sizeof(when), "%F %T ", &tm);
+    }
+    std::fprintf(stderr, "%srvtd[%d]: %.*s\n", when, getpid(), (int)line.size(),
                  line.data());
     std::fflush(stderr);
 }
@@ -283,10 +298,32 @@ int run(const options &opt)
         log_line(lock.error());
         return 1;
     }
-    auto dev = agent::device::open(dev_name, static_cast<uint8_t>(opt.port));
-    if (!dev) {
-        log_line(dev.error());
+    /* Detach after the lock (a losing racer fails here, in the
+     * foreground, where its starter reads why) and before verbs (fork and
+     * verbs contexts do not mix). The lock is an flock: the daemon's
+     * inherited descriptor keeps it after its starter exits. */
+    std::optional<tools::daemon_notifier> notify;
+    if (opt.daemon) {
+        auto d = tools::daemonize(paths.log);
+        if (!d) {
+            log_line(d.error());
+            return 1;
+        }
+        notify.emplace(std::move(d).value());
+        (void)lock.value().record_pid();
+    }
+    /* every start-up failure from here on also tells the starter */
+    auto start_failed = [&notify](const std::string &why) {
+        log_line(why);
+        if (notify) {
+            notify->failed(why);
+        }
         return 1;
+    };
+    auto dev = agent::device::open(dev_name, static_cast<uint8_t>(opt.port),
+                                   static_cast<int>(opt.gid_index));
+    if (!dev) {
+        return start_failed(dev.error());
     }
     shm_capacities caps{static_cast<uint32_t>(opt.work_ring),
                         static_cast<uint32_t>(opt.compl_ring),
@@ -294,7 +331,7 @@ int run(const options &opt)
                         static_cast<uint32_t>(opt.am_size)};
     auto layout = shm_layout::make(caps);
     if (!layout) {
-        log_line(layout.error());
+        start_failed(layout.error());
         return 2;
     }
     uint64_t agent_id = 0;
@@ -320,8 +357,7 @@ int run(const options &opt)
     auto eng = agent::engine::create(d, ecfg, layout.value(), key, agent_id,
                                      log_line);
     if (!eng) {
-        log_line(eng.error());
-        return 1;
+        return start_failed(eng.error());
     }
     agent::engine &e = *eng.value();
 
@@ -335,8 +371,7 @@ int run(const options &opt)
                           grant, log_line,
                           [&e](const agent::attached_client &c) { e.client_gone(c); });
     if (!server) {
-        log_line(server.error());
-        return 1;
+        return start_failed(server.error());
     }
     agent::attach_server &srv = *server.value();
     e.set_clients(&srv);
@@ -357,6 +392,9 @@ int run(const options &opt)
              std::to_string(e.address().ud_qpn) + ", GID index " +
              std::to_string(d.gid_index()) + ", " +
              std::to_string(e.num_qps()) + " RC QPs per peer");
+    if (notify) {
+        notify->ready();
+    }
 
     using clock      = std::chrono::steady_clock;
     const auto spin  = std::chrono::microseconds(opt.spin_us);
@@ -434,6 +472,10 @@ int main(int argc, char **argv)
         if (arg == "--help" || arg == "-h") {
             usage(stdout);
             return 0;
+        }
+        if (arg == "--daemon") {
+            opt.daemon = true;
+            continue;
         }
         auto eq = arg.find('=');
         if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) {

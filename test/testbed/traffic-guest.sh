@@ -1,0 +1,177 @@
+#!/bin/bash
+# Inside the testbed guest (3 nodes): the multi-node data-path tests of
+# rvtd (issue 3). One agent per node, started by hand with K QPs; clients
+# are test/gtest/integration/rvt_traffic_client processes.
+#
+#   1. 3 nodes x 4 clients: every client writes-with-immediate a distinct
+#      pattern into every other client (remote nodes and its own, through
+#      loopback) and sends it active messages; everything is verified on
+#      arrival; each agent then shows exactly K RC QPs per remote node.
+#   2. A client killed with SIGKILL while it sends: the agents stay up, the
+#      others' transfers complete and verify, and its agent deregisters the
+#      dead client's MRs (rvt-status shows it).
+#   3. Node 2's link down for 3 s while clients on all nodes trade with
+#      it: the ops caught are reported failed (and retried by the client),
+#      the connections come back, and everything verifies.
+#
+# Prints PASS:/FAIL: lines. Usage: traffic-guest.sh BUILD_DIR
+set -u
+build=${1:?usage: traffic-guest.sh BUILD_DIR}
+K=4
+rvtd=$build/src/uct/ib/rvt/tools/rvtd
+status=$build/src/uct/ib/rvt/tools/rvt-status
+client=$build/test/gtest/integration/rvt_traffic_client
+export RVT_JOB_KEY=traffic.1
+# shared by all nodes (each node has its own /tmp)
+work=$(mktemp -d "$PWD/$build/traffic.XXXXXX")
+trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$work"' EXIT
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; }
+
+# the status of node N's agent (it serves that node's device)
+json_of() { on "$1" bash -c "exec $status --json --device=\$RXE_DEV" 2>/dev/null; }
+text_of() { on "$1" bash -c "exec $status --device=\$RXE_DEV"; }
+
+# K RC QPs towards each remote node, connected
+check_qps() {
+    local n=$1 remotes=$2 js
+    js=$(json_of "$n")
+    /usr/bin/python3 - "$K" "$remotes" "$js" <<'PY'
+import json, sys
+k, remotes, js = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+peers = [p for p in js["data_path"]["peers"] if not p["loopback"] and p["ops"] + p["received"] > 0]
+bad = [p for p in peers if p["qps"] != k or p["state"] != "connected"]
+print(f"{len(peers)} remote nodes, QPs {[p['qps'] for p in peers]}, "
+      f"{js['data_path']['rc_qps']} RC QPs in all (loopback included)")
+sys.exit(0 if len(peers) == remotes and not bad else 1)
+PY
+}
+
+start_agents() {
+    for n in 1 2 3; do
+        on "$n" bash -c "exec $rvtd --device=\$RXE_DEV --num-qps=$K \
+            --linger=0 --reconnect-ms=500" \
+            >"$work/rvtd.$n.log" 2>&1 &
+    done
+    for n in 1 2 3; do
+        for _ in $(seq 100); do
+            json_of "$n" >/dev/null && break
+            sleep 0.1
+        done
+    done
+}
+
+# run_clients DIR ARGS_FOR_ID... : 4 clients per node, ids 0..11
+run_clients() {
+    local dir=$1 extra=$2 pids=() id
+    mkdir -p "$dir"
+    for n in 1 2 3; do
+        for r in 0 1 2 3; do
+            id=$(((n - 1) * 4 + r))
+            on "$n" "$client" --dir="$dir" --id=$id --clients=12 $extra \
+                >"$dir/out.$id" 2>&1 &
+            pids+=($!)
+        done
+    done
+    local rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    return $rc
+}
+
+start_agents
+
+# 1 ---------------------------------------------------------------------
+t0=$(date +%s.%N)
+# --retry: rxe in this emulated testbed now and then ends a shared QP with
+# "remote invalid request" under this load (see the closing note of issue
+# 3); the agent reports every op caught as failed, the client posts it
+# again, and the count is printed, so a loss can never pass silently
+if run_clients "$work/t1" "--rounds=4 --size=65536 --retry"; then
+    retried=$(grep -ho '[0-9]* failed and retried' "$work"/t1/out.* | awk '{s += $1} END {print s + 0}')
+    pass "traffic 3x4: every write, immediate and AM verified ($(cat "$work"/t1/out.* | grep -c '^OK') clients OK, $retried ops reported failed and retried, $(echo "$(date +%s.%N) - $t0" | bc) s)"
+else
+    fail "traffic 3x4"; grep -h FAILED "$work"/t1/out.* | head -5
+fi
+for n in 1 2 3; do
+    if out=$(check_qps "$n" 2); then
+        pass "node $n agent: exactly $K RC QPs per remote node: $out (per-process RC: 4 local x 8 remote = 32)"
+    else
+        fail "node $n agent QPs: $out"
+    fi
+done
+
+# 2 ---------------------------------------------------------------------
+mkdir -p "$work/t2"
+victim=5 # on node 2
+on 2 "$client" --dir="$work/t2" --id=$victim --clients=12 --sender-only \
+    --rounds=400 --size=65536 >"$work/t2/out.victim" 2>&1 &
+vpid=$!
+gone_before=$(json_of 2 | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["data_path"]["clients_gone"])')
+others=()
+for n in 1 2 3; do
+    for r in 0 1 2 3; do
+        id=$(((n - 1) * 4 + r))
+        [ $id = $victim ] && continue
+        on "$n" "$client" --dir="$work/t2" --id=$id --clients=12 \
+            --skip=$victim --rounds=8 --size=65536 --retry >"$work/t2/out.$id" 2>&1 &
+        others+=($!)
+    done
+done
+# kill it once it is sending (published, and its agent has its MRs)
+for _ in $(seq 200); do
+    [ -e "$work/t2/client.$victim" ] && break
+    sleep 0.05
+done
+sleep 1
+# $vpid is the `on` wrapper; the client is its child
+pkill -KILL -P "$vpid" && killed=yes || killed=no
+rc=0
+for p in "${others[@]}"; do wait "$p" || rc=1; done
+wait "$vpid" 2>/dev/null
+if [ $rc = 0 ] && [ $killed = yes ]; then
+    pass "SIGKILL of a sending client: the other 11 clients' transfers completed and verified"
+else
+    fail "SIGKILL test (killed=$killed)"; grep -h FAILED "$work"/t2/out.* | head -5
+fi
+ok=no
+for _ in $(seq 100); do
+    js=$(json_of 2)
+    if /usr/bin/python3 -c 'import json,sys; d=json.loads(sys.argv[1])["data_path"]; sys.exit(0 if d["clients_gone"] > int(sys.argv[2]) and d["gone_waiting"] == 0 and d["mrs_cleaned"] >= 2 else 1)' "$js" "$gone_before"; then
+        ok=yes; break
+    fi
+    sleep 0.1
+done
+if [ $ok = yes ]; then
+    pass "node 2 agent alive, dead client's MRs deregistered: $(text_of 2 | grep '^gone')"
+else
+    fail "dead client's MRs not deregistered: $(text_of 2 | grep '^gone')"
+fi
+
+# 3 ---------------------------------------------------------------------
+mkdir -p "$work/t3"
+( sleep 4; ip link set veth2 down; sleep 3; ip link set veth2 up ) &
+flap=$!
+if run_clients "$work/t3" "--rounds=40 --size=16384 --retry --pace-ms=40"; then
+    failed=$(grep -ho '[0-9]* failed and retried' "$work"/t3/out.* | awk '{s += $1} END {print s + 0}')
+    if [ "$failed" -gt 0 ]; then
+        pass "link down 3 s: $failed ops reported failed and retried, all data verified after recovery"
+    else
+        fail "link down: no op was reported failed (did the link go down during traffic?)"
+    fi
+else
+    fail "link down test"; grep -h FAILED "$work"/t3/out.* | head -5
+fi
+wait $flap
+reconnects=$(json_of 1 | /usr/bin/python3 -c 'import json,sys; print(sum(p["reconnects"] for p in json.load(sys.stdin)["data_path"]["peers"]))')
+if [ "$reconnects" -ge 1 ]; then
+    pass "node 1 agent reconnected to node 2 ($reconnects reconnects)"
+else
+    fail "node 1 agent shows no reconnect"
+fi
+for n in 1 2 3; do
+    text_of "$n" | sed "s/^/[node$n status] /"
+done
+for n in 1 2 3; do
+    grep -c . "$work/rvtd.$n.log" >/dev/null && tail -n 5 "$work/rvtd.$n.log" | sed "s/^/[rvtd $n] /"
+done
