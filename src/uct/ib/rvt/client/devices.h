@@ -1,0 +1,63 @@
+/*
+ * Which RDMA devices and ports this host has, read from sysfs alone (no
+ * verbs call, no device opened): what the UCX module lists as memory
+ * domains and transport devices before any agent is involved.
+ *
+ *   <root>/<device>/ports/<n>/state       "4: ACTIVE"
+ *   <root>/<device>/ports/<n>/link_layer  "InfiniBand" or "Ethernet"
+ *   <root>/<device>/ports/<n>/rate        "100 Gb/sec (4X EDR)"
+ *   <root>/<device>/device                a link to the bus device; absent
+ *                                         for software devices (rxe, siw)
+ *
+ * root is /sys/class/infiniband; tests pass a directory of their own. A
+ * file that is missing or unreadable leaves its field empty (or zero): the
+ * caller decides what an unknown means. Device names that could not name
+ * an agent (runtime_dir.h: [A-Za-z0-9_.-], 1..63) are skipped.
+ */
+#ifndef RVT_CLIENT_DEVICES_H
+#define RVT_CLIENT_DEVICES_H
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rvt::client {
+
+inline constexpr const char *sysfs_infiniband = "/sys/class/infiniband";
+
+struct port_info {
+    std::string device; /* e.g. "rxe1" */
+    int port; /* 1.. */
+    int state; /* the number before the colon: 4 is ACTIVE, 0 unknown */
+    std::string state_name; /* "ACTIVE", "DOWN", ... or empty */
+    std::string link_layer; /* "InfiniBand", "Ethernet", or empty */
+    double rate_gbps; /* signalling rate of the link, 0 when unknown */
+    bool software; /* no bus device behind it (rxe, siw) */
+
+    bool active() const
+    {
+        return state == 4;
+    }
+};
+
+/* Every port of every device under root, sorted by device name, then
+ * port number. */
+std::vector<port_info> list_ports(const std::string &root = sysfs_infiniband);
+
+/* The lowest-numbered ACTIVE port of `device`, if it has one. */
+std::optional<port_info>
+first_active_port(std::string_view device,
+                  const std::string &root = sysfs_infiniband);
+
+/* "4: ACTIVE" -> {4, "ACTIVE"}; nullopt when it does not parse. */
+std::optional<std::pair<int, std::string>> parse_port_state(std::string_view);
+
+/* "100 Gb/sec (4X EDR)" -> 100; "2.5 Gb/sec (1X SDR)" -> 2.5; nullopt
+ * when it does not parse. */
+std::optional<double> parse_port_rate(std::string_view text);
+
+} // namespace rvt::client
+
+#endif

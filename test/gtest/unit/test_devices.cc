@@ -1,0 +1,166 @@
+/*
+ * Unit tests of the sysfs device listing (client/devices.h) on a fake
+ * /sys/class/infiniband: port state and rate parsing, ACTIVE ports only
+ * where asked, ports in numeric order, software devices (no bus device
+ * link), unreadable attributes left unknown, and names that could not
+ * name an agent skipped.
+ */
+#include "uct/ib/rvt/client/devices.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+using namespace rvt::client;
+namespace fs = std::filesystem;
+
+namespace {
+
+class devices_fixture : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        char tmpl[] = "/tmp/rvt-devices-test.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_root = tmpl;
+    }
+
+    void TearDown() override
+    {
+        fs::remove_all(m_root);
+    }
+
+    void port(const std::string &dev, int n, const std::string &state,
+              const std::string &rate       = "100 Gb/sec (4X EDR)",
+              const std::string &link_layer = "InfiniBand")
+    {
+        fs::path dir = fs::path(m_root) / dev / "ports" / std::to_string(n);
+        fs::create_directories(dir);
+        write(dir / "state", state + "\n");
+        write(dir / "rate", rate + "\n");
+        write(dir / "link_layer", link_layer + "\n");
+    }
+
+    /* what a PCI device has and rxe does not */
+    void bus_device(const std::string &dev)
+    {
+        fs::create_directories(fs::path(m_root) / dev / "device");
+    }
+
+    static void write(const fs::path &path, const std::string &text)
+    {
+        std::ofstream(path) << text;
+    }
+
+    std::string m_root;
+};
+
+} // namespace
+
+TEST(devices, parses_port_state)
+{
+    auto st = parse_port_state("4: ACTIVE");
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->first, 4);
+    EXPECT_EQ(st->second, "ACTIVE");
+    st = parse_port_state("1: DOWN");
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->first, 1);
+    EXPECT_EQ(st->second, "DOWN");
+    EXPECT_FALSE(parse_port_state("").has_value());
+    EXPECT_FALSE(parse_port_state("ACTIVE").has_value());
+    EXPECT_FALSE(parse_port_state(": ACTIVE").has_value());
+    EXPECT_FALSE(parse_port_state("x4: ACTIVE").has_value());
+}
+
+TEST(devices, parses_port_rate)
+{
+    EXPECT_DOUBLE_EQ(parse_port_rate("100 Gb/sec (4X EDR)").value(), 100.0);
+    EXPECT_DOUBLE_EQ(parse_port_rate("2.5 Gb/sec (1X SDR)").value(), 2.5);
+    EXPECT_DOUBLE_EQ(parse_port_rate("10 Gb/sec").value(), 10.0);
+    EXPECT_FALSE(parse_port_rate("").has_value());
+    EXPECT_FALSE(parse_port_rate("fast").has_value());
+    EXPECT_FALSE(parse_port_rate("10 Mb/sec").has_value());
+    EXPECT_FALSE(parse_port_rate("0 Gb/sec").has_value());
+}
+
+TEST_F(devices_fixture, lists_every_port_in_order)
+{
+    port("mlx5_0", 2, "1: DOWN");
+    port("mlx5_0", 1, "4: ACTIVE");
+    port("mlx5_0", 10, "4: ACTIVE");
+    bus_device("mlx5_0");
+    port("rxe0", 1, "4: ACTIVE", "10 Gb/sec (1X QDR)", "Ethernet");
+
+    auto ports = list_ports(m_root);
+    ASSERT_EQ(ports.size(), 4u);
+    EXPECT_EQ(ports[0].device, "mlx5_0");
+    EXPECT_EQ(ports[0].port, 1);
+    EXPECT_EQ(ports[1].port, 2);
+    EXPECT_EQ(ports[2].port, 10);
+    EXPECT_TRUE(ports[0].active());
+    EXPECT_FALSE(ports[1].active());
+    EXPECT_EQ(ports[1].state_name, "DOWN");
+    EXPECT_FALSE(ports[0].software);
+    EXPECT_DOUBLE_EQ(ports[0].rate_gbps, 100.0);
+    EXPECT_EQ(ports[0].link_layer, "InfiniBand");
+
+    EXPECT_EQ(ports[3].device, "rxe0");
+    EXPECT_TRUE(ports[3].software);
+    EXPECT_EQ(ports[3].link_layer, "Ethernet");
+    EXPECT_DOUBLE_EQ(ports[3].rate_gbps, 10.0);
+}
+
+TEST_F(devices_fixture, first_active_port_skips_ports_that_are_down)
+{
+    port("rxe1", 1, "1: DOWN");
+    port("rxe1", 2, "4: ACTIVE");
+    port("rxe2", 1, "2: INIT");
+
+    auto p = first_active_port("rxe1", m_root);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->device, "rxe1");
+    EXPECT_EQ(p->port, 2);
+    EXPECT_FALSE(first_active_port("rxe2", m_root).has_value());
+    EXPECT_FALSE(first_active_port("nosuch", m_root).has_value());
+    EXPECT_FALSE(first_active_port("../rxe1", m_root).has_value());
+}
+
+TEST_F(devices_fixture, unknowns_stay_unknown)
+{
+    fs::create_directories(fs::path(m_root) / "rxe3" / "ports" / "1");
+    port("rxe4", 1, "garbage", "fast", "");
+
+    auto ports = list_ports(m_root);
+    ASSERT_EQ(ports.size(), 2u);
+    for (const auto &p : ports) {
+        EXPECT_EQ(p.state, 0) << p.device;
+        EXPECT_FALSE(p.active()) << p.device;
+        EXPECT_DOUBLE_EQ(p.rate_gbps, 0.0) << p.device;
+        EXPECT_TRUE(p.link_layer.empty()) << p.device;
+    }
+}
+
+TEST_F(devices_fixture, skips_names_no_agent_could_carry)
+{
+    port("bad name", 1, "4: ACTIVE");
+    port(std::string(64, 'x'), 1, "4: ACTIVE");
+    fs::create_directories(fs::path(m_root) / "rxe5" / "ports" / "0");
+    fs::create_directories(fs::path(m_root) / "rxe5" / "ports" / "one");
+    port("rxe5", 1, "4: ACTIVE");
+
+    auto ports = list_ports(m_root);
+    ASSERT_EQ(ports.size(), 1u);
+    EXPECT_EQ(ports[0].device, "rxe5");
+    EXPECT_EQ(ports[0].port, 1);
+}
+
+TEST_F(devices_fixture, no_root_no_ports)
+{
+    EXPECT_TRUE(list_ports(m_root + "/nosuch").empty());
+}
