@@ -1,0 +1,192 @@
+/*
+ * The MD's lazily attached connection to its agent (agent_link.h).
+ */
+#include "uct/ib/rvt/uct/agent_link.h"
+
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/launch.h"
+#include "uct/ib/rvt/common/job_key.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
+#include "uct/ib/rvt/uct/ucx.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace rvt::uct {
+
+namespace {
+
+/* The configured job key, else the environment's (job_key.h). */
+result<std::string> job_key_of(const link_settings &s)
+{
+    if (!s.job_key.empty()) {
+        return s.job_key;
+    }
+    auto choice = resolve_job_key(process_env(), ::getuid());
+    if (!choice) {
+        return failure{choice.error()};
+    }
+    return choice.value().key;
+}
+
+/* Where the agent for these settings listens (runtime_dir.h). */
+result<std::string> socket_path(const link_settings &s, const std::string &key)
+{
+    auto dir = ensure_runtime_dir(runtime_base(process_env(), ::getuid()),
+                                  ::getuid());
+    if (!dir) {
+        return failure{dir.error()};
+    }
+    auto paths = make_agent_paths(dir.value(), s.device, s.port, key);
+    if (!paths) {
+        return failure{paths.error()};
+    }
+    return paths.value().socket;
+}
+
+/* Attaches to the agent that listens already, starting none. */
+result<client::attachment> attach_running(const link_settings &s)
+{
+    auto key = job_key_of(s);
+    if (!key) {
+        return failure{key.error()};
+    }
+    auto path = socket_path(s, key.value());
+    if (!path) {
+        return failure{path.error()};
+    }
+    return client::attach(path.value(), key.value(), s.timeout);
+}
+
+result<client::attachment> attach(const link_settings &s)
+{
+    if (!s.start_agent) {
+        return attach_running(s);
+    }
+    client::launch_options opt;
+    opt.device    = s.device;
+    opt.port      = s.port;
+    opt.job_key   = s.job_key;
+    opt.rvtd_path = s.rvtd_path;
+    opt.timeout   = s.timeout;
+    return client::attach_or_start(opt);
+}
+
+} // namespace
+
+agent_link::agent_link(link_settings settings) : m_settings(std::move(settings))
+{
+}
+
+agent_link::~agent_link()
+{
+    if (m_session) {
+        ucs_debug("rvt %s:%u: detaching client %u", m_settings.device.c_str(),
+                  m_settings.port, m_session->client_index());
+    }
+}
+
+result<client::session *> agent_link::attach_locked()
+{
+    if (m_session) {
+        return m_session.get();
+    }
+    auto at = attach(m_settings);
+    if (!at) {
+        return failure{at.error()};
+    }
+    auto s = client::session::open(std::move(at).value());
+    if (!s) {
+        return failure{s.error()};
+    }
+    m_session = std::move(s).value();
+    ucs_debug("rvt %s:%u: attached as client %u (agent %016llx, %u QPs per "
+              "node, AM up to %u bytes)",
+              m_settings.device.c_str(), m_settings.port,
+              m_session->client_index(),
+              static_cast<unsigned long long>(m_session->attached().agent_id),
+              m_session->num_qps(), m_session->max_am_size());
+    return m_session.get();
+}
+
+bool agent_link::may_attach()
+{
+    std::lock_guard guard(m_lock);
+    if (m_settings.start_agent || m_session) {
+        return true;
+    }
+    auto key = job_key_of(m_settings);
+    if (!key) {
+        return false;
+    }
+    auto path = socket_path(m_settings, key.value());
+    struct stat st;
+    return path && ::stat(path.value().c_str(), &st) == 0 &&
+           S_ISSOCK(st.st_mode);
+}
+
+result<client::session *> agent_link::session()
+{
+    std::lock_guard guard(m_lock);
+    return attach_locked();
+}
+
+result<client::memory_region>
+agent_link::register_memory(void *addr, size_t length, int access)
+{
+    std::lock_guard guard(m_lock);
+    auto s = attach_locked();
+    if (!s) {
+        return failure{s.error()};
+    }
+    return s.value()->register_memory(addr, length, access);
+}
+
+result<uint32_t> agent_link::deregister_memory(const client::memory_region &mr)
+{
+    std::lock_guard guard(m_lock);
+    if (!m_session) {
+        return failure{"deregister: not attached to an agent"};
+    }
+    return m_session->deregister_memory(mr);
+}
+
+result<uint32_t> agent_link::peer_index(const wire::agent_address &remote)
+{
+    std::lock_guard guard(m_lock);
+    for (const auto &[address, index] : m_peers) {
+        if (address == remote) {
+            return index;
+        }
+    }
+    auto s = attach_locked();
+    if (!s) {
+        return failure{s.error()};
+    }
+    auto peer = s.value()->connect_peer(remote, m_settings.timeout);
+    if (!peer) {
+        return peer;
+    }
+    m_peers.emplace_back(remote, peer.value());
+    return peer;
+}
+
+bool agent_link::claim_data_path(const void *iface)
+{
+    std::lock_guard guard(m_lock);
+    if (m_data_path_owner != nullptr && m_data_path_owner != iface) {
+        return false;
+    }
+    m_data_path_owner = iface;
+    return true;
+}
+
+void agent_link::release_data_path(const void *iface)
+{
+    std::lock_guard guard(m_lock);
+    if (m_data_path_owner == iface) {
+        m_data_path_owner = nullptr;
+    }
+}
+
+} // namespace rvt::uct

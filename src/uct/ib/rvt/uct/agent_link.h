@@ -1,0 +1,97 @@
+/*
+ * A memory domain's connection to its node agent: one attachment (one
+ * client index, one set of rings) shared by the MD, which registers memory
+ * through it, and the interface, which moves data through it. They must
+ * share it: the agent accepts work only on memory that the posting client
+ * itself registered (agent/attach_server.h), so an MR made through one
+ * attachment is no lkey for another.
+ *
+ * Attaching is lazy: UCP opens every MD and queries every transport of
+ * every component whatever UCX_TLS says, and an rvt MD that nobody uses
+ * must not start (or even contact) an agent. The first registration or
+ * interface open attaches, starting rvtd when none listens and the
+ * configuration allows it (client/launch.h). A failed attach is not
+ * remembered: the next caller tries again.
+ *
+ * The MD and its interfaces hold it through shared_ptr; whichever closes
+ * last detaches. Memory registration, peer lookups and attaching take the
+ * link's lock (the rcache may call in from any thread); the data path
+ * (post, poll) is the interface's alone and goes to the session directly.
+ */
+#ifndef RVT_UCT_AGENT_LINK_H
+#define RVT_UCT_AGENT_LINK_H
+
+#include "uct/ib/rvt/client/registration.h"
+#include "uct/ib/rvt/client/session.h"
+#include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rvt::uct {
+
+struct link_settings {
+    std::string device; /* e.g. "rxe1" */
+    uint8_t port = 1;
+    std::string job_key; /* empty: from the environment (job_key.h) */
+    std::string rvtd_path; /* empty: client/launch.h's search */
+    bool start_agent = true; /* run rvtd when no agent listens */
+    std::chrono::milliseconds timeout{20000}; /* attach, start, connect */
+};
+
+class agent_link {
+public:
+    explicit agent_link(link_settings settings);
+    ~agent_link();
+
+    agent_link(const agent_link &)            = delete;
+    agent_link &operator=(const agent_link &) = delete;
+
+    const link_settings &settings() const
+    {
+        return m_settings;
+    }
+
+    /* False when attaching could not work without starting an agent and
+     * starting one is not allowed (no socket file): the transport then
+     * hides its device instead of failing later. Attaches nothing. */
+    bool may_attach();
+
+    /* The attached session, attaching first if need be. */
+    result<client::session *> session();
+
+    /* Own memory into the agent's PD (attaching first if need be). */
+    result<client::memory_region>
+    register_memory(void *addr, size_t length, int access);
+    result<uint32_t> deregister_memory(const client::memory_region &mr);
+
+    /* The agent's index for `remote`, asked once per remote agent. */
+    result<uint32_t> peer_index(const wire::agent_address &remote);
+
+    /* One interface at a time owns the attachment's inbound stream: an
+     * active message names a client index, not an interface, so a second
+     * interface on the same attachment could not tell its messages from
+     * the first's. Returns false when another interface holds it. */
+    bool claim_data_path(const void *iface);
+    void release_data_path(const void *iface);
+
+private:
+    result<client::session *> attach_locked();
+
+    const link_settings m_settings;
+    std::mutex m_lock;
+    std::unique_ptr<client::session> m_session;
+    std::vector<std::pair<wire::agent_address, uint32_t>> m_peers;
+    const void *m_data_path_owner = nullptr;
+};
+
+} // namespace rvt::uct
+
+#endif

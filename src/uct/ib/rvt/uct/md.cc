@@ -1,0 +1,419 @@
+/*
+ * The rvt memory domain (md.h): configuration, registration through the
+ * UCS registration cache (or directly), rkey packing.
+ */
+#include "uct/ib/rvt/uct/md.h"
+
+#include "uct/ib/rvt/client/devices.h"
+#include "uct/ib/rvt/uct/ucx.h"
+
+extern "C" {
+#include <ucm/api/ucm.h>
+#include <ucs/sys/sys.h>
+}
+
+#include <infiniband/verbs.h>
+#include <sys/mman.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string_view>
+
+namespace rvt::uct {
+
+ucs_config_field_t md_config_table[] = {
+        {"", "", nullptr, offsetof(md_config, super),
+         UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
+
+        {"REG_METHODS", "rcache,direct",
+         "How memory is registered into the agent's protection domain, in "
+         "order of\n"
+         "preference (the first that can be set up is used):\n"
+         "  rcache - through the UCS registration cache: a buffer is "
+         "registered once\n"
+         "           and deregistered when it is evicted or unmapped\n"
+         "  direct - every registration goes to the kernel and the agent",
+         offsetof(md_config, reg_methods), UCS_CONFIG_TYPE_STRING_ARRAY},
+
+        {"", "", nullptr, offsetof(md_config, rcache),
+         UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+
+        {"MEM_REG_OVERHEAD", "25us",
+         "Cost of one registration without the cache (REG_MR on the "
+         "agent's command\n"
+         "fd plus a notice to the agent), for protocol selection",
+         offsetof(md_config, direct_reg_cost) + offsetof(ucs_linear_func_t, c),
+         UCS_CONFIG_TYPE_TIME},
+
+        {"MEM_REG_GROWTH", "0.06ns",
+         "Registration cost per byte (page pinning), for protocol selection",
+         offsetof(md_config, direct_reg_cost) + offsetof(ucs_linear_func_t, m),
+         UCS_CONFIG_TYPE_TIME},
+
+        {"JOB_KEY", "",
+         "The job this process belongs to: it names the agent to attach to "
+         "(and to\n"
+         "start). Empty: from the environment, in this order: RVT_JOB_KEY, "
+         "Slurm's\n"
+         "SLURM_JOB_ID/SLURM_STEP_ID, PMIX_NAMESPACE, Open MPI's "
+         "OMPI_MCA_ess_base_jobid,\n"
+         "else user.<uid>. 1 to 63 characters of [A-Za-z0-9._:+-]",
+         offsetof(md_config, job_key), UCS_CONFIG_TYPE_STRING},
+
+        {"AGENT", "",
+         "The rvtd program to start when no agent listens. Empty: $RVT_RVTD, "
+         "else rvtd\n"
+         "in rvt's configured bindir, else rvtd from PATH",
+         offsetof(md_config, agent), UCS_CONFIG_TYPE_STRING},
+
+        {"START_AGENT", "y",
+         "Start rvtd for this job, device and port when no agent listens "
+         "(the first\n"
+         "process of the job on the node does). With 'n' the agent must be "
+         "running\n"
+         "already (started by an administrator or a launcher)",
+         offsetof(md_config, start_agent), UCS_CONFIG_TYPE_BOOL},
+
+        {"CONNECT_TIMEOUT", "20s",
+         "How long to wait for the agent: starting it, attaching, and each "
+         "request\n"
+         "for a remote node's peer index",
+         offsetof(md_config, connect_timeout), UCS_CONFIG_TYPE_TIME},
+
+        {}};
+
+namespace {
+
+/* Own memory may be read and written by the local agent's QPs and by
+ * remote agents' (RDMA WRITE, RDMA READ). */
+constexpr int reg_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ;
+
+struct rcache_region {
+    ucs_rcache_region_t super;
+    memh handle;
+};
+static_assert(std::is_standard_layout_v<rcache_region>);
+
+rcache_region &region_of(uct_mem_h handle)
+{
+    return *reinterpret_cast<rcache_region *>(static_cast<char *>(handle) -
+                                              offsetof(rcache_region, handle));
+}
+
+ucs_log_level_t reg_log_level(bool hide)
+{
+    return hide ? UCS_LOG_LEVEL_DIAG : UCS_LOG_LEVEL_ERROR;
+}
+
+ucs_status_t register_region(md &m, void *addr, size_t length, bool hide,
+                             client::memory_region &out) noexcept
+{
+    try {
+        auto mr = m.link->register_memory(addr, length, reg_access);
+        if (!mr) {
+            ucs_log(reg_log_level(hide),
+                    "rvt %s: registering %p length %zu failed: %s",
+                    m.port.device.c_str(), addr, length, mr.error().c_str());
+            return UCS_ERR_IO_ERROR;
+        }
+        out = mr.value();
+        ucs_trace("rvt %s: registered %p length %zu: lkey 0x%x rkey 0x%x",
+                  m.port.device.c_str(), addr, length, out.lkey, out.rkey);
+        return UCS_OK;
+    } catch (const std::exception &e) {
+        ucs_error("rvt %s: registering %p length %zu: %s",
+                  m.port.device.c_str(), addr, length, e.what());
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+void deregister_region(md &m, const client::memory_region &mr) noexcept
+{
+    try {
+        auto gone = m.link->deregister_memory(mr);
+        if (!gone) {
+            ucs_warn("rvt %s: deregistering %p length %zu (handle %u) "
+                     "failed: %s",
+                     m.port.device.c_str(), mr.addr, mr.length, mr.handle,
+                     gone.error().c_str());
+        }
+    } catch (const std::exception &e) {
+        ucs_warn("rvt %s: deregistering handle %u: %s", m.port.device.c_str(),
+                 mr.handle, e.what());
+    }
+}
+
+/* ---- the registration cache's callbacks -------------------------------- */
+
+ucs_status_t rcache_mem_reg(void *context, ucs_rcache_t *, void *arg,
+                            ucs_rcache_region_t *rregion,
+                            uint16_t rcache_flags) noexcept
+{
+    auto &m              = *static_cast<md *>(context);
+    auto &region         = *reinterpret_cast<rcache_region *>(rregion);
+    const unsigned flags = *static_cast<const unsigned *>(arg);
+    const bool hide      = (rcache_flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS) ||
+                      (flags & UCT_MD_MEM_FLAG_HIDE_ERRORS);
+    const auto start = rregion->super.start;
+    return register_region(m, reinterpret_cast<void *>(start),
+                           rregion->super.end - start, hide, region.handle.mr);
+}
+
+void rcache_mem_dereg(void *context, ucs_rcache_t *,
+                      ucs_rcache_region_t *rregion) noexcept
+{
+    auto &m = *static_cast<md *>(context);
+    deregister_region(m, reinterpret_cast<rcache_region *>(rregion)->handle.mr);
+}
+
+void rcache_dump_region(void *, ucs_rcache_t *, ucs_rcache_region_t *rregion,
+                        char *buf, size_t max) noexcept
+{
+    const auto &mr = reinterpret_cast<rcache_region *>(rregion)->handle.mr;
+    std::snprintf(buf, max, "handle %u lkey 0x%x rkey 0x%x", mr.handle, mr.lkey,
+                  mr.rkey);
+}
+
+ucs_rcache_ops_t rcache_ops = {
+        .mem_reg     = rcache_mem_reg,
+        .mem_dereg   = rcache_mem_dereg,
+        .dump_region = rcache_dump_region,
+};
+
+/* ---- MD operations ------------------------------------------------------ */
+
+void md_close(uct_md_h handle) noexcept
+{
+    delete &to_md(handle);
+}
+
+ucs_status_t md_query(uct_md_h handle, uct_md_attr_t *attr) noexcept
+{
+    const md &m = to_md(handle);
+    std::memset(attr, 0, sizeof(*attr));
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    attr->cap.alloc_mem_types  = 0;
+    attr->cap.detect_mem_types = 0;
+    attr->cap.max_alloc        = 0;
+    attr->cap.max_reg          = ULONG_MAX;
+    attr->rkey_packed_size     = sizeof(packed_rkey);
+    attr->reg_cost             = m.reg_cost;
+    /* the agent, not this process, drives the device: no locality */
+    std::memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+ucs_status_t check_dereg_params(const uct_md_mem_dereg_params_t *params)
+{
+    if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH) ||
+        params->memh == nullptr) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
+        (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
+        return UCS_ERR_UNSUPPORTED; /* no UCT_MD_FLAG_INVALIDATE */
+    }
+    return UCS_OK;
+}
+
+ucs_status_t md_mem_reg_rcache(uct_md_h handle, void *addr, size_t length,
+                               unsigned flags, uct_mem_h *memh_p) noexcept
+{
+    md &m = to_md(handle);
+    ucs_rcache_region_t *rregion;
+    ucs_status_t status = ucs_rcache_get(m.rcache.get(), addr, length,
+                                         PROT_READ | PROT_WRITE, &flags,
+                                         &rregion);
+    if (status != UCS_OK) {
+        return status;
+    }
+    *memh_p = &reinterpret_cast<rcache_region *>(rregion)->handle;
+    return UCS_OK;
+}
+
+ucs_status_t
+md_mem_dereg_rcache(uct_md_h handle,
+                    const uct_md_mem_dereg_params_t *params) noexcept
+{
+    ucs_status_t status = check_dereg_params(params);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ucs_rcache_region_put(to_md(handle).rcache.get(),
+                          &region_of(params->memh).super);
+    return UCS_OK;
+}
+
+ucs_status_t md_mem_reg_direct(uct_md_h handle, void *addr, size_t length,
+                               unsigned flags, uct_mem_h *memh_p) noexcept
+{
+    md &m    = to_md(handle);
+    auto *mh = new (std::nothrow) memh{};
+    if (mh == nullptr) {
+        return UCS_ERR_NO_MEMORY;
+    }
+    ucs_status_t status = register_region(m, addr, length,
+                                          flags & UCT_MD_MEM_FLAG_HIDE_ERRORS,
+                                          mh->mr);
+    if (status != UCS_OK) {
+        delete mh;
+        return status;
+    }
+    *memh_p = mh;
+    return UCS_OK;
+}
+
+ucs_status_t
+md_mem_dereg_direct(uct_md_h handle,
+                    const uct_md_mem_dereg_params_t *params) noexcept
+{
+    ucs_status_t status = check_dereg_params(params);
+    if (status != UCS_OK) {
+        return status;
+    }
+    auto *mh = static_cast<memh *>(params->memh);
+    deregister_region(to_md(handle), mh->mr);
+    delete mh;
+    return UCS_OK;
+}
+
+ucs_status_t md_mkey_pack(uct_md_h, uct_mem_h handle,
+                          const uct_md_mkey_pack_params_t *,
+                          void *buffer) noexcept
+{
+    const packed_rkey packed{static_cast<const memh *>(handle)->mr.rkey};
+    std::memcpy(buffer, &packed, sizeof(packed));
+    return UCS_OK;
+}
+
+int md_is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
+                              uct_sockaddr_accessibility_t) noexcept
+{
+    return 0;
+}
+
+/* The slots both tables share; mem_reg and mem_dereg differ. */
+constexpr uct_md_ops_t
+md_ops(uct_md_mem_reg_func_t reg, uct_md_mem_dereg_func_t dereg)
+{
+    return {
+            .close                  = md_close,
+            .query                  = md_query,
+            .mem_alloc              = unsupported<uct_md_mem_alloc_func_t>,
+            .mem_free               = unsupported<uct_md_mem_free_func_t>,
+            .mem_advise             = unsupported<uct_md_mem_advise_func_t>,
+            .mem_reg                = reg,
+            .mem_dereg              = dereg,
+            .mem_query              = unsupported<uct_md_mem_query_func_t>,
+            .mkey_pack              = md_mkey_pack,
+            .is_sockaddr_accessible = md_is_sockaddr_accessible,
+            .detect_memory_type = unsupported<uct_md_detect_memory_type_func_t>,
+    };
+}
+
+uct_md_ops_t md_rcache_ops = md_ops(md_mem_reg_rcache, md_mem_dereg_rcache);
+uct_md_ops_t md_direct_ops = md_ops(md_mem_reg_direct, md_mem_dereg_direct);
+
+/* Sets up the first registration method of REG_METHODS that works. */
+ucs_status_t choose_reg_method(md &m, const md_config &config)
+{
+    for (unsigned i = 0; i < config.reg_methods.count; ++i) {
+        const std::string_view method = config.reg_methods.names[i];
+        if (method == "rcache") {
+            ucs_rcache_params_t params{};
+            uct_md_set_rcache_params(&params, &config.rcache);
+            params.region_struct_size = sizeof(rcache_region);
+            params.max_alignment      = ucs_get_page_size();
+            params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
+            params.context            = &m;
+            params.ops                = &rcache_ops;
+            ucs_rcache_t *rcache      = nullptr;
+            const std::string name    = "rvt_" + m.port.device;
+            ucs_status_t status       = ucs_rcache_create(&params, name.c_str(),
+                                                          nullptr, &rcache);
+            if (status != UCS_OK) {
+                ucs_debug("rvt %s: no registration cache: %s",
+                          m.port.device.c_str(), ucs_status_string(status));
+                continue;
+            }
+            m.rcache.reset(rcache);
+            m.super.ops = &md_rcache_ops;
+            m.reg_cost  = ucs_linear_func_make(uct_md_rcache_overhead(
+                                                       &config.rcache),
+                                               0);
+            return UCS_OK;
+        }
+        if (method == "direct") {
+            m.super.ops = &md_direct_ops;
+            m.reg_cost  = config.direct_reg_cost;
+            return UCS_OK;
+        }
+        ucs_error("rvt: UCX_RVT_REG_METHODS: unknown method '%s': expected "
+                  "rcache or direct",
+                  config.reg_methods.names[i]);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    ucs_error("rvt %s: UCX_RVT_REG_METHODS left no usable registration "
+              "method",
+              m.port.device.c_str());
+    return UCS_ERR_INVALID_PARAM;
+}
+
+link_settings
+settings_of(const md_config &config, const client::port_info &port)
+{
+    link_settings s;
+    s.device      = port.device;
+    s.port        = static_cast<uint8_t>(port.port);
+    s.job_key     = config.job_key != nullptr ? config.job_key : "";
+    s.rvtd_path   = config.agent != nullptr ? config.agent : "";
+    s.start_agent = config.start_agent != 0;
+    s.timeout     = std::chrono::milliseconds(
+                static_cast<int64_t>(config.connect_timeout * 1000.0));
+    return s;
+}
+
+} // namespace
+
+ucs_status_t md_open(uct_component_t *component, const char *name,
+                     const uct_md_config_t *uct_config, uct_md_h *md_p) noexcept
+{
+    const auto &config = *reinterpret_cast<const md_config *>(uct_config);
+    try {
+        auto port = client::first_active_port(name);
+        if (!port) {
+            ucs_debug("rvt: device %s has no active port", name);
+            return UCS_ERR_NO_DEVICE;
+        }
+        if (config.job_key != nullptr && *config.job_key != '\0') {
+            std::string err = wire::job_key_error(config.job_key);
+            if (!err.empty()) {
+                ucs_error("rvt: UCX_RVT_JOB_KEY: %s", err.c_str());
+                return UCS_ERR_INVALID_PARAM;
+            }
+        }
+        auto m             = std::make_unique<md>();
+        m->super.component = component;
+        m->port            = *port;
+        m->link = std::make_shared<agent_link>(settings_of(config, *port));
+        ucs_status_t status = choose_reg_method(*m, config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ucs_debug("rvt: opened md %s (port %d, %s registration)", name,
+                  m->port.port, m->rcache ? "cached" : "direct");
+        *md_p = &m.release()->super;
+        return UCS_OK;
+    } catch (const std::exception &e) {
+        ucs_error("rvt: opening md %s: %s", name, e.what());
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+} // namespace rvt::uct

@@ -1,0 +1,82 @@
+/*
+ * The rvt memory domain: one per RDMA device with an active port (the
+ * first active port; an agent serves one device:port). It registers
+ * memory into the node agent's protection domain through the MD's agent
+ * link, behind a UCS registration cache, so a buffer is registered once
+ * and deregistered when the cache evicts it or the application unmaps it
+ * (UCS memory hooks).
+ *
+ * Packed rkey (rkey_packed_size = 4): the MR's 32-bit rkey, little-endian
+ * (both ends run this module; the remote agent posts with it as is). An
+ * unpacked uct_rkey_t holds the same value.
+ */
+#ifndef RVT_UCT_MD_H
+#define RVT_UCT_MD_H
+
+#include "uct/ib/rvt/client/devices.h"
+#include "uct/ib/rvt/client/registration.h"
+#include "uct/ib/rvt/uct/agent_link.h"
+#include "uct/ib/rvt/uct/ucx.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+namespace rvt::uct {
+
+/* UCX_RVT_* settings of the MD (md.cc has the table and the meanings). */
+struct md_config {
+    uct_md_config_t super;
+    ucs_config_names_array_t reg_methods;
+    uct_md_rcache_config_t rcache;
+    ucs_linear_func_t direct_reg_cost; /* without the cache: seconds */
+    char *job_key;
+    char *agent;
+    int start_agent;
+    double connect_timeout; /* seconds */
+};
+static_assert(std::is_standard_layout_v<md_config>);
+
+extern ucs_config_field_t md_config_table[];
+
+/* What uct_mem_h points at. */
+struct memh {
+    client::memory_region mr;
+};
+
+struct packed_rkey {
+    uint32_t rkey;
+};
+
+struct rcache_deleter {
+    void operator()(ucs_rcache_t *rcache) const noexcept
+    {
+        ucs_rcache_destroy(rcache);
+    }
+};
+
+struct md {
+    uct_md_t super;
+    client::port_info port; /* the device and the port its agent serves */
+    /* declared before the cache: the cache deregisters through it when it
+     * is destroyed */
+    std::shared_ptr<agent_link> link;
+    std::unique_ptr<ucs_rcache_t, rcache_deleter> rcache;
+    ucs_linear_func_t reg_cost;
+};
+static_assert(std::is_standard_layout_v<md> && offsetof(md, super) == 0);
+
+inline md &to_md(uct_md_h handle)
+{
+    return *reinterpret_cast<md *>(handle);
+}
+
+/* The component's md_open: `name` is a device from query_md_resources. */
+ucs_status_t md_open(uct_component_t *component, const char *name,
+                     const uct_md_config_t *config, uct_md_h *md_p) noexcept;
+
+} // namespace rvt::uct
+
+#endif
