@@ -1,6 +1,6 @@
 /*
- * Where UCX meets the module: the rvt component (its transport comes
- * next), and its registration. The only file that knows how a UCX version
+ * Where UCX meets the module: the rvt component and its one transport,
+ * and their registration. The only file that knows how a UCX version
  * loads modules.
  *
  * UCX 1.13 loads only the modules compiled into its list, so this one is
@@ -11,6 +11,7 @@
  * next to the constructor, and nothing else would change.
  */
 #include "uct/ib/rvt/uct/component.h"
+#include "uct/ib/rvt/uct/iface.h"
 #include "uct/ib/rvt/uct/md.h"
 #include "uct/ib/rvt/uct/ucx.h"
 
@@ -49,6 +50,21 @@ uct_component_t uct_rvt_component = {
         .md_vfs_init = rvt::uct::md_vfs_init,
 };
 
+uct_tl_t uct_rvt_tl = {
+        .name          = "rvt",
+        .query_devices = rvt::uct::query_tl_devices,
+        .iface_open    = rvt::uct::iface_open,
+        .config =
+                {
+                        .name   = "rvt transport",
+                        .prefix = "RVT_",
+                        .table  = rvt::uct::iface_config_table,
+                        .size   = sizeof(rvt::uct::iface_config),
+                        .list   = {},
+                },
+        .list = {},
+};
+
 } // extern "C"
 
 namespace {
@@ -56,10 +72,12 @@ namespace {
 [[gnu::constructor]] void uct_rvt_init()
 {
     uct_component_register(&uct_rvt_component);
+    uct_tl_register(&uct_rvt_component, &uct_rvt_tl);
 }
 
 [[gnu::destructor]] void uct_rvt_cleanup()
 {
+    uct_tl_unregister(&uct_rvt_tl);
     uct_component_unregister(&uct_rvt_component);
 }
 

@@ -1,0 +1,510 @@
+/*
+ * rvt endpoints (ep.h): creation, the operations, pending, flush, fence.
+ *
+ * Every operation is one work request, so one message or one RDMA
+ * operation on the wire:
+ *   am_short, am_short_iov, am_bcopy  SEND from a bounce buffer: the bytes
+ *                                     the handler gets (am_short: the
+ *                                     8-byte header, then the payload)
+ *   am_zcopy                          SEND from the caller's registered
+ *                                     buffer; no header (max_hdr 0)
+ *   put_short, put_bcopy              RDMA WRITE from a bounce buffer
+ *   put_zcopy                         RDMA WRITE WITH IMM from the caller's
+ *                                     buffer: the target's agent sees it
+ *                                     and tells the target process
+ *   get_zcopy                         RDMA READ into the caller's buffer
+ */
+#include "uct/ib/rvt/uct/ep.h"
+
+#include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/work.h"
+#include "uct/ib/rvt/uct/md.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+namespace rvt::uct {
+
+namespace {
+
+/* A pending request's link to the next one, kept in its priv space. */
+uct_pending_req_t *next_of(const uct_pending_req_t *req)
+{
+    uct_pending_req_t *next;
+    std::memcpy(&next, req->priv, sizeof(next));
+    return next;
+}
+
+void set_next(uct_pending_req_t *req, uct_pending_req_t *next)
+{
+    static_assert(sizeof(next) <= UCT_PENDING_REQ_PRIV_LEN);
+    std::memcpy(req->priv, &next, sizeof(next));
+}
+
+ucs_status_t
+bad_length(const ep &e, const char *what, size_t length, size_t max)
+{
+    ucs_error("rvt %s: %s of %zu bytes: at most %zu",
+              e.owner->owner_md->port.device.c_str(), what, length, max);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+ucs_status_t bad_am_id(const ep &e, uint8_t id)
+{
+    ucs_error("rvt %s: active message id %u: expected 0 to %u",
+              e.owner->owner_md->port.device.c_str(), id,
+              static_cast<unsigned>(UCT_AM_ID_MAX) - 1);
+    return UCS_ERR_INVALID_PARAM;
+}
+
+void trace_am_send(iface &i, uint8_t id, const void *data, size_t length,
+                   const char *what)
+{
+    if (ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) {
+        char dump[256] = {};
+        uct_iface_dump_am(&i.base.super, UCT_AM_TRACE_TYPE_SEND, id,
+                          const_cast<void *>(data), length, dump,
+                          sizeof(dump) - 1);
+        ucs_trace_data("rvt TX: %s id %u len %zu %s", what, id, length, dump);
+    }
+}
+
+/* Posts `length` bytes the caller already wrote into bounce buffer b. */
+ucs_status_t post_bounce(ep &e, work_op op, uint8_t am_id, uint32_t b,
+                         size_t length, uint64_t remote_addr, uct_rkey_t rkey)
+{
+    iface &i = *e.owner;
+    work_request wr{};
+    wr.op          = static_cast<uint8_t>(op);
+    wr.am_id       = am_id;
+    wr.length      = static_cast<uint32_t>(length);
+    wr.local_addr  = reinterpret_cast<uintptr_t>(i.bounce->at(b));
+    wr.lkey        = i.bounce->lkey();
+    wr.rkey        = static_cast<uint32_t>(rkey);
+    wr.remote_addr = remote_addr;
+    return i.post(e, wr, nullptr, static_cast<int32_t>(b));
+}
+
+size_t iov_length(const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < iovcnt; ++k) {
+        total += iov[k].length * std::max(1u, iov[k].count);
+    }
+    return total;
+}
+
+/* Copies the iov entries (each `count` elements `stride` apart) to dst. */
+void gather(const uct_iov_t *iov, size_t iovcnt, std::byte *dst)
+{
+    for (size_t k = 0; k < iovcnt; ++k) {
+        const auto *src     = static_cast<const std::byte *>(iov[k].buffer);
+        const size_t stride = iov[k].stride != 0 ? iov[k].stride :
+                                                   iov[k].length;
+        for (unsigned c = 0; c < std::max(1u, iov[k].count); ++c) {
+            std::memcpy(dst, src + size_t{c} * stride, iov[k].length);
+            dst += iov[k].length;
+        }
+    }
+}
+
+/* One registered, contiguous buffer from the caller's iov, or why not. */
+ucs_status_t single_buffer(const ep &e, const char *what, const uct_iov_t *iov,
+                           size_t iovcnt, size_t max, void *&addr,
+                           size_t &length, uint32_t &lkey)
+{
+    if (iovcnt == 0) {
+        addr   = nullptr;
+        length = 0;
+        lkey   = 0;
+        return UCS_OK;
+    }
+    if (iovcnt > 1 || (iov[0].count > 1 && iov[0].stride != iov[0].length)) {
+        ucs_error("rvt %s: %s with %zu iov entries (count %u): rvt takes one "
+                  "contiguous buffer",
+                  e.owner->owner_md->port.device.c_str(), what, iovcnt,
+                  iov[0].count);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    length = iov[0].length * std::max(1u, iov[0].count);
+    if (length > max) {
+        return bad_length(e, what, length, max);
+    }
+    if (length > 0 && iov[0].memh == UCT_MEM_HANDLE_NULL) {
+        ucs_error("rvt %s: %s from %p without a memory handle: zcopy needs "
+                  "memory registered with the rvt memory domain",
+                  e.owner->owner_md->port.device.c_str(), what, iov[0].buffer);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    addr = iov[0].buffer;
+    lkey = length > 0 ? static_cast<const memh *>(iov[0].memh)->mr.lkey : 0;
+    return UCS_OK;
+}
+
+ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
+                   const uct_iov_t *iov, size_t iovcnt, size_t max,
+                   uint64_t remote_addr, uct_rkey_t rkey,
+                   uct_completion_t *comp)
+{
+    void *addr;
+    size_t length;
+    uint32_t lkey;
+    ucs_status_t status = single_buffer(e, what, iov, iovcnt, max, addr, length,
+                                        lkey);
+    if (status != UCS_OK) {
+        return status;
+    }
+    if (length == 0 && op != work_op::send_am) {
+        return UCS_OK; /* no bytes to move: done */
+    }
+    status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    iface &i = *e.owner;
+    if (length == 0) {
+        /* an empty active message still needs a buffer to name; nothing
+         * of the caller's is used, so it is complete once posted */
+        return post_bounce(e, op, am_id, i.bounce->get(), 0, 0, 0);
+    }
+    work_request wr{};
+    wr.op          = static_cast<uint8_t>(op);
+    wr.am_id       = am_id;
+    wr.length      = static_cast<uint32_t>(length);
+    wr.local_addr  = reinterpret_cast<uintptr_t>(addr);
+    wr.lkey        = lkey;
+    wr.rkey        = static_cast<uint32_t>(rkey);
+    wr.remote_addr = remote_addr;
+    status         = i.post(e, wr, comp, -1);
+    return status == UCS_OK ? UCS_INPROGRESS : status;
+}
+
+} // namespace
+
+/* ---- ep state ------------------------------------------------------------ */
+
+void ep::push_pending(uct_pending_req_t *req)
+{
+    set_next(req, nullptr);
+    if (pending_tail != nullptr) {
+        set_next(pending_tail, req);
+    } else {
+        pending_head = req;
+    }
+    pending_tail = req;
+}
+
+uct_pending_req_t *ep::pop_pending()
+{
+    uct_pending_req_t *req = pending_head;
+    if (req != nullptr) {
+        pending_head = next_of(req);
+        if (pending_head == nullptr) {
+            pending_tail = nullptr;
+        }
+    }
+    return req;
+}
+
+void ep::complete_flushes()
+{
+    /* targets never decrease: the ready ones are at the front. A callback
+     * may flush again (appending) or destroy this endpoint (which cancels
+     * the rest), so take one at a time. */
+    while (!dead && !flushes.empty() && flushes.front().target <= completed) {
+        uct_completion_t *comp = flushes.front().comp;
+        flushes.erase(flushes.begin());
+        uct_invoke_completion(comp, error);
+    }
+}
+
+/* ---- creation -------------------------------------------------------------- */
+
+ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
+{
+    if (!(params->field_mask & UCT_EP_PARAM_FIELD_IFACE) ||
+        !(params->field_mask & UCT_EP_PARAM_FIELD_IFACE_ADDR) ||
+        params->iface_addr == nullptr) {
+        ucs_error("rvt: an endpoint connects to an interface address "
+                  "(CONNECT_TO_IFACE): iface and iface_addr are required");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    iface &i        = to_iface(params->iface);
+    const char *dev = i.owner_md->port.device.c_str();
+    try {
+        iface_address a;
+        std::memcpy(&a, params->iface_addr, sizeof(a));
+        const std::string err = wire::agent_address_error(a.agent);
+        if (!err.empty() || a.client_index >= imm::max_clients) {
+            ucs_error("rvt %s: bad interface address: %s", dev,
+                      err.empty() ? "client index out of range" : err.c_str());
+            return UCS_ERR_INVALID_ADDR;
+        }
+        auto peer = i.link->peer_index(a.agent);
+        if (!peer) {
+            ucs_error("rvt %s: no way to agent %016llx: %s", dev,
+                      static_cast<unsigned long long>(a.agent.agent_id),
+                      peer.error().c_str());
+            return UCS_ERR_UNREACHABLE;
+        }
+
+        auto e              = std::make_unique<ep>();
+        ucs_status_t status = e->base.init(&i.base.super);
+        if (status != UCS_OK) {
+            return status;
+        }
+        e->owner            = &i;
+        e->peer             = peer.value();
+        e->dst_client       = a.client_index;
+        e->fence_generation = i.fence_generation;
+        e->error            = UCS_OK;
+        /* so that progress never allocates to list an endpoint */
+        const size_t n = i.eps.size() + 1;
+        i.pending_eps.reserve(n);
+        i.failed_eps.reserve(n);
+        i.graveyard.reserve(n);
+        i.eps.push_back(e.get());
+        ucs_debug("rvt %s: endpoint %p to agent %016llx (peer %u) client %u",
+                  dev, static_cast<void *>(e.get()),
+                  static_cast<unsigned long long>(a.agent.agent_id), e->peer,
+                  e->dst_client);
+        *ep_p = handle_of(*e.release());
+        return UCS_OK;
+    } catch (const std::exception &ex) {
+        ucs_error("rvt %s: creating an endpoint: %s", dev, ex.what());
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+void ep_destroy(uct_ep_h handle) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    i.forget_ep(e);
+    if (i.in_progress) {
+        /* a callback of this progress call may still hold it */
+        i.graveyard.push_back(&e);
+        return;
+    }
+    delete &e;
+}
+
+/* ---- active messages ---------------------------------------------------- */
+
+ucs_status_t ep_am_short(uct_ep_h handle, uint8_t id, uint64_t header,
+                         const void *payload, unsigned length) noexcept
+{
+    ep &e              = to_ep(handle);
+    iface &i           = *e.owner;
+    const size_t total = sizeof(header) + length;
+    if (id >= UCT_AM_ID_MAX) {
+        return bad_am_id(e, id);
+    }
+    if (total > i.seg_size) {
+        return bad_length(e, "am_short", total, i.seg_size);
+    }
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b = i.bounce->get();
+    std::byte *buf   = i.bounce->at(b);
+    std::memcpy(buf, &header, sizeof(header));
+    std::memcpy(buf + sizeof(header), payload, length);
+    trace_am_send(i, id, buf, total, "AM_SHORT");
+    return post_bounce(e, work_op::send_am, id, b, total, 0, 0);
+}
+
+ucs_status_t ep_am_short_iov(uct_ep_h handle, uint8_t id, const uct_iov_t *iov,
+                             size_t iovcnt) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    if (id >= UCT_AM_ID_MAX) {
+        return bad_am_id(e, id);
+    }
+    const size_t total = iov_length(iov, iovcnt);
+    if (total > i.seg_size) {
+        return bad_length(e, "am_short_iov", total, i.seg_size);
+    }
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b = i.bounce->get();
+    gather(iov, iovcnt, i.bounce->at(b));
+    trace_am_send(i, id, i.bounce->at(b), total, "AM_SHORT_IOV");
+    return post_bounce(e, work_op::send_am, id, b, total, 0, 0);
+}
+
+ssize_t ep_am_bcopy(uct_ep_h handle, uint8_t id, uct_pack_callback_t pack_cb,
+                    void *arg, unsigned) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    if (id >= UCT_AM_ID_MAX) {
+        return bad_am_id(e, id);
+    }
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b    = i.bounce->get();
+    const size_t length = pack_cb(i.bounce->at(b), arg);
+    if (length > i.seg_size) {
+        i.bounce->put(b);
+        return bad_length(e, "am_bcopy", length, i.seg_size);
+    }
+    trace_am_send(i, id, i.bounce->at(b), length, "AM_BCOPY");
+    status = post_bounce(e, work_op::send_am, id, b, length, 0, 0);
+    return status == UCS_OK ? static_cast<ssize_t>(length) :
+                              static_cast<ssize_t>(status);
+}
+
+ucs_status_t ep_am_zcopy(uct_ep_h handle, uint8_t id, const void *,
+                         unsigned header_length, const uct_iov_t *iov,
+                         size_t iovcnt, unsigned,
+                         uct_completion_t *comp) noexcept
+{
+    ep &e = to_ep(handle);
+    if (id >= UCT_AM_ID_MAX) {
+        return bad_am_id(e, id);
+    }
+    if (header_length != 0) {
+        return bad_length(e, "am_zcopy header", header_length, 0);
+    }
+    return zcopy(e, "am_zcopy", work_op::send_am, id, iov, iovcnt,
+                 e.owner->seg_size, 0, 0, comp);
+}
+
+/* ---- RDMA ---------------------------------------------------------------- */
+
+ucs_status_t ep_put_short(uct_ep_h handle, const void *buffer, unsigned length,
+                          uint64_t remote_addr, uct_rkey_t rkey) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    if (length > i.seg_size) {
+        return bad_length(e, "put_short", length, i.seg_size);
+    }
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b = i.bounce->get();
+    std::memcpy(i.bounce->at(b), buffer, length);
+    return post_bounce(e, work_op::rdma_write, 0, b, length, remote_addr, rkey);
+}
+
+ssize_t ep_put_bcopy(uct_ep_h handle, uct_pack_callback_t pack_cb, void *arg,
+                     uint64_t remote_addr, uct_rkey_t rkey) noexcept
+{
+    ep &e               = to_ep(handle);
+    iface &i            = *e.owner;
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b    = i.bounce->get();
+    const size_t length = pack_cb(i.bounce->at(b), arg);
+    if (length > i.seg_size) {
+        i.bounce->put(b);
+        return bad_length(e, "put_bcopy", length, i.seg_size);
+    }
+    status = post_bounce(e, work_op::rdma_write, 0, b, length, remote_addr,
+                         rkey);
+    return status == UCS_OK ? static_cast<ssize_t>(length) :
+                              static_cast<ssize_t>(status);
+}
+
+ucs_status_t ep_put_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,
+                          uint64_t remote_addr, uct_rkey_t rkey,
+                          uct_completion_t *comp) noexcept
+{
+    ep &e = to_ep(handle);
+    /* with immediate: the target's agent accounts rendezvous bytes per
+     * client, and the target process hears of them */
+    return zcopy(e, "put_zcopy", work_op::rdma_write_imm, 0, iov, iovcnt,
+                 e.owner->max_zcopy, remote_addr, rkey, comp);
+}
+
+ucs_status_t ep_get_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,
+                          uint64_t remote_addr, uct_rkey_t rkey,
+                          uct_completion_t *comp) noexcept
+{
+    ep &e = to_ep(handle);
+    return zcopy(e, "get_zcopy", work_op::rdma_read, 0, iov, iovcnt,
+                 e.owner->max_zcopy, remote_addr, rkey, comp);
+}
+
+/* ---- pending, flush, fence ------------------------------------------------- */
+
+ucs_status_t
+ep_pending_add(uct_ep_h handle, uct_pending_req_t *req, unsigned) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    if (e.can_send() == UCS_OK) {
+        return UCS_ERR_BUSY; /* room now: send instead */
+    }
+    e.push_pending(req);
+    if (!e.in_pending_list) {
+        /* capacity reserved at ep_create */
+        i.pending_eps.push_back(&e);
+        e.in_pending_list = true;
+    }
+    return UCS_OK;
+}
+
+void ep_pending_purge(uct_ep_h handle, uct_pending_purge_callback_t cb,
+                      void *arg) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    while (uct_pending_req_t *req = e.pop_pending()) {
+        if (cb != nullptr) {
+            cb(req, arg);
+        }
+    }
+    if (e.in_pending_list) {
+        auto it = std::find(i.pending_eps.begin(), i.pending_eps.end(), &e);
+        if (it != i.pending_eps.end()) {
+            if (static_cast<size_t>(it - i.pending_eps.begin()) <
+                i.pending_cursor) {
+                --i.pending_cursor;
+            }
+            i.pending_eps.erase(it);
+        }
+        e.in_pending_list = false;
+    }
+}
+
+ucs_status_t
+ep_flush(uct_ep_h handle, unsigned flags, uct_completion_t *comp) noexcept
+{
+    ep &e = to_ep(handle);
+    if (e.has_pending() && !e.dispatching && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
+        return UCS_ERR_NO_RESOURCE; /* after what is queued: pend it */
+    }
+    if (e.completed == e.posted) {
+        return UCS_OK;
+    }
+    if (comp != nullptr) {
+        try {
+            e.flushes.push_back({e.posted, comp});
+        } catch (const std::exception &) {
+            return UCS_ERR_NO_MEMORY;
+        }
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t ep_fence(uct_ep_h handle, unsigned) noexcept
+{
+    to_ep(handle).fence_next = true;
+    return UCS_OK;
+}
+
+} // namespace rvt::uct

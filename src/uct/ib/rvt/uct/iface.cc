@@ -1,0 +1,780 @@
+/*
+ * The rvt interface (iface.h): configuration, attributes, addresses,
+ * progress, and UCT's ops table for the transport.
+ */
+#include "uct/ib/rvt/uct/iface.h"
+
+#include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/uct/ep.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <exception>
+#include <span>
+#include <string>
+
+namespace rvt::uct {
+
+ucs_config_field_t iface_config_table[] = {
+        {"", "", nullptr, offsetof(iface_config, super),
+         UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+        {"SEG_SIZE", "8k",
+         "Largest active message, its 8-byte header included, and largest "
+         "put or am\n"
+         "bcopy. Limited by the agent's inbound slot size (rvtd's max AM "
+         "size): a\n"
+         "larger value is lowered to it. Rounded up to a multiple of 64.",
+         offsetof(iface_config, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+        {"TX_QUEUE_LEN", "256",
+         "Operations in flight per interface. Each short or bcopy operation "
+         "holds a\n"
+         "registered bounce buffer of SEG_SIZE bytes until its completion "
+         "arrives.\n"
+         "Limited by the agent's completion ring.",
+         offsetof(iface_config, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+        {"MAX_POLL", "16",
+         "Completions, and separately inbound messages, handled per progress "
+         "call",
+         offsetof(iface_config, max_poll), UCS_CONFIG_TYPE_UINT},
+
+        {"MAX_ZCOPY", "1g",
+         "Largest put or get zcopy: one RDMA WRITE or READ of the agent's",
+         offsetof(iface_config, max_zcopy), UCS_CONFIG_TYPE_MEMUNITS},
+
+        {}};
+
+namespace {
+
+/* Time between two looks at the agent's socket from progress. */
+constexpr double liveness_interval_ms = 100.0;
+
+std::string device_name(const md &m)
+{
+    return m.port.device + ":" + std::to_string(m.port.port);
+}
+
+ucs_status_t to_status(uint32_t status)
+{
+    switch (static_cast<completion_status>(status)) {
+    case completion_status::success:
+        return UCS_OK;
+    case completion_status::peer_failed:
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    case completion_status::invalid:
+    case completion_status::failed:
+    default:
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+const char *completion_status_name(uint32_t status)
+{
+    switch (static_cast<completion_status>(status)) {
+    case completion_status::success:
+        return "success";
+    case completion_status::invalid:
+        return "refused by the agent as invalid";
+    case completion_status::failed:
+        return "failed on the device";
+    case completion_status::peer_failed:
+        return "lost with its peer";
+    default:
+        return "of unknown status";
+    }
+}
+
+} // namespace
+
+/* ---- the data path ------------------------------------------------------ */
+
+ucs_status_t
+iface::post(ep &e, work_request &wr, uct_completion_t *comp, int32_t b)
+{
+    const bool fence = e.fence_next || e.fence_generation != fence_generation;
+    wr.flags         = work_signaled | (fence ? work_fence : 0);
+    wr.peer          = e.peer;
+    wr.dst_client    = e.dst_client;
+    wr.wr_id         = ops.take(&e, comp, b);
+    if (session->post(wr) != client::post_status::posted) {
+        ops.untake(wr.wr_id);
+        if (b >= 0) {
+            bounce->put(static_cast<uint32_t>(b));
+        }
+        tx_blocked = true;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    e.fence_next       = false;
+    e.fence_generation = fence_generation;
+    ++e.posted;
+    return UCS_OK;
+}
+
+void iface::fail_ep(ep &e, ucs_status_t status)
+{
+    if (e.error != UCS_OK) {
+        return;
+    }
+    e.error = status;
+    /* capacity for every endpoint is reserved at ep_create */
+    failed_eps.push_back(&e);
+}
+
+namespace {
+
+/* Ends the operation wr_id names: its bounce buffer back, its
+ * endpoint's count, the caller's completion, the flushes it satisfied. */
+void finish_op(iface &i, uint64_t wr_id, ucs_status_t status)
+{
+    auto op = i.ops.finish(wr_id);
+    if (!op) {
+        ucs_error("rvt %s: completion for no request in flight (wr_id "
+                  "0x%llx): dropped",
+                  i.owner_md->port.device.c_str(),
+                  static_cast<unsigned long long>(wr_id));
+        return;
+    }
+    if (op->bounce >= 0) {
+        i.bounce->put(static_cast<uint32_t>(op->bounce));
+    }
+    ep *e = op->owner;
+    if (e != nullptr) {
+        ++e->completed;
+        if (status != UCS_OK) {
+            i.fail_ep(*e, status);
+        }
+    }
+    if (op->comp != nullptr) {
+        uct_invoke_completion(op->comp, status);
+    }
+    if (e != nullptr && !e->dead) {
+        e->complete_flushes();
+    }
+}
+
+void on_completion(iface &i, const completion &c)
+{
+    const ucs_status_t status = to_status(c.status);
+    if (status != UCS_OK) {
+        ucs_log(c.status == static_cast<uint32_t>(completion_status::invalid) ?
+                        UCS_LOG_LEVEL_ERROR :
+                        UCS_LOG_LEVEL_DEBUG,
+                "rvt %s: request 0x%llx to peer %u %s (detail %u)",
+                i.owner_md->port.device.c_str(),
+                static_cast<unsigned long long>(c.wr_id), c.peer,
+                completion_status_name(c.status), c.detail);
+    }
+    finish_op(i, c.wr_id, status);
+}
+
+void deliver_am(iface &i, const client::inbound_view &v)
+{
+    const uint8_t id = v.msg.am_id;
+    if (id >= UCT_AM_ID_MAX || v.data.size() != v.msg.length) {
+        ucs_error("rvt %s: active message id %u of %u bytes (%zu in the "
+                  "slot) from peer %u: dropped",
+                  i.owner_md->port.device.c_str(), id, v.msg.length,
+                  v.data.size(), v.msg.peer);
+        return;
+    }
+    ++i.rx_am;
+    i.rx_am_bytes += v.msg.length;
+    /* the slot is ours (mapped writable) until release_inbound */
+    void *data = const_cast<std::byte *>(v.data.data());
+    if (ucs_log_is_enabled(UCS_LOG_LEVEL_TRACE_DATA)) {
+        char dump[256] = {};
+        uct_iface_dump_am(&i.base.super, UCT_AM_TRACE_TYPE_RECV, id, data,
+                          v.msg.length, dump, sizeof(dump) - 1);
+        ucs_trace_data("rvt RX: AM id %u len %u %s", id, v.msg.length, dump);
+    }
+    (void)uct_iface_invoke_am(&i.base.super, id, data, v.msg.length, 0);
+}
+
+unsigned poll_inbound(iface &i)
+{
+    unsigned n = 0;
+    client::inbound_view v;
+    while (n < i.max_poll && i.session->peek_inbound(v)) {
+        switch (static_cast<inbound_kind>(v.msg.kind)) {
+        case inbound_kind::am:
+            deliver_am(i, v);
+            break;
+        case inbound_kind::write:
+            ++i.rx_writes;
+            i.rx_write_bytes += v.msg.length;
+            ucs_trace_data("rvt RX: %u bytes written by client %u of peer %u",
+                           v.msg.length, v.msg.src_client, v.msg.peer);
+            break;
+        case inbound_kind::peer_failed:
+            ucs_debug("rvt %s: the agent gave up on peer %u",
+                      i.owner_md->port.device.c_str(), v.msg.peer);
+            for (ep *e : i.eps) {
+                if (e->peer == v.msg.peer) {
+                    i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
+                }
+            }
+            break;
+        default:
+            ucs_error("rvt %s: inbound entry of unknown kind %u: dropped",
+                      i.owner_md->port.device.c_str(), v.msg.kind);
+            break;
+        }
+        i.session->release_inbound();
+        ++n;
+    }
+    return n;
+}
+
+/* Pending requests run per progress call, at most: a request may answer
+ * UCS_INPROGRESS without taking any resource. */
+constexpr unsigned pending_budget = 256;
+
+void dispatch_pending(iface &i)
+{
+    for (unsigned calls = 0;
+         calls < pending_budget && !i.pending_eps.empty() && i.tx_room();
+         ++calls) {
+        if (i.pending_cursor >= i.pending_eps.size()) {
+            i.pending_cursor = 0;
+        }
+        ep &e                     = *i.pending_eps[i.pending_cursor];
+        uct_pending_req_t *req    = e.pending_head;
+        e.dispatching             = true;
+        const ucs_status_t status = req->func(req);
+        e.dispatching             = false;
+        if (e.dead) {
+            continue; /* destroyed by the callback: already unlisted */
+        }
+        if (status == UCS_OK) {
+            (void)e.pop_pending();
+            if (!e.has_pending()) {
+                i.pending_eps.erase(i.pending_eps.begin() +
+                                    static_cast<ptrdiff_t>(i.pending_cursor));
+                e.in_pending_list = false;
+                continue;
+            }
+        } else if (status != UCS_INPROGRESS) {
+            break; /* no progress possible now */
+        }
+        ++i.pending_cursor;
+    }
+}
+
+void report_failures(iface &i)
+{
+    while (!i.failed_eps.empty()) {
+        ep *e = i.failed_eps.back();
+        i.failed_eps.pop_back();
+        if (e->dead || e->error_reported) {
+            continue;
+        }
+        e->error_reported         = true;
+        const ucs_status_t status = uct_iface_handle_ep_err(handle_of(i),
+                                                            handle_of(*e),
+                                                            e->error);
+        ucs_log(uct_base_iface_failure_log_level(&i.base.super, status,
+                                                 e->error),
+                "rvt %s: endpoint %p to peer %u client %u failed: %s",
+                i.owner_md->port.device.c_str(), static_cast<void *>(e),
+                e->peer, e->dst_client, ucs_status_string(e->error));
+    }
+}
+
+/* Every operation in flight fails: nothing will complete it. */
+void abandon_in_flight(iface &i, ucs_status_t status)
+{
+    i.ops.for_each_in_flight([&](const tx_op &, uint64_t wr_id) {
+        finish_op(i, wr_id, status);
+    });
+}
+
+/* Looks, at most every liveness_interval_ms, whether the agent is still
+ * there: it never closes a client's socket while it serves it. */
+void check_agent(iface &i)
+{
+    const ucs_time_t now = ucs_get_time();
+    if (now < i.next_liveness_check) {
+        return;
+    }
+    i.next_liveness_check = now + ucs_time_from_msec(liveness_interval_ms);
+    pollfd p{i.session->attached().sock.get(), POLLRDHUP, 0};
+    const bool gone = (::poll(&p, 1, 0) > 0 &&
+                       (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) ||
+                      !i.session->healthy();
+    if (!gone) {
+        return;
+    }
+    ucs_error("rvt %s: lost the agent (%s): every endpoint fails",
+              i.owner_md->port.device.c_str(),
+              i.session->healthy() ? "it closed its socket" :
+                                     "its rings are corrupt");
+    i.agent_lost = true;
+    abandon_in_flight(i, UCS_ERR_IO_ERROR);
+    for (ep *e : i.eps) {
+        i.fail_ep(*e, UCS_ERR_IO_ERROR);
+    }
+}
+
+} // namespace
+
+unsigned iface::progress()
+{
+    in_progress = true;
+    if (armed) {
+        session->disarm();
+        armed = false;
+    }
+    tx_blocked = false;
+
+    std::array<completion, 64> batch;
+    const size_t want = std::min<size_t>(max_poll, batch.size());
+    const size_t n = session->poll_completions(std::span(batch.data(), want));
+    for (size_t k = 0; k < n; ++k) {
+        on_completion(*this, batch[k]);
+    }
+    unsigned count = static_cast<unsigned>(n) + poll_inbound(*this);
+    if (!pending_eps.empty()) {
+        dispatch_pending(*this);
+    }
+    if (!agent_lost) {
+        check_agent(*this);
+    }
+    report_failures(*this);
+
+    in_progress = false;
+    for (ep *e : graveyard) {
+        delete e;
+    }
+    graveyard.clear();
+    return count;
+}
+
+void iface::forget_ep(ep &e)
+{
+    if (e.has_pending()) {
+        ucs_debug("rvt: destroying endpoint %p with pending requests: "
+                  "dropped",
+                  static_cast<void *>(&e));
+        while (e.pop_pending() != nullptr) {
+        }
+    }
+    /* what it started and nobody will hear of: cancelled now; the slots
+     * and bounce buffers stay taken until the agent completes them */
+    ops.for_each_in_flight([&](tx_op &op, uint64_t) {
+        if (op.owner != &e) {
+            return;
+        }
+        op.owner = nullptr;
+        if (op.comp != nullptr) {
+            uct_completion_t *comp = op.comp;
+            op.comp                = nullptr;
+            uct_invoke_completion(comp, UCS_ERR_CANCELED);
+        }
+    });
+    while (!e.flushes.empty()) {
+        uct_completion_t *comp = e.flushes.back().comp;
+        e.flushes.pop_back();
+        uct_invoke_completion(comp, UCS_ERR_CANCELED);
+    }
+    std::erase(eps, &e);
+    std::erase(failed_eps, &e);
+    auto it = std::find(pending_eps.begin(), pending_eps.end(), &e);
+    if (it != pending_eps.end()) {
+        if (static_cast<size_t>(it - pending_eps.begin()) < pending_cursor) {
+            --pending_cursor;
+        }
+        pending_eps.erase(it);
+    }
+    e.in_pending_list = false;
+    e.dead            = true;
+}
+
+namespace {
+
+/* At close: waits a little for what is in flight, so the bounce buffers
+ * are not deregistered under the agent's feet. */
+void drain(iface &i)
+{
+    const ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(2.0);
+    std::array<completion, 64> batch;
+    while (i.ops.in_flight() > 0 && !i.agent_lost &&
+           ucs_get_time() < deadline) {
+        const size_t n = i.session->poll_completions(batch);
+        for (size_t k = 0; k < n; ++k) {
+            auto op = i.ops.finish(batch[k].wr_id);
+            if (op && op->bounce >= 0) {
+                i.bounce->put(static_cast<uint32_t>(op->bounce));
+            }
+        }
+        if (n == 0) {
+            (void)i.session->wait(std::chrono::milliseconds(10));
+        }
+    }
+    if (i.ops.in_flight() > 0 && i.bounce) {
+        ucs_warn("rvt %s: closing with %u operations still in flight: "
+                 "their bounce buffers stay registered",
+                 i.owner_md->port.device.c_str(), i.ops.in_flight());
+        (void)i.bounce.release();
+    }
+    client::inbound_view v;
+    while (i.session->peek_inbound(v)) {
+        i.session->release_inbound();
+    }
+}
+
+} // namespace
+
+iface::~iface()
+{
+    if (base.live) {
+        uct_base_iface_progress_disable(handle_of(*this),
+                                        UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    }
+    if (!eps.empty()) {
+        ucs_warn("rvt: closing an interface with %zu endpoints still open",
+                 eps.size());
+    }
+    if (data_path_claimed) {
+        try {
+            drain(*this);
+        } catch (const std::exception &ex) {
+            ucs_warn("rvt: draining the interface: %s", ex.what());
+        }
+        ucs_debug("rvt %s: interface %p received %llu active messages "
+                  "(%llu bytes) and %llu write notices (%llu bytes)",
+                  owner_md->port.device.c_str(), static_cast<void *>(this),
+                  static_cast<unsigned long long>(rx_am),
+                  static_cast<unsigned long long>(rx_am_bytes),
+                  static_cast<unsigned long long>(rx_writes),
+                  static_cast<unsigned long long>(rx_write_bytes));
+        link->release_data_path(this);
+    }
+    for (ep *e : graveyard) {
+        delete e;
+    }
+}
+
+namespace {
+
+/* ---- interface operations ----------------------------------------------- */
+
+struct perf_estimate {
+    double latency;
+    double bandwidth;
+};
+
+/* What the port's sysfs entry lets us say. rvt adds two agent hops to the
+ * wire (the sender's agent takes the request from its ring, the
+ * receiver's routes the message into the process's ring): about a
+ * microsecond with agents that spin. */
+perf_estimate estimate(const client::port_info &p)
+{
+    double wire;
+    if (p.software) {
+        wire = 20e-6; /* rxe, siw: a kernel network stack on both ends */
+    } else if (p.rate_gbps >= 100) {
+        wire = 600e-9;
+    } else if (p.rate_gbps >= 50) {
+        wire = 700e-9;
+    } else {
+        wire = 1300e-9;
+    }
+    if (p.link_layer == "Ethernet") {
+        wire += 200e-9;
+    }
+    const double rate = p.rate_gbps > 0 ? p.rate_gbps : 10.0;
+    /* headers take about 5% of a packet at the usual MTUs */
+    return {wire + 1e-6, rate * 1e9 / 8 * 0.95};
+}
+
+ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
+{
+    iface &i = to_iface(handle);
+    uct_base_iface_query(&i.base.super, attr);
+
+    attr->iface_addr_len  = sizeof(iface_address);
+    attr->device_addr_len = sizeof(wire::agent_address::gid);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                      UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
+                      UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
+                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
+                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
+
+    attr->cap.put.max_short       = i.seg_size;
+    attr->cap.put.max_bcopy       = i.seg_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = i.max_zcopy;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = 1;
+
+    attr->cap.get.max_short       = 0;
+    attr->cap.get.max_bcopy       = 0;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = i.max_zcopy;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = 1;
+
+    /* one SEND carries one registered buffer: a zcopy AM is the caller's
+     * payload alone, with no separate header */
+    attr->cap.am.max_short       = i.seg_size;
+    attr->cap.am.max_bcopy       = i.seg_size;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = i.seg_size;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+    attr->cap.am.max_hdr         = 0;
+    attr->cap.am.max_iov         = 1;
+
+    const perf_estimate perf  = estimate(i.owner_md->port);
+    attr->latency             = ucs_linear_func_make(perf.latency, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = perf.bandwidth;
+    /* a ring entry and a look at the agent's doorbell */
+    attr->overhead = 200e-9;
+    attr->priority = 0;
+    return UCS_OK;
+}
+
+ucs_status_t
+iface_get_address(uct_iface_h handle, uct_iface_addr_t *addr) noexcept
+{
+    const iface &i = to_iface(handle);
+    const iface_address a{i.session->agent_address(),
+                          i.session->client_index()};
+    std::memcpy(addr, &a, sizeof(a));
+    return UCS_OK;
+}
+
+ucs_status_t
+iface_get_device_address(uct_iface_h handle, uct_device_addr_t *addr) noexcept
+{
+    const iface &i = to_iface(handle);
+    std::memcpy(addr, i.session->agent_address().gid,
+                sizeof(wire::agent_address::gid));
+    return UCS_OK;
+}
+
+/* Any agent is reachable: RoCE routes, and IB fabrics are one subnet for
+ * the agent's handshake; only a malformed address is not. */
+int iface_is_reachable(const uct_iface_h, const uct_device_addr_t *,
+                       const uct_iface_addr_t *iface_addr) noexcept
+{
+    if (iface_addr == nullptr) {
+        return 0;
+    }
+    iface_address a;
+    std::memcpy(&a, iface_addr, sizeof(a));
+    try {
+        return wire::agent_address_error(a.agent).empty() &&
+               a.client_index < imm::max_clients;
+    } catch (const std::exception &) {
+        return 0;
+    }
+}
+
+ucs_status_t
+iface_flush(uct_iface_h handle, unsigned, uct_completion_t *comp) noexcept
+{
+    if (comp != nullptr) {
+        return UCS_ERR_UNSUPPORTED; /* as UCT's API says of iface flush */
+    }
+    return to_iface(handle).ops.in_flight() == 0 ? UCS_OK : UCS_INPROGRESS;
+}
+
+ucs_status_t iface_fence(uct_iface_h handle, unsigned) noexcept
+{
+    /* every endpoint's next operation waits for its earlier reads */
+    ++to_iface(handle).fence_generation;
+    return UCS_OK;
+}
+
+unsigned iface_progress(uct_iface_h handle) noexcept
+{
+    return to_iface(handle).progress();
+}
+
+ucs_status_t iface_event_fd_get(uct_iface_h handle, int *fd_p) noexcept
+{
+    *fd_p = to_iface(handle).session->event_fd();
+    return UCS_OK;
+}
+
+ucs_status_t iface_event_arm(uct_iface_h handle, unsigned) noexcept
+{
+    iface &i = to_iface(handle);
+    if (!i.failed_eps.empty() || !i.session->arm()) {
+        return UCS_ERR_BUSY; /* something waits: progress first */
+    }
+    i.armed = true;
+    return UCS_OK;
+}
+
+void iface_close(uct_iface_h handle) noexcept
+{
+    delete &to_iface(handle);
+}
+
+uct_iface_ops_t iface_ops = {
+        .ep_put_short           = ep_put_short,
+        .ep_put_bcopy           = ep_put_bcopy,
+        .ep_put_zcopy           = ep_put_zcopy,
+        .ep_get_short           = unsupported<uct_ep_get_short_func_t>,
+        .ep_get_bcopy           = unsupported<uct_ep_get_bcopy_func_t>,
+        .ep_get_zcopy           = ep_get_zcopy,
+        .ep_am_short            = ep_am_short,
+        .ep_am_short_iov        = ep_am_short_iov,
+        .ep_am_bcopy            = ep_am_bcopy,
+        .ep_am_zcopy            = ep_am_zcopy,
+        .ep_atomic_cswap64      = unsupported<uct_ep_atomic_cswap64_func_t>,
+        .ep_atomic_cswap32      = unsupported<uct_ep_atomic_cswap32_func_t>,
+        .ep_atomic32_post       = unsupported<uct_ep_atomic32_post_func_t>,
+        .ep_atomic64_post       = unsupported<uct_ep_atomic64_post_func_t>,
+        .ep_atomic32_fetch      = unsupported<uct_ep_atomic32_fetch_func_t>,
+        .ep_atomic64_fetch      = unsupported<uct_ep_atomic64_fetch_func_t>,
+        .ep_tag_eager_short     = unsupported<uct_ep_tag_eager_short_func_t>,
+        .ep_tag_eager_bcopy     = unsupported<uct_ep_tag_eager_bcopy_func_t>,
+        .ep_tag_eager_zcopy     = unsupported<uct_ep_tag_eager_zcopy_func_t>,
+        .ep_tag_rndv_zcopy      = unsupported<uct_ep_tag_rndv_zcopy_func_t>,
+        .ep_tag_rndv_cancel     = unsupported<uct_ep_tag_rndv_cancel_func_t>,
+        .ep_tag_rndv_request    = unsupported<uct_ep_tag_rndv_request_func_t>,
+        .iface_tag_recv_zcopy   = unsupported<uct_iface_tag_recv_zcopy_func_t>,
+        .iface_tag_recv_cancel  = unsupported<uct_iface_tag_recv_cancel_func_t>,
+        .ep_pending_add         = ep_pending_add,
+        .ep_pending_purge       = ep_pending_purge,
+        .ep_flush               = ep_flush,
+        .ep_fence               = ep_fence,
+        .ep_check               = unsupported<uct_ep_check_func_t>,
+        .ep_create              = ep_create,
+        .ep_connect             = unsupported<uct_ep_connect_func_t>,
+        .ep_disconnect          = unsupported<uct_ep_disconnect_func_t>,
+        .cm_ep_conn_notify      = unsupported<uct_cm_ep_conn_notify_func_t>,
+        .ep_destroy             = ep_destroy,
+        .ep_get_address         = unsupported<uct_ep_get_address_func_t>,
+        .ep_connect_to_ep       = unsupported<uct_ep_connect_to_ep_func_t>,
+        .iface_accept           = unsupported<uct_iface_accept_func_t>,
+        .iface_reject           = unsupported<uct_iface_reject_func_t>,
+        .iface_flush            = iface_flush,
+        .iface_fence            = iface_fence,
+        .iface_progress_enable  = uct_base_iface_progress_enable,
+        .iface_progress_disable = uct_base_iface_progress_disable,
+        .iface_progress         = iface_progress,
+        .iface_event_fd_get     = iface_event_fd_get,
+        .iface_event_arm        = iface_event_arm,
+        .iface_close            = iface_close,
+        .iface_query            = iface_query,
+        .iface_get_device_address = iface_get_device_address,
+        .iface_get_address        = iface_get_address,
+        .iface_is_reachable       = iface_is_reachable,
+};
+
+} // namespace
+
+ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
+                        const uct_iface_params_t *params,
+                        const uct_iface_config_t *tl_config,
+                        uct_iface_h *iface_p) noexcept
+{
+    md &m              = to_md(md_handle);
+    const auto &config = *reinterpret_cast<const iface_config *>(tl_config);
+    try {
+        const std::string name = device_name(m);
+        if (!(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE) ||
+            !(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+            ucs_error("rvt %s: an interface opens on a device only "
+                      "(UCT_IFACE_OPEN_MODE_DEVICE)",
+                      name.c_str());
+            return UCS_ERR_UNSUPPORTED;
+        }
+        if (name != params->mode.device.dev_name) {
+            ucs_error("rvt: device %s is not this memory domain's (%s)",
+                      params->mode.device.dev_name, name.c_str());
+            return UCS_ERR_NO_DEVICE;
+        }
+
+        auto i              = std::make_unique<iface>();
+        ucs_status_t status = i->base.init(&iface_ops, md_handle, worker,
+                                           params, tl_config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        i->owner_md = &m;
+        i->link     = m.link;
+        auto s      = i->link->session();
+        if (!s) {
+            ucs_error("rvt %s: no agent: %s", name.c_str(), s.error().c_str());
+            return UCS_ERR_UNREACHABLE;
+        }
+        i->session = s.value();
+        if (!i->link->claim_data_path(i.get())) {
+            ucs_error("rvt %s: this memory domain has an rvt interface open "
+                      "already; rvt supports one per memory domain (one "
+                      "UCP worker per context)",
+                      name.c_str());
+            return UCS_ERR_BUSY;
+        }
+        i->data_path_claimed = true;
+
+        /* the agent's slot is a multiple of 64 bytes (shm_layout.h) */
+        const size_t seg    = std::min<size_t>(config.seg_size,
+                                            i->session->max_am_size());
+        i->seg_size         = static_cast<uint32_t>((seg + 63) / 64 * 64);
+        const uint32_t ring = i->session->attached().layout.caps.completion;
+        const uint32_t queue_len = std::clamp<uint32_t>(config.tx_queue_len, 1,
+                                                        ring);
+        i->max_poll              = std::max(1u, config.max_poll);
+        i->max_zcopy = std::min<size_t>(config.max_zcopy, UINT32_MAX);
+
+        auto pool = bounce_pool::create(*i->link, queue_len, i->seg_size);
+        if (!pool) {
+            ucs_error("rvt %s: %s", name.c_str(), pool.error().c_str());
+            return UCS_ERR_IO_ERROR;
+        }
+        i->bounce = std::move(pool).value();
+        i->ops.init(queue_len);
+
+        ucs_debug("rvt %s: interface %p is client %u: segments of %u bytes, "
+                  "%u operations in flight",
+                  name.c_str(), static_cast<void *>(i.get()),
+                  i->session->client_index(), i->seg_size, queue_len);
+        *iface_p = handle_of(*i.release());
+        return UCS_OK;
+    } catch (const std::exception &e) {
+        ucs_error("rvt: opening an interface: %s", e.what());
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+ucs_status_t query_tl_devices(uct_md_h md_handle,
+                              uct_tl_device_resource_t **devices_p,
+                              unsigned *num_devices_p) noexcept
+{
+    md &m = to_md(md_handle);
+    try {
+        if (!m.link->may_attach()) {
+            ucs_debug("rvt %s: no agent listens and UCX_RVT_START_AGENT=n",
+                      m.port.device.c_str());
+            return UCS_ERR_UNSUPPORTED;
+        }
+        return uct_single_device_resource(md_handle, device_name(m).c_str(),
+                                          UCT_DEVICE_TYPE_NET,
+                                          UCS_SYS_DEVICE_ID_UNKNOWN, devices_p,
+                                          num_devices_p);
+    } catch (const std::exception &e) {
+        ucs_error("rvt: listing devices: %s", e.what());
+        return UCS_ERR_NO_MEMORY;
+    }
+}
+
+} // namespace rvt::uct

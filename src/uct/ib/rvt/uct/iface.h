@@ -1,0 +1,127 @@
+/*
+ * The rvt interface (transport "rvt", device "<dev>:<port>"): the owner of
+ * the data path of its MD's agent link.
+ *
+ * Addresses (CONNECT_TO_IFACE; no endpoint address):
+ *   device address  16 bytes: the agent's port GID
+ *   iface address   36 bytes, packed: wire::agent_address of the agent,
+ *                   then the 32-bit client index of this process on it
+ *
+ * Progress, one call: the completion ring (user completions, bounce
+ * buffers back, endpoint flushes, failures), then the inbound ring (active
+ * messages handed to UCT's handlers in place, write notices counted, peer
+ * failures failing the endpoints to that peer), then the pending queues;
+ * endpoint failures are reported to UCP last, once nothing of ours is
+ * half-done. Endpoints destroyed meanwhile (from a callback) are freed at
+ * the end of the call.
+ */
+#ifndef RVT_UCT_IFACE_H
+#define RVT_UCT_IFACE_H
+
+#include "uct/ib/rvt/client/session.h"
+#include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/work.h"
+#include "uct/ib/rvt/uct/agent_link.h"
+#include "uct/ib/rvt/uct/base.h"
+#include "uct/ib/rvt/uct/bounce_pool.h"
+#include "uct/ib/rvt/uct/md.h"
+#include "uct/ib/rvt/uct/tx_ops.h"
+#include "uct/ib/rvt/uct/ucx.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+namespace rvt::uct {
+
+struct ep;
+
+/* UCX_RVT_* settings of the interface (iface.cc has the table). */
+struct iface_config {
+    uct_iface_config_t super;
+    size_t seg_size;
+    unsigned tx_queue_len;
+    unsigned max_poll;
+    size_t max_zcopy;
+};
+static_assert(std::is_standard_layout_v<iface_config>);
+
+extern ucs_config_field_t iface_config_table[];
+
+struct [[gnu::packed]] iface_address {
+    wire::agent_address agent;
+    uint32_t client_index;
+};
+static_assert(sizeof(iface_address) == 36);
+
+struct iface {
+    base_iface base; /* first: the uct_iface_h */
+    md *owner_md;
+    std::shared_ptr<agent_link> link; /* before what registers through it */
+    client::session *session;
+    bool data_path_claimed;
+
+    /* derived from the configuration and the agent's limits */
+    uint32_t seg_size; /* largest AM (header included), put/am bcopy */
+    unsigned max_poll;
+    size_t max_zcopy;
+
+    std::unique_ptr<bounce_pool> bounce;
+    tx_ops ops;
+    std::vector<ep *> eps;
+    std::vector<ep *> pending_eps; /* eps with queued pending requests */
+    size_t pending_cursor;
+    std::vector<ep *> failed_eps; /* to report at the end of progress */
+    std::vector<ep *> graveyard; /* destroyed during progress */
+    bool in_progress;
+    bool tx_blocked; /* the session refused a post since last progress */
+    bool armed; /* the session's doorbell is armed for UCP's wakeup */
+    bool agent_lost;
+    uint32_t fence_generation;
+    ucs_time_t next_liveness_check;
+
+    /* inbound, for the debug log at close */
+    uint64_t rx_am, rx_am_bytes, rx_writes, rx_write_bytes;
+
+    ~iface();
+
+    /* Room to post one more operation that needs a bounce buffer. */
+    bool tx_room() const
+    {
+        return !tx_blocked && !ops.full() && !bounce->empty() && !agent_lost;
+    }
+
+    /* Posts wr for e, holding `bounce` (or -1) until its completion.
+     * UCS_OK when posted; UCS_ERR_NO_RESOURCE when the session refused it
+     * (then the bounce buffer is already back in the pool). */
+    ucs_status_t
+    post(ep &e, work_request &wr, uct_completion_t *comp, int32_t bounce);
+
+    void fail_ep(ep &e, ucs_status_t status);
+    unsigned progress();
+    void forget_ep(ep &e); /* ep_destroy */
+};
+static_assert(std::is_standard_layout_v<iface> && offsetof(iface, base) == 0);
+
+inline iface &to_iface(uct_iface_h handle)
+{
+    return *reinterpret_cast<iface *>(handle);
+}
+
+inline uct_iface_h handle_of(iface &i)
+{
+    return &i.base.super.super;
+}
+
+ucs_status_t
+iface_open(uct_md_h md, uct_worker_h worker, const uct_iface_params_t *params,
+           const uct_iface_config_t *config, uct_iface_h *iface_p) noexcept;
+
+ucs_status_t query_tl_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                              unsigned *num_devices_p) noexcept;
+
+} // namespace rvt::uct
+
+#endif
