@@ -1,0 +1,751 @@
+/*
+ * Integration test of the UCX module (libuct_rvt.so) through UCT's public
+ * API, with a real agent on a real device (the testbed): the component
+ * lists the device; the MD registers memory into the agent's PD (the
+ * agent's status shows the MRs), through the registration cache (released
+ * when the memory is unmapped) or directly; packed rkeys unpack to the
+ * MR's rkey; the interface reports its capabilities and addresses, starts
+ * the agent when none runs, and moves data to itself through the agent's
+ * loopback: active messages (short, bcopy, zcopy), puts (short, bcopy,
+ * zcopy) and get zcopy, with flush, in order, through the pending queue,
+ * and waking a sleeper.
+ *
+ * The module is loaded with dlopen before UCT lists its components, as
+ * LD_PRELOAD does for UCX's own tools (UCX 1.13 loads only its own
+ * modules). Environment: RXE_DEV (device; skips without one),
+ * RVT_UCT_MODULE (the module; default: next to this binary's build tree).
+ */
+#include "uct/ib/rvt/client/status.h"
+#include "uct/ib/rvt/common/job_key.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
+
+#include "test_paths.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <ucs/async/async_fwd.h>
+#include <uct/api/uct.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr char job_key[] = "uct-rvt-test";
+
+std::string module_path()
+{
+    if (const char *p = std::getenv("RVT_UCT_MODULE"); p != nullptr && *p) {
+        return p;
+    }
+    auto exe = std::filesystem::read_symlink("/proc/self/exe");
+    return (exe.parent_path() / "../../src/uct/ib/rvt/uct/.libs/libuct_rvt.so")
+            .lexically_normal()
+            .string();
+}
+
+/* Sets environment variables for one test and puts them back after. */
+class env_scope {
+public:
+    void set(const std::string &name, const std::string &value)
+    {
+        if (!m_saved.count(name)) {
+            const char *old = std::getenv(name.c_str());
+            m_saved[name]   = old ? std::optional<std::string>(old) :
+                                    std::nullopt;
+        }
+        setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~env_scope()
+    {
+        for (const auto &[name, value] : m_saved) {
+            if (value) {
+                setenv(name.c_str(), value->c_str(), 1);
+            } else {
+                unsetenv(name.c_str());
+            }
+        }
+    }
+
+private:
+    std::map<std::string, std::optional<std::string>> m_saved;
+};
+
+template<class Pred> bool eventually(Pred pred, std::chrono::milliseconds limit)
+{
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (pred()) {
+            return true;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return pred();
+}
+
+/* A worker and an interface on it. */
+struct opened_iface {
+    ucs_async_context_t *async = nullptr;
+    uct_worker_h worker        = nullptr;
+    uct_iface_h iface          = nullptr;
+
+    ~opened_iface()
+    {
+        if (iface != nullptr) {
+            uct_iface_close(iface);
+        }
+        if (worker != nullptr) {
+            uct_worker_destroy(worker);
+        }
+        if (async != nullptr) {
+            ucs_async_context_destroy(async);
+        }
+    }
+
+    /* Progresses until pred() or 20 s. */
+    bool progress_until(const std::function<bool()> &pred)
+    {
+        auto until = std::chrono::steady_clock::now() + 20s;
+        while (!pred()) {
+            if (std::chrono::steady_clock::now() > until) {
+                return false;
+            }
+            uct_worker_progress(worker);
+        }
+        return true;
+    }
+};
+
+/* Registered memory of the test's own, unmapped at the end. */
+struct buffer {
+    uct_md_h md    = nullptr;
+    void *addr     = MAP_FAILED;
+    size_t length  = 0;
+    uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+    buffer(uct_md_h m, size_t len) : md(m), length(len)
+    {
+        addr = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (addr != MAP_FAILED &&
+            uct_md_mem_reg(md, addr, len, UCT_MD_MEM_ACCESS_ALL, &memh) !=
+                    UCS_OK) {
+            memh = UCT_MEM_HANDLE_NULL;
+        }
+    }
+    ~buffer()
+    {
+        if (memh != UCT_MEM_HANDLE_NULL) {
+            uct_md_mem_dereg(md, memh);
+        }
+        if (addr != MAP_FAILED) {
+            munmap(addr, length);
+        }
+    }
+    char *bytes() const
+    {
+        return static_cast<char *>(addr);
+    }
+    uct_iov_t iov(size_t len, size_t offset = 0) const
+    {
+        return {bytes() + offset, len, memh, 0, 1};
+    }
+};
+
+class uct_rvt : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        s_module = dlopen(module_path().c_str(), RTLD_NOW | RTLD_GLOBAL);
+        if (s_module == nullptr) {
+            s_dlerror = dlerror();
+        }
+    }
+
+    void SetUp() override
+    {
+        const char *dev = std::getenv("RXE_DEV");
+        if (dev == nullptr || *dev == '\0') {
+            GTEST_SKIP() << "no RDMA device (RXE_DEV unset): run in the "
+                            "testbed";
+        }
+        ASSERT_NE(s_module, nullptr) << module_path() << ": " << s_dlerror;
+        m_dev       = dev;
+        char tmpl[] = "/tmp/uct-rvt-test.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_runtime = tmpl;
+        m_env.set("XDG_RUNTIME_DIR", m_runtime);
+        m_env.set("UCX_RVT_JOB_KEY", job_key);
+        m_env.set("UCX_RVT_START_AGENT", "n");
+        auto dir = rvt::ensure_runtime_dir(m_runtime, getuid());
+        ASSERT_TRUE(dir.ok()) << dir.error();
+        auto paths = rvt::make_agent_paths(dir.value(), m_dev, 1, job_key);
+        ASSERT_TRUE(paths.ok()) << paths.error();
+        m_socket = paths.value().socket;
+        m_log    = paths.value().log;
+
+        uct_component_h *components;
+        unsigned count;
+        ASSERT_EQ(uct_query_components(&components, &count), UCS_OK);
+        for (unsigned i = 0; i < count; ++i) {
+            uct_component_attr_t attr{};
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            ASSERT_EQ(uct_component_query(components[i], &attr), UCS_OK);
+            if (std::string(attr.name) == "rvt") {
+                m_component = components[i];
+            }
+        }
+        uct_release_component_list(components);
+        ASSERT_NE(m_component, nullptr) << "no component rvt registered";
+    }
+
+    void TearDown() override
+    {
+        if (m_md != nullptr) {
+            uct_md_close(m_md);
+        }
+        if (m_agent > 0) {
+            kill(m_agent, SIGTERM);
+            waitpid(m_agent, nullptr, 0);
+        }
+        if (!m_runtime.empty()) {
+            std::filesystem::remove_all(m_runtime);
+        }
+    }
+
+    void start_agent()
+    {
+        m_agent = fork();
+        if (m_agent == 0) {
+            int fd = open((m_runtime + "/rvtd.out").c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND, 0600);
+            dup2(fd, 2);
+            std::string device = "--device=" + m_dev;
+            std::string key    = std::string("--job-key=") + job_key;
+            execl(rvt::test::rvtd_path.c_str(), rvt::test::rvtd_path.c_str(),
+                  device.c_str(), key.c_str(), "--linger=2", nullptr);
+            _exit(127);
+        }
+        ASSERT_TRUE(
+                eventually([&] { return std::filesystem::exists(m_socket); },
+                           20s))
+                << "no agent socket at " << m_socket;
+    }
+
+    void open_md(const char *reg_methods = nullptr)
+    {
+        if (reg_methods != nullptr) {
+            m_env.set("UCX_RVT_REG_METHODS", reg_methods);
+        }
+        uct_md_config_t *config;
+        ASSERT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
+                  UCS_OK);
+        ucs_status_t status = uct_md_open(m_component, m_dev.c_str(), config,
+                                          &m_md);
+        uct_config_release(config);
+        ASSERT_EQ(status, UCS_OK);
+    }
+
+    void open_iface(opened_iface &oi, ucs_status_t expect = UCS_OK)
+    {
+        ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                           &oi.async),
+                  UCS_OK);
+        ASSERT_EQ(uct_worker_create(oi.async, UCS_THREAD_MODE_SINGLE,
+                                    &oi.worker),
+                  UCS_OK);
+        uct_iface_config_t *config;
+        ASSERT_EQ(uct_md_iface_config_read(m_md, "rvt", nullptr, nullptr,
+                                           &config),
+                  UCS_OK);
+        const std::string dev_name = m_dev + ":1";
+        uct_iface_params_t params{};
+        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                            UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = "rvt";
+        params.mode.device.dev_name = dev_name.c_str();
+        ucs_status_t status = uct_iface_open(m_md, oi.worker, &params, config,
+                                             &oi.iface);
+        uct_config_release(config);
+        ASSERT_EQ(status, expect) << ucs_status_string(status);
+        if (status == UCS_OK) {
+            uct_iface_progress_enable(oi.iface,
+                                      UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        } else {
+            oi.iface = nullptr;
+        }
+    }
+
+    /* The MRs the agent holds for this process, as its status says; -1
+     * when this process is not attached. */
+    int agent_mrs()
+    {
+        auto st = rvt::client::query_status(m_socket, false);
+        if (!st) {
+            ADD_FAILURE() << st.error();
+            return -1;
+        }
+        const std::string key = "\"pid\": " + std::to_string(getpid()) +
+                                ", \"mrs\": ";
+        const auto at = st.value().find(key);
+        if (at == std::string::npos) {
+            return -1;
+        }
+        return std::atoi(st.value().c_str() + at + key.size());
+    }
+
+    static void *s_module;
+    static std::string s_dlerror;
+
+    env_scope m_env;
+    std::string m_dev, m_runtime, m_socket, m_log;
+    pid_t m_agent               = -1;
+    uct_component_h m_component = nullptr;
+    uct_md_h m_md               = nullptr;
+};
+
+void *uct_rvt::s_module;
+std::string uct_rvt::s_dlerror;
+
+/* An AM handler that keeps what it is given. */
+ucs_status_t keep_am(void *arg, void *data, size_t length, unsigned)
+{
+    static_cast<std::vector<std::string> *>(arg)->emplace_back(
+            static_cast<const char *>(data), length);
+    return UCS_OK;
+}
+
+size_t pack_pattern(void *dest, void *arg)
+{
+    const auto &text = *static_cast<const std::string *>(arg);
+    std::memcpy(dest, text.data(), text.size());
+    return text.size();
+}
+
+/* A pending request that sends one empty active message. */
+struct pending_send {
+    uct_pending_req_t req;
+    uct_ep_h ep;
+    bool done = false;
+
+    static ucs_status_t run(uct_pending_req_t *self)
+    {
+        auto *p             = reinterpret_cast<pending_send *>(self);
+        ucs_status_t status = uct_ep_am_short(p->ep, 5, 7, nullptr, 0);
+        p->done             = status == UCS_OK;
+        return status;
+    }
+};
+
+struct counted_completion {
+    uct_completion_t comp{done, 1, UCS_OK};
+    static void done(uct_completion_t *)
+    {
+    }
+    bool finished() const
+    {
+        return comp.count == 0;
+    }
+};
+
+} // namespace
+
+TEST_F(uct_rvt, component_lists_the_device_and_its_settings)
+{
+    uct_component_attr_t attr{};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    ASSERT_EQ(uct_component_query(m_component, &attr), UCS_OK);
+    std::vector<uct_md_resource_desc_t> mds(attr.md_resource_count);
+    attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    attr.md_resources = mds.data();
+    ASSERT_EQ(uct_component_query(m_component, &attr), UCS_OK);
+    bool found = false;
+    for (const auto &md : mds) {
+        found = found || m_dev == md.md_name;
+    }
+    EXPECT_TRUE(found) << m_dev << " is not among the " << mds.size()
+                       << " rvt memory domains";
+
+    uct_md_config_t *config;
+    ASSERT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
+              UCS_OK);
+    char value[64];
+    EXPECT_EQ(uct_config_get(config, "JOB_KEY", value, sizeof(value)), UCS_OK);
+    EXPECT_STREQ(value, job_key);
+    EXPECT_EQ(uct_config_get(config, "REG_METHODS", value, sizeof(value)),
+              UCS_OK);
+    EXPECT_STREQ(value, "rcache,direct");
+    uct_config_release(config);
+}
+
+TEST_F(uct_rvt, md_registers_through_the_cache_and_unmap_releases)
+{
+    start_agent();
+    open_md();
+    uct_md_attr_t attr;
+    ASSERT_EQ(uct_md_query(m_md, &attr), UCS_OK);
+    EXPECT_EQ(attr.cap.flags & (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY),
+              UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_FALSE(attr.cap.flags & UCT_MD_FLAG_ALLOC);
+    EXPECT_EQ(attr.rkey_packed_size, 4u);
+    EXPECT_STREQ(attr.component_name, "rvt");
+    EXPECT_GT(attr.reg_cost.c, 0);
+
+    const size_t len = 1 << 20;
+    void *addr       = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(addr, MAP_FAILED);
+    uct_mem_h memh;
+    ASSERT_EQ(uct_md_mem_reg(m_md, addr, len, UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    EXPECT_EQ(agent_mrs(), 1);
+
+    /* the same buffer again: a cache hit, no second MR */
+    uct_mem_h again;
+    ASSERT_EQ(uct_md_mem_reg(m_md, addr, len / 2, UCT_MD_MEM_ACCESS_ALL,
+                             &again),
+              UCS_OK);
+    EXPECT_EQ(agent_mrs(), 1);
+
+    std::vector<char> packed(attr.rkey_packed_size);
+    ASSERT_EQ(uct_md_mkey_pack(m_md, memh, packed.data()), UCS_OK);
+    uint32_t rkey;
+    std::memcpy(&rkey, packed.data(), sizeof(rkey));
+    uct_rkey_bundle_t bundle;
+    ASSERT_EQ(uct_rkey_unpack(m_component, packed.data(), &bundle), UCS_OK);
+    EXPECT_EQ(bundle.rkey, uct_rkey_t{rkey});
+    EXPECT_EQ(uct_rkey_release(m_component, &bundle), UCS_OK);
+
+    EXPECT_EQ(uct_md_mem_dereg(m_md, again), UCS_OK);
+    EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
+    EXPECT_EQ(agent_mrs(), 1) << "the cache keeps the registration";
+
+    /* unmapping invalidates it (UCS memory hooks); the cache deregisters
+     * at its next operation: registering another buffer */
+    ASSERT_EQ(munmap(addr, len), 0);
+    std::vector<char> other(4096);
+    uct_mem_h other_memh;
+    ASSERT_EQ(uct_md_mem_reg(m_md, other.data(), other.size(),
+                             UCT_MD_MEM_ACCESS_ALL, &other_memh),
+              UCS_OK);
+    EXPECT_EQ(agent_mrs(), 1) << "the unmapped buffer's MR is still there";
+    EXPECT_EQ(uct_md_mem_dereg(m_md, other_memh), UCS_OK);
+}
+
+TEST_F(uct_rvt, md_registers_directly)
+{
+    start_agent();
+    open_md("direct");
+    std::vector<char> memory(64 * 1024);
+    uct_mem_h memh;
+    ASSERT_EQ(uct_md_mem_reg(m_md, memory.data(), memory.size(),
+                             UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    EXPECT_EQ(agent_mrs(), 1);
+    EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
+    EXPECT_EQ(agent_mrs(), 0);
+}
+
+TEST_F(uct_rvt, no_agent_no_device_unless_it_may_start_one)
+{
+    open_md();
+    uct_tl_resource_desc_t *resources;
+    unsigned count;
+    ASSERT_EQ(uct_md_query_tl_resources(m_md, &resources, &count), UCS_OK);
+    EXPECT_EQ(count, 0u) << "no agent runs and UCX_RVT_START_AGENT=n";
+    uct_release_tl_resource_list(resources);
+}
+
+TEST_F(uct_rvt, iface_describes_itself)
+{
+    start_agent();
+    open_md();
+    uct_tl_resource_desc_t *resources;
+    unsigned count;
+    ASSERT_EQ(uct_md_query_tl_resources(m_md, &resources, &count), UCS_OK);
+    ASSERT_EQ(count, 1u);
+    EXPECT_STREQ(resources[0].tl_name, "rvt");
+    EXPECT_EQ(std::string(resources[0].dev_name), m_dev + ":1");
+    EXPECT_EQ(resources[0].dev_type, UCT_DEVICE_TYPE_NET);
+    uct_release_tl_resource_list(resources);
+
+    {
+        opened_iface oi;
+        open_iface(oi);
+        ASSERT_NE(oi.iface, nullptr);
+        EXPECT_EQ(agent_mrs(), 1) << "the bounce buffers";
+
+        uct_iface_attr_t attr;
+        ASSERT_EQ(uct_iface_query(oi.iface, &attr), UCS_OK);
+        const uint64_t want = UCT_IFACE_FLAG_AM_SHORT |
+                              UCT_IFACE_FLAG_AM_BCOPY |
+                              UCT_IFACE_FLAG_AM_ZCOPY |
+                              UCT_IFACE_FLAG_PUT_SHORT |
+                              UCT_IFACE_FLAG_PUT_BCOPY |
+                              UCT_IFACE_FLAG_PUT_ZCOPY |
+                              UCT_IFACE_FLAG_GET_ZCOPY |
+                              UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                              UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                              UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+        EXPECT_EQ(attr.cap.flags & want, want);
+        EXPECT_EQ(attr.iface_addr_len, 36u);
+        EXPECT_EQ(attr.device_addr_len, 16u);
+        EXPECT_EQ(attr.ep_addr_len, 0u);
+        EXPECT_EQ(attr.cap.am.max_short, 8192u);
+        EXPECT_EQ(attr.cap.am.max_bcopy, 8192u);
+        EXPECT_EQ(attr.cap.am.max_hdr, 0u);
+        EXPECT_GT(attr.cap.put.max_zcopy, 1u << 20);
+        EXPECT_GT(attr.latency.c, 0);
+        EXPECT_GT(attr.bandwidth.shared, 0);
+
+        std::vector<char> dev_addr(attr.device_addr_len);
+        std::vector<char> iface_addr(attr.iface_addr_len);
+        ASSERT_EQ(uct_iface_get_device_address(
+                          oi.iface, reinterpret_cast<uct_device_addr_t *>(
+                                            dev_addr.data())),
+                  UCS_OK);
+        ASSERT_EQ(uct_iface_get_address(oi.iface,
+                                        reinterpret_cast<uct_iface_addr_t *>(
+                                                iface_addr.data())),
+                  UCS_OK);
+        EXPECT_TRUE(uct_iface_is_reachable(
+                oi.iface,
+                reinterpret_cast<uct_device_addr_t *>(dev_addr.data()),
+                reinterpret_cast<uct_iface_addr_t *>(iface_addr.data())));
+        std::vector<char> garbage(attr.iface_addr_len, 0);
+        EXPECT_FALSE(uct_iface_is_reachable(
+                oi.iface,
+                reinterpret_cast<uct_device_addr_t *>(dev_addr.data()),
+                reinterpret_cast<uct_iface_addr_t *>(garbage.data())));
+
+        /* one interface per MD: a second could not tell its messages */
+        opened_iface second;
+        open_iface(second, UCS_ERR_BUSY);
+    }
+    EXPECT_EQ(agent_mrs(), 0) << "closing deregisters the bounce buffers";
+}
+
+TEST_F(uct_rvt, iface_starts_the_agent)
+{
+    m_env.set("UCX_RVT_START_AGENT", "y");
+    m_env.set("UCX_RVT_AGENT", rvt::test::rvtd_path);
+    open_md();
+    opened_iface oi;
+    open_iface(oi);
+    EXPECT_TRUE(std::filesystem::exists(m_socket)) << "no agent started";
+    EXPECT_EQ(agent_mrs(), 1) << "the bounce buffers";
+}
+
+TEST_F(uct_rvt, moves_data_to_itself_through_the_agent)
+{
+    start_agent();
+    open_md();
+    opened_iface oi;
+    open_iface(oi);
+    uct_iface_attr_t attr;
+    ASSERT_EQ(uct_iface_query(oi.iface, &attr), UCS_OK);
+
+    std::vector<std::string> received;
+    ASSERT_EQ(uct_iface_set_am_handler(oi.iface, 5, keep_am, &received, 0),
+              UCS_OK);
+    std::vector<char> dev_addr(attr.device_addr_len);
+    std::vector<char> iface_addr(attr.iface_addr_len);
+    auto *dev = reinterpret_cast<uct_device_addr_t *>(dev_addr.data());
+    auto *ifa = reinterpret_cast<uct_iface_addr_t *>(iface_addr.data());
+    ASSERT_EQ(uct_iface_get_device_address(oi.iface, dev), UCS_OK);
+    ASSERT_EQ(uct_iface_get_address(oi.iface, ifa), UCS_OK);
+    uct_ep_params_t ep_params{};
+    ep_params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                           UCT_EP_PARAM_FIELD_DEV_ADDR |
+                           UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    ep_params.iface      = oi.iface;
+    ep_params.dev_addr   = dev;
+    ep_params.iface_addr = ifa;
+    uct_ep_h ep;
+    ASSERT_EQ(uct_ep_create(&ep_params, &ep), UCS_OK);
+
+    /* retries what the transport has no room for, as UCP would */
+    auto retry = [&](const std::function<ucs_status_t()> &op) {
+        ucs_status_t status;
+        auto until = std::chrono::steady_clock::now() + 20s;
+        while ((status = op()) == UCS_ERR_NO_RESOURCE &&
+               std::chrono::steady_clock::now() < until) {
+            uct_worker_progress(oi.worker);
+        }
+        return status;
+    };
+    auto flush = [&] {
+        counted_completion c;
+        ucs_status_t status = retry(
+                [&] { return uct_ep_flush(ep, 0, &c.comp); });
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(oi.progress_until([&] { return c.finished(); }));
+            status = c.comp.status;
+        }
+        return status;
+    };
+
+    /* active messages */
+    const uint64_t header = 0x1122334455667788ull;
+    EXPECT_EQ(retry([&] { return uct_ep_am_short(ep, 5, header, "hello", 5); }),
+              UCS_OK);
+    std::string pattern(3000, 'b');
+    for (size_t k = 0; k < pattern.size(); ++k) {
+        pattern[k] = static_cast<char>('a' + k % 26);
+    }
+    EXPECT_EQ(retry([&] {
+                  ssize_t n = uct_ep_am_bcopy(ep, 5, pack_pattern, &pattern, 0);
+                  return n < 0 ? static_cast<ucs_status_t>(n) : UCS_OK;
+              }),
+              UCS_OK);
+    buffer zsrc(m_md, 1 << 20);
+    ASSERT_NE(zsrc.memh, nullptr);
+    std::memset(zsrc.bytes(), 'z', 4000);
+    counted_completion zc;
+    uct_iov_t ziov      = zsrc.iov(4000);
+    ucs_status_t status = retry([&] {
+        return uct_ep_am_zcopy(ep, 5, nullptr, 0, &ziov, 1, 0, &zc.comp);
+    });
+    ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS)
+            << ucs_status_string(status);
+    ASSERT_TRUE(oi.progress_until([&] { return received.size() == 3; }))
+            << "received " << received.size() << " of 3 active messages";
+    std::string want_short(reinterpret_cast<const char *>(&header), 8);
+    want_short += "hello";
+    EXPECT_EQ(received[0], want_short);
+    EXPECT_EQ(received[1], pattern);
+    EXPECT_EQ(received[2], std::string(4000, 'z'));
+    if (status == UCS_INPROGRESS) {
+        EXPECT_TRUE(oi.progress_until([&] { return zc.finished(); }));
+        EXPECT_EQ(zc.comp.status, UCS_OK);
+    }
+
+    /* RDMA into and out of a registered buffer of our own */
+    buffer target(m_md, 4 << 20);
+    ASSERT_NE(target.memh, nullptr);
+    std::vector<char> packed(4);
+    ASSERT_EQ(uct_md_mkey_pack(m_md, target.memh, packed.data()), UCS_OK);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(m_component, packed.data(), &rkey), UCS_OK);
+    const auto remote = reinterpret_cast<uint64_t>(target.bytes());
+
+    EXPECT_EQ(retry([&] {
+                  return uct_ep_put_short(ep, "short put", 9, remote,
+                                          rkey.rkey);
+              }),
+              UCS_OK);
+    EXPECT_EQ(retry([&] {
+                  ssize_t n = uct_ep_put_bcopy(ep, pack_pattern, &pattern,
+                                               remote + 100, rkey.rkey);
+                  return n < 0 ? static_cast<ucs_status_t>(n) : UCS_OK;
+              }),
+              UCS_OK);
+    EXPECT_EQ(flush(), UCS_OK);
+    EXPECT_EQ(std::string(target.bytes(), 9), "short put");
+    EXPECT_EQ(std::string(target.bytes() + 100, pattern.size()), pattern);
+
+    const size_t big = 1 << 20;
+    for (size_t k = 0; k < big; ++k) {
+        zsrc.bytes()[k] = static_cast<char>(k * 7 + 3);
+    }
+    counted_completion pc;
+    uct_iov_t piov = zsrc.iov(big);
+    status         = retry([&] {
+        return uct_ep_put_zcopy(ep, &piov, 1, remote + (1 << 20), rkey.rkey,
+                                        &pc.comp);
+    });
+    ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS)
+            << ucs_status_string(status);
+    EXPECT_TRUE(oi.progress_until([&] { return pc.finished(); }));
+    EXPECT_EQ(pc.comp.status, UCS_OK);
+    EXPECT_EQ(std::memcmp(target.bytes() + (1 << 20), zsrc.bytes(), big), 0);
+
+    buffer back(m_md, big);
+    ASSERT_NE(back.memh, nullptr);
+    counted_completion gc;
+    uct_iov_t giov = back.iov(big);
+    status         = retry([&] {
+        return uct_ep_get_zcopy(ep, &giov, 1, remote + (1 << 20), rkey.rkey,
+                                        &gc.comp);
+    });
+    ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS)
+            << ucs_status_string(status);
+    EXPECT_TRUE(oi.progress_until([&] { return gc.finished(); }));
+    EXPECT_EQ(gc.comp.status, UCS_OK);
+    EXPECT_EQ(std::memcmp(back.bytes(), zsrc.bytes(), big), 0);
+
+    /* many small messages: more than the interface keeps in flight */
+    received.clear();
+    for (int k = 0; k < 1000; ++k) {
+        ASSERT_EQ(retry([&] {
+                      return uct_ep_am_short(ep, 5, static_cast<uint64_t>(k),
+                                             nullptr, 0);
+                  }),
+                  UCS_OK);
+    }
+    EXPECT_EQ(flush(), UCS_OK);
+    ASSERT_TRUE(oi.progress_until([&] { return received.size() == 1000; }))
+            << received.size();
+    for (int k = 0; k < 1000; ++k) {
+        uint64_t got;
+        std::memcpy(&got, received[k].data(), sizeof(got));
+        ASSERT_EQ(got, static_cast<uint64_t>(k)) << "out of order";
+    }
+
+    /* pending: fill the interface without progress, queue one more */
+    received.clear();
+    int sent = 0;
+    ucs_status_t st;
+    while ((st = uct_ep_am_short(ep, 5, 7, nullptr, 0)) == UCS_OK) {
+        ++sent;
+    }
+    ASSERT_EQ(st, UCS_ERR_NO_RESOURCE) << ucs_status_string(st);
+    EXPECT_GE(sent, 1);
+    pending_send ps;
+    ps.ep       = ep;
+    ps.req.func = pending_send::run;
+    ASSERT_EQ(uct_ep_pending_add(ep, &ps.req, 0), UCS_OK);
+    EXPECT_EQ(uct_ep_am_short(ep, 5, 7, nullptr, 0), UCS_ERR_NO_RESOURCE)
+            << "a send overtook a pending request";
+    EXPECT_TRUE(oi.progress_until([&] { return ps.done; }));
+    EXPECT_EQ(flush(), UCS_OK);
+    EXPECT_TRUE(oi.progress_until([&] {
+        return received.size() == static_cast<size_t>(sent + 1);
+    })) << received.size()
+        << " of " << sent + 1;
+
+    /* sleeping: armed, the interface's fd wakes when a message arrives */
+    int fd = -1;
+    ASSERT_EQ(uct_iface_event_fd_get(oi.iface, &fd), UCS_OK);
+    ASSERT_TRUE(oi.progress_until([&] {
+        return uct_iface_event_arm(oi.iface,
+                                   UCT_EVENT_RECV | UCT_EVENT_SEND_COMP) ==
+               UCS_OK;
+    }));
+    received.clear();
+    EXPECT_EQ(uct_ep_am_short(ep, 5, 42, nullptr, 0), UCS_OK);
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 10000), 1) << "no wake-up within 10 s";
+    EXPECT_TRUE(oi.progress_until([&] { return received.size() == 1; }));
+
+    uct_rkey_release(m_component, &rkey);
+    uct_ep_destroy(ep);
+}
