@@ -9,11 +9,13 @@
  *
  *   rvt_traffic_client --dir=DIR --id=ID --clients=N [--rounds=R]
  *       [--size=BYTES] [--sender-only] [--skip=ID,...] [--retry]
- *       [--pace-ms=MS]
+ *       [--pace-ms=MS] [--forever]
  *
  * Clients are numbered 0..N-1 across the job (ID); each writes
  * DIR/client.ID with its address, then waits for all (those in --skip
  * do not take part as receivers: a client the test kills, say).
+ * --forever (with --sender-only): keep sending the same rounds until
+ * killed (the SIGKILL test).
  * --retry: an op that completes as failed is posted again (the link-down
  * test); failures are counted and printed. Exit 0 and "OK" when all is
  * verified, else 1 with what was wrong.
@@ -53,6 +55,7 @@ struct options {
     uint32_t size    = 65536;
     bool sender_only = false;
     bool retry       = false;
+    bool forever     = false;
     uint32_t pace_ms = 0;
     std::set<uint32_t> skip;
 };
@@ -136,6 +139,8 @@ options parse(int argc, char **argv)
             o.pace_ms = parse_u32(val, "pace-ms");
         } else if (name == "--sender-only") {
             o.sender_only = true;
+        } else if (name == "--forever") {
+            o.forever = true;
         } else if (name == "--retry") {
             o.retry = true;
         } else if (name == "--skip") {
@@ -306,6 +311,11 @@ int main(int argc, char **argv)
 
     auto last_pace = clock_type::now();
     while (!queue.empty() || !in_flight.empty() || !complete_enough()) {
+        if (o.forever && queue.empty()) {
+            for (size_t i = 0; i < todo.size(); ++i) {
+                queue.push_back(i);
+            }
+        }
         if (clock_type::now() > deadline) {
             die("timed out: " + std::to_string(queue.size()) + " to post, " +
                 std::to_string(in_flight.size()) + " in flight, " +

@@ -19,18 +19,6 @@ std::string gid_text(const uint8_t (&gid)[16])
     return buf;
 }
 
-std::string quoted(std::string_view v)
-{
-    std::string out = "\"";
-    for (char c : v) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-        }
-        out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
-    }
-    return out + "\"";
-}
-
 } // namespace
 
 std::string engine::status(bool human) const
@@ -105,7 +93,7 @@ std::string engine::status(bool human) const
     }
     out += format("{\"gid\": %s, \"ud_qpn\": %u, \"num_qps\": %u, "
                   "\"rc_qps\": %u, ",
-                  quoted(gid_text(address().gid)).c_str(), m_ud->qpn(),
+                  json_string(gid_text(address().gid)).c_str(), m_ud->qpn(),
                   m_cfg.peers.num_qps, rc_qps);
     out += format("\"receive_pool\": {\"posted\": %u, \"count\": %u, "
                   "\"buffer_size\": %u}, \"misrouted\": %llu, "
@@ -141,9 +129,9 @@ std::string engine::status(bool human) const
                 "\"qp_errors\": %llu, \"reconnects\": %llu, "
                 "\"queued\": %zu, \"posted\": %u, \"last_error\": %s}",
                 i ? ", " : "", p.index, p.loopback ? "true" : "false",
-                quoted(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
-                quoted(p.loopback ? (p.connected ? "connected" : "down") :
-                                    to_string(p.conn->state()))
+                json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
+                json_string(p.loopback ? (p.connected ? "connected" : "down") :
+                                         to_string(p.conn->state()))
                         .c_str(),
                 p.qps.size(), static_cast<unsigned long long>(p.n.ops_posted),
                 static_cast<unsigned long long>(p.n.bytes_posted),
@@ -159,7 +147,7 @@ std::string engine::status(bool human) const
                     }
                     return q;
                 }(),
-                p.posted, quoted(p.last_error).c_str());
+                p.posted, json_string(p.last_error).c_str());
     }
     out += "], \"client_traffic\": [";
     bool first = true;

@@ -18,6 +18,7 @@
 #include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/unique_fd.h"
@@ -61,7 +62,7 @@ struct options {
     long keepalive_ms = 5000;
     long reconnect_ms = 1000;
     long give_up_ms   = 30000;
-    long qp_timeout   = 14;
+    long qp_timeout   = 16;
     bool daemon       = false;
 };
 
@@ -177,8 +178,9 @@ const std::vector<option_row> &option_table()
              [](options &o, std::string_view v) {
                  return set_long(o.give_up_ms, v, 100, 3600000, "give-up-ms");
              }},
-            {"qp-timeout", "14",
-             "RC ack timeout exponent: 4.096 us * 2^N per try, 7 tries",
+            {"qp-timeout", "16",
+             "RC ack timeout exponent: 4.096 us * 2^N per try (16: 268 ms), "
+             "7 tries",
              [](options &o, std::string_view v) {
                  return set_long(o.qp_timeout, v, 1, 31, "qp-timeout");
              }},
@@ -219,19 +221,6 @@ void log_line(std::string_view line)
     std::fflush(stderr);
 }
 
-/* Minimal JSON string escaping: our strings are names and paths. */
-std::string quoted(std::string_view v)
-{
-    std::string out = "\"";
-    for (char c : v) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-        }
-        out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
-    }
-    return out + "\"";
-}
-
 /* What rvt-status shows: who this agent is, its clients, its data path. */
 std::string status_text(const agent::agent_location &loc,
                         const agent::device &d, uint64_t agent_id,
@@ -260,14 +249,14 @@ std::string status_text(const agent::agent_location &loc,
     }
     out += "{\"pid\": " + std::to_string(getpid()) +
            ", \"agent_id\": " + std::to_string(agent_id) +
-           ", \"job_key\": " + quoted(loc.job_key) +
-           ", \"job_key_source\": " + quoted(loc.job_key_source) +
-           ", \"device\": " + quoted(loc.device) +
+           ", \"job_key\": " + json_string(loc.job_key) +
+           ", \"job_key_source\": " + json_string(loc.job_key_source) +
+           ", \"device\": " + json_string(loc.device) +
            ", \"port\": " + std::to_string(loc.port) +
            ", \"driver_id\": " + std::to_string(d.driver_id()) +
            ", \"pd_handle\": " + std::to_string(d.pd()->handle) +
            ", \"registration\": \"uverbs_ioctl\"" +
-           ", \"socket\": " + quoted(loc.paths.socket) +
+           ", \"socket\": " + json_string(loc.paths.socket) +
            ", \"data_path\": " + eng.status(false) + ", \"clients\": [";
     for (size_t i = 0; i < clients.size(); ++i) {
         out += std::string(i ? ", " : "") +

@@ -1,0 +1,204 @@
+/*
+ * The two ends of a client's shared segment, without an agent process or
+ * RDMA: client::session (the client library) against agent::
+ * client_channel (the agent's end), over one real memfd mapped twice.
+ * Covers the seam's promises: the completion budget answers busy instead
+ * of overrunning, order is kept, inbound messages are read in place and
+ * wait in the agent when the ring is full, doorbells wake the sleeper,
+ * and a corrupt index stops the agent from trusting the ring.
+ */
+#include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/client/session.h"
+#include "uct/ib/rvt/common/shm_mapping.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+using namespace rvt;
+
+namespace {
+
+bool readable(int fd)
+{
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
+
+class session_channel : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        m_layout = shm_layout::make({8, 4, 4, 128}).value();
+        auto seg = create_shm_segment("rvt-test", m_layout.size);
+        ASSERT_TRUE(seg.ok()) << seg.error();
+        m_seg = std::make_unique<shm_segment>(std::move(seg).value());
+        const shm_layout &l           = m_layout;
+        *m_seg->map.at<shm_header>(0) = l.header(3);
+        ring_init(*m_seg->map.at<ring_indices>(l.work_offset));
+        ring_init(*m_seg->map.at<ring_indices>(l.completion_offset));
+        ring_init(*m_seg->map.at<ring_indices>(l.inbound_offset));
+
+        m_client_wake.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        unique_fd agent_wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        m_agent_wake_fd = agent_wake.get();
+        int sv[2];
+        ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        m_agent_sock.reset(sv[1]);
+
+        auto map = map_shm_segment(m_seg->fd.get(), m_layout.size);
+        ASSERT_TRUE(map.ok()) << map.error();
+        unique_fd client_wake(dup(m_client_wake.get()));
+        client::attachment at{3,
+                              0,
+                              0,
+                              wire::reg_mode::uverbs_ioctl,
+                              1,
+                              {},
+                              4,
+                              128,
+                              m_layout,
+                              unique_fd(sv[0]),
+                              unique_fd(),
+                              std::move(map).value(),
+                              std::move(agent_wake),
+                              std::move(client_wake)};
+        auto s = client::session::open(std::move(at));
+        ASSERT_TRUE(s.ok()) << s.error();
+        m_session = std::move(s).value();
+        m_channel = std::make_unique<agent::client_channel>(
+                m_seg->map, m_layout, m_client_wake.get());
+    }
+
+    work_request request(uint64_t id)
+    {
+        work_request w{};
+        w.wr_id = id;
+        w.op    = static_cast<uint8_t>(work_op::send_am);
+        return w;
+    }
+
+    shm_layout m_layout{};
+    std::unique_ptr<shm_segment> m_seg;
+    unique_fd m_client_wake;
+    int m_agent_wake_fd = -1;
+    unique_fd m_agent_sock;
+    std::unique_ptr<client::session> m_session;
+    std::unique_ptr<agent::client_channel> m_channel;
+};
+
+} // namespace
+
+TEST_F(session_channel, completion_budget_answers_busy_and_order_is_kept)
+{
+    /* 4 completions fit, so only 4 requests may be out (the ring holds 8) */
+    for (uint64_t i = 1; i <= 4; ++i) {
+        ASSERT_EQ(m_session->post(request(i)), client::post_status::posted);
+    }
+    EXPECT_EQ(m_session->post(request(5)), client::post_status::busy);
+    EXPECT_EQ(m_session->outstanding(), 4u);
+
+    work_request w;
+    for (uint64_t i = 1; i <= 4; ++i) {
+        ASSERT_TRUE(m_channel->pop_work(w));
+        EXPECT_EQ(w.wr_id, i);
+        m_channel->complete({w.wr_id, 0, 0, 0, 0, {}});
+    }
+    EXPECT_FALSE(m_channel->pop_work(w));
+    completion c[8];
+    ASSERT_EQ(m_session->poll_completions(c), 4u);
+    for (uint64_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(c[i].wr_id, i + 1);
+    }
+    EXPECT_EQ(m_session->outstanding(), 0u);
+    EXPECT_EQ(m_session->post(request(6)), client::post_status::posted);
+}
+
+TEST_F(session_channel, a_client_over_budget_has_its_completions_held_back)
+{
+    /* a client that ignores the budget (not using the library) cannot make
+     * the agent overrun its ring: the excess waits, in order */
+    for (uint64_t i = 1; i <= 6; ++i) {
+        m_channel->complete({i, 0, 0, 0, 0, {}});
+    }
+    EXPECT_EQ(m_channel->late_completions(), 2u);
+    completion c[8];
+    ASSERT_EQ(m_session->poll_completions(c), 4u);
+    m_channel->flush_backlog();
+    EXPECT_EQ(m_channel->late_completions(), 0u);
+    ASSERT_EQ(m_session->poll_completions(c), 2u);
+    EXPECT_EQ(c[0].wr_id, 5u);
+    EXPECT_EQ(c[1].wr_id, 6u);
+}
+
+TEST_F(session_channel, inbound_messages_are_read_in_place_and_wait_when_full)
+{
+    for (uint8_t i = 0; i < 6; ++i) {
+        inbound_message m{};
+        m.kind   = static_cast<uint8_t>(inbound_kind::am);
+        m.am_id  = i;
+        m.length = 100;
+        std::byte data[100];
+        std::memset(data, 'a' + i, sizeof(data));
+        m_channel->deliver(m, data);
+    }
+    EXPECT_EQ(m_channel->backlog(), 2u) << "4 fit the ring, 2 wait";
+    client::inbound_view v;
+    for (uint8_t i = 0; i < 6; ++i) {
+        if (i == 4) {
+            m_channel->flush_backlog();
+        }
+        ASSERT_TRUE(m_session->peek_inbound(v)) << "message " << int(i);
+        EXPECT_EQ(v.msg.am_id, i);
+        ASSERT_EQ(v.data.size(), 100u);
+        EXPECT_EQ(v.data[99], std::byte('a' + i));
+        /* peeking again gives the same entry until it is released */
+        client::inbound_view again;
+        ASSERT_TRUE(m_session->peek_inbound(again));
+        EXPECT_EQ(again.msg.am_id, i);
+        m_session->release_inbound();
+    }
+    EXPECT_FALSE(m_session->peek_inbound(v));
+}
+
+TEST_F(session_channel, doorbells_wake_only_a_sleeper)
+{
+    /* the client is awake: no syscall, no wake-up */
+    m_channel->complete({1, 0, 0, 0, 0, {}});
+    m_channel->wake_if_needed();
+    EXPECT_FALSE(readable(m_client_wake.get()));
+    completion c[4];
+    ASSERT_EQ(m_session->poll_completions(c), 1u);
+
+    /* asleep: the agent's next publication wakes it */
+    ASSERT_TRUE(m_session->arm());
+    m_channel->complete({2, 0, 0, 0, 0, {}});
+    m_channel->wake_if_needed();
+    EXPECT_TRUE(readable(m_client_wake.get()));
+    m_session->disarm();
+    EXPECT_FALSE(readable(m_client_wake.get()));
+    /* arm() refuses to sleep when something is already waiting */
+    EXPECT_FALSE(m_session->arm());
+
+    /* and the other way: a post wakes a sleeping agent */
+    EXPECT_EQ(m_session->post(request(3)), client::post_status::posted);
+    EXPECT_FALSE(readable(m_agent_wake_fd));
+    m_channel->set_agent_asleep(true);
+    EXPECT_EQ(m_session->post(request(4)), client::post_status::posted);
+    EXPECT_TRUE(readable(m_agent_wake_fd));
+}
+
+TEST_F(session_channel, a_corrupt_work_index_stops_the_agent_reading)
+{
+    auto *idx = m_seg->map.at<ring_indices>(m_layout.work_offset);
+    idx->head.store(1000); /* claims more entries than the ring holds */
+    work_request w;
+    EXPECT_FALSE(m_channel->pop_work(w));
+    EXPECT_FALSE(m_channel->healthy());
+    EXPECT_FALSE(m_channel->has_work());
+}
