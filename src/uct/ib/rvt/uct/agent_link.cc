@@ -171,6 +171,13 @@ result<uint32_t> agent_link::peer_index(const wire::agent_address &remote)
     return peer;
 }
 
+void agent_link::forget_peer(uint32_t index)
+{
+    std::lock_guard guard(m_lock);
+    std::erase_if(m_peers,
+                  [index](const auto &p) { return p.second == index; });
+}
+
 bool agent_link::claim_data_path(const void *iface)
 {
     std::lock_guard guard(m_lock);

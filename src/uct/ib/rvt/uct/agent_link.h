@@ -74,6 +74,9 @@ public:
 
     /* The agent's index for `remote`, asked once per remote agent. */
     result<uint32_t> peer_index(const wire::agent_address &remote);
+    /* The agent gave up on peer `index`: the next endpoint to that agent
+     * asks again instead of reusing it. */
+    void forget_peer(uint32_t index);
 
     /* One interface at a time owns the attachment's inbound stream: an
      * active message names a client index, not an interface, so a second

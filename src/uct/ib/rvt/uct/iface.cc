@@ -213,6 +213,7 @@ unsigned poll_inbound(iface &i)
         case inbound_kind::peer_failed:
             ucs_debug("rvt %s: the agent gave up on peer %u",
                       i.owner_md->port.device.c_str(), v.msg.peer);
+            i.link->forget_peer(v.msg.peer);
             for (ep *e : i.eps) {
                 if (e->peer == v.msg.peer) {
                     i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
