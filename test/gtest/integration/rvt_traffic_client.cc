@@ -276,6 +276,18 @@ int main(int argc, char **argv)
             todo.push_back(a);
         }
     }
+    auto reconnect = [&](uint32_t peer) {
+        for (uint32_t i = 0; i < o.clients; ++i) {
+            if (peer_of[i] == peer) {
+                auto p = s.connect_peer(cards[i].agent);
+                if (!p || p.value() != peer) {
+                    die("reconnect to client " + std::to_string(i) + ": " +
+                        (p ? "peer index changed" : p.error()));
+                }
+                return;
+            }
+        }
+    };
     std::deque<size_t> queue;
     for (size_t i = 0; i < todo.size(); ++i) {
         queue.push_back(i);
@@ -362,6 +374,12 @@ int main(int argc, char **argv)
                     die("request failed: status " +
                         std::to_string(c[i].status) + " detail " +
                         std::to_string(c[i].detail));
+                }
+                if (c[i].status ==
+                    static_cast<uint32_t>(completion_status::peer_failed)) {
+                    /* the agent gave the peer up: ask for it again, as a
+                     * UCX user recreates a failed endpoint */
+                    reconnect(c[i].peer);
                 }
                 queue.push_back(it->second); /* post it again */
             }
