@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -115,7 +116,10 @@ void engine::client_attached(const attached_client &c)
     s.channel       = std::make_unique<client_channel>(c.shm, m_layout,
                                                  c.wake_fd.get());
     ++s.generation;
-    s.attached       = true;
+    s.attached = true;
+    m_attached.insert(std::upper_bound(m_attached.begin(), m_attached.end(),
+                                       c.index),
+                      c.index);
     s.ops            = 0;
     s.bytes          = 0;
     s.invalid        = 0;
@@ -133,6 +137,7 @@ void engine::client_gone(const attached_client &c)
     client_state &s = m_clients[c.index];
     s.attached      = false;
     s.channel.reset();
+    std::erase(m_attached, c.index);
     for (auto &p : m_peers) {
         p->users.reset(c.index);
     }
@@ -175,19 +180,16 @@ bool engine::progress(time_point now)
     busy |= m_ud->poll([&](std::span<const std::byte> b) {
         on_datagram(b, now);
     }) > 0;
-    for (uint32_t i = 0; i < m_clients.size(); ++i) {
-        client_state &c = m_clients[i];
-        if (c.attached) {
-            busy |= take_work(i, c);
-        }
+    /* clients attach and detach only in the attach server's run_once(),
+     * never during progress(), so m_attached is stable here */
+    for (uint32_t i : m_attached) {
+        busy |= take_work(i, m_clients[i]);
     }
     tick_peers(now);
     release_gone(now);
-    for (auto &c : m_clients) {
-        if (c.attached) {
-            c.channel->flush_backlog();
-            c.channel->wake_if_needed();
-        }
+    for (uint32_t i : m_attached) {
+        m_clients[i].channel->flush_backlog();
+        m_clients[i].channel->wake_if_needed();
     }
     return busy;
 }
@@ -195,14 +197,13 @@ bool engine::progress(time_point now)
 bool engine::prepare_sleep()
 {
     m_asleep = true;
-    for (auto &c : m_clients) {
-        if (c.attached) {
-            c.channel->set_agent_asleep(true);
-        }
+    for (uint32_t i : m_attached) {
+        m_clients[i].channel->set_agent_asleep(true);
     }
     /* after announcing sleep, look once more (shm_layout.h, Doorbells) */
-    for (auto &c : m_clients) {
-        if (c.attached && (c.channel->has_work() || c.channel->backlog())) {
+    for (uint32_t i : m_attached) {
+        const client_channel &ch = *m_clients[i].channel;
+        if (ch.has_work() || ch.backlog()) {
             end_sleep();
             return false;
         }
@@ -223,10 +224,8 @@ void engine::end_sleep()
         return;
     }
     m_asleep = false;
-    for (auto &c : m_clients) {
-        if (c.attached) {
-            c.channel->set_agent_asleep(false);
-        }
+    for (uint32_t i : m_attached) {
+        m_clients[i].channel->set_agent_asleep(false);
     }
     uint64_t count;
     if (read(m_wake.get(), &count, sizeof(count)) == sizeof(count)) {

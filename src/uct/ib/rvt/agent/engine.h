@@ -251,6 +251,8 @@ private:
     std::vector<uint32_t> m_free_ops;
 
     std::vector<client_state> m_clients; /* by index */
+    std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
+                                         the loop visits only these */
     std::vector<gone_client> m_gone;
     bool m_asleep = false;
 
