@@ -7,6 +7,10 @@
  *   post()             a work request into the work ring
  *   poll_completions() one completion per work request, in order per
  *                      endpoint (source client, peer, destination client)
+ *                      for requests that were posted; a request refused
+ *                      as `invalid`, or failed as `peer_failed` before it
+ *                      was posted, completes at once and may overtake
+ *                      earlier requests of its endpoint still in flight
  *   peek_inbound() /   active messages (read in place), write notices and
  *   release_inbound()  peer failures, in arrival order
  *   wait()             sleep until the agent has something for us

@@ -31,9 +31,11 @@ enum work_flags : uint8_t {
 
 /*
  * Every work request gets exactly one completion, in ring order per
- * endpoint (source client, peer, destination client): that is what lets the
- * client bound its outstanding requests by its completion ring's capacity,
- * so the agent never has to hold a completion it cannot deliver.
+ * endpoint (source client, peer, destination client) for the requests the
+ * agent posts (an `invalid` or not-yet-posted `peer_failed` one completes
+ * at once, possibly before earlier ones still in flight): that is what lets
+ * the client bound its outstanding requests by its completion ring's
+ * capacity, so the agent never has to hold a completion it cannot deliver.
  */
 struct work_request {
     uint64_t wr_id; /* the client's cookie, echoed in its completion */
