@@ -20,11 +20,10 @@
  * test); failures are counted and printed. Exit 0 and "OK" when all is
  * verified, else 1 with what was wrong.
  */
-#include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/imm.h"
-#include "uct/ib/rvt/common/job_key.h"
-#include "uct/ib/rvt/common/runtime_dir.h"
+
+#include "node_session.h"
 
 #include <infiniband/verbs.h>
 #include <unistd.h>
@@ -164,28 +163,7 @@ options parse(int argc, char **argv)
 int main(int argc, char **argv)
 {
     const options o = parse(argc, argv);
-    const char *dev = std::getenv("RXE_DEV");
-    if (dev == nullptr) {
-        die("RXE_DEV is not set (run inside a testbed node)");
-    }
-    auto key = resolve_job_key(process_env(), getuid());
-    if (!key) {
-        die(key.error());
-    }
-    auto dir = ensure_runtime_dir(runtime_base(process_env(), getuid()),
-                                  getuid());
-    if (!dir) {
-        die(dir.error());
-    }
-    auto paths = make_agent_paths(dir.value(), dev, 1, key.value().key);
-    if (!paths) {
-        die(paths.error());
-    }
-    auto at = client::attach(paths.value().socket, key.value().key);
-    if (!at) {
-        die(at.error());
-    }
-    auto opened = client::session::open(std::move(at).value());
+    auto opened     = test::open_node_session();
     if (!opened) {
         die(opened.error());
     }

@@ -13,10 +13,9 @@
  *   rvt_wakeup_bench [--iterations=N] [--pause-ms=MS]
  * Environment: RXE_DEV (the node's device), as in the testbed.
  */
-#include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
-#include "uct/ib/rvt/common/job_key.h"
-#include "uct/ib/rvt/common/runtime_dir.h"
+
+#include "node_session.h"
 
 #include <infiniband/verbs.h>
 #include <unistd.h>
@@ -62,25 +61,7 @@ int main(int argc, char **argv)
             die("unknown argument " + a);
         }
     }
-    const char *dev = std::getenv("RXE_DEV");
-    if (dev == nullptr) {
-        die("RXE_DEV is not set");
-    }
-    auto key = resolve_job_key(process_env(), getuid());
-    auto dir = ensure_runtime_dir(runtime_base(process_env(), getuid()),
-                                  getuid());
-    if (!key || !dir) {
-        die(!key ? key.error() : dir.error());
-    }
-    auto paths = make_agent_paths(dir.value(), dev, 1, key.value().key);
-    if (!paths) {
-        die(paths.error());
-    }
-    auto at = client::attach(paths.value().socket, key.value().key);
-    if (!at) {
-        die(at.error());
-    }
-    auto opened = client::session::open(std::move(at).value());
+    auto opened = test::open_node_session();
     if (!opened) {
         die(opened.error());
     }
