@@ -67,7 +67,8 @@ protected:
                               unique_fd(),
                               std::move(map).value(),
                               std::move(agent_wake),
-                              std::move(client_wake)};
+                              std::move(client_wake),
+                              nullptr};
         auto s = client::session::open(std::move(at));
         ASSERT_TRUE(s.ok()) << s.error();
         m_session = std::move(s).value();

@@ -2,6 +2,9 @@
 
 #include "uct/ib/rvt/agent/rdma_netlink.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -62,6 +65,36 @@ result<int> pick_gid(ibv_context *ctx, uint8_t port, int table_len, int wanted)
 }
 
 } // namespace
+
+/* Tries, on our own context, what a client will do with the passed fd. */
+void device::probe_import(device &dev)
+{
+    const int fd = fcntl(dev.m_ctx->cmd_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        dev.m_mode_reason = std::string("cannot duplicate the command fd (") +
+                            std::strerror(errno) + "): uverbs ioctl";
+        return;
+    }
+    ibv_context *imported = ibv_import_device(fd);
+    if (imported == nullptr) {
+        const int err = errno;
+        ::close(fd); /* not taken over on failure */
+        dev.m_mode_reason = std::string("the provider cannot import a "
+                                        "context (") +
+                            std::strerror(err) + "): uverbs ioctl";
+        return;
+    }
+    ibv_pd *pd = ibv_import_pd(imported, dev.m_pd->handle);
+    if (pd == nullptr) {
+        dev.m_mode_reason = std::string("the provider cannot import a PD (") +
+                            std::strerror(errno) + "): uverbs ioctl";
+    } else {
+        ibv_unimport_pd(pd);
+        dev.m_mode        = wire::reg_mode::import_pd;
+        dev.m_mode_reason = "the provider imports context and PD";
+    }
+    ibv_close_device(imported); /* closes its fd, a duplicate of ours */
+}
 
 result<std::unique_ptr<device>>
 device::open(const std::string &name, uint8_t port, int gid_index)
@@ -128,6 +161,7 @@ device::open(const std::string &name, uint8_t port, int gid_index)
     if (!dev->m_pd) {
         return failure{who + ": ibv_alloc_pd failed: " + std::strerror(errno)};
     }
+    probe_import(*dev);
     dev->m_name      = name;
     dev->m_port      = port;
     dev->m_driver_id = id.value();
@@ -136,10 +170,7 @@ device::open(const std::string &name, uint8_t port, int gid_index)
 
 device_grant device::grant(uint64_t agent_id) const
 {
-    /* The provider import path (ibv_import_pd) is not used yet: the uverbs
-     * ioctl path works on every provider, including those with import. */
-    return {m_ctx->cmd_fd, m_pd->handle, m_driver_id,
-            wire::reg_mode::uverbs_ioctl, agent_id};
+    return {m_ctx->cmd_fd, m_pd->handle, m_driver_id, m_mode, agent_id};
 }
 
 } // namespace rvt::agent

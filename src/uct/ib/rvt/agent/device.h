@@ -28,6 +28,19 @@ public:
     /* What attach_server hands every client. */
     device_grant grant(uint64_t agent_id) const;
 
+    /* How clients register into our PD (DESIGN.md part 3), chosen when
+     * the device is opened: the provider's import path if it has one
+     * (ibv_import_device + ibv_import_pd work on our own command fd),
+     * else the generic uverbs ioctl path; and why. */
+    wire::reg_mode reg_mode() const
+    {
+        return m_mode;
+    }
+    const std::string &reg_mode_reason() const
+    {
+        return m_mode_reason;
+    }
+
     const std::string &name() const
     {
         return m_name;
@@ -72,6 +85,7 @@ public:
 
 private:
     device() = default;
+    static void probe_import(device &dev);
 
     std::string m_name;
     uint8_t m_port       = 0;
@@ -80,6 +94,8 @@ private:
     uint8_t m_gid_index = 0;
     ibv_mtu m_mtu       = IBV_MTU_1024;
     ibv_device_attr m_attr{};
+    wire::reg_mode m_mode = wire::reg_mode::uverbs_ioctl;
+    std::string m_mode_reason;
     verbs::context_ptr m_ctx; /* declared before the PD: destroyed after */
     verbs::pd_ptr m_pd;
 };

@@ -1,5 +1,7 @@
 #include "uct/ib/rvt/client/attach.h"
 
+#include "uct/ib/rvt/client/registration.h"
+
 #include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/unix_socket.h"
 
@@ -90,14 +92,26 @@ result<attachment> attach(const std::string &socket_path,
                     "the shared segment's header does not match the reply "
                     "(client index, size or slot size)");
     }
-    return attachment{
-            rep.client_index,  rep.pd_handle,
-            rep.driver_id,     static_cast<wire::reg_mode>(rep.reg_mode),
-            rep.agent_id,      rep.address,
-            rep.num_qps,       rep.max_am_size,
-            layout.value(),    std::move(sock),
-            std::move(fds[0]), std::move(map).value(),
-            std::move(fds[2]), std::move(fds[3])};
+    /* the agent chose import for its provider; if it fails here anyway,
+     * the uverbs ioctl path (which works on every provider) serves */
+    std::shared_ptr<imported_pd> imported;
+    auto mode = static_cast<wire::reg_mode>(rep.reg_mode);
+    if (mode == wire::reg_mode::import_pd) {
+        auto imp = import_agent_pd(fds[0].get(), rep.pd_handle);
+        if (imp) {
+            imported = std::move(imp).value();
+        } else {
+            mode = wire::reg_mode::uverbs_ioctl;
+        }
+    }
+    return attachment{rep.client_index,   rep.pd_handle,
+                      rep.driver_id,      mode,
+                      rep.agent_id,       rep.address,
+                      rep.num_qps,        rep.max_am_size,
+                      layout.value(),     std::move(sock),
+                      std::move(fds[0]),  std::move(map).value(),
+                      std::move(fds[2]),  std::move(fds[3]),
+                      std::move(imported)};
 }
 
 } // namespace rvt::client

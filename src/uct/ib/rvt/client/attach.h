@@ -19,10 +19,15 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace rvt::client {
+
+/* The agent's context and PD imported into this process, when the agent
+ * chose the provider's import path (registration.cc uses and owns it). */
+struct imported_pd;
 
 struct attachment {
     uint32_t client_index;
@@ -39,6 +44,9 @@ struct attachment {
     shm_mapping shm;
     unique_fd agent_wake_fd; /* eventfd: we write it to wake the agent */
     unique_fd client_wake_fd; /* eventfd: the agent writes it to wake us */
+    /* set when mode is import_pd and the import worked here; else
+     * registration uses the uverbs ioctl path (which works everywhere) */
+    std::shared_ptr<imported_pd> imported;
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

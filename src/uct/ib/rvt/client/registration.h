@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace rvt::client {
 
@@ -30,7 +31,14 @@ struct memory_region {
     size_t length;
 };
 
-/* `access` is IBV_ACCESS_* flags. */
+/* For attach(): imports the agent's context and PD through the passed
+ * command fd (the provider's import path); a failure says why, and the
+ * caller registers through the uverbs ioctl path instead. */
+result<std::shared_ptr<imported_pd>>
+import_agent_pd(int cmd_fd, uint32_t pd_handle);
+
+/* `access` is IBV_ACCESS_* flags. Uses the imported PD if there is one,
+ * else REG_MR through the uverbs ioctl on the shared command fd. */
 result<memory_region>
 register_memory(const attachment &at, void *addr, size_t length, int access);
 

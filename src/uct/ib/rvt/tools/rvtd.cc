@@ -237,7 +237,11 @@ std::string status_text(const agent::agent_location &loc,
         out += "device    " + loc.device + ":" + std::to_string(loc.port) +
                ", uverbs driver id " + std::to_string(d.driver_id()) +
                ", PD handle " + std::to_string(d.pd()->handle) + "\n";
-        out += "memory    registration by uverbs ioctl on the shared fd\n";
+        out += std::string("memory    registration by ") +
+               (d.reg_mode() == wire::reg_mode::import_pd ?
+                        "provider import (ibv_import_pd)" :
+                        "uverbs ioctl on the shared fd") +
+               " (" + d.reg_mode_reason() + ")\n";
         out += "socket    " + loc.paths.socket + "\n";
         out += "clients   " + std::to_string(clients.size()) + " attached\n";
         for (const auto *c : clients) {
@@ -255,7 +259,10 @@ std::string status_text(const agent::agent_location &loc,
            ", \"port\": " + std::to_string(loc.port) +
            ", \"driver_id\": " + std::to_string(d.driver_id()) +
            ", \"pd_handle\": " + std::to_string(d.pd()->handle) +
-           ", \"registration\": \"uverbs_ioctl\"" +
+           ", \"registration\": " +
+           (d.reg_mode() == wire::reg_mode::import_pd ? "\"import_pd\"" :
+                                                        "\"uverbs_ioctl\"") +
+           ", \"registration_reason\": " + json_string(d.reg_mode_reason()) +
            ", \"socket\": " + json_string(loc.paths.socket) +
            ", \"data_path\": " + eng.status(false) + ", \"clients\": [";
     for (size_t i = 0; i < clients.size(); ++i) {
