@@ -113,20 +113,17 @@ wire::agent_address engine::address() const
 void engine::client_attached(const attached_client &c)
 {
     client_state &s = m_clients[c.index];
-    s.channel       = std::make_unique<client_channel>(c.shm, m_layout,
+    /* fresh counters; only the generation carries over, so completions of
+     * an earlier holder of this index are told apart */
+    const uint32_t generation = s.generation + 1;
+    s                         = client_state{};
+    s.generation              = generation;
+    s.channel  = std::make_unique<client_channel>(c.shm, m_layout,
                                                  c.wake_fd.get());
-    ++s.generation;
     s.attached = true;
     m_attached.insert(std::upper_bound(m_attached.begin(), m_attached.end(),
                                        c.index),
                       c.index);
-    s.ops            = 0;
-    s.bytes          = 0;
-    s.invalid        = 0;
-    s.am_in          = 0;
-    s.writes_in      = 0;
-    s.write_bytes_in = 0;
-    s.posted         = 0;
     if (m_asleep) {
         s.channel->set_agent_asleep(true);
     }

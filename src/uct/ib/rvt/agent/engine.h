@@ -168,7 +168,7 @@ private:
         uint32_t posted = 0; /* over all lanes */
         std::bitset<512> users; /* client indices that resolved it */
         peer_counters n;
-        uint64_t reconnects = 0;
+        uint64_t reconnects = 0; /* loopback only: rebuilds after errors */
         std::string last_error;
     };
 
@@ -194,6 +194,10 @@ private:
 
     engine(device &dev, const engine_config &cfg, const shm_layout &layout,
            std::string job_key, uint64_t agent_id, log_fn log);
+
+    /* engine_status.cc */
+    static std::string_view state_name(const peer &p);
+    static uint64_t reconnects_of(const peer &p);
 
     /* engine_connect.cc: peers, QPs and the handshake */
     peer &add_peer(const wire::agent_address &addr, bool loopback);

@@ -21,6 +21,25 @@ std::string gid_text(const uint8_t (&gid)[16])
 
 } // namespace
 
+/* A loopback peer has no handshake: it is up or being rebuilt. */
+std::string_view engine::state_name(const peer &p)
+{
+    if (p.loopback) {
+        return p.connected ? "connected" : "down";
+    }
+    return to_string(p.conn->state());
+}
+
+/* Connections made after the first; loopback counts its rebuilds. */
+uint64_t engine::reconnects_of(const peer &p)
+{
+    if (p.loopback) {
+        return p.reconnects;
+    }
+    const uint64_t connects = p.conn->counters().connects;
+    return connects > 0 ? connects - 1 : 0;
+}
+
 std::string engine::status(bool human) const
 {
     uint32_t rc_qps = 0;
@@ -52,26 +71,19 @@ std::string engine::status(bool human) const
         out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
                       rc_qps);
         for (const auto &p : m_peers) {
-            out += format(
-                    "  peer %u  %s  %s  QPs %zu  ops %llu  bytes %llu  "
-                    "failed %llu  received %llu  reconnects %llu%s%s\n",
-                    p->index,
-                    p->loopback ? "(this node)" : gid_text(p->addr.gid).c_str(),
-                    p->loopback ?
-                            (p->connected ? "connected" : "down") :
-                            std::string(to_string(p->conn->state())).c_str(),
-                    p->qps.size(),
-                    static_cast<unsigned long long>(p->n.ops_posted),
-                    static_cast<unsigned long long>(p->n.bytes_posted),
-                    static_cast<unsigned long long>(p->n.ops_failed),
-                    static_cast<unsigned long long>(p->n.recv_msgs),
-                    static_cast<unsigned long long>(
-                            p->loopback ? p->reconnects :
-                            p->conn->counters().connects > 0 ?
-                                          p->conn->counters().connects - 1 :
-                                          0),
-                    p->last_error.empty() ? "" : "  last error: ",
-                    p->last_error.c_str());
+            out += format("  peer %u  %s  %s  QPs %zu  ops %llu  bytes %llu  "
+                          "failed %llu  received %llu  reconnects %llu%s%s\n",
+                          p->index,
+                          p->loopback ? "(this node)" :
+                                        gid_text(p->addr.gid).c_str(),
+                          std::string(state_name(*p)).c_str(), p->qps.size(),
+                          static_cast<unsigned long long>(p->n.ops_posted),
+                          static_cast<unsigned long long>(p->n.bytes_posted),
+                          static_cast<unsigned long long>(p->n.ops_failed),
+                          static_cast<unsigned long long>(p->n.recv_msgs),
+                          static_cast<unsigned long long>(reconnects_of(*p)),
+                          p->last_error.empty() ? "" : "  last error: ",
+                          p->last_error.c_str());
         }
         for (uint32_t i = 0; i < m_clients.size(); ++i) {
             const client_state &c = m_clients[i];
@@ -115,39 +127,28 @@ std::string engine::status(bool human) const
                   m_gone.size(),
                   static_cast<unsigned long long>(m_totals.wakeups));
     for (size_t i = 0; i < m_peers.size(); ++i) {
-        const peer &p             = *m_peers[i];
-        const uint64_t reconnects = p.loopback ?
-                                            p.reconnects :
-                                    p.conn->counters().connects > 0 ?
-                                            p.conn->counters().connects - 1 :
-                                            0;
-        out += format(
-                "%s{\"index\": %u, \"loopback\": %s, \"gid\": %s, "
-                "\"ud_qpn\": %u, \"state\": %s, \"qps\": %zu, "
-                "\"ops\": %llu, \"bytes\": %llu, \"failed\": %llu, "
-                "\"received\": %llu, \"received_bytes\": %llu, "
-                "\"qp_errors\": %llu, \"reconnects\": %llu, "
-                "\"queued\": %zu, \"posted\": %u, \"last_error\": %s}",
-                i ? ", " : "", p.index, p.loopback ? "true" : "false",
-                json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
-                json_string(p.loopback ? (p.connected ? "connected" : "down") :
-                                         to_string(p.conn->state()))
-                        .c_str(),
-                p.qps.size(), static_cast<unsigned long long>(p.n.ops_posted),
-                static_cast<unsigned long long>(p.n.bytes_posted),
-                static_cast<unsigned long long>(p.n.ops_failed),
-                static_cast<unsigned long long>(p.n.recv_msgs),
-                static_cast<unsigned long long>(p.n.recv_bytes),
-                static_cast<unsigned long long>(p.n.qp_errors),
-                static_cast<unsigned long long>(reconnects),
-                [&] {
-                    size_t q = 0;
-                    for (const auto &l : p.lanes) {
-                        q += l.backlog.size();
-                    }
-                    return q;
-                }(),
-                p.posted, json_string(p.last_error).c_str());
+        const peer &p = *m_peers[i];
+        size_t queued = 0;
+        for (const auto &l : p.lanes) {
+            queued += l.backlog.size();
+        }
+        out += format("%s{\"index\": %u, \"loopback\": %s, \"gid\": %s, "
+                      "\"ud_qpn\": %u, \"state\": %s, \"qps\": %zu, "
+                      "\"ops\": %llu, \"bytes\": %llu, \"failed\": %llu, "
+                      "\"received\": %llu, \"received_bytes\": %llu, "
+                      "\"qp_errors\": %llu, \"reconnects\": %llu, "
+                      "\"queued\": %zu, \"posted\": %u, \"last_error\": %s}",
+                      i ? ", " : "", p.index, p.loopback ? "true" : "false",
+                      json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
+                      json_string(state_name(p)).c_str(), p.qps.size(),
+                      static_cast<unsigned long long>(p.n.ops_posted),
+                      static_cast<unsigned long long>(p.n.bytes_posted),
+                      static_cast<unsigned long long>(p.n.ops_failed),
+                      static_cast<unsigned long long>(p.n.recv_msgs),
+                      static_cast<unsigned long long>(p.n.recv_bytes),
+                      static_cast<unsigned long long>(p.n.qp_errors),
+                      static_cast<unsigned long long>(reconnects_of(p)), queued,
+                      p.posted, json_string(p.last_error).c_str());
     }
     out += "], \"client_traffic\": [";
     bool first = true;

@@ -90,6 +90,15 @@ set_long(long &out, std::string_view v, long lo, long hi, const char *name)
     return {};
 }
 
+/* A row for a whole-number option: the name is written once. */
+option_row number(const char *name, const char *dflt, const char *help,
+                  long options::*field, long lo, long hi)
+{
+    return {name, dflt, help, [=](options &o, std::string_view v) {
+                return set_long(o.*field, v, lo, hi, name);
+            }};
+}
+
 const std::vector<option_row> &option_table()
 {
     static const std::vector<option_row> rows = {
@@ -98,10 +107,8 @@ const std::vector<option_row> &option_table()
                  o.device = v;
                  return std::string();
              }},
-            {"port", "1", "port of that device (1-255)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.port, v, 1, 255, "port");
-             }},
+            number("port", "1", "port of that device (1-255)", &options::port,
+                   1, 255),
             {"job-key", "(from the environment)",
              "job this agent serves; else RVT_JOB_KEY, Slurm, PMIx, Open MPI, "
              "or user.<uid>",
@@ -109,81 +116,51 @@ const std::vector<option_row> &option_table()
                  o.job_key = v;
                  return std::string();
              }},
-            {"linger", "10",
-             "seconds to stay after the last client leaves; 0: forever",
-             [](options &o, std::string_view v) {
-                 return set_long(o.linger, v, 0, 86400, "linger");
-             }},
-            {"max-clients", "256", "client processes at once (1-512)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.max_clients, v, 1, imm::max_clients,
-                                 "max-clients");
-             }},
-            {"work-ring", "256", "work requests per client ring (power of two)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.work_ring, v, 2, 1 << 24, "work-ring");
-             }},
-            {"completion-ring", "1024",
-             "completions per client ring (power of two): a client's "
-             "requests in flight",
-             [](options &o, std::string_view v) {
-                 return set_long(o.compl_ring, v, 2, 1 << 24,
-                                 "completion-ring");
-             }},
-            {"inbound-ring", "256",
-             "inbound messages per client ring (power of two)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.inbound_ring, v, 2, 1 << 16, "inbound-ring");
-             }},
-            {"am-size", "8192",
-             "largest active message, bytes (64-65536, multiple of 64)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.am_size, v, 64, 65536, "am-size");
-             }},
-            {"num-qps", "4", "K: shared RC QPs per remote node (1-16)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.num_qps, v, 1, 16, "num-qps");
-             }},
-            {"gid-index", "-1",
-             "GID table index; -1: the first RoCE v2 IPv4 GID",
-             [](options &o, std::string_view v) {
-                 return set_long(o.gid_index, v, -1, 255, "gid-index");
-             }},
-            {"srq-size", "1024", "receive buffers of the node (16-65536)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.srq_size, v, 16, 65536, "srq-size");
-             }},
-            {"sq-depth", "128", "send WRs per RC QP (1-16384)",
-             [](options &o, std::string_view v) {
-                 return set_long(o.sq_depth, v, 1, 16384, "sq-depth");
-             }},
-            {"spin-us", "100",
-             "microseconds to keep polling after the last work, before "
-             "sleeping",
-             [](options &o, std::string_view v) {
-                 return set_long(o.spin_us, v, 0, 1000000, "spin-us");
-             }},
-            {"keepalive-ms", "5000",
-             "idle time before a keepalive; twice it unanswered: lost",
-             [](options &o, std::string_view v) {
-                 return set_long(o.keepalive_ms, v, 100, 3600000,
-                                 "keepalive-ms");
-             }},
-            {"reconnect-ms", "1000", "delay before reconnecting a lost peer",
-             [](options &o, std::string_view v) {
-                 return set_long(o.reconnect_ms, v, 10, 600000, "reconnect-ms");
-             }},
-            {"give-up-ms", "30000",
-             "time to connect (or reconnect) before the peer is failed",
-             [](options &o, std::string_view v) {
-                 return set_long(o.give_up_ms, v, 100, 3600000, "give-up-ms");
-             }},
-            {"qp-timeout", "16",
-             "RC ack timeout exponent: 4.096 us * 2^N per try (16: 268 ms), "
-             "7 tries",
-             [](options &o, std::string_view v) {
-                 return set_long(o.qp_timeout, v, 1, 31, "qp-timeout");
-             }},
+            number("linger", "10",
+                   "seconds to stay after the last client leaves; 0: forever",
+                   &options::linger, 0, 86400),
+            number("max-clients", "256", "client processes at once (1-512)",
+                   &options::max_clients, 1, imm::max_clients),
+            number("work-ring", "256",
+                   "work requests per client ring (power of two)",
+                   &options::work_ring, 2, 1 << 24),
+            number("completion-ring", "1024",
+                   "completions per client ring (power of two): a client's "
+                   "requests in flight",
+                   &options::compl_ring, 2, 1 << 24),
+            number("inbound-ring", "256",
+                   "inbound messages per client ring (power of two)",
+                   &options::inbound_ring, 2, 1 << 16),
+            number("am-size", "8192",
+                   "largest active message, bytes (64-65536, multiple of 64)",
+                   &options::am_size, 64, 65536),
+            number("num-qps", "4", "K: shared RC QPs per remote node (1-16)",
+                   &options::num_qps, 1, 16),
+            number("gid-index", "-1",
+                   "GID table index; -1: the first RoCE v2 IPv4 GID",
+                   &options::gid_index, -1, 255),
+            number("srq-size", "1024", "receive buffers of the node (16-65536)",
+                   &options::srq_size, 16, 65536),
+            number("sq-depth", "128", "send WRs per RC QP (1-16384)",
+                   &options::sq_depth, 1, 16384),
+            number("spin-us", "100",
+                   "microseconds to keep polling after the last work, before "
+                   "sleeping",
+                   &options::spin_us, 0, 1000000),
+            number("keepalive-ms", "5000",
+                   "idle time before a keepalive; twice it unanswered: lost",
+                   &options::keepalive_ms, 100, 3600000),
+            number("reconnect-ms", "1000",
+                   "delay before reconnecting a lost peer",
+                   &options::reconnect_ms, 10, 600000),
+            number("give-up-ms", "30000",
+                   "time to connect (or reconnect) before the peer is failed",
+                   &options::give_up_ms, 100, 3600000),
+            number("qp-timeout", "16",
+                   "RC ack timeout exponent: 4.096 us * 2^N per try (16: 268 "
+                   "ms), "
+                   "7 tries",
+                   &options::qp_timeout, 1, 31),
     };
     return rows;
 }
