@@ -25,6 +25,7 @@
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -63,6 +64,7 @@ struct options {
     long reconnect_ms = 1000;
     long give_up_ms   = 30000;
     long qp_timeout   = 16;
+    long idle_yield   = 1;
     bool daemon       = false;
 };
 
@@ -147,6 +149,11 @@ const std::vector<option_row> &option_table()
                    "microseconds to keep polling after the last work, before "
                    "sleeping",
                    &options::spin_us, 0, 1000000),
+            number("idle-yield", "1",
+                   "1: give the CPU away (sched_yield) on each idle poll while "
+                   "spinning, so clients polling on the same core run at "
+                   "once; 0: pure busy polling",
+                   &options::idle_yield, 0, 1),
             number("keepalive-ms", "5000",
                    "idle time before a keepalive; twice it unanswered: lost",
                    &options::keepalive_ms, 100, 3600000),
@@ -388,6 +395,9 @@ int run(const options &opt)
         if (now - last_busy < spin) {
             if (++counter % 256 == 0) {
                 srv.run_once(0);
+            }
+            if (opt.idle_yield) {
+                sched_yield();
             }
             continue;
         }

@@ -8,6 +8,7 @@
 #include "uct/ib/rvt/uct/ep.h"
 
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <array>
@@ -42,6 +43,18 @@ ucs_config_field_t iface_config_table[] = {
          "Completions, and separately inbound messages, handled per progress "
          "call",
          offsetof(iface_config, max_poll), UCS_CONFIG_TYPE_UINT},
+
+        {"IDLE_YIELD", "y",
+         "Give the CPU away (sched_yield) when a progress call finds nothing. "
+         "The node\n"
+         "agent needs a core to move this process's data: when processes "
+         "that poll\n"
+         "outnumber the cores (one rank per core plus the agent), a handoff "
+         "to a\n"
+         "process that does not yield waits for the scheduler's tick. Costs "
+         "one\n"
+         "system call per empty progress call.",
+         offsetof(iface_config, idle_yield), UCS_CONFIG_TYPE_BOOL},
 
         {"MAX_ZCOPY", "1g",
          "Largest put or get zcopy: one RDMA WRITE or READ of the agent's",
@@ -352,6 +365,9 @@ unsigned iface::progress()
         delete e;
     }
     graveyard.clear();
+    if (count == 0 && idle_yield) {
+        sched_yield();
+    }
     return count;
 }
 
@@ -735,6 +751,7 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
         const uint32_t queue_len = std::clamp<uint32_t>(config.tx_queue_len, 1,
                                                         ring);
         i->max_poll              = std::max(1u, config.max_poll);
+        i->idle_yield            = config.idle_yield != 0;
         i->max_zcopy = std::min<size_t>(config.max_zcopy, UINT32_MAX);
 
         auto pool = bounce_pool::create(*i->link, queue_len, i->seg_size);

@@ -45,6 +45,7 @@ struct iface_config {
     unsigned tx_queue_len;
     unsigned max_poll;
     size_t max_zcopy;
+    int idle_yield;
 };
 static_assert(std::is_standard_layout_v<iface_config>);
 
@@ -67,6 +68,7 @@ struct iface {
     uint32_t seg_size; /* largest AM (header included), put/am bcopy */
     unsigned max_poll;
     size_t max_zcopy;
+    bool idle_yield;
 
     std::unique_ptr<bounce_pool> bounce;
     tx_ops ops;
