@@ -93,6 +93,20 @@ if run_clients "$work/t1" "--rounds=4 --size=65536"; then
 else
     fail "traffic 3x4"; grep -h FAILED "$work"/t1/out.* | head -5
 fi
+# the clients have detached: the agents' life totals still show what each
+# delivered to its 4 clients from the 11 others (4 writes of 64 KiB each)
+for n in 1 2 3; do
+    if out=$(json_of "$n" | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)["data_path"]["delivered"]
+print(f"{d[\"writes\"]} writes ({d[\"write_bytes\"]} bytes), {d[\"am\"]} AMs")
+sys.exit(0 if d["writes"] == 176 and d["write_bytes"] == 176 * 65536
+          and d["am"] >= 176 else 1)'); then
+        pass "node $n agent counted what it delivered: $out"
+    else
+        fail "node $n agent delivered: $out (expected 176 writes of 65536 bytes, >= 176 AMs)"
+    fi
+done
 for n in 1 2 3; do
     if out=$(check_qps "$n" 2); then
         pass "node $n agent: exactly $K RC QPs per remote node: $out (per-process RC: 4 local x 8 remote = 32)"

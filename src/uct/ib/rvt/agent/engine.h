@@ -267,6 +267,11 @@ private:
         uint64_t mrs_cleaned    = 0;
         uint64_t mrs_leaked     = 0;
         uint64_t wakeups        = 0;
+        /* delivered to clients over the agent's life, gone ones included:
+         * a finished run's rendezvous writes stay visible in the status */
+        uint64_t am_in          = 0;
+        uint64_t writes_in      = 0;
+        uint64_t write_bytes_in = 0;
     } m_totals;
 };
 

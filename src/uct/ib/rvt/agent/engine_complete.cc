@@ -100,6 +100,7 @@ void engine::on_receive(const ibv_wc &wc, time_point now)
                 m.am_id  = d->am_id;
                 m.length = wc.byte_len;
                 ++c.am_in;
+                ++m_totals.am_in;
                 c.channel->deliver(m, m_pool->data(buffer, wc.byte_len));
             } else {
                 m.kind       = static_cast<uint8_t>(inbound_kind::write);
@@ -107,6 +108,8 @@ void engine::on_receive(const ibv_wc &wc, time_point now)
                 m.length     = wc.byte_len;
                 ++c.writes_in;
                 c.write_bytes_in += wc.byte_len;
+                ++m_totals.writes_in;
+                m_totals.write_bytes_in += wc.byte_len;
                 c.channel->deliver(m, {});
             }
         }

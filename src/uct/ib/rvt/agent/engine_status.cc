@@ -57,6 +57,11 @@ std::string engine::status(bool human) const
                       m_layout.caps.slot_size,
                       static_cast<unsigned long long>(m_totals.misrouted),
                       static_cast<unsigned long long>(m_totals.bad_immediates));
+        out += format("delivered %llu AMs, %llu writes with immediate "
+                      "(%llu bytes) to clients, gone ones included\n",
+                      static_cast<unsigned long long>(m_totals.am_in),
+                      static_cast<unsigned long long>(m_totals.writes_in),
+                      static_cast<unsigned long long>(m_totals.write_bytes_in));
         out += format("handshake %llu datagrams sent, %llu received, %llu "
                       "dropped\n",
                       static_cast<unsigned long long>(m_ud->sent()),
@@ -113,6 +118,11 @@ std::string engine::status(bool human) const
                   m_pool->posted(), m_pool->count(), m_layout.caps.slot_size,
                   static_cast<unsigned long long>(m_totals.misrouted),
                   static_cast<unsigned long long>(m_totals.bad_immediates));
+    out += format("\"delivered\": {\"am\": %llu, \"writes\": %llu, "
+                  "\"write_bytes\": %llu}, ",
+                  static_cast<unsigned long long>(m_totals.am_in),
+                  static_cast<unsigned long long>(m_totals.writes_in),
+                  static_cast<unsigned long long>(m_totals.write_bytes_in));
     out += format("\"handshake\": {\"sent\": %llu, \"received\": %llu, "
                   "\"dropped\": %llu}, ",
                   static_cast<unsigned long long>(m_ud->sent()),
