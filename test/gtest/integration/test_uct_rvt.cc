@@ -511,7 +511,7 @@ TEST_F(uct_rvt, iface_describes_itself)
         EXPECT_EQ(attr.ep_addr_len, 0u);
         EXPECT_EQ(attr.cap.am.max_short, 8192u);
         EXPECT_EQ(attr.cap.am.max_bcopy, 8192u);
-        EXPECT_EQ(attr.cap.am.max_hdr, 0u);
+        EXPECT_EQ(attr.cap.am.max_hdr, 128u); /* am_zcopy's, gathered */
         EXPECT_GT(attr.cap.put.max_zcopy, 1u << 20);
         EXPECT_GT(attr.latency.c, 0);
         EXPECT_GT(attr.bandwidth.shared, 0);
@@ -622,7 +622,8 @@ TEST_F(uct_rvt, moves_data_to_itself_through_the_agent)
     counted_completion zc;
     uct_iov_t ziov      = zsrc.iov(4000);
     ucs_status_t status = retry([&] {
-        return uct_ep_am_zcopy(ep, 5, nullptr, 0, &ziov, 1, 0, &zc.comp);
+        /* the header is gathered in front of the payload, as one message */
+        return uct_ep_am_zcopy(ep, 5, "zhead-12", 8, &ziov, 1, 0, &zc.comp);
     });
     ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS)
             << ucs_status_string(status);
@@ -632,7 +633,7 @@ TEST_F(uct_rvt, moves_data_to_itself_through_the_agent)
     want_short += "hello";
     EXPECT_EQ(received[0], want_short);
     EXPECT_EQ(received[1], pattern);
-    EXPECT_EQ(received[2], std::string(4000, 'z'));
+    EXPECT_EQ(received[2], "zhead-12" + std::string(4000, 'z'));
     if (status == UCS_INPROGRESS) {
         EXPECT_TRUE(oi.progress_until([&] { return zc.finished(); }));
         EXPECT_EQ(zc.comp.status, UCS_OK);

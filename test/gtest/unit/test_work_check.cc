@@ -80,9 +80,11 @@ TEST(work_check, fields_are_checked)
     w       = good_write();
     w.flags = 0x80;
     expect_refused(w, "flags 0x80");
-    w              = good_write();
-    w.reserved1[3] = 1;
-    expect_refused(w, "reserved bytes");
+    w             = good_write();
+    w.head_length = 8; /* a head segment is for active messages only */
+    w.head_addr   = 0x10000;
+    w.head_lkey   = 0x100;
+    expect_refused(w, "head segment (length 8) on a non-AM");
     w      = good_write();
     w.peer = 3;
     expect_refused(w, "peer 3");
@@ -107,6 +109,36 @@ TEST(work_check, active_messages_fit_the_receivers_slot)
                    {3, 2048, 1u << 30, true});
     w.am_id = 64;
     expect_refused(w, "AM id 64", {3, 0x1000, 1u << 30, true});
+}
+
+TEST(work_check, an_am_head_is_checked_like_the_payload)
+{
+    auto w        = good_write();
+    w.op          = static_cast<uint8_t>(work_op::send_am);
+    w.remote_addr = 0;
+    w.rkey        = 0;
+    w.length      = 0x800;
+    w.head_addr   = 0x10000;
+    w.head_lkey   = 0x100;
+    w.head_length = 0x80;
+    EXPECT_EQ(agent::check_work(w, mrs, limits), "");
+    /* head and payload together must fit the receiver's slot */
+    expect_refused(w, "active message of 2176 bytes (head 128 + 2048)",
+                   {3, 0x800, 1u << 30, true});
+    auto h      = w;
+    h.head_lkey = 0x101;
+    expect_refused(h, "head lkey 0x101");
+    h           = w;
+    h.head_addr = 0x10ff0; /* 0x70 past the MR's end */
+    expect_refused(h, "head range 0x10ff0+128: outside the MR");
+    h             = w;
+    h.head_length = 0; /* an address without a length is garbage */
+    expect_refused(h, "without a head length");
+    /* a head alone, with no payload, is a whole message */
+    h        = w;
+    h.length = 0;
+    h.lkey   = 0;
+    EXPECT_EQ(agent::check_work(h, mrs, limits), "");
 }
 
 TEST(work_check, reads_need_a_device_that_reads)

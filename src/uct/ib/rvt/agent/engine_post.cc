@@ -9,6 +9,7 @@
 #include "uct/ib/rvt/agent/work_check.h"
 #include "uct/ib/rvt/common/imm.h"
 
+#include <array>
 #include <cstring>
 
 namespace rvt::agent {
@@ -160,11 +161,20 @@ result<done> engine::post_op(peer &p, uint16_t lane_index, uint32_t op_index)
 {
     op_record &op          = m_ops[op_index];
     const work_request &wr = op.wr;
-    ibv_sge sge{wr.local_addr, wr.length, wr.lkey};
+    /* an AM's head segment (checked like the rest) goes first */
+    std::array<ibv_sge, 2> sges{};
+    int num_sge = 0;
+    if (wr.head_length > 0) {
+        sges[num_sge++] = {wr.head_addr, wr.head_length, wr.head_lkey};
+    }
+    if (wr.length > 0) {
+        sges[num_sge++] = {wr.local_addr, wr.length, wr.lkey};
+    }
+    ibv_sge &sge = sges[0];
     ibv_send_wr s{};
     s.wr_id      = tag::op | op_index;
-    s.sg_list    = wr.length > 0 ? &sge : nullptr;
-    s.num_sge    = wr.length > 0 ? 1 : 0;
+    s.sg_list    = num_sge > 0 ? sges.data() : nullptr;
+    s.num_sge    = num_sge;
     s.send_flags = IBV_SEND_SIGNALED;
     if (wr.flags & work_fence) {
         s.send_flags |= IBV_SEND_FENCE;

@@ -25,7 +25,7 @@ result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
     init.srq              = srq;
     init.qp_type          = IBV_QPT_RC;
     init.cap.max_send_wr  = params.sq_depth;
-    init.cap.max_send_sge = 1;
+    init.cap.max_send_sge = 2; /* an AM's head, then its payload */
     init.sq_sig_all       = 0;
     verbs::qp_ptr qp(ibv_create_qp(dev.pd(), &init));
     if (!qp) {

@@ -5,6 +5,32 @@
 
 namespace rvt::agent {
 
+namespace {
+
+/* Empty when addr..+length lies inside an MR the client announced as lkey. */
+std::string check_range(const char *what, uint64_t addr, uint32_t length,
+                        uint32_t lkey,
+                        const std::unordered_map<uint32_t, client_mr> &mrs)
+{
+    auto mr = mrs.find(lkey);
+    if (mr == mrs.end()) {
+        return format("%s lkey 0x%x: not an MR this client announced", what,
+                      lkey);
+    }
+    const client_mr &m = mr->second;
+    if (addr < m.addr || addr + length > m.addr + m.length ||
+        addr + length < addr) {
+        return format("%s range 0x%llx+%u: outside the MR (0x%llx+%llu) of "
+                      "lkey 0x%x",
+                      what, static_cast<unsigned long long>(addr), length,
+                      static_cast<unsigned long long>(m.addr),
+                      static_cast<unsigned long long>(m.length), lkey);
+    }
+    return {};
+}
+
+} // namespace
+
 std::string check_work(const work_request &wr,
                        const std::unordered_map<uint32_t, client_mr> &mrs,
                        const work_limits &limits)
@@ -18,11 +44,6 @@ std::string check_work(const work_request &wr,
                       "fence, and 0",
                       wr.flags, wr.reserved0);
     }
-    for (uint8_t b : wr.reserved1) {
-        if (b != 0) {
-            return "reserved bytes of the request are not zero";
-        }
-    }
     if (wr.peer >= limits.num_peers) {
         return format("peer %u: this client's agent knows %u peers", wr.peer,
                       limits.num_peers);
@@ -33,9 +54,12 @@ std::string check_work(const work_request &wr,
     }
     const auto op = static_cast<work_op>(wr.op);
     if (op == work_op::send_am) {
-        if (wr.length > limits.max_am_size) {
-            return format("active message of %u bytes: the largest is %u",
-                          wr.length, limits.max_am_size);
+        const uint64_t total = uint64_t{wr.head_length} + wr.length;
+        if (total > limits.max_am_size) {
+            return format("active message of %llu bytes (head %u + %u): the "
+                          "largest is %u",
+                          static_cast<unsigned long long>(total),
+                          wr.head_length, wr.length, limits.max_am_size);
         }
         if (wr.am_id >= imm::max_am_ids) {
             return format("AM id %u: expected below %u", wr.am_id,
@@ -43,6 +67,20 @@ std::string check_work(const work_request &wr,
         }
     } else if (wr.am_id != 0) {
         return format("AM id %u on a non-AM operation: expected 0", wr.am_id);
+    } else if (wr.head_addr != 0 || wr.head_lkey != 0 || wr.head_length != 0) {
+        return format("head segment (length %u) on a non-AM operation: "
+                      "expected none",
+                      wr.head_length);
+    }
+    if (wr.head_length == 0 && (wr.head_addr != 0 || wr.head_lkey != 0)) {
+        return "head address or lkey without a head length: expected zero";
+    }
+    if (wr.head_length > 0) {
+        auto bad = check_range("head", wr.head_addr, wr.head_length,
+                               wr.head_lkey, mrs);
+        if (!bad.empty()) {
+            return bad;
+        }
     }
     if (op == work_op::rdma_read && !limits.can_read) {
         return "RDMA READ: this device does not do it";
@@ -54,21 +92,7 @@ std::string check_work(const work_request &wr,
     if (wr.length == 0) {
         return {}; /* no local memory is touched */
     }
-    auto mr = mrs.find(wr.lkey);
-    if (mr == mrs.end()) {
-        return format("lkey 0x%x: not an MR this client announced", wr.lkey);
-    }
-    const client_mr &m = mr->second;
-    if (wr.local_addr < m.addr ||
-        wr.local_addr + wr.length > m.addr + m.length ||
-        wr.local_addr + wr.length < wr.local_addr) {
-        return format("local range 0x%llx+%u: outside the MR (0x%llx+%llu) "
-                      "of lkey 0x%x",
-                      static_cast<unsigned long long>(wr.local_addr), wr.length,
-                      static_cast<unsigned long long>(m.addr),
-                      static_cast<unsigned long long>(m.length), wr.lkey);
-    }
-    return {};
+    return check_range("local", wr.local_addr, wr.length, wr.lkey, mrs);
 }
 
 } // namespace rvt::agent

@@ -113,7 +113,6 @@ post_status session::post(const work_request &wr)
     }
     work_request copy = wr;
     copy.reserved0    = 0;
-    std::memset(copy.reserved1, 0, sizeof(copy.reserved1));
     if (!m_work.try_push(copy)) {
         return post_status::busy;
     }

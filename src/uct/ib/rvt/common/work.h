@@ -50,11 +50,19 @@ struct work_request {
     uint32_t lkey; /* of that MR (registered in the agent's PD) */
     uint32_t rkey; /* rdma ops: the remote MR */
     uint64_t remote_addr; /* rdma ops */
-    uint8_t reserved1[16]; /* zero */
+    /* send_am only: an optional first gather segment, sent before
+     * local_addr..+length in the same SEND (UCT's am_zcopy header, copied
+     * by the client into its own registered memory); all zero: none. The
+     * message (head_length + length) is at most the agent's max AM size. */
+    uint64_t head_addr;
+    uint32_t head_lkey;
+    uint32_t head_length;
 };
 static_assert(sizeof(work_request) == 64, "one cache line per request");
 static_assert(offsetof(work_request, local_addr) == 24);
 static_assert(offsetof(work_request, remote_addr) == 40);
+static_assert(offsetof(work_request, head_addr) == 48);
+static_assert(offsetof(work_request, head_length) == 60);
 static_assert(std::is_trivially_copyable_v<work_request> &&
               std::is_standard_layout_v<work_request>);
 

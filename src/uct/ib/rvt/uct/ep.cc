@@ -6,8 +6,9 @@
  *   am_short, am_short_iov, am_bcopy  SEND from a bounce buffer: the bytes
  *                                     the handler gets (am_short: the
  *                                     8-byte header, then the payload)
- *   am_zcopy                          SEND from the caller's registered
- *                                     buffer; no header (max_hdr 0)
+ *   am_zcopy                          SEND gathering the header (copied
+ *                                     to a bounce buffer) and the caller's
+ *                                     registered buffer
  *   put_short, put_bcopy              RDMA WRITE from a bounce buffer
  *   put_zcopy                         RDMA WRITE WITH IMM from the caller's
  *                                     buffer: the target's agent sees it
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <span>
 
 namespace rvt::uct {
 
@@ -143,10 +145,11 @@ ucs_status_t single_buffer(const ep &e, const char *what, const uct_iov_t *iov,
     return UCS_OK;
 }
 
+/* header: am_zcopy's, sent first in the same message; empty otherwise */
 ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
-                   const uct_iov_t *iov, size_t iovcnt, size_t max,
-                   uint64_t remote_addr, uct_rkey_t rkey,
-                   uct_completion_t *comp)
+                   std::span<const std::byte> header, const uct_iov_t *iov,
+                   size_t iovcnt, size_t max, uint64_t remote_addr,
+                   uct_rkey_t rkey, uct_completion_t *comp)
 {
     void *addr;
     size_t length;
@@ -165,11 +168,22 @@ ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
     }
     iface &i = *e.owner;
     if (length == 0) {
-        /* an empty active message still needs a buffer to name; nothing
-         * of the caller's is used, so it is complete once posted */
-        return post_bounce(e, op, am_id, i.bounce->get(), 0, 0, 0);
+        /* the header alone (or nothing): nothing of the caller's is used,
+         * so it is complete once posted */
+        const uint32_t b = i.bounce->get();
+        std::memcpy(i.bounce->at(b), header.data(), header.size());
+        return post_bounce(e, op, am_id, b, header.size(), 0, 0);
     }
+    int32_t head = -1; /* the bounce buffer holding the header */
     work_request wr{};
+    if (!header.empty()) {
+        const uint32_t b = i.bounce->get();
+        std::memcpy(i.bounce->at(b), header.data(), header.size());
+        wr.head_addr   = reinterpret_cast<uintptr_t>(i.bounce->at(b));
+        wr.head_lkey   = i.bounce->lkey();
+        wr.head_length = static_cast<uint32_t>(header.size());
+        head           = static_cast<int32_t>(b);
+    }
     wr.op          = static_cast<uint8_t>(op);
     wr.am_id       = am_id;
     wr.length      = static_cast<uint32_t>(length);
@@ -177,7 +191,7 @@ ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
     wr.lkey        = lkey;
     wr.rkey        = static_cast<uint32_t>(rkey);
     wr.remote_addr = remote_addr;
-    status         = i.post(e, wr, comp, -1);
+    status         = i.post(e, wr, comp, head);
     return status == UCS_OK ? UCS_INPROGRESS : status;
 }
 
@@ -363,7 +377,7 @@ ssize_t ep_am_bcopy(uct_ep_h handle, uint8_t id, uct_pack_callback_t pack_cb,
                               static_cast<ssize_t>(status);
 }
 
-ucs_status_t ep_am_zcopy(uct_ep_h handle, uint8_t id, const void *,
+ucs_status_t ep_am_zcopy(uct_ep_h handle, uint8_t id, const void *header,
                          unsigned header_length, const uct_iov_t *iov,
                          size_t iovcnt, unsigned,
                          uct_completion_t *comp) noexcept
@@ -372,11 +386,14 @@ ucs_status_t ep_am_zcopy(uct_ep_h handle, uint8_t id, const void *,
     if (id >= UCT_AM_ID_MAX) {
         return bad_am_id(e, id);
     }
-    if (header_length != 0) {
-        return bad_length(e, "am_zcopy header", header_length, 0);
+    if (header_length > e.owner->am_max_header()) {
+        return bad_length(e, "am_zcopy header", header_length,
+                          e.owner->am_max_header());
     }
-    return zcopy(e, "am_zcopy", work_op::send_am, id, iov, iovcnt,
-                 e.owner->seg_size, 0, 0, comp);
+    /* header and payload are one message of at most seg_size bytes */
+    return zcopy(e, "am_zcopy", work_op::send_am, id,
+                 {static_cast<const std::byte *>(header), header_length}, iov,
+                 iovcnt, e.owner->seg_size - header_length, 0, 0, comp);
 }
 
 /* ---- RDMA ---------------------------------------------------------------- */
@@ -426,7 +443,7 @@ ucs_status_t ep_put_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,
     ep &e = to_ep(handle);
     /* with immediate: the target's agent accounts rendezvous bytes per
      * client, and the target process hears of them */
-    return zcopy(e, "put_zcopy", work_op::rdma_write_imm, 0, iov, iovcnt,
+    return zcopy(e, "put_zcopy", work_op::rdma_write_imm, 0, {}, iov, iovcnt,
                  e.owner->max_zcopy, remote_addr, rkey, comp);
 }
 
@@ -435,7 +452,7 @@ ucs_status_t ep_get_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,
                           uct_completion_t *comp) noexcept
 {
     ep &e = to_ep(handle);
-    return zcopy(e, "get_zcopy", work_op::rdma_read, 0, iov, iovcnt,
+    return zcopy(e, "get_zcopy", work_op::rdma_read, 0, {}, iov, iovcnt,
                  e.owner->max_zcopy, remote_addr, rkey, comp);
 }
 

@@ -551,7 +551,7 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
     attr->cap.am.max_zcopy       = i.seg_size;
     attr->cap.am.opt_zcopy_align = 1;
     attr->cap.am.align_mtu       = 1;
-    attr->cap.am.max_hdr         = 0;
+    attr->cap.am.max_hdr         = i.am_max_header();
     attr->cap.am.max_iov         = 1;
 
     const perf_estimate perf  = estimate(i.owner_md->port);

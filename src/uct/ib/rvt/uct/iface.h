@@ -28,6 +28,7 @@
 #include "uct/ib/rvt/uct/tx_ops.h"
 #include "uct/ib/rvt/uct/ucx.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +67,13 @@ struct iface {
 
     /* derived from the configuration and the agent's limits */
     uint32_t seg_size; /* largest AM (header included), put/am bcopy */
+
+    /* am_zcopy's header is copied into a bounce buffer and gathered before
+     * the payload; enough for UCP's protocol headers */
+    uint32_t am_max_header() const
+    {
+        return std::min<uint32_t>(128, seg_size);
+    }
     unsigned max_poll;
     size_t max_zcopy;
     bool idle_yield;
