@@ -59,7 +59,7 @@ struct options {
     long gid_index    = -1;
     long srq_size     = 1024;
     long sq_depth     = 128;
-    long spin_us      = 100;
+    long spin_us      = 2000;
     long keepalive_ms = 5000;
     long reconnect_ms = 1000;
     long give_up_ms   = 30000;
@@ -145,7 +145,7 @@ const std::vector<option_row> &option_table()
                    &options::srq_size, 16, 65536),
             number("sq-depth", "128", "send WRs per RC QP (1-16384)",
                    &options::sq_depth, 1, 16384),
-            number("spin-us", "100",
+            number("spin-us", "2000",
                    "microseconds to keep polling after the last work, before "
                    "sleeping",
                    &options::spin_us, 0, 1000000),
