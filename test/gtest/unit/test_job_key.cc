@@ -151,6 +151,22 @@ TEST(job_key, empty_counts_as_unset)
     EXPECT_EQ(c.source, "SLURM_JOB_ID");
 }
 
+TEST(job_key, slurms_older_names_are_read_when_the_new_ones_are_unset)
+{
+    auto c = resolve_ok({{"SLURM_JOBID", "41"}, {"SLURM_STEPID", "2"}});
+    EXPECT_EQ(c.key, "slurm.41.2");
+    EXPECT_EQ(c.source, "SLURM_JOBID+SLURM_STEPID");
+    c = resolve_ok({{"SLURM_JOB_ID", "41"}, {"SLURM_STEPID", "2"}});
+    EXPECT_EQ(c.key, "slurm.41.2");
+    EXPECT_EQ(c.source, "SLURM_JOB_ID+SLURM_STEPID");
+    c = resolve_ok({{"SLURM_JOBID", "41"}});
+    EXPECT_EQ(c.key, "slurm.41");
+    EXPECT_EQ(c.source, "SLURM_JOBID");
+    /* the current name wins where both are set */
+    c = resolve_ok({{"SLURM_JOB_ID", "7"}, {"SLURM_JOBID", "41"}});
+    EXPECT_EQ(c.key, "slurm.7");
+}
+
 TEST(job_key, slurm_step_without_job_is_ignored)
 {
     auto c = resolve_ok(

@@ -151,13 +151,21 @@ result<job_key_choice> resolve_job_key(const env_view &env, uid_t uid)
         return *std::move(chosen).value();
     }
 
-    if (auto job = lookup(env, "SLURM_JOB_ID")) {
-        if (auto step = lookup(env, "SLURM_STEP_ID")) {
+    /* Slurm's current names first, then the older ones some launchers
+     * still set alone; the source says which was read */
+    const auto either = [&](const char *name, const char *old_name) {
+        auto v = lookup(env, name);
+        return v ? std::pair{v, name} :
+                   std::pair{lookup(env, old_name), old_name};
+    };
+    if (auto [job, job_var] = either("SLURM_JOB_ID", "SLURM_JOBID"); job) {
+        if (auto [step, step_var] = either("SLURM_STEP_ID", "SLURM_STEPID");
+            step) {
             return derived("slurm." + encode(*job, true) + "." +
                                    encode(*step, true),
-                           "SLURM_JOB_ID+SLURM_STEP_ID");
+                           std::string(job_var) + "+" + step_var);
         }
-        return derived("slurm." + encode(*job, true), "SLURM_JOB_ID");
+        return derived("slurm." + encode(*job, true), job_var);
     }
     if (auto ns = lookup(env, "PMIX_NAMESPACE")) {
         return derived("pmix." + encode(*ns, false), "PMIX_NAMESPACE");

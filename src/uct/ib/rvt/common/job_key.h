@@ -11,6 +11,8 @@
  *   |   | UCX_RVT_JOB_KEY                | the value, verbatim  | the name |
  *   | 2 | SLURM_JOB_ID + SLURM_STEP_ID   | slurm.<job>.<step>   | both     |
  *   |   | SLURM_JOB_ID alone (batch)     | slurm.<job>          | the name |
+ *   |   | (each falls back to its older  |                      |          |
+ *   |   | name SLURM_JOBID/SLURM_STEPID) |                      |          |
  *   | 3 | PMIX_NAMESPACE                 | pmix.<namespace>     | the name |
  *   | 4 | OMPI_MCA_ess_base_jobid        | ompi.<id>            | the name |
  *   | 5 | (none of the above)            | user.<uid>           | default  |
