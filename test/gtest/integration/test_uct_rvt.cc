@@ -8,337 +8,31 @@
  * the agent when none runs, and moves data to itself through the agent's
  * loopback: active messages (short, bcopy, zcopy), puts (short, bcopy,
  * zcopy) and get zcopy, with flush, in order, through the pending queue,
- * and waking a sleeper.
- *
- * The module is loaded with dlopen before UCT lists its components, as
- * LD_PRELOAD does for UCX's own tools (UCX 1.13 loads only its own
- * modules). Environment: RXE_DEV (device; skips without one),
- * RVT_UCT_MODULE (the module; default: next to this binary's build tree).
+ * and waking a sleeper. uct_rvt_fixture.h loads the module and says what
+ * the environment may set; test_uct_rvt_semantics.cc tests the semantics
+ * of the operations in more depth, and failures.
  */
-#include "uct/ib/rvt/client/status.h"
-#include "uct/ib/rvt/common/job_key.h"
-#include "uct/ib/rvt/common/runtime_dir.h"
+#include "uct_rvt_fixture.h"
 
-#include "test_paths.h"
-
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <ucs/async/async_fwd.h>
 #include <uct/api/uct.h>
 
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <map>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
+using namespace rvt::test;
 
 namespace {
 
-constexpr char job_key[] = "uct-rvt-test";
-
-std::string module_path()
-{
-    if (const char *p = std::getenv("RVT_UCT_MODULE"); p != nullptr && *p) {
-        return p;
-    }
-    auto exe = std::filesystem::read_symlink("/proc/self/exe");
-    return (exe.parent_path() / "../../src/uct/ib/rvt/uct/.libs/libuct_rvt.so")
-            .lexically_normal()
-            .string();
-}
-
-/* Sets environment variables for one test and puts them back after. */
-class env_scope {
-public:
-    void set(const std::string &name, const std::string &value)
-    {
-        if (!m_saved.count(name)) {
-            const char *old = std::getenv(name.c_str());
-            m_saved[name]   = old ? std::optional<std::string>(old) :
-                                    std::nullopt;
-        }
-        setenv(name.c_str(), value.c_str(), 1);
-    }
-    ~env_scope()
-    {
-        for (const auto &[name, value] : m_saved) {
-            if (value) {
-                setenv(name.c_str(), value->c_str(), 1);
-            } else {
-                unsetenv(name.c_str());
-            }
-        }
-    }
-
-private:
-    std::map<std::string, std::optional<std::string>> m_saved;
-};
-
-template<class Pred> bool eventually(Pred pred, std::chrono::milliseconds limit)
-{
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (pred()) {
-            return true;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return pred();
-}
-
-/* A worker and an interface on it. */
-struct opened_iface {
-    ucs_async_context_t *async = nullptr;
-    uct_worker_h worker        = nullptr;
-    uct_iface_h iface          = nullptr;
-
-    ~opened_iface()
-    {
-        if (iface != nullptr) {
-            uct_iface_close(iface);
-        }
-        if (worker != nullptr) {
-            uct_worker_destroy(worker);
-        }
-        if (async != nullptr) {
-            ucs_async_context_destroy(async);
-        }
-    }
-
-    /* Progresses until pred() or 20 s. */
-    bool progress_until(const std::function<bool()> &pred)
-    {
-        auto until = std::chrono::steady_clock::now() + 20s;
-        while (!pred()) {
-            if (std::chrono::steady_clock::now() > until) {
-                return false;
-            }
-            uct_worker_progress(worker);
-        }
-        return true;
-    }
-};
-
-/* Registered memory of the test's own, unmapped at the end. */
-struct buffer {
-    uct_md_h md    = nullptr;
-    void *addr     = MAP_FAILED;
-    size_t length  = 0;
-    uct_mem_h memh = UCT_MEM_HANDLE_NULL;
-
-    buffer(uct_md_h m, size_t len) : md(m), length(len)
-    {
-        addr = mmap(nullptr, len, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (addr != MAP_FAILED &&
-            uct_md_mem_reg(md, addr, len, UCT_MD_MEM_ACCESS_ALL, &memh) !=
-                    UCS_OK) {
-            memh = UCT_MEM_HANDLE_NULL;
-        }
-    }
-    ~buffer()
-    {
-        if (memh != UCT_MEM_HANDLE_NULL) {
-            uct_md_mem_dereg(md, memh);
-        }
-        if (addr != MAP_FAILED) {
-            munmap(addr, length);
-        }
-    }
-    char *bytes() const
-    {
-        return static_cast<char *>(addr);
-    }
-    uct_iov_t iov(size_t len, size_t offset = 0) const
-    {
-        return {bytes() + offset, len, memh, 0, 1};
-    }
-};
-
-class uct_rvt : public ::testing::Test {
-protected:
-    static void SetUpTestSuite()
-    {
-        s_module = dlopen(module_path().c_str(), RTLD_NOW | RTLD_GLOBAL);
-        if (s_module == nullptr) {
-            s_dlerror = dlerror();
-        }
-    }
-
-    void SetUp() override
-    {
-        const char *dev = std::getenv("RXE_DEV");
-        if (dev == nullptr || *dev == '\0') {
-            GTEST_SKIP() << "no RDMA device (RXE_DEV unset): run in the "
-                            "testbed";
-        }
-        ASSERT_NE(s_module, nullptr) << module_path() << ": " << s_dlerror;
-        m_dev       = dev;
-        char tmpl[] = "/tmp/uct-rvt-test.XXXXXX";
-        ASSERT_NE(mkdtemp(tmpl), nullptr);
-        m_runtime = tmpl;
-        m_env.set("XDG_RUNTIME_DIR", m_runtime);
-        m_env.set("UCX_RVT_JOB_KEY", job_key);
-        m_env.set("UCX_RVT_START_AGENT", "n");
-        auto dir = rvt::ensure_runtime_dir(m_runtime, getuid());
-        ASSERT_TRUE(dir.ok()) << dir.error();
-        auto paths = rvt::make_agent_paths(dir.value(), m_dev, 1, job_key);
-        ASSERT_TRUE(paths.ok()) << paths.error();
-        m_socket = paths.value().socket;
-        m_log    = paths.value().log;
-
-        uct_component_h *components;
-        unsigned count;
-        ASSERT_EQ(uct_query_components(&components, &count), UCS_OK);
-        for (unsigned i = 0; i < count; ++i) {
-            uct_component_attr_t attr{};
-            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-            ASSERT_EQ(uct_component_query(components[i], &attr), UCS_OK);
-            if (std::string(attr.name) == "rvt") {
-                m_component = components[i];
-            }
-        }
-        uct_release_component_list(components);
-        ASSERT_NE(m_component, nullptr) << "no component rvt registered";
-    }
-
-    void TearDown() override
-    {
-        if (m_md != nullptr) {
-            uct_md_close(m_md);
-        }
-        if (m_agent > 0) {
-            kill(m_agent, SIGTERM);
-            waitpid(m_agent, nullptr, 0);
-        }
-        if (!m_runtime.empty()) {
-            std::filesystem::remove_all(m_runtime);
-        }
-    }
-
-    void start_agent()
-    {
-        m_agent = fork();
-        if (m_agent == 0) {
-            int fd = open((m_runtime + "/rvtd.out").c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND, 0600);
-            dup2(fd, 2);
-            std::string device = "--device=" + m_dev;
-            std::string key    = std::string("--job-key=") + job_key;
-            execl(rvt::test::rvtd_path.c_str(), rvt::test::rvtd_path.c_str(),
-                  device.c_str(), key.c_str(), "--linger=2", nullptr);
-            _exit(127);
-        }
-        ASSERT_TRUE(
-                eventually([&] { return std::filesystem::exists(m_socket); },
-                           20s))
-                << "no agent socket at " << m_socket;
-    }
-
-    void open_md(const char *reg_methods = nullptr)
-    {
-        if (reg_methods != nullptr) {
-            m_env.set("UCX_RVT_REG_METHODS", reg_methods);
-        }
-        uct_md_config_t *config;
-        ASSERT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
-                  UCS_OK);
-        ucs_status_t status = uct_md_open(m_component, m_dev.c_str(), config,
-                                          &m_md);
-        uct_config_release(config);
-        ASSERT_EQ(status, UCS_OK);
-    }
-
-    void open_iface(opened_iface &oi, ucs_status_t expect = UCS_OK)
-    {
-        ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
-                                           &oi.async),
-                  UCS_OK);
-        ASSERT_EQ(uct_worker_create(oi.async, UCS_THREAD_MODE_SINGLE,
-                                    &oi.worker),
-                  UCS_OK);
-        uct_iface_config_t *config;
-        ASSERT_EQ(uct_md_iface_config_read(m_md, "rvt", nullptr, nullptr,
-                                           &config),
-                  UCS_OK);
-        const std::string dev_name = m_dev + ":1";
-        uct_iface_params_t params{};
-        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                            UCT_IFACE_PARAM_FIELD_DEVICE;
-        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-        params.mode.device.tl_name  = "rvt";
-        params.mode.device.dev_name = dev_name.c_str();
-        ucs_status_t status = uct_iface_open(m_md, oi.worker, &params, config,
-                                             &oi.iface);
-        uct_config_release(config);
-        ASSERT_EQ(status, expect) << ucs_status_string(status);
-        if (status == UCS_OK) {
-            uct_iface_progress_enable(oi.iface,
-                                      UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-        } else {
-            oi.iface = nullptr;
-        }
-    }
-
-    /* The MRs the agent holds for this process, as its status says; -1
-     * when this process is not attached. */
-    int agent_mrs()
-    {
-        auto st = rvt::client::query_status(m_socket, false);
-        if (!st) {
-            ADD_FAILURE() << st.error();
-            return -1;
-        }
-        const std::string key = "\"pid\": " + std::to_string(getpid()) +
-                                ", \"mrs\": ";
-        const auto at = st.value().find(key);
-        if (at == std::string::npos) {
-            return -1;
-        }
-        return std::atoi(st.value().c_str() + at + key.size());
-    }
-
-    static void *s_module;
-    static std::string s_dlerror;
-
-    env_scope m_env;
-    std::string m_dev, m_runtime, m_socket, m_log;
-    pid_t m_agent               = -1;
-    uct_component_h m_component = nullptr;
-    uct_md_h m_md               = nullptr;
-};
-
-void *uct_rvt::s_module;
-std::string uct_rvt::s_dlerror;
-
-/* An AM handler that keeps what it is given. */
-ucs_status_t keep_am(void *arg, void *data, size_t length, unsigned)
-{
-    static_cast<std::vector<std::string> *>(arg)->emplace_back(
-            static_cast<const char *>(data), length);
-    return UCS_OK;
-}
-
-size_t pack_pattern(void *dest, void *arg)
-{
-    const auto &text = *static_cast<const std::string *>(arg);
-    std::memcpy(dest, text.data(), text.size());
-    return text.size();
-}
+class uct_rvt : public uct_rvt_fixture {};
 
 /* A pending request that sends one empty active message. */
 struct pending_send {
@@ -352,17 +46,6 @@ struct pending_send {
         ucs_status_t status = uct_ep_am_short(p->ep, 5, 7, nullptr, 0);
         p->done             = status == UCS_OK;
         return status;
-    }
-};
-
-struct counted_completion {
-    uct_completion_t comp{done, 1, UCS_OK};
-    static void done(uct_completion_t *)
-    {
-    }
-    bool finished() const
-    {
-        return comp.count == 0;
     }
 };
 
@@ -389,7 +72,7 @@ TEST_F(uct_rvt, component_lists_the_device_and_its_settings)
               UCS_OK);
     char value[64];
     EXPECT_EQ(uct_config_get(config, "JOB_KEY", value, sizeof(value)), UCS_OK);
-    EXPECT_STREQ(value, job_key);
+    EXPECT_STREQ(value, uct_job_key);
     EXPECT_EQ(uct_config_get(config, "REG_METHODS", value, sizeof(value)),
               UCS_OK);
     EXPECT_STREQ(value, "rcache,direct");

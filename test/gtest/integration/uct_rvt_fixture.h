@@ -1,0 +1,488 @@
+/*
+ * What the integration tests of the UCX module (test_uct_rvt.cc,
+ * test_uct_rvt_semantics.cc) share: loading the module, a private runtime
+ * directory and job key per test, agents the test starts itself, memory
+ * domains and interfaces opened through UCT's public API, registered
+ * buffers and a few callbacks.
+ *
+ * The module is loaded with dlopen before UCT lists its components, as
+ * LD_PRELOAD does for UCX's own tools (UCX 1.13 loads only its own
+ * modules). Environment: RXE_DEV (device; tests skip without one),
+ * RVT_UCT_MODULE (the module; default: next to this binary's build tree).
+ */
+#ifndef RVT_TEST_UCT_RVT_FIXTURE_H
+#define RVT_TEST_UCT_RVT_FIXTURE_H
+
+#include "uct/ib/rvt/client/status.h"
+#include "uct/ib/rvt/common/job_key.h"
+#include "uct/ib/rvt/common/runtime_dir.h"
+
+#include "test_paths.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <ucs/async/async_fwd.h>
+#include <uct/api/uct.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rvt::test {
+
+using namespace std::chrono_literals;
+
+inline constexpr char uct_job_key[] = "uct-rvt-test";
+
+inline std::string module_path()
+{
+    if (const char *p = std::getenv("RVT_UCT_MODULE"); p != nullptr && *p) {
+        return p;
+    }
+    auto exe = std::filesystem::read_symlink("/proc/self/exe");
+    return (exe.parent_path() / "../../src/uct/ib/rvt/uct/.libs/libuct_rvt.so")
+            .lexically_normal()
+            .string();
+}
+
+/* Sets environment variables for one test and puts them back after. */
+class env_scope {
+public:
+    void set(const std::string &name, const std::string &value)
+    {
+        if (!m_saved.count(name)) {
+            const char *old = std::getenv(name.c_str());
+            m_saved[name]   = old ? std::optional<std::string>(old) :
+                                    std::nullopt;
+        }
+        setenv(name.c_str(), value.c_str(), 1);
+    }
+    ~env_scope()
+    {
+        for (const auto &[name, value] : m_saved) {
+            if (value) {
+                setenv(name.c_str(), value->c_str(), 1);
+            } else {
+                unsetenv(name.c_str());
+            }
+        }
+    }
+
+private:
+    std::map<std::string, std::optional<std::string>> m_saved;
+};
+
+template<class Pred> bool eventually(Pred pred, std::chrono::milliseconds limit)
+{
+    auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (pred()) {
+            return true;
+        }
+        std::this_thread::sleep_for(20ms);
+    }
+    return pred();
+}
+
+/* A worker and an interface on it. */
+struct opened_iface {
+    ucs_async_context_t *async = nullptr;
+    uct_worker_h worker        = nullptr;
+    uct_iface_h iface          = nullptr;
+
+    opened_iface()                                = default;
+    opened_iface(const opened_iface &)            = delete;
+    opened_iface &operator=(const opened_iface &) = delete;
+    ~opened_iface()
+    {
+        close();
+    }
+
+    void close()
+    {
+        if (iface != nullptr) {
+            uct_iface_close(iface);
+            iface = nullptr;
+        }
+        if (worker != nullptr) {
+            uct_worker_destroy(worker);
+            worker = nullptr;
+        }
+        if (async != nullptr) {
+            ucs_async_context_destroy(async);
+            async = nullptr;
+        }
+    }
+
+    /* Progresses until pred() or `limit`. */
+    bool progress_until(const std::function<bool()> &pred,
+                        std::chrono::milliseconds limit = 20s)
+    {
+        auto until = std::chrono::steady_clock::now() + limit;
+        while (!pred()) {
+            if (std::chrono::steady_clock::now() > until) {
+                return false;
+            }
+            uct_worker_progress(worker);
+        }
+        return true;
+    }
+};
+
+/* Registered memory of the test's own, unmapped at the end. */
+struct buffer {
+    uct_md_h md    = nullptr;
+    void *addr     = MAP_FAILED;
+    size_t length  = 0;
+    uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+
+    buffer(uct_md_h m, size_t len) : md(m), length(len)
+    {
+        addr = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (addr != MAP_FAILED &&
+            uct_md_mem_reg(md, addr, len, UCT_MD_MEM_ACCESS_ALL, &memh) !=
+                    UCS_OK) {
+            memh = UCT_MEM_HANDLE_NULL;
+        }
+    }
+    buffer(const buffer &)            = delete;
+    buffer &operator=(const buffer &) = delete;
+    ~buffer()
+    {
+        if (memh != UCT_MEM_HANDLE_NULL) {
+            uct_md_mem_dereg(md, memh);
+        }
+        if (addr != MAP_FAILED) {
+            munmap(addr, length);
+        }
+    }
+    char *bytes() const
+    {
+        return static_cast<char *>(addr);
+    }
+    uct_iov_t iov(size_t len, size_t offset = 0) const
+    {
+        return {bytes() + offset, len, memh, 0, 1};
+    }
+};
+
+/* An AM handler that keeps what it is given. */
+inline ucs_status_t keep_am(void *arg, void *data, size_t length, unsigned)
+{
+    static_cast<std::vector<std::string> *>(arg)->emplace_back(
+            static_cast<const char *>(data), length);
+    return UCS_OK;
+}
+
+/* A bcopy pack callback: copies the std::string at arg. */
+inline size_t pack_pattern(void *dest, void *arg)
+{
+    const auto &text = *static_cast<const std::string *>(arg);
+    std::memcpy(dest, text.data(), text.size());
+    return text.size();
+}
+
+struct counted_completion {
+    uct_completion_t comp{done, 1, UCS_OK};
+    static void done(uct_completion_t *)
+    {
+    }
+    bool finished() const
+    {
+        return comp.count == 0;
+    }
+};
+
+/* Where an interface is: what uct_ep_create needs to reach it. */
+struct iface_addresses {
+    std::vector<char> dev, iface;
+
+    uct_device_addr_t *dev_addr()
+    {
+        return reinterpret_cast<uct_device_addr_t *>(dev.data());
+    }
+    uct_iface_addr_t *iface_addr()
+    {
+        return reinterpret_cast<uct_iface_addr_t *>(iface.data());
+    }
+};
+
+inline iface_addresses addresses_of(uct_iface_h iface)
+{
+    uct_iface_attr_t attr;
+    iface_addresses a;
+    EXPECT_EQ(uct_iface_query(iface, &attr), UCS_OK);
+    a.dev.resize(attr.device_addr_len);
+    a.iface.resize(attr.iface_addr_len);
+    EXPECT_EQ(uct_iface_get_device_address(iface, a.dev_addr()), UCS_OK);
+    EXPECT_EQ(uct_iface_get_address(iface, a.iface_addr()), UCS_OK);
+    return a;
+}
+
+/* An endpoint from `from` to the interface at `to`, or nullptr. */
+inline uct_ep_h
+connect_ep(uct_iface_h from, iface_addresses &to, ucs_status_t expect = UCS_OK)
+{
+    uct_ep_params_t params{};
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface        = from;
+    params.dev_addr     = to.dev_addr();
+    params.iface_addr   = to.iface_addr();
+    uct_ep_h ep         = nullptr;
+    ucs_status_t status = uct_ep_create(&params, &ep);
+    EXPECT_EQ(status, expect) << ucs_status_string(status);
+    return status == UCS_OK ? ep : nullptr;
+}
+
+/* Optional interface parameters the tests use. */
+struct iface_options {
+    uct_error_handler_t err_handler = nullptr;
+    void *err_handler_arg           = nullptr;
+};
+
+class uct_rvt_fixture : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        if (s_module == nullptr) {
+            s_module = dlopen(module_path().c_str(), RTLD_NOW | RTLD_GLOBAL);
+            if (s_module == nullptr) {
+                s_dlerror = dlerror();
+            }
+        }
+    }
+
+    void SetUp() override
+    {
+        const char *dev = std::getenv("RXE_DEV");
+        if (dev == nullptr || *dev == '\0') {
+            GTEST_SKIP() << "no RDMA device (RXE_DEV unset): run in the "
+                            "testbed";
+        }
+        ASSERT_NE(s_module, nullptr) << module_path() << ": " << s_dlerror;
+        m_dev       = dev;
+        char tmpl[] = "/tmp/uct-rvt-test.XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        m_runtime = tmpl;
+        m_env.set("XDG_RUNTIME_DIR", m_runtime);
+        m_env.set("UCX_RVT_JOB_KEY", uct_job_key);
+        m_env.set("UCX_RVT_START_AGENT", "n");
+        m_socket = socket_of(m_runtime, uct_job_key);
+        ASSERT_FALSE(m_socket.empty());
+
+        uct_component_h *components;
+        unsigned count;
+        ASSERT_EQ(uct_query_components(&components, &count), UCS_OK);
+        for (unsigned i = 0; i < count; ++i) {
+            uct_component_attr_t attr{};
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            ASSERT_EQ(uct_component_query(components[i], &attr), UCS_OK);
+            if (std::string(attr.name) == "rvt") {
+                m_component = components[i];
+            }
+        }
+        uct_release_component_list(components);
+        ASSERT_NE(m_component, nullptr) << "no component rvt registered";
+    }
+
+    void TearDown() override
+    {
+        if (m_md != nullptr) {
+            uct_md_close(m_md);
+        }
+        for (pid_t pid : m_agents) {
+            if (pid > 0) {
+                kill(pid, SIGTERM);
+                waitpid(pid, nullptr, 0);
+            }
+        }
+        if (!m_runtime.empty()) {
+            std::filesystem::remove_all(m_runtime);
+        }
+    }
+
+    /* The attach socket of the agent for `key` under runtime base `base`
+     * (created, mode 0700, if need be); empty on failure. */
+    std::string socket_of(const std::string &base, const std::string &key)
+    {
+        std::error_code ec;
+        if (std::filesystem::create_directories(base, ec)) {
+            std::filesystem::permissions(base,
+                                         std::filesystem::perms::owner_all, ec);
+        }
+        auto dir = rvt::ensure_runtime_dir(base, getuid());
+        EXPECT_TRUE(dir.ok()) << dir.error();
+        if (!dir.ok()) {
+            return {};
+        }
+        auto paths = rvt::make_agent_paths(dir.value(), m_dev, 1, key);
+        EXPECT_TRUE(paths.ok()) << paths.error();
+        return paths.ok() ? paths.value().socket : std::string();
+    }
+
+    /* Starts rvtd for `key` under runtime base `base` with `extra`
+     * options, and waits for its socket; its stderr goes to
+     * <base>/rvtd.<key>.out. The agent is stopped at TearDown (or
+     * earlier, by the test, through the pid returned). */
+    pid_t start_agent_at(const std::string &base, const std::string &key,
+                         const std::vector<std::string> &extra = {})
+    {
+        const std::string socket = socket_of(base, key);
+        const std::string out    = base + "/rvtd." + key + ".out";
+        std::vector<std::string> argv{rvt::test::rvtd_path, "--device=" + m_dev,
+                                      "--job-key=" + key, "--linger=2"};
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+            dup2(fd, 2);
+            setenv("XDG_RUNTIME_DIR", base.c_str(), 1);
+            std::vector<char *> args;
+            for (const auto &a : argv) {
+                args.push_back(const_cast<char *>(a.c_str()));
+            }
+            args.push_back(nullptr);
+            execv(args[0], args.data());
+            _exit(127);
+        }
+        m_agents.push_back(pid);
+        EXPECT_TRUE(eventually([&] { return std::filesystem::exists(socket); },
+                               20s))
+                << "no agent socket at " << socket;
+        return pid;
+    }
+
+    /* Stops an agent this test started, with `sig`, and reaps it. */
+    void stop_agent(pid_t pid, int sig)
+    {
+        for (pid_t &p : m_agents) {
+            if (p == pid && p > 0) {
+                kill(p, sig);
+                waitpid(p, nullptr, 0);
+                p = -1;
+            }
+        }
+    }
+
+    /* The agent of this test's own runtime directory and job key. */
+    void start_agent(const std::vector<std::string> &extra = {})
+    {
+        m_agent = start_agent_at(m_runtime, uct_job_key, extra);
+    }
+
+    uct_md_h open_md_handle()
+    {
+        uct_md_config_t *config;
+        EXPECT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
+                  UCS_OK);
+        uct_md_h md         = nullptr;
+        ucs_status_t status = uct_md_open(m_component, m_dev.c_str(), config,
+                                          &md);
+        uct_config_release(config);
+        EXPECT_EQ(status, UCS_OK) << ucs_status_string(status);
+        return status == UCS_OK ? md : nullptr;
+    }
+
+    void open_md(const char *reg_methods = nullptr)
+    {
+        if (reg_methods != nullptr) {
+            m_env.set("UCX_RVT_REG_METHODS", reg_methods);
+        }
+        m_md = open_md_handle();
+        ASSERT_NE(m_md, nullptr);
+    }
+
+    void open_iface_on(uct_md_h md, opened_iface &oi,
+                       ucs_status_t expect          = UCS_OK,
+                       const iface_options &options = {})
+    {
+        ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                           &oi.async),
+                  UCS_OK);
+        ASSERT_EQ(uct_worker_create(oi.async, UCS_THREAD_MODE_SINGLE,
+                                    &oi.worker),
+                  UCS_OK);
+        uct_iface_config_t *config;
+        ASSERT_EQ(uct_md_iface_config_read(md, "rvt", nullptr, nullptr,
+                                           &config),
+                  UCS_OK);
+        const std::string dev_name = m_dev + ":1";
+        uct_iface_params_t params{};
+        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                            UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = "rvt";
+        params.mode.device.dev_name = dev_name.c_str();
+        if (options.err_handler != nullptr) {
+            params.field_mask |= UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                 UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+            params.err_handler       = options.err_handler;
+            params.err_handler_arg   = options.err_handler_arg;
+            params.err_handler_flags = 0; /* called from progress */
+        }
+        ucs_status_t status = uct_iface_open(md, oi.worker, &params, config,
+                                             &oi.iface);
+        uct_config_release(config);
+        ASSERT_EQ(status, expect) << ucs_status_string(status);
+        if (status == UCS_OK) {
+            uct_iface_progress_enable(oi.iface,
+                                      UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+        } else {
+            oi.iface = nullptr;
+        }
+    }
+
+    void open_iface(opened_iface &oi, ucs_status_t expect = UCS_OK,
+                    const iface_options &options = {})
+    {
+        open_iface_on(m_md, oi, expect, options);
+    }
+
+    /* The MRs the agent holds for this process, as its status says; -1
+     * when this process is not attached. */
+    int agent_mrs()
+    {
+        auto st = rvt::client::query_status(m_socket, false);
+        if (!st) {
+            ADD_FAILURE() << st.error();
+            return -1;
+        }
+        const std::string key = "\"pid\": " + std::to_string(getpid()) +
+                                ", \"mrs\": ";
+        const auto at = st.value().find(key);
+        if (at == std::string::npos) {
+            return -1;
+        }
+        return std::atoi(st.value().c_str() + at + key.size());
+    }
+
+    inline static void *s_module = nullptr;
+    inline static std::string s_dlerror;
+
+    env_scope m_env;
+    std::string m_dev, m_runtime, m_socket;
+    pid_t m_agent = -1; /* the agent of m_runtime and uct_job_key */
+    std::vector<pid_t> m_agents; /* every agent started, stopped at the end */
+    uct_component_h m_component = nullptr;
+    uct_md_h m_md               = nullptr;
+};
+
+} // namespace rvt::test
+
+#endif
