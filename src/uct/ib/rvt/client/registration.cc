@@ -79,6 +79,9 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
         return failure{"cannot register 0 bytes at " +
                        std::to_string(reinterpret_cast<uintptr_t>(addr))};
     }
+    if (!at.imported && !at.cmd_fd) {
+        return failure{"the agent is gone (its verbs context was released)"};
+    }
     memory_region mr{};
     if (at.imported) {
         ibv_mr *m = ibv_reg_mr(at.imported->pd, addr, length, access);
@@ -122,6 +125,10 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
 result<uint32_t>
 deregister_memory(const attachment &at, const memory_region &mr)
 {
+    if (!at.imported && !at.cmd_fd) {
+        /* released after the agent died: the MR goes with its context */
+        return mr.handle;
+    }
     if (at.imported) {
         ibv_mr *m = nullptr;
         {

@@ -106,6 +106,12 @@ result<uint32_t> session::deregister_memory(const memory_region &mr)
     return client::deregister_memory(m_at, mr);
 }
 
+void session::release_agent_context()
+{
+    m_at.imported.reset();
+    m_at.cmd_fd.reset();
+}
+
 post_status session::post(const work_request &wr)
 {
     if (m_outstanding >= m_at.layout.caps.completion) {

@@ -95,6 +95,13 @@ public:
     register_memory(void *addr, size_t length, int access);
     result<uint32_t> deregister_memory(const memory_region &mr);
 
+    /* The agent is gone: drops this process's hold on its verbs context
+     * (the command fd, an imported PD). Every client holds one, and the
+     * kernel keeps a dead agent's QPs alive, answering its peers at the
+     * transport level, until the last hold goes. Registering fails after
+     * this; deregistering succeeds at once (the MRs go with the context). */
+    void release_agent_context();
+
     /* The request is copied; reserved fields are zeroed here. */
     post_status post(const work_request &wr);
 

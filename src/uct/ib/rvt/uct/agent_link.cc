@@ -178,6 +178,14 @@ void agent_link::forget_peer(uint32_t index)
                   [index](const auto &p) { return p.second == index; });
 }
 
+void agent_link::agent_lost()
+{
+    std::lock_guard guard(m_lock);
+    if (m_session) {
+        m_session->release_agent_context();
+    }
+}
+
 bool agent_link::claim_data_path(const void *iface)
 {
     std::lock_guard guard(m_lock);

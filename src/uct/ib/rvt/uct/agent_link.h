@@ -78,6 +78,10 @@ public:
      * asks again instead of reusing it. */
     void forget_peer(uint32_t index);
 
+    /* The agent died: lets its verbs context go (session.h,
+     * release_agent_context), so that its peers see its QPs fail. */
+    void agent_lost();
+
     /* One interface at a time owns the attachment's inbound stream: an
      * active message names a client index, not an interface, so a second
      * interface on the same attachment could not tell its messages from

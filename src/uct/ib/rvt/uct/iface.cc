@@ -328,6 +328,8 @@ void check_agent(iface &i)
               i.session->healthy() ? "it closed its socket" :
                                      "its rings are corrupt");
     i.agent_lost = true;
+    /* our hold on its verbs context would keep its QPs acking its peers */
+    i.link->agent_lost();
     abandon_in_flight(i, UCS_ERR_IO_ERROR);
     for (ep *e : i.eps) {
         i.fail_ep(*e, UCS_ERR_IO_ERROR);
