@@ -227,8 +227,9 @@ TEST_F(uct_rvt_failure, another_jobs_agent_is_no_peer)
     const std::string key = "uct-rvt-other-job";
     start_agent_at(m_runtime + "/c", key);
     error_log other_errors;
-    ASSERT_NO_FATAL_FAILURE(open_context(other, m_runtime + "/c", key,
-                                         {error_log::handler, &other_errors}));
+    ASSERT_NO_FATAL_FAILURE(
+            open_context(other, m_runtime + "/c", key,
+                         {error_log::handler, &other_errors, {}}));
     ASSERT_NE(other.oi.iface, nullptr);
     uct_ep_h ep = new_ep(other.oi.iface);
     ASSERT_NE(ep, nullptr);
@@ -247,10 +248,26 @@ TEST_F(uct_rvt_failure, another_jobs_agent_is_no_peer)
     expect_loopback_works();
 }
 
-TEST_F(uct_rvt_failure, a_peer_agent_killed)
+namespace {
+class uct_rvt_peer_death :
+    public uct_rvt_failure,
+    public ::testing::WithParamInterface<route_kind> {};
+} // namespace
+
+/* other_agent: the dead agent's QPs are on our device; other_node: across
+ * the bridge, as when a node's agent dies */
+INSTANTIATE_TEST_SUITE_P(route, uct_rvt_peer_death,
+                         ::testing::Values(route_kind::other_agent,
+                                           route_kind::other_node),
+                         route_name);
+
+TEST_P(uct_rvt_peer_death, a_peer_agent_killed)
 {
-    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::other_agent, fast_failure));
-    const pid_t agent_b  = m_agents.back();
+    ASSERT_NO_FATAL_FAILURE(open_route(GetParam(), fast_failure));
+    if (IsSkipped()) {
+        return;
+    }
+    const pid_t agent_b  = m_other_agent;
     const uint32_t qpn_b = ud_qpn_of(m_to->iface);
     std::vector<std::string> back;
     ASSERT_EQ(uct_iface_set_am_handler(m_oi.iface, am_id, keep_am, &back, 0),

@@ -382,35 +382,52 @@ TEST_P(uct_rvt_semantics, fence_orders_later_operations)
     };
 
     /* a get into a local buffer, a fence, a put from that buffer: the put
-     * must carry what the get brought, not what was there before. Once
-     * with the endpoint's fence, once with the interface's. */
-    for (const bool whole_iface : {false, true}) {
-        SCOPED_TRACE(whole_iface ? "uct_iface_fence" : "uct_ep_fence");
-        const int from = whole_iface ? 2 : 0, to = from + 1;
-        const uint64_t seed = whole_iface ? 5002 : 5001;
-        fill(target.bytes() + from * len, len, seed);
-        std::memset(target.bytes() + to * len, 0, len);
-        char *buf = local.bytes() + (whole_iface ? len : 0);
-        std::memset(buf, 0xaa, len);
-        uct_iov_t iov = local.iov(len, buf - local.bytes());
+     * must carry what the get brought, not what was there before. With
+     * the endpoint's fence and the interface's, at a few sizes: a large
+     * read holds the device's later packets back by itself (rxe's window
+     * of unacknowledged PSNs), a small one does not. */
+    constexpr size_t sizes[] = {4096, 32 * 1024, len};
+    constexpr int cases      = 2 * std::size(sizes);
+    buffer froms(m_to_md, cases * len), tos(m_to_md, cases * len);
+    buffer bufs(m_md, cases * len);
+    ASSERT_NE(froms.memh, nullptr);
+    ASSERT_NE(tos.memh, nullptr);
+    ASSERT_NE(bufs.memh, nullptr);
+    const uct_rkey_t from_rkey = rkey_of(froms), to_rkey = rkey_of(tos);
+    for (int c = 0; c < cases; ++c) {
+        const bool whole_iface = c >= cases / 2;
+        const size_t size      = sizes[c % std::size(sizes)];
+        SCOPED_TRACE(
+                std::string(whole_iface ? "uct_iface_fence" : "uct_ep_fence") +
+                ", " + std::to_string(size) + " bytes");
+        const uint64_t seed = 5100 + c;
+        fill(froms.bytes() + c * len, size, seed);
+        std::memset(tos.bytes() + c * len, 0, size);
+        char *buf = bufs.bytes() + c * len;
+        std::memset(buf, 0xaa, size);
+        uct_iov_t iov = bufs.iov(size, c * len);
         call_counter get, put;
-        ucs_status_t got = uct_ep_get_zcopy(m_ep, &iov, 1, region(from), rkey,
-                                            &get.comp);
+        const uint64_t from = reinterpret_cast<uint64_t>(froms.bytes()) +
+                              c * len;
+        const uint64_t to = reinterpret_cast<uint64_t>(tos.bytes()) + c * len;
+        ucs_status_t got  = retry([&] {
+            return uct_ep_get_zcopy(m_ep, &iov, 1, from, from_rkey, &get.comp);
+        });
         ASSERT_TRUE(got == UCS_OK || got == UCS_INPROGRESS)
                 << ucs_status_string(got);
         ASSERT_EQ(whole_iface ? uct_iface_fence(m_oi.iface, 0) :
                                 uct_ep_fence(m_ep, 0),
                   UCS_OK);
         ucs_status_t put_status = retry([&] {
-            return uct_ep_put_zcopy(m_ep, &iov, 1, region(to), rkey, &put.comp);
+            return uct_ep_put_zcopy(m_ep, &iov, 1, to, to_rkey, &put.comp);
         });
         ASSERT_TRUE(put_status == UCS_OK || put_status == UCS_INPROGRESS)
                 << ucs_status_string(put_status);
         wait_comp(get, got);
         wait_comp(put, put_status);
         EXPECT_EQ(flush_ep(m_ep), UCS_OK);
-        EXPECT_EQ(mismatch(buf, len, seed), npos) << "the get";
-        EXPECT_EQ(mismatch(target.bytes() + to * len, len, seed), npos)
+        EXPECT_EQ(mismatch(buf, size, seed), npos) << "the get";
+        EXPECT_EQ(mismatch(tos.bytes() + c * len, size, seed), npos)
                 << "the put after the fence sent what the buffer held "
                    "before the get";
     }
@@ -664,6 +681,7 @@ TEST_P(uct_rvt_semantics, zcopy_completes_once_and_frees_the_buffer)
         };
         o.done.then   = &o.release;
         uct_iov_t iov = pool.iov(o.length, b * maxlen);
+        busy[b]       = true;
         ucs_status_t status;
         if (o.kind == 0) {
             const uint64_t tag = k;
@@ -694,8 +712,6 @@ TEST_P(uct_rvt_semantics, zcopy_completes_once_and_frees_the_buffer)
                 << "op " << k << ": " << ucs_status_string(status);
         if (status == UCS_OK) {
             o.release(); /* done at once: the buffer is free now */
-        } else {
-            busy[b] = true;
         }
         ops.push_back(std::move(op));
     }
@@ -745,7 +761,8 @@ TEST_P(uct_rvt_semantics, zcopy_completes_once_and_frees_the_buffer)
 
 INSTANTIATE_TEST_SUITE_P(route, uct_rvt_semantics,
                          ::testing::Values(route_kind::self,
-                                           route_kind::other_agent),
+                                           route_kind::other_agent,
+                                           route_kind::other_node),
                          route_name);
 
 /* ---- 6. large puts ---------------------------------------------------------- */
@@ -757,7 +774,10 @@ class uct_rvt_large : public uct_rvt_route {};
 TEST_F(uct_rvt_large, puts_of_64_and_80_mib)
 {
     constexpr size_t mib = 1024 * 1024;
-    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::other_agent));
+    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::other_node));
+    if (IsSkipped()) {
+        return;
+    }
     ASSERT_GE(m_attr.cap.put.max_zcopy, 80 * mib)
             << "UCX_RVT_MAX_ZCOPY's default no longer allows 80 MiB";
     buffer src(m_md, 80 * mib);

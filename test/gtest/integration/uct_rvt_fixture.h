@@ -253,6 +253,7 @@ connect_ep(uct_iface_h from, iface_addresses &to, ucs_status_t expect = UCS_OK)
 struct iface_options {
     uct_error_handler_t err_handler = nullptr;
     void *err_handler_arg           = nullptr;
+    std::string device; /* the MD's; empty: the test's (RXE_DEV) */
 };
 
 class uct_rvt_fixture : public ::testing::Test {
@@ -316,9 +317,11 @@ protected:
         }
     }
 
-    /* The attach socket of the agent for `key` under runtime base `base`
-     * (created, mode 0700, if need be); empty on failure. */
-    std::string socket_of(const std::string &base, const std::string &key)
+    /* The attach socket of the agent for `key` and `dev` (empty: the
+     * test's device) under runtime base `base` (created, mode 0700, if
+     * need be); empty on failure. */
+    std::string socket_of(const std::string &base, const std::string &key,
+                          const std::string &dev = {})
     {
         std::error_code ec;
         if (std::filesystem::create_directories(base, ec)) {
@@ -330,22 +333,26 @@ protected:
         if (!dir.ok()) {
             return {};
         }
-        auto paths = rvt::make_agent_paths(dir.value(), m_dev, 1, key);
+        auto paths = rvt::make_agent_paths(dir.value(),
+                                           dev.empty() ? m_dev : dev, 1, key);
         EXPECT_TRUE(paths.ok()) << paths.error();
         return paths.ok() ? paths.value().socket : std::string();
     }
 
-    /* Starts rvtd for `key` under runtime base `base` with `extra`
-     * options, and waits for its socket; its stderr goes to
-     * <base>/rvtd.<key>.out. The agent is stopped at TearDown (or
-     * earlier, by the test, through the pid returned). */
+    /* Starts rvtd for `key` and `dev` (empty: the test's device) under
+     * runtime base `base` with `extra` options, and waits for its socket;
+     * its stderr goes to <base>/rvtd.<key>.out. The agent is stopped at
+     * TearDown (or earlier, by the test, through the pid returned). */
     pid_t start_agent_at(const std::string &base, const std::string &key,
-                         const std::vector<std::string> &extra = {})
+                         const std::vector<std::string> &extra = {},
+                         const std::string &dev                = {})
     {
-        const std::string socket = socket_of(base, key);
+        const std::string device = dev.empty() ? m_dev : dev;
+        const std::string socket = socket_of(base, key, device);
         const std::string out    = base + "/rvtd." + key + ".out";
-        std::vector<std::string> argv{rvt::test::rvtd_path, "--device=" + m_dev,
-                                      "--job-key=" + key, "--linger=2"};
+        std::vector<std::string> argv{rvt::test::rvtd_path,
+                                      "--device=" + device, "--job-key=" + key,
+                                      "--linger=2"};
         argv.insert(argv.end(), extra.begin(), extra.end());
         pid_t pid = fork();
         if (pid == 0) {
@@ -385,14 +392,17 @@ protected:
         m_agent = start_agent_at(m_runtime, uct_job_key, extra);
     }
 
-    uct_md_h open_md_handle()
+    /* An MD on `dev` (empty: the test's device). */
+    uct_md_h open_md_handle(const std::string &dev = {})
     {
         uct_md_config_t *config;
         EXPECT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
                   UCS_OK);
         uct_md_h md         = nullptr;
-        ucs_status_t status = uct_md_open(m_component, m_dev.c_str(), config,
-                                          &md);
+        ucs_status_t status = uct_md_open(m_component,
+                                          dev.empty() ? m_dev.c_str() :
+                                                        dev.c_str(),
+                                          config, &md);
         uct_config_release(config);
         EXPECT_EQ(status, UCS_OK) << ucs_status_string(status);
         return status == UCS_OK ? md : nullptr;
@@ -421,7 +431,9 @@ protected:
         ASSERT_EQ(uct_md_iface_config_read(md, "rvt", nullptr, nullptr,
                                            &config),
                   UCS_OK);
-        const std::string dev_name = m_dev + ":1";
+        const std::string dev_name = (options.device.empty() ? m_dev :
+                                                               options.device) +
+                                     ":1";
         uct_iface_params_t params{};
         params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                             UCT_IFACE_PARAM_FIELD_DEVICE;
@@ -452,6 +464,27 @@ protected:
                     const iface_options &options = {})
     {
         open_iface_on(m_md, oi, expect, options);
+    }
+
+    /* An rvt device other than the test's, if the component lists one
+     * (the testbed's other nodes' rxe devices are visible on every node,
+     * and policy routing sends their traffic through the bridge); empty
+     * if there is none. */
+    std::string other_device()
+    {
+        uct_component_attr_t attr{};
+        attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+        EXPECT_EQ(uct_component_query(m_component, &attr), UCS_OK);
+        std::vector<uct_md_resource_desc_t> mds(attr.md_resource_count);
+        attr.field_mask   = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+        attr.md_resources = mds.data();
+        EXPECT_EQ(uct_component_query(m_component, &attr), UCS_OK);
+        for (const auto &md : mds) {
+            if (m_dev != md.md_name) {
+                return md.md_name;
+            }
+        }
+        return {};
     }
 
     /* The MRs the agent holds for this process, as its status says; -1

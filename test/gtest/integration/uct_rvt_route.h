@@ -152,14 +152,31 @@ struct context {
     }
 };
 
+/* Where a route's target interface is:
+ *   self         the sending interface itself: its agent's loopback QPs
+ *   other_agent  on a second agent of the same job on the same device,
+ *                in its own runtime directory (so its own UD QP): the
+ *                agents connect by the handshake and share RC QPs, which
+ *                the device loops back
+ *   other_node   on the agent of another rxe device (the testbed's next
+ *                node): the same, through that node's veth and the bridge
+ */
 enum class route_kind {
     self,
-    other_agent
+    other_agent,
+    other_node
 };
 
 inline std::string route_name(const ::testing::TestParamInfo<route_kind> &info)
 {
-    return info.param == route_kind::self ? "self" : "other_agent";
+    switch (info.param) {
+    case route_kind::self:
+        return "self";
+    case route_kind::other_agent:
+        return "other_agent";
+    default:
+        return "other_node";
+    }
 }
 
 /* Opens the test's agent, MD and interface, and an endpoint to a target
@@ -184,19 +201,27 @@ protected:
         ASSERT_NO_FATAL_FAILURE(start_agent(agent_options));
         ASSERT_NO_FATAL_FAILURE(open_md());
         ASSERT_NO_FATAL_FAILURE(
-                open_iface(m_oi, UCS_OK, {error_log::handler, &m_errors}));
+                open_iface(m_oi, UCS_OK, {error_log::handler, &m_errors, {}}));
         ASSERT_NE(m_oi.iface, nullptr);
         if (kind == route_kind::self) {
             m_to    = &m_oi;
             m_to_md = m_md;
         } else {
-            m_other = std::make_unique<context>();
-            start_agent_at(m_runtime + "/b", uct_job_key);
+            std::string dev;
+            if (kind == route_kind::other_node) {
+                dev = other_device();
+                if (dev.empty()) {
+                    GTEST_SKIP() << "no second rvt device for another node";
+                }
+            }
+            m_other       = std::make_unique<context>();
+            m_other_agent = start_agent_at(m_runtime + "/b", uct_job_key,
+                                           agent_options, dev);
             /* with a handler: an endpoint error nobody handles is fatal
              * in UCT (uct_base_iface_failure_log_level) */
             ASSERT_NO_FATAL_FAILURE(
                     open_context(*m_other, m_runtime + "/b", uct_job_key,
-                                 {error_log::handler, &m_other_errors}));
+                                 {error_log::handler, &m_other_errors, dev}));
             ASSERT_NE(m_other->oi.iface, nullptr);
             m_to    = &m_other->oi;
             m_to_md = m_other->md;
@@ -219,7 +244,7 @@ protected:
          * environment of that moment */
         m_env.set("XDG_RUNTIME_DIR", base);
         m_env.set("UCX_RVT_JOB_KEY", key);
-        c.md = open_md_handle();
+        c.md = open_md_handle(opts.device);
         if (c.md != nullptr) {
             open_iface_on(c.md, c.oi, UCS_OK, opts);
         }
@@ -325,6 +350,7 @@ protected:
     std::vector<std::string> m_received;
     error_log m_errors; /* of m_oi */
     error_log m_other_errors; /* of m_other's interface */
+    pid_t m_other_agent = -1; /* m_other's */
     std::vector<uct_ep_h> m_eps;
     std::vector<std::shared_ptr<uct_rkey_bundle_t>> m_rkeys;
 };
