@@ -97,5 +97,7 @@ if [ "$what" = all ]; then
     run_suite "integration (testbed)" test/testbed/integration.sh build
     step "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)"
     run_suite "traffic (testbed)" test/testbed/traffic.sh build
+    step "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)"
+    run_suite "perftest (testbed)" test/testbed/perftest.sh build
 fi
 finish
