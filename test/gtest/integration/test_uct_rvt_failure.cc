@@ -4,7 +4,7 @@
  * another job's agent, and to an agent killed with SIGKILL. Its
  * operations complete with an error and the interface's error handler is
  * called, within a bounded time, never a hang; the local agent and other
- * endpoints go on working. The test's own agent runs with short timers.
+ * endpoints go on working. The agents run with short timers.
  * Times are printed, never asserted beyond generous bounds.
  */
 #include "uct_rvt_route.h"

@@ -1,8 +1,9 @@
 /*
  * UCT semantics of the rvt transport, through UCT's public API with real
- * agents on a real device (the testbed), every byte checked, over both
- * routes of uct_rvt_route.h (self: loopback QPs of one agent; other_agent:
- * two agents connected by the handshake):
+ * agents on a real device (the testbed), every byte checked, over each
+ * route of uct_rvt_route.h (self: one agent's loopback QPs; other_agent: a
+ * second agent on the same device; other_node: the agent of the next
+ * node's device, through the bridge):
  *
  *   active messages of every kind arrive in send order, intact; a put is
  *   visible when a later AM's handler runs; flush means earlier puts are
@@ -51,7 +52,7 @@ protected:
 
 } // namespace
 
-/* ---- 1. AM order ----------------------------------------------------------- */
+/* ---- AM order --------------------------------------------------------- */
 
 TEST_P(uct_rvt_semantics, active_messages_arrive_in_send_order)
 {
@@ -133,7 +134,7 @@ TEST_P(uct_rvt_semantics, active_messages_arrive_in_send_order)
     EXPECT_TRUE(m_errors.calls.empty());
 }
 
-/* ---- 2. put, then AM --------------------------------------------------- */
+/* ---- put, then AM ----------------------------------------------------- */
 
 namespace {
 
@@ -268,7 +269,7 @@ TEST_P(uct_rvt_semantics, a_put_is_visible_when_a_later_am_runs)
     }
 }
 
-/* ---- 3. flush and fence ---------------------------------------------------- */
+/* ---- flush and fence -------------------------------------------------- */
 
 TEST_P(uct_rvt_semantics, flush_means_earlier_puts_are_visible)
 {
@@ -477,7 +478,7 @@ TEST_P(uct_rvt_semantics, fence_orders_later_operations)
     }
 }
 
-/* ---- 4. pending queue ---------------------------------------------------- */
+/* ---- pending queue ---------------------------------------------------- */
 
 namespace {
 
@@ -558,7 +559,9 @@ TEST_P(uct_rvt_semantics, pending_requests_run_once_in_order)
         ASSERT_EQ(uct_ep_pending_add(eps[e], &p.req, 0), UCS_OK)
                 << "request " << i;
     }
-    EXPECT_EQ(uct_ep_am_short(eps[0], am_id, 0, nullptr, 0), UCS_ERR_NO_RESOURCE)
+    const ucs_status_t overtaking = uct_ep_am_short(eps[0], am_id, 0, nullptr,
+                                                    0);
+    EXPECT_EQ(overtaking, UCS_ERR_NO_RESOURCE)
             << "a send overtook the pending requests";
 
     const size_t total = burst + queued;
@@ -622,7 +625,7 @@ TEST_P(uct_rvt_semantics, pending_requests_run_once_in_order)
     EXPECT_EQ(idle.calls, 0);
 }
 
-/* ---- 5. zcopy completions ---------------------------------------------- */
+/* ---- zcopy completions ------------------------------------------------ */
 
 namespace {
 
@@ -765,7 +768,7 @@ INSTANTIATE_TEST_SUITE_P(route, uct_rvt_semantics,
                                            route_kind::other_node),
                          route_name);
 
-/* ---- 6. large puts ---------------------------------------------------------- */
+/* ---- large puts ------------------------------------------------------- */
 
 namespace {
 class uct_rvt_large : public uct_rvt_route {};

@@ -1,12 +1,10 @@
 /*
  * The fixture of the UCT semantics tests (test_uct_rvt_semantics.cc,
  * test_uct_rvt_failure.cc): the test's agent, MD and interface, and an
- * endpoint to a target interface, which is either the same interface
- * (through the agent's loopback QPs) or one on a second agent of the same
- * job on the same device (its own runtime directory, so its own UD QP):
- * the agents then connect with the handshake and move the data over
- * shared RC QPs, as between two nodes. Plus byte patterns that differ per
- * seed and per position, and completions and error handlers that count.
+ * endpoint to a target interface on one of three routes (route_kind):
+ * itself, a second agent on the same device, or the agent of the next
+ * node's device. Plus byte patterns that differ per seed and per
+ * position, and completions and error handlers that count.
  *
  * A process has one rvt interface per memory domain and attaches when it
  * first opens one, so the second interface is a second MD opened while
@@ -35,7 +33,7 @@ namespace rvt::test {
 inline constexpr uint8_t am_id = 5;
 inline constexpr size_t npos   = ~size_t{0};
 
-/* ---- byte patterns: distinct per seed and per position ------------------ */
+/* ---- byte patterns: distinct per seed and per position ---------------- */
 
 inline uint64_t pattern_word(uint64_t seed, size_t word)
 {
@@ -189,6 +187,9 @@ protected:
             uct_ep_destroy(ep);
         }
         m_eps.clear();
+        for (auto &bundle : m_rkeys) {
+            uct_rkey_release(m_component, &bundle);
+        }
         m_rkeys.clear();
         m_other.reset();
         m_oi.close();
@@ -279,15 +280,13 @@ protected:
     {
         std::vector<char> packed(16);
         EXPECT_EQ(uct_md_mkey_pack(b.md, b.memh, packed.data()), UCS_OK);
-        auto bundle = std::shared_ptr<uct_rkey_bundle_t>(
-                new uct_rkey_bundle_t{}, [c = m_component](auto *r) {
-                    uct_rkey_release(c, r);
-                    delete r;
-                });
-        EXPECT_EQ(uct_rkey_unpack(m_component, packed.data(), bundle.get()),
-                  UCS_OK);
+        uct_rkey_bundle_t bundle{};
+        if (uct_rkey_unpack(m_component, packed.data(), &bundle) != UCS_OK) {
+            ADD_FAILURE() << "uct_rkey_unpack";
+            return 0;
+        }
         m_rkeys.push_back(bundle);
-        return bundle->rkey;
+        return bundle.rkey;
     }
 
     void progress()
@@ -352,7 +351,7 @@ protected:
     error_log m_other_errors; /* of m_other's interface */
     pid_t m_other_agent = -1; /* m_other's */
     std::vector<uct_ep_h> m_eps;
-    std::vector<std::shared_ptr<uct_rkey_bundle_t>> m_rkeys;
+    std::vector<uct_rkey_bundle_t> m_rkeys; /* released at TearDown */
 };
 
 } // namespace rvt::test
