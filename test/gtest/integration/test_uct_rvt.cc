@@ -147,6 +147,71 @@ TEST_F(uct_rvt, md_registers_directly)
     EXPECT_EQ(agent_mrs(), 0);
 }
 
+/* The registration cache must not hand out the MR of pages that are gone:
+ * the same address, unmapped and mapped again with other pages, must move
+ * the new pages' bytes (a stale MR would still pin, and send, the old). */
+TEST_F(uct_rvt, md_cache_follows_memory_remapped_at_the_same_address)
+{
+    start_agent();
+    open_md();
+    opened_iface oi;
+    open_iface(oi);
+    iface_addresses self = addresses_of(oi.iface);
+    uct_ep_h ep          = connect_ep(oi.iface, self);
+    ASSERT_NE(ep, nullptr);
+
+    buffer target(m_md, 1 << 20);
+    ASSERT_NE(target.memh, nullptr);
+    std::vector<char> packed(16);
+    ASSERT_EQ(uct_md_mkey_pack(m_md, target.memh, packed.data()), UCS_OK);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(m_component, packed.data(), &rkey), UCS_OK);
+
+    const size_t len = 256 * 1024;
+    /* registers src (through the cache), puts it into target, and
+     * deregisters (the cache keeps the region) */
+    auto put_through_cache = [&](void *src) {
+        uct_mem_h memh;
+        ASSERT_EQ(uct_md_mem_reg(m_md, src, len, UCT_MD_MEM_ACCESS_ALL, &memh),
+                  UCS_OK);
+        uct_iov_t iov{src, len, memh, 0, 1};
+        counted_completion c;
+        ucs_status_t status;
+        while ((status = uct_ep_put_zcopy(
+                        ep, &iov, 1, reinterpret_cast<uint64_t>(target.bytes()),
+                        rkey.rkey, &c.comp)) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(oi.worker);
+        }
+        ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS)
+                << ucs_status_string(status);
+        if (status == UCS_INPROGRESS) {
+            ASSERT_TRUE(oi.progress_until([&] { return c.finished(); }));
+            ASSERT_EQ(c.comp.status, UCS_OK);
+        }
+        EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
+    };
+
+    void *src = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(src, MAP_FAILED);
+    std::memset(src, 'A', len);
+    put_through_cache(src);
+    ASSERT_EQ(std::string(target.bytes(), len), std::string(len, 'A'));
+
+    ASSERT_EQ(munmap(src, len), 0);
+    void *again = mmap(src, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    ASSERT_EQ(again, src) << "the test needs the same address back";
+    std::memset(again, 'B', len);
+    put_through_cache(again);
+    EXPECT_EQ(std::string(target.bytes(), len), std::string(len, 'B'))
+            << "the cache answered with the unmapped pages' registration";
+
+    EXPECT_EQ(munmap(again, len), 0);
+    EXPECT_EQ(uct_rkey_release(m_component, &rkey), UCS_OK);
+    uct_ep_destroy(ep);
+}
+
 TEST_F(uct_rvt, no_agent_no_device_unless_it_may_start_one)
 {
     open_md();
