@@ -47,8 +47,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+failures=0
 pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 section() { echo; echo "--- $* (+$((SECONDS - t_start)) s)"; }
 t_start=$SECONDS
 
@@ -404,4 +405,5 @@ for n in 1 2; do
     on "$n" bash -c "timeout 20 $status --device=\$RXE_DEV" |
         grep -E '^(delivered|peers)|  peer' | sed "s/^/[node$n status] /"
 done
-echo "guest time: $((SECONDS - t_start)) s"
+echo "guest time: $((SECONDS - t_start)) s, $failures failed"
+[ "$failures" = 0 ]
