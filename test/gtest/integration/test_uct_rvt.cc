@@ -249,6 +249,7 @@ TEST_F(uct_rvt, iface_describes_itself)
                               UCT_IFACE_FLAG_PUT_SHORT |
                               UCT_IFACE_FLAG_PUT_BCOPY |
                               UCT_IFACE_FLAG_PUT_ZCOPY |
+                              UCT_IFACE_FLAG_GET_BCOPY |
                               UCT_IFACE_FLAG_GET_ZCOPY |
                               UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                               UCT_IFACE_FLAG_CONNECT_TO_IFACE |
@@ -260,6 +261,8 @@ TEST_F(uct_rvt, iface_describes_itself)
         EXPECT_EQ(attr.cap.am.max_short, 8192u);
         EXPECT_EQ(attr.cap.am.max_bcopy, 8192u);
         EXPECT_EQ(attr.cap.am.max_hdr, 128u); /* am_zcopy's, gathered */
+        /* UCP takes an RMA lane only with get_bcopy as well */
+        EXPECT_EQ(attr.cap.get.max_bcopy, 8192u);
         EXPECT_GT(attr.cap.put.max_zcopy, 1u << 20);
         EXPECT_GT(attr.latency.c, 0);
         EXPECT_GT(attr.bandwidth.shared, 0);
@@ -440,6 +443,28 @@ TEST_F(uct_rvt, moves_data_to_itself_through_the_agent)
     EXPECT_TRUE(oi.progress_until([&] { return gc.finished(); }));
     EXPECT_EQ(gc.comp.status, UCS_OK);
     EXPECT_EQ(std::memcmp(back.bytes(), zsrc.bytes(), big), 0);
+
+    /* get_bcopy: read into a bounce buffer, handed over at completion */
+    std::string read_back;
+    counted_completion bc;
+    const size_t small = 5000;
+    status             = retry([&] {
+        return uct_ep_get_bcopy(
+                            ep,
+                            [](void *arg, const void *data, size_t length) {
+                    static_cast<std::string *>(arg)->assign(
+                                        static_cast<const char *>(data), length);
+                },
+                            &read_back, small, remote + (1 << 20) + 77, rkey.rkey,
+                            &bc.comp);
+    });
+    ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS)
+            << ucs_status_string(status);
+    if (status == UCS_INPROGRESS) {
+        EXPECT_TRUE(oi.progress_until([&] { return bc.finished(); }));
+        EXPECT_EQ(bc.comp.status, UCS_OK);
+    }
+    EXPECT_EQ(read_back, std::string(zsrc.bytes() + 77, small));
 
     /* many small messages: more than the interface keeps in flight */
     received.clear();

@@ -13,6 +13,8 @@
  *   put_zcopy                         RDMA WRITE WITH IMM from the caller's
  *                                     buffer: the target's agent sees it
  *                                     and tells the target process
+ *   get_bcopy                         RDMA READ into a bounce buffer,
+ *                                     unpacked at its completion
  *   get_zcopy                         RDMA READ into the caller's buffer
  */
 #include "uct/ib/rvt/uct/ep.h"
@@ -445,6 +447,40 @@ ucs_status_t ep_put_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,
      * client, and the target process hears of them */
     return zcopy(e, "put_zcopy", work_op::rdma_write_imm, 0, {}, iov, iovcnt,
                  e.owner->max_zcopy, remote_addr, rkey, comp);
+}
+
+ucs_status_t ep_get_bcopy(uct_ep_h handle, uct_unpack_callback_t unpack_cb,
+                          void *arg, size_t length, uint64_t remote_addr,
+                          uct_rkey_t rkey, uct_completion_t *comp) noexcept
+{
+    ep &e    = to_ep(handle);
+    iface &i = *e.owner;
+    if (length > i.seg_size) {
+        return bad_length(e, "get_bcopy", length, i.seg_size);
+    }
+    if (length == 0) {
+        unpack_cb(arg, nullptr, 0);
+        return UCS_OK;
+    }
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b = i.bounce->get();
+    work_request wr{};
+    wr.op          = static_cast<uint8_t>(work_op::rdma_read);
+    wr.length      = static_cast<uint32_t>(length);
+    wr.local_addr  = reinterpret_cast<uintptr_t>(i.bounce->at(b));
+    wr.lkey        = i.bounce->lkey();
+    wr.rkey        = static_cast<uint32_t>(rkey);
+    wr.remote_addr = remote_addr;
+    status         = i.post(e, wr, comp, static_cast<int32_t>(b));
+    if (status != UCS_OK) {
+        return status;
+    }
+    /* the slot is ours until its completion, which comes in progress */
+    i.ops.set_unpack(wr.wr_id, unpack_cb, arg, wr.length);
+    return UCS_INPROGRESS;
 }
 
 ucs_status_t ep_get_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,

@@ -93,6 +93,9 @@ ssize_t ep_put_bcopy(uct_ep_h ep, uct_pack_callback_t pack_cb, void *arg,
 ucs_status_t ep_put_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
                           uint64_t remote_addr, uct_rkey_t rkey,
                           uct_completion_t *comp) noexcept;
+ucs_status_t ep_get_bcopy(uct_ep_h ep, uct_unpack_callback_t unpack_cb,
+                          void *arg, size_t length, uint64_t remote_addr,
+                          uct_rkey_t rkey, uct_completion_t *comp) noexcept;
 ucs_status_t ep_get_zcopy(uct_ep_h ep, const uct_iov_t *iov, size_t iovcnt,
                           uint64_t remote_addr, uct_rkey_t rkey,
                           uct_completion_t *comp) noexcept;

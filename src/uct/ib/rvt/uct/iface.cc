@@ -153,6 +153,11 @@ void finish_op(iface &i, uint64_t wr_id, ucs_status_t status)
         return;
     }
     if (op->bounce >= 0) {
+        if (op->unpack != nullptr && status == UCS_OK) {
+            op->unpack(op->unpack_arg,
+                       i.bounce->at(static_cast<uint32_t>(op->bounce)),
+                       op->unpack_length);
+        }
         i.bounce->put(static_cast<uint32_t>(op->bounce));
     }
     ep *e = op->owner;
@@ -523,8 +528,9 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
     attr->cap.flags       = UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
                       UCT_IFACE_FLAG_AM_ZCOPY | UCT_IFACE_FLAG_PUT_SHORT |
                       UCT_IFACE_FLAG_PUT_BCOPY | UCT_IFACE_FLAG_PUT_ZCOPY |
-                      UCT_IFACE_FLAG_GET_ZCOPY | UCT_IFACE_FLAG_PENDING |
-                      UCT_IFACE_FLAG_CB_SYNC | UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                      UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                      UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                      UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
@@ -538,7 +544,7 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
     attr->cap.put.max_iov         = 1;
 
     attr->cap.get.max_short       = 0;
-    attr->cap.get.max_bcopy       = 0;
+    attr->cap.get.max_bcopy       = i.seg_size;
     attr->cap.get.min_zcopy       = 0;
     attr->cap.get.max_zcopy       = i.max_zcopy;
     attr->cap.get.opt_zcopy_align = 1;
@@ -650,7 +656,7 @@ uct_iface_ops_t iface_ops = {
         .ep_put_bcopy           = ep_put_bcopy,
         .ep_put_zcopy           = ep_put_zcopy,
         .ep_get_short           = unsupported<uct_ep_get_short_func_t>,
-        .ep_get_bcopy           = unsupported<uct_ep_get_bcopy_func_t>,
+        .ep_get_bcopy           = ep_get_bcopy,
         .ep_get_zcopy           = ep_get_zcopy,
         .ep_am_short            = ep_am_short,
         .ep_am_short_iov        = ep_am_short_iov,

@@ -31,13 +31,17 @@ struct tx_op {
     int32_t bounce; /* bounce buffer index, or -1 */
     uint32_t generation;
     bool in_use;
+    /* get_bcopy: hands the bounce buffer's bytes to the caller on success */
+    uct_unpack_callback_t unpack;
+    void *unpack_arg;
+    uint32_t unpack_length;
 };
 
 class tx_ops {
 public:
     void init(uint32_t count)
     {
-        m_slots.assign(count, tx_op{nullptr, nullptr, -1, 0, false});
+        m_slots.assign(count, tx_op{});
         m_free.clear();
         m_free.reserve(count);
         for (uint32_t i = count; i > 0; --i) {
@@ -60,8 +64,19 @@ public:
         const uint32_t i = m_free.back();
         m_free.pop_back();
         tx_op &op = m_slots[i];
-        op        = {owner, comp, bounce, op.generation + 1, true};
+        op        = {owner, comp,    bounce,  op.generation + 1,
+                     true,  nullptr, nullptr, 0};
         return (uint64_t{op.generation} << 32) | i;
+    }
+
+    /* Makes the operation wr_id (taken, in flight) a get_bcopy. */
+    void set_unpack(uint64_t wr_id, uct_unpack_callback_t cb, void *arg,
+                    uint32_t length)
+    {
+        tx_op &op        = m_slots[static_cast<uint32_t>(wr_id)];
+        op.unpack        = cb;
+        op.unpack_arg    = arg;
+        op.unpack_length = length;
     }
 
     /* Returns a slot taken but never posted (the post was refused). */
