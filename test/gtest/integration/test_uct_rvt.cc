@@ -88,6 +88,9 @@ TEST_F(uct_rvt, md_registers_through_the_cache_and_unmap_releases)
     EXPECT_EQ(attr.cap.flags & (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY),
               UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY);
     EXPECT_FALSE(attr.cap.flags & UCT_MD_FLAG_ALLOC);
+    /* zcopy needs a local registration: without NEED_MEMH UCP skips it,
+     * and a rendezvous receiver's get_zcopy arrives without a memh */
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_MEMH);
     EXPECT_EQ(attr.rkey_packed_size, 4u);
     EXPECT_STREQ(attr.component_name, "rvt");
     EXPECT_GT(attr.reg_cost.c, 0);

@@ -195,7 +195,11 @@ ucs_status_t md_query(uct_md_h handle, uct_md_attr_t *attr) noexcept
 {
     const md &m = to_md(handle);
     std::memset(attr, 0, sizeof(*attr));
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY;
+    /* NEED_MEMH: every zcopy op needs the lkey of a registration (ep.cc
+     * refuses UCT_MEM_HANDLE_NULL); without the flag UCP skips registering
+     * local buffers, e.g. a rendezvous receiver's for get_zcopy */
+    attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                      UCT_MD_FLAG_NEED_MEMH;
     attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
