@@ -99,9 +99,9 @@ for n in 1 2 3; do
     if out=$(json_of "$n" | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)["data_path"]["delivered"]
-print(f"{d[\"writes\"]} writes ({d[\"write_bytes\"]} bytes), {d[\"am\"]} AMs")
-sys.exit(0 if d["writes"] == 176 and d["write_bytes"] == 176 * 65536
-          and d["am"] >= 176 else 1)'); then
+w, b, a = d["writes"], d["write_bytes"], d["am"]
+print(f"{w} writes ({b} bytes), {a} AMs")
+sys.exit(0 if w == 176 and b == 176 * 65536 and a >= 176 else 1)'); then
         pass "node $n agent counted what it delivered: $out"
     else
         fail "node $n agent delivered: $out (expected 176 writes of 65536 bytes, >= 176 AMs)"
