@@ -76,3 +76,71 @@ done
 echo
 echo "Both run on the same emulated testbed: compare rvt with rc_verbs as ratios,"
 echo "never as absolute numbers (TCG, 2 vCPUs, every process polling)."
+
+say "QPs of one MPI job, 4 processes per node: UCX rc_verbs (per process pair) against rvt (the agent's K)"
+# The same job twice: test/mpi/rvt_mpi_check (alltoall and allreduce make
+# every rank talk to every other, every result verified). While it runs,
+# `rdma resource show qp` is sampled on node 1's device and its RC QPs are
+# counted by owner: the count is the kernel's, not rvt's own claim.
+mpi_prog=$PWD/$build/test/mpi/rvt_mpi_check
+mkdir -p "$(dirname "$mpi_prog")"
+if [ ! "$mpi_prog" -nt test/mpi/rvt_mpi_check.cc ] &&
+   ! mpicxx -std=c++20 -O2 -DOMPI_SKIP_MPICXX=1 -o "$mpi_prog" \
+       test/mpi/rvt_mpi_check.cc; then
+    echo "could not build $mpi_prog with mpicxx (openmpi-bin, libopenmpi-dev)"
+    exit 1
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+printf 'node1 slots=4\nnode2 slots=4\n' >"$work/hosts"
+# options explained in test/testbed/mpi-guest.sh
+mpi_common=(--hostfile "$work/hosts" --bind-to none
+    --mca plm_rsh_agent "$PWD/test/testbed/mpi-rsh-agent.sh"
+    --mca plm_rsh_no_tree_spawn 1 --mca if_base_do_not_resolve 1
+    --mca oob_tcp_if_include 198.18.0.0/24 --mca pml ucx
+    --mca pml_ucx_devices any --mca btl self --mca mpi_yield_when_idle 1
+    -x UCX_WARN_UNUSED_ENV_VARS=n)
+# sample_qps FILE: the most RC QPs on rxe1 seen at once, by owner, until
+# FILE.stop appears
+sample_qps() {
+    local out=$1
+    while [ ! -e "$out.stop" ]; do
+        rdma resource show qp link rxe1/1 2>/dev/null |
+            awk '/ type RC / { for (i = 1; i < NF; i++) if ($i == "comm") c[$(i + 1)]++ }
+                 END { for (k in c) printf "%s %d\n", k, c[k] }' >"$out.now"
+        total=$(awk '{ s += $2 } END { print s + 0 }' "$out.now")
+        best=$(awk '{ s += $2 } END { print s + 0 }' "$out" 2>/dev/null || echo 0)
+        [ "$total" -gt "${best:-0}" ] && cp "$out.now" "$out"
+        sleep 0.2
+    done
+}
+run_job() { # LABEL TLS [EXTRA MPIRUN OPTIONS...]
+    local label=$1 tls=$2
+    shift 2
+    : >"$work/qps.$label"
+    sample_qps "$work/qps.$label" &
+    local sampler=$!
+    timeout 300 mpirun "${mpi_common[@]}" -x UCX_TLS="$tls" "$@" \
+        "$mpi_prog" --max-size=65536 --coll-max-size=65536 --iterations=3 \
+        >"$work/mpi.$label.log" 2>&1
+    local rc=$?
+    touch "$work/qps.$label.stop"
+    wait "$sampler"
+    if [ $rc != 0 ]; then
+        echo "$label: the MPI job failed ($rc):"
+        tail -20 "$work/mpi.$label.log"
+        exit 1
+    fi
+    grep -m1 '^OK: ' "$work/mpi.$label.log" | sed "s/^/$label: /" ||
+        { echo "$label: no OK line"; tail -20 "$work/mpi.$label.log"; exit 1; }
+    # UCX's own threads show as "async"; they belong to the job's processes
+    echo "$label: RC QPs on node 1's rxe1 at the most: $(awk '
+        { if ($1 == "rvtd") a += $2; else p += $2 }
+        END { printf "the 4 processes %d, the agent (rvtd) %d", p, a }' "$work/qps.$label")"
+}
+# rc_verbs needs ud_verbs to wire up (UCX: "auxiliary transport")
+run_job rc_verbs rc_verbs,ud_verbs,sm,self --mca pml_ucx_tls any
+run_job rvt rvt,sm,self --mca pml_ucx_tls rvt -x RVT_JOB_KEY \
+    -x UCX_RVT_START_AGENT=n -x LD_PRELOAD="$module"
+echo "rc_verbs: every process holds an RC QP per remote process it talks to;"
+echo "rvt: node 1's 4 processes hold none, its agent holds K = 4 to node 2"
+echo "(plus 4 loopback), however many processes the node runs."
