@@ -185,19 +185,21 @@ options parse(int argc, char **argv)
 {
     options o;
     for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        auto value         = [&](std::string_view key) -> const char         *{
-            return a.starts_with(key) ? argv[i] + key.size() : nullptr;
+        const std::string_view a = argv[i];
+        const char *v            = nullptr; // the value after "key="
+        auto is                  = [&](std::string_view key) {
+            v = a.starts_with(key) ? argv[i] + key.size() : nullptr;
+            return v != nullptr;
         };
-        if (auto v = value("--min-size=")) {
+        if (is("--min-size=")) {
             o.min_size = std::strtoull(v, nullptr, 0);
-        } else if (auto v = value("--max-size=")) {
+        } else if (is("--max-size=")) {
             o.max_size = std::strtoull(v, nullptr, 0);
-        } else if (auto v = value("--iterations=")) {
+        } else if (is("--iterations=")) {
             o.iterations = static_cast<unsigned>(std::strtoul(v, nullptr, 0));
-        } else if (auto v = value("--volume=")) {
+        } else if (is("--volume=")) {
             o.volume = std::strtoull(v, nullptr, 0);
-        } else if (auto v = value("--coll-max-size=")) {
+        } else if (is("--coll-max-size=")) {
             o.coll_max = std::strtoull(v, nullptr, 0);
         } else if (a == "--one-host") {
             o.one_host = true;
