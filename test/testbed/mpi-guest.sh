@@ -1,0 +1,256 @@
+#!/bin/bash
+# Inside the testbed guest (2 nodes): Open MPI and OpenSHMEM over rvt
+# (issue 4). One rvtd per node, started by hand so that its counters and
+# QPs can be read before, during and after the jobs; then, across node1
+# and node2 with 4 processes each:
+#
+#   1. test/mpi/rvt_mpi_check under mpirun with pml ucx and
+#      UCX_TLS=rvt,sm,self (rvt between the nodes, shared memory within):
+#      pingpong, bandwidth, alltoall, allreduce, every word verified
+#   2. test/shmem/rvt_shmem_check with spml ucx: puts to all, gets,
+#      barriers, atomics and a large put, every word verified
+#
+# and checks from the agents' side that rvt carried the traffic between
+# the nodes (their life totals grew, rank 0's UCP put its remote endpoints
+# on rvt) and that the 4 processes of a node shared K=4 RC QPs towards the
+# other node. Prints PASS:/FAIL: lines; the programs' own output is
+# indented. Usage: mpi-guest.sh BUILD_DIR
+set -u -o pipefail
+build=${1:?usage: mpi-guest.sh BUILD_DIR}
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+top=$(cd "$(dirname "$0")/../.." && pwd)
+K=4
+rvtd=$build/src/uct/ib/rvt/tools/rvtd
+status=$build/src/uct/ib/rvt/tools/rvt-status
+module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
+mpi_prog=$build/test/mpi/rvt_mpi_check
+shmem_prog=$build/test/shmem/rvt_shmem_check
+rsh_agent=$top/test/testbed/mpi-rsh-agent.sh
+# Sizes and volumes sized for this emulated 2-vCPU machine: 8 processes,
+# 2 agents and rxe share two emulated cores, where a 16 MiB message takes
+# seconds (see the table): collectives stop at 4 MiB, and SHMEM's large
+# put is 4 MiB.
+MPI_ARGS=${RVT_MPI_ARGS:---max-size=16777216 --coll-max-size=4194304}
+SHMEM_ARGS=${RVT_SHMEM_ARGS:---large=4194304 --rounds=5}
+# a job key of its own, so no agent of another test is reused
+export RVT_JOB_KEY=mpi.$$
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shared by all nodes (each node has its own /tmp)
+work=$(mktemp -d "$build/mpi.XXXXXX") || exit 1
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; }
+indent() { sed -u "s/^/  $1| /"; }
+
+cleanup() {
+    touch "$work/stop"
+    # each `on` wrapper's child is the agent's `timeout`, which passes the
+    # signal on to rvtd
+    for p in "${agent_pids[@]}"; do pkill -TERM -P "$p"; done
+    kill $(jobs -p) 2>/dev/null
+    wait
+    rm -rf "$work"
+}
+agent_pids=()
+trap cleanup EXIT
+
+missing=()
+for f in "$mpi_prog" "$shmem_prog" "$module" "$rvtd" "$status"; do
+    [ -x "$f" ] || [ -f "$f" ] || missing+=("$f")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    fail "not built: ${missing[*]} (make check builds the MPI/SHMEM programs when configure found mpicxx and oshcxx)"
+    exit 1
+fi
+
+# the status of node N's agent, one JSON line
+json_of() { on "$1" bash -c "exec timeout 20 $status --json --device=\$RXE_DEV" 2>/dev/null; }
+
+for n in 1 2; do
+    # --linger=0: stays when the jobs' processes leave, so its life totals
+    # can be read afterwards; timeout: never outlives a stuck run
+    on "$n" bash -c "exec timeout 900 $rvtd --device=\$RXE_DEV --num-qps=$K \
+        --linger=0" >>"$work/rvtd.$n.log" 2>&1 &
+    agent_pids+=($!)
+done
+for n in 1 2; do
+    for _ in $(seq 100); do
+        json_of "$n" >/dev/null && break
+        sleep 0.1
+    done
+    json_of "$n" >/dev/null || { fail "node $n agent did not start"; cat "$work/rvtd.$n.log"; exit 1; }
+done
+
+# Samples each agent's status once a second while the jobs run: the only
+# way to see how many processes were attached at once, and the QPs they
+# shared, since processes detach when they finish.
+for n in 1 2; do
+    (
+        for _ in $(seq 900); do
+            [ -e "$work/stop" ] && break
+            json_of "$n" >>"$work/samples.$n"
+            sleep 1
+        done
+    ) &
+done
+
+printf 'node1 slots=4\nnode2 slots=4\n' >"$work/hosts"
+# What each option is for:
+#  plm_rsh_agent            there is no ssh in the guest: `on N` instead
+#  plm_rsh_no_tree_spawn    only mpirun launches (the agent needs TB_*)
+#  if_base_do_not_resolve   all nodes share one network namespace, so
+#                           node2's address is also a local interface of
+#                           node1: without this, mpirun takes node2 for
+#                           itself and refuses the hostfile ("multiple
+#                           definitions of the slot count for node1")
+#  oob_tcp_if_include       out-of-band traffic over the nodes' addresses
+#  pml ucx, pml_ucx_tls rvt Open MPI 4.1 selects pml ucx only if UCX
+#  pml_ucx_devices any      offers a transport of its list (rc_verbs,...;
+#                           "rvt" is not in it) on a device whose driver
+#                           matches mlx*; rxe has neither
+#  btl self                 pml ucx moves the messages; no other BTL
+#  mpi_yield_when_idle      8 polling processes on 2 emulated cores
+#  UCX_TLS=rvt,sm,self      rvt between the nodes, shared memory within
+#  UCX_RVT_START_AGENT=n    use the agents started above, never another
+#  LD_PRELOAD               UCX 1.13 loads only its own modules
+mpirun_opts=(--hostfile "$work/hosts" --bind-to none
+    --mca plm_rsh_agent "$rsh_agent" --mca plm_rsh_no_tree_spawn 1
+    --mca if_base_do_not_resolve 1 --mca oob_tcp_if_include 198.18.0.0/24
+    --mca pml ucx --mca pml_ucx_tls rvt --mca pml_ucx_devices any
+    --mca btl self --mca mpi_yield_when_idle 1
+    -x UCX_TLS=rvt,sm,self -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY
+    -x UCX_WARN_UNUSED_ENV_VARS=n -x LD_PRELOAD="$module")
+
+# Rank 0 (node1) logs at info level: its ep_cfg lines name the transports
+# UCP chose for each peer. (Not mpirun's "-np 1 env ... : -np 7 ...": -x
+# options apply to the first of those app contexts only.)
+rank0_info='[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export UCX_LOG_LEVEL=info; exec "$0" "$@"'
+
+# delivered AMs and writes, and the bytes posted to and received from the
+# other node, of node N's agent now
+counters() {
+    json_of "$1" | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)["data_path"]
+r = [p for p in d["peers"] if not p["loopback"]]
+print(d["delivered"]["am"], d["delivered"]["writes"],
+      d["delivered"]["write_bytes"], sum(p["bytes"] for p in r),
+      sum(p["received_bytes"] for p in r))'
+}
+
+# check_carried WHAT: each agent delivered AMs to its processes and moved
+# bytes to and from the other node between counters.before.N and now
+check_carried() {
+    local what=$1 n before after ok=yes line=""
+    for n in 1 2; do
+        before=$(cat "$work/counters.before.$n")
+        after=$(counters "$n")
+        read -r am0 wr0 wb0 tx0 rx0 <<<"$before"
+        read -r am1 wr1 wb1 tx1 rx1 <<<"${after:-0 0 0 0 0}"
+        line+=" node$n: +$((am1 - am0)) AMs, +$((wr1 - wr0)) writes with immediate ($((wb1 - wb0)) bytes) delivered, $((tx1 - tx0)) bytes sent to and $((rx1 - rx0)) received from the other node;"
+        if [ -z "$after" ] || [ $((am1 - am0)) -le 0 ] ||
+           [ $((tx1 - tx0)) -le 0 ] || [ $((rx1 - rx0)) -le 0 ]; then
+            ok=no
+        fi
+    done
+    if [ $ok = yes ]; then
+        pass "rvt carried $what between the nodes (agents' counters grew):$line"
+    else
+        fail "rvt did not carry $what between the nodes:$line"
+    fi
+}
+
+# 1 ---------------------------------------------------------------------
+for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
+t0=$SECONDS
+on 1 timeout 600 mpirun "${mpirun_opts[@]}" -np 8 \
+    bash -c "$rank0_info" "$mpi_prog" $MPI_ARGS >"$work/mpi.out" 2>&1
+rc=$?
+mpi_s=$((SECONDS - t0))
+grep -v ' UCX  INFO ' "$work/mpi.out" | indent mpi
+grep 'ep_cfg' "$work/mpi.out" | sed 's/.*INFO *//' | sort -u | indent "rank 0 UCP"
+if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_check' "$work/mpi.out"; then
+    pass "MPI program verified: 8 ranks on node1 and node2, pingpong, bandwidth, alltoall, allreduce ($mpi_s s)"
+else
+    fail "MPI program (mpirun exit $rc after $mpi_s s; output above)"
+fi
+# UCP's own word: rank 0 reached some peer over rvt alone (its peers on
+# node2; those on node1 also have sysv/cma)
+if grep -q 'ep_cfg\[[0-9]*\]: tag(rvt/rxe1:1)' "$work/mpi.out"; then
+    check_carried "MPI's traffic"
+else
+    fail "rank 0's UCP shows no endpoint on rvt alone (ep_cfg lines above)"
+fi
+
+# 2 ---------------------------------------------------------------------
+for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
+t0=$SECONDS
+# opal_common_ucx_opal_mem_hooks 0: Debian's Open MPI 4.1.4 crashes in
+# shmem_finalize otherwise, rvt or not (also on the host, plain oshrun of a
+# hello world): oshmem's finalize unloads libmca_common_ucx.so with its
+# memory-release hook still registered, and osc/rdma's finalize then frees
+# memory and calls the hook into the unloaded library (SIGSEGV). With 0,
+# UCX uses its own memory hooks and nothing dangles.
+on 1 timeout 600 mpirun "${mpirun_opts[@]}" --mca spml ucx \
+    --mca opal_common_ucx_opal_mem_hooks 0 -x SHMEM_SYMMETRIC_SIZE=64M \
+    -np 8 bash -c "$rank0_info" "$shmem_prog" $SHMEM_ARGS \
+    >"$work/shmem.out" 2>&1
+rc=$?
+shmem_s=$((SECONDS - t0))
+grep -v ' UCX  INFO ' "$work/shmem.out" | indent shmem
+grep 'ep_cfg' "$work/shmem.out" | sed 's/.*INFO *//' | sort -u | indent "PE 0 UCP"
+if [ $rc = 0 ] && grep -q '^OK: rvt_shmem_check' "$work/shmem.out"; then
+    pass "SHMEM program verified: 8 PEs on node1 and node2, puts to all, gets, barriers, atomics, large put and get ($shmem_s s)"
+else
+    fail "SHMEM program (exit $rc after $shmem_s s; output above)"
+fi
+check_carried "SHMEM's traffic"
+
+# 3 ---------------------------------------------------------------------
+touch "$work/stop"
+sleep 1
+for n in 1 2; do
+    if out=$(/usr/bin/python3 - "$K" "$work/samples.$n" <<'PY'
+import json, sys
+k, path = int(sys.argv[1]), sys.argv[2]
+# a process attaches once per UCP context: twice for a SHMEM PE (pml ucx
+# and spml ucx), so processes are counted by pid
+most, attached, pids, shown = 0, 0, set(), None
+for line in open(path):
+    try:
+        s = json.loads(line)
+    except ValueError:
+        continue  # a sample cut short
+    c = s["clients"]
+    now = {x["pid"] for x in c}
+    pids |= now
+    attached = max(attached, len(c))
+    remote = [p for p in s["data_path"]["peers"] if not p["loopback"]]
+    if len(now) > most or (len(now) == most and shown and
+                           len(remote) > len(shown[0])):
+        most, shown = len(now), (remote, s["data_path"]["rc_qps"])
+if shown is None:
+    print("no sample showed an attached process")
+    sys.exit(1)
+remote, rc_qps = shown
+qps = [p["qps"] for p in remote]
+print(f"{most} processes attached at once ({len(pids)} over both jobs, up "
+      f"to {attached} attachments), {len(remote)} remote node(s) with QPs "
+      f"{qps}, {rc_qps} RC QPs in all with loopback; per-process RC would "
+      f"need {most} x {most} = {most * most} towards the other node")
+sys.exit(0 if most == 4 and qps == [k] else 1)
+PY
+    ); then
+        pass "QPs shared: node $n agent: $out"
+    else
+        fail "QPs shared: node $n agent: $out (expected 4 processes at once, $K RC QPs to the one other node)"
+    fi
+done
+for n in 1 2; do
+    on "$n" bash -c "timeout 20 $status --device=\$RXE_DEV" 2>&1 |
+        grep -E '^(clients|delivered|peers|gone)|  peer' | indent "node$n rvt-status"
+done
+for n in 1 2; do
+    grep -E 'refused|ignored|error|failed|lost' "$work/rvtd.$n.log" | tail -n 8 | indent "rvtd $n"
+done
+echo "mpi job ${mpi_s} s, shmem job ${shmem_s} s"

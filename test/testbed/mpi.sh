@@ -1,0 +1,31 @@
+#!/bin/bash
+# Open MPI and OpenSHMEM over rvt across 2 testbed nodes x 4 processes
+# (mpi-guest.sh). Usage: test/testbed/mpi.sh [BUILD_DIR]   (default: build)
+# `make check` builds the two programs when configure found Open MPI's
+# wrappers (config/m4/rvt_mpi.m4); when they are missing or older than
+# their source, they are built here with the wrappers (mpicxx, oshcxx:
+# Debian's openmpi-bin and libopenmpi-dev, from setup-deps.sh), and without
+# a wrapper the suite fails, saying which.
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 125
+build=${1:-build}
+build_one() { # WRAPPER SOURCE OUTPUT
+    local cxx=$1 src=$2 out=$3
+    command -v "$cxx" >/dev/null ||
+        { echo "FAIL: $cxx not found: install openmpi-bin and libopenmpi-dev (contrib/setup-deps.sh does)"; return 1; }
+    mkdir -p "$(dirname "$out")"
+    [ "$out" -nt "$src" ] && return 0
+    # OMPI_SKIP_MPICXX: the programs use the C API; the old C++ bindings
+    # do not compile warning-free
+    "$cxx" -std=c++20 -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX=1 \
+        -o "$out" "$src" ||
+        { echo "FAIL: $cxx could not build $src"; return 1; }
+}
+build_one mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
+build_one oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1
+t0=$SECONDS
+contrib/testbed/testbed run -n 2 -t 900 "test/testbed/mpi-guest.sh $build"
+rc=$?
+echo "mpi suite: $((SECONDS - t0)) s in the testbed (boot included)"
+exit $rc
