@@ -99,5 +99,7 @@ if [ "$what" = all ]; then
     run_suite "traffic (testbed)" test/testbed/traffic.sh build
     step "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)"
     run_suite "perftest (testbed)" test/testbed/perftest.sh build
+    step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
+    run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
 fi
 finish
