@@ -75,11 +75,19 @@ void trace_am_send(iface &i, uint8_t id, const void *data, size_t length,
     }
 }
 
-/* Posts `length` bytes the caller already wrote into bounce buffer b. */
-ucs_status_t post_bounce(ep &e, work_op op, uint8_t am_id, uint32_t b,
-                         size_t length, uint64_t remote_addr, uct_rkey_t rkey)
+/* A bounce buffer holding a copy of bytes (at most seg_size of them). */
+uint32_t copy_to_bounce(iface &i, std::span<const std::byte> bytes)
 {
-    iface &i = *e.owner;
+    const uint32_t b = i.bounce->get();
+    std::memcpy(i.bounce->at(b), bytes.data(), bytes.size());
+    return b;
+}
+
+/* A request moving `length` bytes between bounce buffer b and the peer. */
+work_request bounce_request(const iface &i, work_op op, uint8_t am_id,
+                            uint32_t b, size_t length, uint64_t remote_addr,
+                            uct_rkey_t rkey)
+{
     work_request wr{};
     wr.op          = static_cast<uint8_t>(op);
     wr.am_id       = am_id;
@@ -88,6 +96,16 @@ ucs_status_t post_bounce(ep &e, work_op op, uint8_t am_id, uint32_t b,
     wr.lkey        = i.bounce->lkey();
     wr.rkey        = static_cast<uint32_t>(rkey);
     wr.remote_addr = remote_addr;
+    return wr;
+}
+
+/* Posts `length` bytes the caller already wrote into bounce buffer b. */
+ucs_status_t post_bounce(ep &e, work_op op, uint8_t am_id, uint32_t b,
+                         size_t length, uint64_t remote_addr, uct_rkey_t rkey)
+{
+    iface &i        = *e.owner;
+    work_request wr = bounce_request(i, op, am_id, b, length, remote_addr,
+                                     rkey);
     return i.post(e, wr, nullptr, static_cast<int32_t>(b));
 }
 
@@ -172,19 +190,17 @@ ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
     if (length == 0) {
         /* the header alone (or nothing): nothing of the caller's is used,
          * so it is complete once posted */
-        const uint32_t b = i.bounce->get();
-        std::memcpy(i.bounce->at(b), header.data(), header.size());
-        return post_bounce(e, op, am_id, b, header.size(), 0, 0);
+        return post_bounce(e, op, am_id, copy_to_bounce(i, header),
+                           header.size(), 0, 0);
     }
     int32_t head = -1; /* the bounce buffer holding the header */
     work_request wr{};
     if (!header.empty()) {
-        const uint32_t b = i.bounce->get();
-        std::memcpy(i.bounce->at(b), header.data(), header.size());
-        wr.head_addr   = reinterpret_cast<uintptr_t>(i.bounce->at(b));
-        wr.head_lkey   = i.bounce->lkey();
-        wr.head_length = static_cast<uint32_t>(header.size());
-        head           = static_cast<int32_t>(b);
+        const uint32_t b = copy_to_bounce(i, header);
+        wr.head_addr     = reinterpret_cast<uintptr_t>(i.bounce->at(b));
+        wr.head_lkey     = i.bounce->lkey();
+        wr.head_length   = static_cast<uint32_t>(header.size());
+        head             = static_cast<int32_t>(b);
     }
     wr.op          = static_cast<uint8_t>(op);
     wr.am_id       = am_id;
@@ -412,8 +428,9 @@ ucs_status_t ep_put_short(uct_ep_h handle, const void *buffer, unsigned length,
     if (status != UCS_OK) {
         return status;
     }
-    const uint32_t b = i.bounce->get();
-    std::memcpy(i.bounce->at(b), buffer, length);
+    const uint32_t b = copy_to_bounce(i,
+                                      {static_cast<const std::byte *>(buffer),
+                                       length});
     return post_bounce(e, work_op::rdma_write, 0, b, length, remote_addr, rkey);
 }
 
@@ -467,14 +484,9 @@ ucs_status_t ep_get_bcopy(uct_ep_h handle, uct_unpack_callback_t unpack_cb,
         return status;
     }
     const uint32_t b = i.bounce->get();
-    work_request wr{};
-    wr.op          = static_cast<uint8_t>(work_op::rdma_read);
-    wr.length      = static_cast<uint32_t>(length);
-    wr.local_addr  = reinterpret_cast<uintptr_t>(i.bounce->at(b));
-    wr.lkey        = i.bounce->lkey();
-    wr.rkey        = static_cast<uint32_t>(rkey);
-    wr.remote_addr = remote_addr;
-    status         = i.post(e, wr, comp, static_cast<int32_t>(b));
+    work_request wr  = bounce_request(i, work_op::rdma_read, 0, b, length,
+                                      remote_addr, rkey);
+    status           = i.post(e, wr, comp, static_cast<int32_t>(b));
     if (status != UCS_OK) {
         return status;
     }
