@@ -7,6 +7,7 @@
  */
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/common/fd_passing.h"
 
@@ -383,9 +384,9 @@ TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
 namespace {
 
 void announce(const client::attachment &at, wire::msg_type type,
-              uint32_t handle)
+              uint32_t handle, uint32_t flags = 0)
 {
-    auto n = wire::make_mr_notice(type, handle, 1, 2, 0x1000, 4096);
+    auto n = wire::make_mr_notice(type, handle, 1, 2, 0x1000, 4096, flags);
     ASSERT_TRUE(
             send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {})
                     .ok());
@@ -396,15 +397,23 @@ void announce(const client::attachment &at, wire::msg_type type,
 TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
 {
     start();
+    std::vector<uint32_t> released;
+    m_server->set_mr_releaser([&](const agent::attached_client &c,
+                                  uint32_t h) -> result<uint32_t> {
+        released.push_back(c.index * 1000 + h);
+        return h;
+    });
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     auto b = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok() && b.ok());
     announce(a.value(), wire::msg_type::mr_registered, 5);
     announce(a.value(), wire::msg_type::mr_registered, 6);
-    announce(a.value(), wire::msg_type::mr_deregistered, 5);
-    /* b claims a's handle, and drops one it never had: both ignored */
+    announce(a.value(), wire::msg_type::mr_release, 5);
+    /* b claims a's handle, and releases one it never had and one of a's:
+     * all ignored, nothing deregistered for b */
     announce(b.value(), wire::msg_type::mr_registered, 6);
-    announce(b.value(), wire::msg_type::mr_deregistered, 77);
+    announce(b.value(), wire::msg_type::mr_release, 77);
+    announce(b.value(), wire::msg_type::mr_release, 6);
     announce(b.value(), wire::msg_type::mr_registered, 8);
     ASSERT_TRUE(eventually([&] {
         return m_server->client(1) != nullptr &&
@@ -415,10 +424,15 @@ TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
         std::lock_guard g(m_lock);
         EXPECT_EQ(m_server->client(0)->mr_handles, std::vector<uint32_t>{6});
         EXPECT_EQ(m_server->client(1)->mr_handles, std::vector<uint32_t>{8});
+        EXPECT_EQ(released, std::vector<uint32_t>{5})
+                << "only a's own release deregisters";
         EXPECT_NE(m_log.find("announced MR handle 6, which index 0 holds"),
                   std::string::npos)
                 << m_log;
-        EXPECT_NE(m_log.find("MR handle 77, which it does not hold"),
+        EXPECT_NE(m_log.find("MR handle 77 is not this client's"),
+                  std::string::npos)
+                << m_log;
+        EXPECT_NE(m_log.find("MR handle 6 is not this client's"),
                   std::string::npos)
                 << m_log;
     }
@@ -427,6 +441,107 @@ TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
     std::lock_guard g(m_lock);
     EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{6})
             << "the dead client's remaining MR, and only it";
+}
+
+/* The race the release protocol closes: the kernel reuses an MR handle as
+ * soon as it is deregistered. Because only the agent deregisters, the
+ * handle is free for the kernel to give to b only after the agent has
+ * forgotten a's claim, so b's announcement is always accepted. */
+TEST_F(attach_fixture, a_released_handle_reused_by_a_neighbour_is_theirs)
+{
+    start();
+    std::atomic<int> deregistered{0};
+    m_server->set_mr_releaser([&](const agent::attached_client &,
+                                  uint32_t h) -> result<uint32_t> {
+        ++deregistered;
+        return h;
+    });
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    auto b = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    announce(a.value(), wire::msg_type::mr_registered, 33);
+    announce(a.value(), wire::msg_type::mr_release, 33);
+    /* as the kernel would: 33 is free only once the agent deregistered it */
+    ASSERT_TRUE(eventually([&] { return deregistered == 1; }));
+    announce(b.value(), wire::msg_type::mr_registered, 33);
+    ASSERT_TRUE(eventually([&] {
+        return m_server->client(1) != nullptr &&
+               m_server->client(1)->mr_handles.size() == 1;
+    }));
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_server->client(1)->mrs.count(1), 1u) << "b's lkey is known";
+    EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+    EXPECT_EQ(m_log.find("ignored"), std::string::npos) << m_log;
+}
+
+TEST_F(attach_fixture, a_release_asking_for_a_reply_gets_one_after_the_dereg)
+{
+    start();
+    std::atomic<bool> fail_device{false};
+    std::vector<uint32_t> released;
+    m_server->set_mr_releaser([&](const agent::attached_client &,
+                                  uint32_t h) -> result<uint32_t> {
+        released.push_back(h);
+        if (fail_device) {
+            return failure{"DEREG_MR of handle " + std::to_string(h) +
+                           ": Device or resource busy"};
+        }
+        return h;
+    });
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok());
+    auto &at = a.value();
+    announce(at, wire::msg_type::mr_registered, 40);
+    announce(at, wire::msg_type::mr_registered, 41);
+    announce(at, wire::msg_type::mr_registered, 42);
+
+    /* through the client library, as the UCX module does on invalidate */
+    client::memory_region mr{40, 1, 2, reinterpret_cast<void *>(0x1000), 4096};
+    auto r = client::deregister_memory(at, mr, 5s);
+    ASSERT_TRUE(r.ok()) << r.error();
+    {
+        std::lock_guard g(m_lock);
+        EXPECT_EQ(released, std::vector<uint32_t>{40})
+                << "answered only after the device dropped it";
+    }
+
+    mr.handle = 99; /* never announced */
+    r         = client::deregister_memory(at, mr, 5s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("MR handle 99 is not this client's"),
+              std::string::npos)
+            << r.error();
+
+    fail_device = true;
+    mr.handle   = 41;
+    r           = client::deregister_memory(at, mr, 5s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("Device or resource busy"), std::string::npos)
+            << r.error();
+
+    /* without a wish for a reply nothing comes back: the next answer on
+     * the socket is still the next request's */
+    fail_device = false;
+    mr.handle   = 42;
+    r           = client::deregister_memory(at, mr);
+    ASSERT_TRUE(r.ok()) << r.error();
+    ASSERT_TRUE(eventually([&] { return released.size() == 3; }));
+    std::lock_guard g(m_lock);
+    EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+}
+
+TEST_F(attach_fixture, without_a_releaser_a_release_is_refused)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok());
+    announce(a.value(), wire::msg_type::mr_registered, 7);
+    client::memory_region mr{7, 1, 2, reinterpret_cast<void *>(0x1000), 4096};
+    auto r = client::deregister_memory(a.value(), mr, 5s);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("this agent cannot deregister MRs"),
+              std::string::npos)
+            << r.error();
 }
 
 TEST_F(attach_fixture, a_malformed_message_after_attach_detaches_the_client)

@@ -259,11 +259,45 @@ TEST(attach_wire, mr_notices_round_trip_and_are_checked)
 
     n = wire::make_mr_notice(wire::msg_type::mr_registered, 3, 4, 5, 0x1000, 0);
     expect_refused(wire::parse_mr_notice(bytes_of(n)), "length 0");
-    n = wire::make_mr_notice(wire::msg_type::mr_deregistered, 3, 0, 0, 0, 0);
+    n = wire::make_mr_notice(wire::msg_type::mr_release, 3, 0, 0, 0, 0);
     EXPECT_TRUE(wire::parse_mr_notice(bytes_of(n)).ok());
-    n.reserved = 2;
-    expect_refused(wire::parse_mr_notice(bytes_of(n)), "0x2");
+    n.flags = wire::mr_release_reply_wanted;
+    r       = wire::parse_mr_notice(bytes_of(n));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().flags, wire::mr_release_reply_wanted);
+    n.flags = 2;
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "flags 0x2");
+    /* a registration asks for no reply: any flag is refused */
+    n = wire::make_mr_notice(wire::msg_type::mr_registered, 3, 4, 5, 0x1000,
+                             8192, wire::mr_release_reply_wanted);
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "flags 0x1");
     expect_refused(wire::parse_mr_notice(
                            bytes_of(wire::make_attach_request("k", 1))),
                    "type 1");
+}
+
+TEST(attach_wire, mr_release_replies_round_trip_and_are_checked)
+{
+    auto rep = wire::make_mr_release_reply(wire::release_status::released, 9,
+                                           "");
+    auto p   = wire::parse_mr_release_reply(bytes_of(rep));
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_EQ(p.value().handle, 9u);
+    EXPECT_EQ(p.value().status,
+              static_cast<uint32_t>(wire::release_status::released));
+
+    rep = wire::make_mr_release_reply(wire::release_status::refused, 9,
+                                      "not yours");
+    p   = wire::parse_mr_release_reply(bytes_of(rep));
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_STREQ(p.value().reason, "not yours");
+
+    rep.status = 2;
+    expect_refused(wire::parse_mr_release_reply(bytes_of(rep)), "status 2");
+    rep = wire::make_mr_release_reply(wire::release_status::refused, 9, "x");
+    std::memset(rep.reason, 'x', sizeof(rep.reason));
+    expect_refused(wire::parse_mr_release_reply(bytes_of(rep)), "NUL");
+    expect_refused(wire::parse_mr_release_reply(bytes_of(wire::make_peer_reply(
+                           wire::peer_status::accepted, 1, ""))),
+                   "type 8");
 }

@@ -424,41 +424,71 @@ bool attach_server::take_notices(connection &conn)
                   ": detaching it");
             return false;
         }
-        apply(conn, notice.value());
+        if (notice.value().hdr.type ==
+            static_cast<uint16_t>(wire::msg_type::mr_registered)) {
+            add_mr(conn, notice.value());
+        } else if (!release_mr(conn, notice.value())) {
+            return false;
+        }
         conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
     }
     return true;
 }
 
-void attach_server::apply(connection &conn, const wire::mr_notice &notice)
+void attach_server::add_mr(connection &conn, const wire::mr_notice &notice)
 {
-    auto &mine = conn.client.mr_handles;
     auto owner = m_mr_owner.find(notice.handle);
-    if (notice.hdr.type ==
-        static_cast<uint16_t>(wire::msg_type::mr_registered)) {
-        if (owner != m_mr_owner.end()) {
-            m_log("attach server: " + who(conn) + " announced MR handle " +
-                  std::to_string(notice.handle) + ", which index " +
-                  std::to_string(owner->second) + " holds: ignored");
-            return;
-        }
-        m_mr_owner[notice.handle] = conn.client.index;
-        mine.push_back(notice.handle);
-        conn.client.mrs[notice.lkey] = {notice.handle, notice.lkey, notice.rkey,
-                                        notice.addr, notice.length};
+    if (owner != m_mr_owner.end()) {
+        m_log("attach server: " + who(conn) + " announced MR handle " +
+              std::to_string(notice.handle) + ", which index " +
+              std::to_string(owner->second) + " holds: ignored");
         return;
     }
+    m_mr_owner[notice.handle] = conn.client.index;
+    conn.client.mr_handles.push_back(notice.handle);
+    conn.client.mrs[notice.lkey] = {notice.handle, notice.lkey, notice.rkey,
+                                    notice.addr, notice.length};
+}
+
+/* Deregisters the MR for its owner; false: the client cannot be answered. */
+bool attach_server::release_mr(connection &conn, const wire::mr_notice &notice)
+{
+    result<uint32_t> done = failure{""};
+    auto owner            = m_mr_owner.find(notice.handle);
     if (owner == m_mr_owner.end() || owner->second != conn.client.index) {
-        m_log("attach server: " + who(conn) + " deregistered MR handle " +
-              std::to_string(notice.handle) +
-              ", which it does not hold: ignored");
-        return;
+        done = failure{"MR handle " + std::to_string(notice.handle) +
+                       " is not this client's: nothing deregistered"};
+    } else if (!m_release_mr) {
+        done = failure{"this agent cannot deregister MRs"};
+    } else {
+        done = m_release_mr(conn.client, notice.handle);
+        /* forgotten even if the device refused: the client is done with
+         * it, and a handle the kernel still holds cannot be reused */
+        m_mr_owner.erase(owner);
+        std::erase(conn.client.mr_handles, notice.handle);
+        std::erase_if(conn.client.mrs, [&](const auto &entry) {
+            return entry.second.handle == notice.handle;
+        });
     }
-    m_mr_owner.erase(owner);
-    std::erase(mine, notice.handle);
-    std::erase_if(conn.client.mrs, [&](const auto &entry) {
-        return entry.second.handle == notice.handle;
-    });
+    if (!done) {
+        m_log("attach server: " + who(conn) + " released MR handle " +
+              std::to_string(notice.handle) + ": " + done.error());
+    }
+    if (!(notice.flags & wire::mr_release_reply_wanted)) {
+        return true;
+    }
+    auto rep = done ? wire::make_mr_release_reply(wire::release_status::released,
+                                                  notice.handle, "") :
+                      wire::make_mr_release_reply(wire::release_status::refused,
+                                                  notice.handle, done.error());
+    ssize_t n = send(conn.sock.get(), &rep, sizeof(rep),
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n != static_cast<ssize_t>(sizeof(rep))) {
+        m_log("attach server: " + who(conn) +
+              ": cannot send an MR release reply: detaching it");
+        return false;
+    }
+    return true;
 }
 
 bool attach_server::answer_peer(connection &conn,
@@ -498,6 +528,11 @@ void attach_server::set_attach_handler(attach_fn on_attach)
 void attach_server::set_peer_resolver(peer_fn resolve)
 {
     m_resolve_peer = std::move(resolve);
+}
+
+void attach_server::set_mr_releaser(release_fn release)
+{
+    m_release_mr = std::move(release);
 }
 
 void attach_server::take_pending(uint32_t index)

@@ -14,15 +14,21 @@
  *                     gone (exit, crash, SIGKILL), and its index is freed
  *                     after on_detach has cleaned up after it (its MRs:
  *                     mr_handles). On the socket the client announces the
- *                     MRs it registers and deregisters in the agent's PD,
- *                     and asks for peer indices (peer_request, answered
- *                     at once); a malformed message ends the attachment
- *                     as if the client had died.
+ *                     MRs it registers in the agent's PD, asks the agent
+ *                     to deregister them (mr_release: the release
+ *                     handler does it, and answers if asked), and asks
+ *                     for peer indices (peer_request, answered at once);
+ *                     a malformed message ends the attachment as if the
+ *                     client had died.
  *
  * Invariants: an index belongs to at most one attached client; an MR
  * handle is recorded for at most one client (a claim on another client's
  * handle is ignored, so a confused client cannot make the agent
- * deregister a neighbour's memory when it dies); a refused
+ * deregister a neighbour's memory when it dies); a handle leaves a
+ * client's record only when the agent deregisters it (on the client's
+ * release, or after it died), so the kernel reuses a handle only after
+ * the agent forgot its owner; a release of a handle the client does not
+ * hold deregisters nothing; a refused
  * or dead connection never changes any other client's state; nothing a
  * peer sends is used before parse_* has accepted it; SO_PEERCRED, not the
  * message, says who the peer is.
@@ -98,6 +104,10 @@ public:
     /* A peer request from an attached client: the peer index, or why not. */
     using peer_fn = std::function<result<uint32_t>(
             const attached_client &, const wire::agent_address &)>;
+    /* Deregisters one of the client's MRs from the device: the handle,
+     * or why not. */
+    using release_fn =
+            std::function<result<uint32_t>(const attached_client &, uint32_t)>;
 
     /* Validates the config and binds the socket (an existing socket file
      * is replaced: the caller holds the agent lock, so it is stale). */
@@ -117,6 +127,9 @@ public:
     void set_attach_handler(attach_fn on_attach);
     /* Answers peer requests; without it they are refused. */
     void set_peer_resolver(peer_fn resolve);
+    /* Deregisters what clients release; without it a release is refused
+     * (and the MR stays registered until the agent closes its device). */
+    void set_mr_releaser(release_fn release);
 
     /* Reads what the client at `index` has sent so far (MR notices, peer
      * requests) without waiting: the data path calls it before refusing
@@ -143,7 +156,8 @@ private:
     bool take_notices(connection &conn);
     bool answer_peer(connection &conn, std::span<const std::byte> msg);
     bool answer_status(connection &conn, std::span<const std::byte> msg);
-    void apply(connection &conn, const wire::mr_notice &notice);
+    void add_mr(connection &conn, const wire::mr_notice &notice);
+    bool release_mr(connection &conn, const wire::mr_notice &notice);
     bool answer(connection &conn, std::span<const std::byte> message);
     bool refuse(connection &conn, wire::attach_status status,
                 const std::string &reason);
@@ -159,6 +173,7 @@ private:
     std::function<std::string(bool)> m_status;
     attach_fn m_on_attach;
     peer_fn m_resolve_peer;
+    release_fn m_release_mr;
     std::unordered_map<uint32_t, uint32_t> m_mr_owner; /* handle -> index */
 };
 

@@ -271,6 +271,19 @@ bool engine::idle() const
     return true;
 }
 
+result<uint32_t> engine::release_mr(const attached_client &c, uint32_t handle)
+{
+    auto r = uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(),
+                              handle);
+    if (!r) {
+        ++m_totals.mrs_leaked;
+        return failure{"client index " + std::to_string(c.index) + ": " +
+                       r.error()};
+    }
+    ++m_totals.mrs_released;
+    return r;
+}
+
 void engine::release_gone(time_point now)
 {
     for (auto &g : m_gone) {

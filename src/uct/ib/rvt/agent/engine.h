@@ -108,6 +108,9 @@ public:
     void client_gone(const attached_client &c);
     result<uint32_t>
     resolve_peer(const attached_client &c, const wire::agent_address &remote);
+    /* Deregisters an MR the client released (only the agent deregisters a
+     * live client's MRs: see attach_wire.h, mr_release). */
+    result<uint32_t> release_mr(const attached_client &c, uint32_t handle);
 
     /* One pass over CQs, rings and timers; true if anything happened. */
     bool progress(time_point now);
@@ -266,6 +269,7 @@ private:
         uint64_t clients_gone   = 0;
         uint64_t mrs_cleaned    = 0;
         uint64_t mrs_leaked     = 0;
+        uint64_t mrs_released   = 0; /* by live clients' mr_release */
         uint64_t wakeups        = 0;
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */

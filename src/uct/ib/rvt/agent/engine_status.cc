@@ -67,11 +67,14 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_ud->sent()),
                       static_cast<unsigned long long>(m_ud->received()),
                       static_cast<unsigned long long>(m_ud->dropped()));
+        out += format("MRs       %llu released by their clients; failed "
+                      "%llu\n",
+                      static_cast<unsigned long long>(m_totals.mrs_released),
+                      static_cast<unsigned long long>(m_totals.mrs_leaked));
         out += format("gone      %llu clients; their MRs deregistered %llu, "
-                      "failed %llu, waiting %zu clients\n",
+                      "waiting %zu clients\n",
                       static_cast<unsigned long long>(m_totals.clients_gone),
                       static_cast<unsigned long long>(m_totals.mrs_cleaned),
-                      static_cast<unsigned long long>(m_totals.mrs_leaked),
                       m_gone.size());
         out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
                       rc_qps);
@@ -129,10 +132,12 @@ std::string engine::status(bool human) const
                   static_cast<unsigned long long>(m_ud->received()),
                   static_cast<unsigned long long>(m_ud->dropped()));
     out += format("\"clients_gone\": %llu, \"mrs_cleaned\": %llu, "
+                  "\"mrs_released\": %llu, "
                   "\"mrs_leaked\": %llu, \"gone_waiting\": %zu, "
                   "\"wakeups\": %llu, \"peers\": [",
                   static_cast<unsigned long long>(m_totals.clients_gone),
                   static_cast<unsigned long long>(m_totals.mrs_cleaned),
+                  static_cast<unsigned long long>(m_totals.mrs_released),
                   static_cast<unsigned long long>(m_totals.mrs_leaked),
                   m_gone.size(),
                   static_cast<unsigned long long>(m_totals.wakeups));

@@ -1,5 +1,6 @@
 #include "uct/ib/rvt/client/registration.h"
 
+#include "uct/ib/rvt/client/agent_reply.h"
 #include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
@@ -61,13 +62,41 @@ import_agent_pd(int cmd_fd, uint32_t pd_handle)
 
 namespace {
 
-result<size_t>
-notify(const attachment &at, wire::msg_type type, const memory_region &mr)
+result<size_t> notify(const attachment &at, wire::msg_type type,
+                      const memory_region &mr, uint32_t flags = 0)
 {
     auto n = wire::make_mr_notice(type, mr.handle, mr.lkey, mr.rkey,
                                   reinterpret_cast<uintptr_t>(mr.addr),
-                                  mr.length);
+                                  mr.length, flags);
     return send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {});
+}
+
+/* The agent's answer to a release with mr_release_reply_wanted. */
+result<uint32_t> await_release(const attachment &at, uint32_t handle,
+                               std::chrono::milliseconds wait)
+{
+    const std::string what = "deregistering MR handle " +
+                             std::to_string(handle);
+    wire::mr_release_reply rep{};
+    auto got = receive_reply(at.sock.get(),
+                             std::as_writable_bytes(std::span(&rep, 1)), wait,
+                             what);
+    if (!got) {
+        return failure{got.error()};
+    }
+    auto parsed = wire::parse_mr_release_reply(
+            std::as_bytes(std::span(&rep, 1)));
+    if (!parsed) {
+        return failure{what + ": bad reply from the agent: " + parsed.error()};
+    }
+    if (rep.handle != handle) {
+        return failure{what + ": the agent answered for handle " +
+                       std::to_string(rep.handle)};
+    }
+    if (rep.status != static_cast<uint32_t>(wire::release_status::released)) {
+        return failure{what + ": the agent refused: " + rep.reason};
+    }
+    return handle;
 }
 
 } // namespace
@@ -123,41 +152,33 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
 }
 
 result<uint32_t>
-deregister_memory(const attachment &at, const memory_region &mr)
+deregister_memory(const attachment &at, const memory_region &mr,
+                  std::optional<std::chrono::milliseconds> wait)
 {
     if (!at.imported && !at.cmd_fd) {
-        /* released after the agent died: the MR goes with its context */
+        /* released after the agent died: the MR went with its context */
         return mr.handle;
     }
     if (at.imported) {
-        ibv_mr *m = nullptr;
-        {
-            std::lock_guard g(at.imported->lock);
-            auto it = at.imported->mrs.find(mr.handle);
-            if (it == at.imported->mrs.end()) {
-                return failure{"MR handle " + std::to_string(mr.handle) +
-                               " was not registered through this "
-                               "attachment"};
-            }
-            m = it->second;
-            at.imported->mrs.erase(it);
+        /* the agent deregisters the MR; only this process's record of it
+         * goes here */
+        std::lock_guard g(at.imported->lock);
+        auto it = at.imported->mrs.find(mr.handle);
+        if (it == at.imported->mrs.end()) {
+            return failure{"MR handle " + std::to_string(mr.handle) +
+                           " was not registered through this attachment"};
         }
-        if (int err = ibv_dereg_mr(m); err != 0) {
-            return failure{"ibv_dereg_mr of MR handle " +
-                           std::to_string(mr.handle) +
-                           " failed: " + std::strerror(err)};
-        }
-    } else {
-        auto gone = uverbs::dereg_mr(at.cmd_fd.get(), at.driver_id, mr.handle);
-        if (!gone) {
-            return gone;
-        }
+        ibv_unimport_mr(it->second);
+        at.imported->mrs.erase(it);
     }
-    auto sent = notify(at, wire::msg_type::mr_deregistered, mr);
+    auto sent = notify(at, wire::msg_type::mr_release, mr,
+                       wait ? wire::mr_release_reply_wanted : 0);
     if (!sent) {
-        return failure{"telling the agent that MR handle " +
-                       std::to_string(mr.handle) +
-                       " is gone failed: " + sent.error()};
+        return failure{"asking the agent to deregister MR handle " +
+                       std::to_string(mr.handle) + " failed: " + sent.error()};
+    }
+    if (wait) {
+        return await_release(at, mr.handle, *wait);
     }
     return mr.handle;
 }

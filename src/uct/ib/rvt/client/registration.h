@@ -5,6 +5,11 @@
  * client dies, since nobody else will (the MR lives in the agent's PD, on
  * the agent's command fd, not in the dead process).
  *
+ * The agent, not the client, deregisters: all clients share the command
+ * fd's table of MR handles, and a handle a client freed itself could be
+ * given to a neighbour and announced by it before the agent had read the
+ * first client's notice (wire::msg_type::mr_release).
+ *
  * A process killed between REG_MR and its notice leaves an MR the agent
  * does not know about; it is released when the agent closes its device.
  *
@@ -17,9 +22,11 @@
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/common/result.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace rvt::client {
 
@@ -42,8 +49,14 @@ import_agent_pd(int cmd_fd, uint32_t pd_handle);
 result<memory_region>
 register_memory(const attachment &at, void *addr, size_t length, int access);
 
+/* Asks the agent to deregister `mr`. Without `wait` it returns once the
+ * request is sent: the memory may be freed at once (the MR holds its pages
+ * until the agent drops it). With `wait` it returns once the agent says
+ * the MR is gone from the device, so no peer can reach it any more (UCT's
+ * invalidate), or fails after that long. */
 result<uint32_t>
-deregister_memory(const attachment &at, const memory_region &mr);
+deregister_memory(const attachment &at, const memory_region &mr,
+                  std::optional<std::chrono::milliseconds> wait = {});
 
 } // namespace rvt::client
 

@@ -1,5 +1,7 @@
 #include "uct/ib/rvt/client/session.h"
 
+#include "uct/ib/rvt/client/agent_reply.h"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -66,24 +68,11 @@ result<uint32_t> session::connect_peer(const wire::agent_address &remote,
                        std::strerror(errno)};
     }
     wire::peer_reply rep{};
-    size_t got      = 0;
-    auto deadline   = clock::now() + timeout;
-    auto *rep_bytes = reinterpret_cast<std::byte *>(&rep);
-    while (got < sizeof(rep)) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - clock::now());
-        pollfd p{m_at.sock.get(), POLLIN, 0};
-        if (left.count() <= 0 ||
-            poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-            return failure{"connect to peer: no reply from the agent within " +
-                           std::to_string(timeout.count()) + " ms"};
-        }
-        ssize_t n = recv(m_at.sock.get(), rep_bytes + got, sizeof(rep) - got,
-                         0);
-        if (n <= 0) {
-            return failure{"connect to peer: the agent closed its socket"};
-        }
-        got += static_cast<size_t>(n);
+    auto got = receive_reply(m_at.sock.get(),
+                             std::as_writable_bytes(std::span(&rep, 1)),
+                             timeout, "connect to peer");
+    if (!got) {
+        return failure{got.error()};
     }
     auto parsed = wire::parse_peer_reply(std::as_bytes(std::span(&rep, 1)));
     if (!parsed) {
@@ -101,9 +90,11 @@ session::register_memory(void *addr, size_t length, int access)
     return client::register_memory(m_at, addr, length, access);
 }
 
-result<uint32_t> session::deregister_memory(const memory_region &mr)
+result<uint32_t>
+session::deregister_memory(const memory_region &mr,
+                           std::optional<std::chrono::milliseconds> wait)
 {
-    return client::deregister_memory(m_at, mr);
+    return client::deregister_memory(m_at, mr, wait);
 }
 
 void session::release_agent_context()

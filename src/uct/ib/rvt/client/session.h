@@ -93,7 +93,10 @@ public:
 
     result<memory_region>
     register_memory(void *addr, size_t length, int access);
-    result<uint32_t> deregister_memory(const memory_region &mr);
+    /* See client::deregister_memory (registration.h). */
+    result<uint32_t>
+    deregister_memory(const memory_region &mr,
+                      std::optional<std::chrono::milliseconds> wait = {});
 
     /* The agent is gone: drops this process's hold on its verbs context
      * (the command fd, an imported PD). Every client holds one, and the

@@ -260,7 +260,7 @@ result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes)
         return failure{hdr.error()};
     }
     const auto type = static_cast<msg_type>(hdr.value().type);
-    if (type != msg_type::mr_registered && type != msg_type::mr_deregistered) {
+    if (type != msg_type::mr_registered && type != msg_type::mr_release) {
         return failure{format("message type %u where an MR notice (3 or 4) "
                               "was expected",
                               hdr.value().type)};
@@ -269,9 +269,12 @@ result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes)
     if (!msg) {
         return msg;
     }
-    if (msg.value().reserved != 0) {
-        return failure{format("reserved MR notice field is 0x%x: expected 0",
-                              msg.value().reserved)};
+    const uint32_t allowed = type == msg_type::mr_release ?
+                                     mr_release_reply_wanted :
+                                     0;
+    if ((msg.value().flags & ~allowed) != 0) {
+        return failure{format("MR notice flags 0x%x: expected 0x%x or less",
+                              msg.value().flags, allowed)};
     }
     if (type == msg_type::mr_registered && msg.value().length == 0) {
         return failure{format("MR handle %u registered with length 0: "
@@ -282,7 +285,8 @@ result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes)
 }
 
 mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
-                         uint32_t rkey, uint64_t addr, uint64_t length)
+                         uint32_t rkey, uint64_t addr, uint64_t length,
+                         uint32_t flags)
 {
     mr_notice n{};
     n.hdr    = make_header(type, sizeof(n));
@@ -291,7 +295,37 @@ mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
     n.rkey   = rkey;
     n.addr   = addr;
     n.length = length;
+    n.flags  = flags;
     return n;
+}
+
+result<mr_release_reply>
+parse_mr_release_reply(std::span<const std::byte> bytes)
+{
+    auto msg = parse_fixed<mr_release_reply>(bytes, msg_type::mr_release_reply,
+                                             "mr_release_reply");
+    if (!msg) {
+        return msg;
+    }
+    if (terminated_length(msg.value().reason) < 0) {
+        return failure{"MR release reply reason is not NUL-terminated"};
+    }
+    if (msg.value().status > static_cast<uint32_t>(release_status::refused)) {
+        return failure{format("MR release reply status %u: expected 0 or 1",
+                              msg.value().status)};
+    }
+    return msg;
+}
+
+mr_release_reply make_mr_release_reply(release_status status, uint32_t handle,
+                                       std::string_view reason)
+{
+    mr_release_reply rep{};
+    rep.hdr    = make_header(msg_type::mr_release_reply, sizeof(rep));
+    rep.handle = handle;
+    rep.status = static_cast<uint32_t>(status);
+    reason.copy(rep.reason, sizeof(rep.reason) - 1);
+    return rep;
 }
 
 result<status_request> parse_status_request(std::span<const std::byte> bytes)

@@ -30,7 +30,7 @@
 namespace rvt::wire {
 
 inline constexpr uint32_t magic            = 0x41545652; /* "RVTA" */
-inline constexpr uint16_t protocol_version = 2;
+inline constexpr uint16_t protocol_version = 3;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -40,9 +40,13 @@ enum class msg_type : uint16_t {
     attach_request = 1,
     attach_reply   = 2,
     /* after attach, client to agent: the MRs it holds in the agent's PD,
-     * so the agent can deregister what a dead client left behind */
-    mr_registered   = 3,
-    mr_deregistered = 4,
+     * so the agent can deregister what a dead client left behind. A
+     * client registers its MRs itself but never deregisters one: it asks
+     * the agent to (mr_release). The kernel can then hand an MR handle to
+     * another client only after the agent has forgotten its old owner, so
+     * the agent never sees one handle announced by two clients. */
+    mr_registered = 3,
+    mr_release    = 4,
     /* instead of attaching: what is the agent doing? (rvt-status) */
     status_request = 5,
     status_reply   = 6, /* header + UTF-8 JSON text, see max_status_size */
@@ -52,6 +56,9 @@ enum class msg_type : uint16_t {
      * background, and work queued meanwhile waits for it) */
     peer_request = 7,
     peer_reply   = 8,
+    /* agent to client, for an mr_release with mr_release_reply_wanted:
+     * sent after the MR is gone from the device (its rkey is dead) */
+    mr_release_reply = 9,
 };
 
 struct msg_header {
@@ -130,20 +137,42 @@ static_assert(std::is_trivially_copyable_v<attach_reply> &&
               std::is_standard_layout_v<attach_reply>);
 static_assert(sizeof(attach_reply) <= max_message_size);
 
-/* mr_registered / mr_deregistered: one MR of the client's, by the handle
+/* mr_notice.flags of an mr_release: answer with an mr_release_reply once
+ * the MR is deregistered (UCT's "deregister with invalidate"). Without it
+ * the release is not answered, and the client goes on at once. */
+inline constexpr uint32_t mr_release_reply_wanted = 1;
+
+/* mr_registered / mr_release: one MR of the client's, by the handle
  * REG_MR gave it in the shared fd's table. */
 struct mr_notice {
     msg_header hdr;
     uint32_t handle;
     uint32_t lkey;
     uint32_t rkey;
-    uint32_t reserved; /* zero */
+    uint32_t flags; /* mr_release: mr_release_reply_wanted or 0; else 0 */
     uint64_t addr;
     uint64_t length; /* > 0 for mr_registered */
 };
 static_assert(sizeof(mr_notice) == 48 && offsetof(mr_notice, addr) == 32);
+static_assert(offsetof(mr_notice, flags) == 28);
 static_assert(std::is_trivially_copyable_v<mr_notice> &&
               std::is_standard_layout_v<mr_notice>);
+
+enum class release_status : uint32_t {
+    released = 0, /* deregistered: no peer can reach it any more */
+    refused  = 1, /* see reason (not this client's MR, or the device
+                     refused: then it may still be registered) */
+};
+
+struct mr_release_reply {
+    msg_header hdr;
+    uint32_t handle; /* the released MR */
+    uint32_t status; /* release_status */
+    char reason[reason_size]; /* NUL-terminated; empty if released */
+};
+static_assert(sizeof(mr_release_reply) == 152);
+static_assert(std::is_trivially_copyable_v<mr_release_reply> &&
+              std::is_standard_layout_v<mr_release_reply>);
 
 /* peer_request: the remote agent, as its client's address named it. */
 struct peer_request {
@@ -199,10 +228,16 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes);
 attach_request make_attach_request(std::string_view job_key, uint32_t pid);
 attach_reply make_refusal(attach_status status, std::string_view reason);
 
-/* Checks an mr_registered or mr_deregistered message. */
+/* Checks an mr_registered or mr_release message. */
 result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes);
 mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
-                         uint32_t rkey, uint64_t addr, uint64_t length);
+                         uint32_t rkey, uint64_t addr, uint64_t length,
+                         uint32_t flags = 0);
+
+result<mr_release_reply>
+parse_mr_release_reply(std::span<const std::byte> bytes);
+mr_release_reply make_mr_release_reply(release_status status, uint32_t handle,
+                                       std::string_view reason);
 
 result<peer_request> parse_peer_request(std::span<const std::byte> bytes);
 peer_request make_peer_request(const agent_address &peer);
