@@ -19,12 +19,14 @@
 
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
+#include <uct/api/v2/uct_v2.h>
 
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -148,6 +150,69 @@ TEST_F(uct_rvt, md_registers_directly)
     EXPECT_EQ(agent_mrs(), 1);
     EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
     EXPECT_EQ(agent_mrs(), 0);
+}
+
+/* Deregistering with UCT_MD_MEM_DEREG_FLAG_INVALIDATE (UCP asks for it
+ * when a peer may have failed): the completion must not come before the
+ * agent has deregistered the MR, since until then a peer holding the rkey
+ * can still write. The agent is stopped (SIGSTOP) while the module
+ * deregisters, so a completion that does not wait for it shows at once. */
+TEST_F(uct_rvt, md_invalidate_completes_only_after_the_agent_dropped_the_mr)
+{
+    start_agent();
+    for (const char *method : {"rcache", "direct"}) {
+        SCOPED_TRACE(method);
+        if (m_md != nullptr) {
+            uct_md_close(m_md);
+            m_md = nullptr;
+        }
+        open_md(method);
+        uct_md_attr_t attr;
+        ASSERT_EQ(uct_md_query(m_md, &attr), UCS_OK);
+        EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE);
+
+        std::vector<char> memory(64 * 1024);
+        uct_mem_h memh;
+        ASSERT_EQ(uct_md_mem_reg(m_md, memory.data(), memory.size(),
+                                 UCT_MD_MEM_ACCESS_ALL, &memh),
+                  UCS_OK);
+        ASSERT_EQ(agent_mrs(), 1);
+
+        counted_completion c;
+        uct_md_mem_dereg_params_t params{};
+        params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
+                            UCT_MD_MEM_DEREG_FIELD_FLAGS |
+                            UCT_MD_MEM_DEREG_FIELD_COMPLETION;
+        params.memh  = memh;
+        params.flags = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+        params.comp  = &c.comp;
+        ASSERT_EQ(kill(m_agent, SIGSTOP), 0);
+        ucs_status_t status = UCS_ERR_LAST;
+        std::thread dereg([&] { status = uct_md_mem_dereg_v2(m_md, &params); });
+        std::this_thread::sleep_for(500ms);
+        EXPECT_FALSE(c.finished())
+                << "invalidation completed while the agent was stopped";
+        ASSERT_EQ(kill(m_agent, SIGCONT), 0);
+        dereg.join();
+        EXPECT_EQ(status, UCS_OK);
+        EXPECT_TRUE(c.finished());
+        EXPECT_EQ(c.comp.status, UCS_OK);
+        EXPECT_EQ(agent_mrs(), 0);
+    }
+
+    /* without a completion to call there is nothing to wait on: refused */
+    std::vector<char> memory(4096);
+    uct_mem_h memh;
+    ASSERT_EQ(uct_md_mem_reg(m_md, memory.data(), memory.size(),
+                             UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    uct_md_mem_dereg_params_t params{};
+    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
+                        UCT_MD_MEM_DEREG_FIELD_FLAGS;
+    params.memh  = memh;
+    params.flags = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+    EXPECT_EQ(uct_md_mem_dereg_v2(m_md, &params), UCS_ERR_INVALID_PARAM);
+    EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
 }
 
 /* The registration cache must not hand out the MR of pages that are gone:

@@ -142,11 +142,15 @@ agent_link::register_memory(void *addr, size_t length, int access)
     return s.value()->register_memory(addr, length, access);
 }
 
-result<uint32_t> agent_link::deregister_memory(const client::memory_region &mr)
+result<uint32_t>
+agent_link::deregister_memory(const client::memory_region &mr, bool invalidate)
 {
     std::lock_guard guard(m_lock);
     if (!m_session) {
         return failure{"deregister: not attached to an agent"};
+    }
+    if (invalidate) {
+        return m_session->deregister_memory(mr, m_settings.timeout);
     }
     return m_session->deregister_memory(mr);
 }

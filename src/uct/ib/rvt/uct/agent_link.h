@@ -70,7 +70,10 @@ public:
     /* Own memory into the agent's PD (attaching first if need be). */
     result<client::memory_region>
     register_memory(void *addr, size_t length, int access);
-    result<uint32_t> deregister_memory(const client::memory_region &mr);
+    /* With `invalidate`, returns once the agent has deregistered it (no
+     * peer can reach it any more); else once the agent is asked. */
+    result<uint32_t>
+    deregister_memory(const client::memory_region &mr, bool invalidate = false);
 
     /* The agent's index for `remote`, asked once per remote agent. */
     result<uint32_t> peer_index(const wire::agent_address &remote);

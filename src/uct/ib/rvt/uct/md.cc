@@ -131,20 +131,31 @@ ucs_status_t register_region(md &m, void *addr, size_t length, bool hide,
     }
 }
 
-void deregister_region(md &m, const client::memory_region &mr) noexcept
+/* False only when an invalidating deregistration could not be confirmed. */
+bool deregister_region(md &m, const memh &mh) noexcept
 {
+    const client::memory_region &mr = mh.mr;
     try {
-        auto gone = m.link->deregister_memory(mr);
+        auto gone = m.link->deregister_memory(mr, mh.invalidate);
         if (!gone) {
             ucs_warn("rvt %s: deregistering %p length %zu (handle %u) "
                      "failed: %s",
                      m.port.device.c_str(), mr.addr, mr.length, mr.handle,
                      gone.error().c_str());
         }
+        return gone.ok() || !mh.invalidate;
     } catch (const std::exception &e) {
         ucs_warn("rvt %s: deregistering handle %u: %s", m.port.device.c_str(),
                  mr.handle, e.what());
+        return !mh.invalidate;
     }
+}
+
+/* The registration cache has destroyed an invalidated region (after
+ * rcache_mem_dereg, which waited for the agent). */
+void region_invalidated(void *arg) noexcept
+{
+    uct_invoke_completion(static_cast<uct_completion_t *>(arg), UCS_OK);
 }
 
 /* ---- the registration cache's callbacks -------------------------------- */
@@ -167,7 +178,8 @@ void rcache_mem_dereg(void *context, ucs_rcache_t *,
                       ucs_rcache_region_t *rregion) noexcept
 {
     auto &m = *static_cast<md *>(context);
-    deregister_region(m, reinterpret_cast<rcache_region *>(rregion)->handle.mr);
+    (void)deregister_region(m,
+                            reinterpret_cast<rcache_region *>(rregion)->handle);
 }
 
 void rcache_dump_region(void *, ucs_rcache_t *, ucs_rcache_region_t *rregion,
@@ -199,7 +211,7 @@ ucs_status_t md_query(uct_md_h handle, uct_md_attr_t *attr) noexcept
      * refuses UCT_MEM_HANDLE_NULL); without the flag UCP skips registering
      * local buffers, e.g. a rendezvous receiver's for get_zcopy */
     attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
-                      UCT_MD_FLAG_NEED_MEMH;
+                      UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_INVALIDATE;
     attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
@@ -213,15 +225,23 @@ ucs_status_t md_query(uct_md_h handle, uct_md_attr_t *attr) noexcept
     return UCS_OK;
 }
 
+bool invalidating(const uct_md_mem_dereg_params_t *params)
+{
+    return (params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
+           (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE);
+}
+
 ucs_status_t check_dereg_params(const uct_md_mem_dereg_params_t *params)
 {
     if (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_MEMH) ||
         params->memh == nullptr) {
         return UCS_ERR_INVALID_PARAM;
     }
-    if ((params->field_mask & UCT_MD_MEM_DEREG_FIELD_FLAGS) &&
-        (params->flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
-        return UCS_ERR_UNSUPPORTED; /* no UCT_MD_FLAG_INVALIDATE */
+    if (invalidating(params) &&
+        (!(params->field_mask & UCT_MD_MEM_DEREG_FIELD_COMPLETION) ||
+         params->comp == nullptr)) {
+        ucs_error("rvt: deregistering with invalidate needs a completion");
+        return UCS_ERR_INVALID_PARAM;
     }
     return UCS_OK;
 }
@@ -249,8 +269,16 @@ md_mem_dereg_rcache(uct_md_h handle,
     if (status != UCS_OK) {
         return status;
     }
-    ucs_rcache_region_put(to_md(handle).rcache.get(),
-                          &region_of(params->memh).super);
+    ucs_rcache_t *rcache  = to_md(handle).rcache.get();
+    rcache_region &region = region_of(params->memh);
+    if (invalidating(params)) {
+        /* the cache deregisters it (rcache_mem_dereg, waiting for the
+         * agent) once its last user lets go, then calls back */
+        region.handle.invalidate = true;
+        ucs_rcache_region_invalidate(rcache, &region.super, region_invalidated,
+                                     params->comp);
+    }
+    ucs_rcache_region_put(rcache, &region.super);
     return UCS_OK;
 }
 
@@ -281,9 +309,16 @@ md_mem_dereg_direct(uct_md_h handle,
     if (status != UCS_OK) {
         return status;
     }
-    auto *mh = static_cast<memh *>(params->memh);
-    deregister_region(to_md(handle), mh->mr);
+    auto *mh       = static_cast<memh *>(params->memh);
+    mh->invalidate = invalidating(params);
+    const bool ok  = deregister_region(to_md(handle), *mh);
     delete mh;
+    if (!ok) {
+        return UCS_ERR_IO_ERROR; /* the MR may still be reachable */
+    }
+    if (invalidating(params)) {
+        uct_invoke_completion(params->comp, UCS_OK);
+    }
     return UCS_OK;
 }
 

@@ -44,6 +44,9 @@ extern ucs_config_field_t md_config_table[];
 /* What uct_mem_h points at. */
 struct memh {
     client::memory_region mr;
+    /* deregistering waits until the agent says the MR is gone (set by a
+     * dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE) */
+    bool invalidate = false;
 };
 
 struct packed_rkey {
