@@ -6,7 +6,10 @@
 #
 #   1. test/mpi/rvt_mpi_check under mpirun with pml ucx and
 #      UCX_TLS=rvt,sm,self (rvt between the nodes, shared memory within):
-#      pingpong, bandwidth, alltoall, allreduce, every word verified
+#      pingpong, bandwidth, alltoall, allreduce, every word verified;
+#      UCP's default rendezvous reads (RDMA READ), so the same program
+#      runs again, from 1 MiB, with UCX_RNDV_SCHEME=put_zcopy, where the
+#      data must arrive as RDMA WRITE WITH IMMEDIATE
 #   2. test/shmem/rvt_shmem_check with spml ucx: puts to all, gets,
 #      barriers, atomics and a large put, every word verified
 #
@@ -31,6 +34,7 @@ rsh_agent=$top/test/testbed/mpi-rsh-agent.sh
 # seconds (see the table): collectives stop at 4 MiB, and SHMEM's large
 # put is 4 MiB.
 MPI_ARGS=${RVT_MPI_ARGS:---max-size=16777216 --coll-max-size=4194304}
+MPI_PUT_ARGS=${RVT_MPI_PUT_ARGS:---min-size=1048576 --max-size=4194304 --coll-max-size=1048576}
 SHMEM_ARGS=${RVT_SHMEM_ARGS:---large=4194304 --rounds=5}
 # a job key of its own, so no agent of another test is reused
 export RVT_JOB_KEY=mpi.$$
@@ -182,6 +186,35 @@ else
     fail "rank 0's UCP shows no endpoint on rvt alone (ep_cfg lines above)"
 fi
 
+# 1b --------------------------------------------------------------------
+# The put scheme: the sender writes into the receiver's buffer. Every
+# message here is 1 MiB or more (rendezvous), so each agent must have
+# delivered writes with immediate, at least one 4 MiB message's worth.
+for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
+t0=$SECONDS
+on 1 timeout 600 mpirun "${mpirun_opts[@]}" -x UCX_RNDV_SCHEME=put_zcopy \
+    -np 8 "$mpi_prog" $MPI_PUT_ARGS >"$work/mpi-put.out" 2>&1
+rc=$?
+put_s=$((SECONDS - t0))
+indent "mpi put" <"$work/mpi-put.out"
+if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_check' "$work/mpi-put.out"; then
+    pass "MPI program verified with UCX_RNDV_SCHEME=put_zcopy, 1 to 4 MiB ($put_s s)"
+else
+    fail "MPI program with UCX_RNDV_SCHEME=put_zcopy (mpirun exit $rc after $put_s s; output above)"
+fi
+ok=yes line=""
+for n in 1 2; do
+    read -r am0 wr0 wb0 tx0 _ <"$work/counters.before.$n"
+    read -r am1 wr1 wb1 tx1 _ <<<"$(counters "$n" || echo 0 0 0 0 0)"
+    line+=" node$n: +$((wr1 - wr0)) writes with immediate, $((wb1 - wb0)) bytes, +$((am1 - am0)) AMs delivered, $((tx1 - tx0)) bytes sent;"
+    [ $((wb1 - wb0)) -ge 4194304 ] || ok=no
+done
+if [ $ok = yes ]; then
+    pass "MPI rendezvous data arrived as RDMA WRITE WITH IMMEDIATE (agents' delivered counters):$line"
+else
+    fail "MPI rendezvous with the put scheme: too few bytes delivered as writes with immediate (expected >= 4194304 per node):$line"
+fi
+
 # 2 ---------------------------------------------------------------------
 for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
 t0=$SECONDS
@@ -253,4 +286,4 @@ done
 for n in 1 2; do
     grep -E 'refused|ignored|error|failed|lost' "$work/rvtd.$n.log" | tail -n 8 | indent "rvtd $n"
 done
-echo "mpi job ${mpi_s} s, shmem job ${shmem_s} s"
+echo "mpi job ${mpi_s} s, mpi put-scheme job ${put_s} s, shmem job ${shmem_s} s"
