@@ -481,11 +481,21 @@ bool attach_server::release_mr(connection &conn, const wire::mr_notice &notice)
                                                   notice.handle, "") :
                       wire::make_mr_release_reply(wire::release_status::refused,
                                                   notice.handle, done.error());
-    ssize_t n = send(conn.sock.get(), &rep, sizeof(rep),
+    return send_reply(conn, std::as_bytes(std::span(&rep, 1)),
+                      "an MR release reply");
+}
+
+/* Replies are small, and the client waits for them: a full socket buffer
+ * means the client is not reading its lifeline, which it must. */
+bool attach_server::send_reply(connection &conn,
+                               std::span<const std::byte> reply,
+                               std::string_view what)
+{
+    ssize_t n = send(conn.sock.get(), reply.data(), reply.size(),
                      MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n != static_cast<ssize_t>(sizeof(rep))) {
-        m_log("attach server: " + who(conn) +
-              ": cannot send an MR release reply: detaching it");
+    if (n != static_cast<ssize_t>(reply.size())) {
+        m_log("attach server: " + who(conn) + ": cannot send " +
+              std::string(what) + ": detaching it");
         return false;
     }
     return true;
@@ -508,16 +518,7 @@ bool attach_server::answer_peer(connection &conn,
                                              peer.value(), "") :
                        wire::make_peer_reply(wire::peer_status::refused, 0,
                                              peer.error());
-    /* small, and the client waits for it: a full socket buffer means the
-     * client is not reading its lifeline, which it must */
-    ssize_t n = send(conn.sock.get(), &rep, sizeof(rep),
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n != static_cast<ssize_t>(sizeof(rep))) {
-        m_log("attach server: " + who(conn) +
-              ": cannot send a peer reply: detaching it");
-        return false;
-    }
-    return true;
+    return send_reply(conn, std::as_bytes(std::span(&rep, 1)), "a peer reply");
 }
 
 void attach_server::set_attach_handler(attach_fn on_attach)

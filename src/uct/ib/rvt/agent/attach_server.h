@@ -158,6 +158,8 @@ private:
     bool answer_status(connection &conn, std::span<const std::byte> msg);
     void add_mr(connection &conn, const wire::mr_notice &notice);
     bool release_mr(connection &conn, const wire::mr_notice &notice);
+    bool send_reply(connection &conn, std::span<const std::byte> reply,
+                    std::string_view what);
     bool answer(connection &conn, std::span<const std::byte> message);
     bool refuse(connection &conn, wire::attach_status status,
                 const std::string &reason);

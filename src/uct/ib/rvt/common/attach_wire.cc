@@ -47,6 +47,20 @@ parse_fixed(std::span<const std::byte> bytes, msg_type type, const char *name)
     return msg;
 }
 
+/* A reply to a client's request: status 0 (done) or 1 (refused, with a
+ * reason); the reason is NUL-terminated either way. */
+template<class Reply>
+std::string reply_error(const Reply &rep, const char *name)
+{
+    if (terminated_length(rep.reason) < 0) {
+        return format("%s reason is not NUL-terminated", name);
+    }
+    if (rep.status > 1) {
+        return format("%s status %u: expected 0 or 1", name, rep.status);
+    }
+    return {};
+}
+
 msg_header make_header(msg_type type, uint32_t length)
 {
     return {magic, protocol_version, static_cast<uint16_t>(type), length, 0};
@@ -223,12 +237,8 @@ result<peer_reply> parse_peer_reply(std::span<const std::byte> bytes)
     if (!msg) {
         return msg;
     }
-    if (terminated_length(msg.value().reason) < 0) {
-        return failure{"peer reply reason is not NUL-terminated"};
-    }
-    if (msg.value().status > static_cast<uint32_t>(peer_status::refused)) {
-        return failure{format("peer reply status %u: expected 0 or 1",
-                              msg.value().status)};
+    if (std::string e = reply_error(msg.value(), "peer reply"); !e.empty()) {
+        return failure{e};
     }
     return msg;
 }
@@ -307,12 +317,9 @@ parse_mr_release_reply(std::span<const std::byte> bytes)
     if (!msg) {
         return msg;
     }
-    if (terminated_length(msg.value().reason) < 0) {
-        return failure{"MR release reply reason is not NUL-terminated"};
-    }
-    if (msg.value().status > static_cast<uint32_t>(release_status::refused)) {
-        return failure{format("MR release reply status %u: expected 0 or 1",
-                              msg.value().status)};
+    if (std::string e = reply_error(msg.value(), "MR release reply");
+        !e.empty()) {
+        return failure{e};
     }
     return msg;
 }

@@ -195,6 +195,9 @@ struct peer_reply {
     char reason[reason_size]; /* NUL-terminated; empty if accepted */
 };
 static_assert(sizeof(peer_reply) == 152);
+/* Replies share one check: 0 done, 1 refused (attach_wire.cc). */
+static_assert(static_cast<uint32_t>(peer_status::refused) == 1 &&
+              static_cast<uint32_t>(release_status::refused) == 1);
 static_assert(std::is_trivially_copyable_v<peer_reply> &&
               std::is_standard_layout_v<peer_reply>);
 
