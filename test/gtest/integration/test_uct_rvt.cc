@@ -152,6 +152,65 @@ TEST_F(uct_rvt, md_registers_directly)
     EXPECT_EQ(agent_mrs(), 0);
 }
 
+/* A process that deregisters a buffer while a put from it is still in
+ * the agent (queued or on the QP) breaks UCT's rules, but must not break
+ * the QP every process of the node shares: the agent keeps the MR until
+ * the op is done (status: mrs_deferred), and the put completes. */
+TEST_F(uct_rvt, md_dereg_under_an_op_in_flight_waits_for_the_op)
+{
+    start_agent();
+    open_md("direct");
+    opened_iface oi;
+    open_iface(oi);
+    iface_addresses self = addresses_of(oi.iface);
+    uct_ep_h ep          = connect_ep(oi.iface, self);
+    ASSERT_NE(ep, nullptr);
+
+    const size_t len = 32 << 20;
+    buffer target(m_md, len), source(m_md, len);
+    ASSERT_NE(target.memh, nullptr);
+    ASSERT_NE(source.memh, nullptr);
+    std::memset(source.addr, 'S', len);
+    std::vector<char> packed(16);
+    ASSERT_EQ(uct_md_mkey_pack(m_md, target.memh, packed.data()), UCS_OK);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(uct_rkey_unpack(m_component, packed.data(), &rkey), UCS_OK);
+
+    uct_iov_t iov{source.addr, len, source.memh, 0, 1};
+    counted_completion c;
+    ucs_status_t status = uct_ep_put_zcopy(ep, &iov, 1,
+                                           reinterpret_cast<uint64_t>(
+                                                   target.bytes()),
+                                           rkey.rkey, &c.comp);
+    ASSERT_EQ(status, UCS_INPROGRESS);
+    ASSERT_EQ(uct_md_mem_dereg(m_md, source.memh), UCS_OK);
+    source.memh = UCT_MEM_HANDLE_NULL;
+    ASSERT_TRUE(oi.progress_until([&] { return c.finished(); }));
+    EXPECT_EQ(c.comp.status, UCS_OK);
+    EXPECT_EQ(std::memcmp(target.addr, source.addr, len), 0);
+
+    auto st = rvt::client::query_status(m_socket, false);
+    ASSERT_TRUE(st.ok()) << st.error();
+    EXPECT_NE(st.value().find("\"mrs_deferred\": 1,"), std::string::npos)
+            << st.value();
+    EXPECT_NE(st.value().find("\"releases_waiting\": 0,"), std::string::npos)
+            << st.value();
+
+    /* and the QPs still carry work */
+    counted_completion again;
+    uct_iov_t small{target.addr, 4096, target.memh, 0, 1};
+    status = uct_ep_put_zcopy(ep, &small, 1,
+                              reinterpret_cast<uint64_t>(target.bytes()) + 4096,
+                              rkey.rkey, &again.comp);
+    ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS);
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(oi.progress_until([&] { return again.finished(); }));
+        EXPECT_EQ(again.comp.status, UCS_OK);
+    }
+    EXPECT_EQ(uct_rkey_release(m_component, &rkey), UCS_OK);
+    uct_ep_destroy(ep);
+}
+
 /* Deregistering with UCT_MD_MEM_DEREG_FLAG_INVALIDATE (UCP asks for it
  * when a peer may have failed): the completion must not come before the
  * agent has deregistered the MR, since until then a peer holding the rkey

@@ -386,7 +386,9 @@ namespace {
 void announce(const client::attachment &at, wire::msg_type type,
               uint32_t handle, uint32_t flags = 0)
 {
-    auto n = wire::make_mr_notice(type, handle, 1, 2, 0x1000, 4096, flags);
+    /* lkeys are unique among live MRs, as the kernel makes them */
+    auto n = wire::make_mr_notice(type, handle, 1000 + handle, 2, 0x1000, 4096,
+                                  flags);
     ASSERT_TRUE(
             send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {})
                     .ok());
@@ -398,11 +400,12 @@ TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
 {
     start();
     std::vector<uint32_t> released;
-    m_server->set_mr_releaser([&](const agent::attached_client &c,
-                                  uint32_t h) -> result<uint32_t> {
-        released.push_back(c.index * 1000 + h);
-        return h;
-    });
+    m_server->set_mr_releaser(
+            [&](const agent::attached_client &c,
+                const agent::client_mr &mr) -> std::optional<result<uint32_t>> {
+                released.push_back(c.index * 1000 + mr.handle);
+                return mr.handle;
+            });
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     auto b = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok() && b.ok());
@@ -451,11 +454,12 @@ TEST_F(attach_fixture, a_released_handle_reused_by_a_neighbour_is_theirs)
 {
     start();
     std::atomic<int> deregistered{0};
-    m_server->set_mr_releaser([&](const agent::attached_client &,
-                                  uint32_t h) -> result<uint32_t> {
-        ++deregistered;
-        return h;
-    });
+    m_server->set_mr_releaser(
+            [&](const agent::attached_client &,
+                const agent::client_mr &mr) -> std::optional<result<uint32_t>> {
+                ++deregistered;
+                return mr.handle;
+            });
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     auto b = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok() && b.ok());
@@ -469,7 +473,7 @@ TEST_F(attach_fixture, a_released_handle_reused_by_a_neighbour_is_theirs)
                m_server->client(1)->mr_handles.size() == 1;
     }));
     std::lock_guard g(m_lock);
-    EXPECT_EQ(m_server->client(1)->mrs.count(1), 1u) << "b's lkey is known";
+    EXPECT_EQ(m_server->client(1)->mrs.count(1033), 1u) << "b's lkey is known";
     EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
     EXPECT_EQ(m_log.find("ignored"), std::string::npos) << m_log;
 }
@@ -479,15 +483,18 @@ TEST_F(attach_fixture, a_release_asking_for_a_reply_gets_one_after_the_dereg)
     start();
     std::atomic<bool> fail_device{false};
     std::vector<uint32_t> released;
-    m_server->set_mr_releaser([&](const agent::attached_client &,
-                                  uint32_t h) -> result<uint32_t> {
-        released.push_back(h);
-        if (fail_device) {
-            return failure{"DEREG_MR of handle " + std::to_string(h) +
-                           ": Device or resource busy"};
-        }
-        return h;
-    });
+    m_server->set_mr_releaser(
+            [&](const agent::attached_client &,
+                const agent::client_mr &mr) -> std::optional<result<uint32_t>> {
+                const uint32_t h = mr.handle;
+                released.push_back(h);
+                if (fail_device) {
+                    return result<uint32_t>(
+                            failure{"DEREG_MR of handle " + std::to_string(h) +
+                                    ": Device or resource busy"});
+                }
+                return h;
+            });
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok());
     auto &at = a.value();
@@ -528,6 +535,44 @@ TEST_F(attach_fixture, a_release_asking_for_a_reply_gets_one_after_the_dereg)
     ASSERT_TRUE(eventually([&] { return released.size() == 3; }));
     std::lock_guard g(m_lock);
     EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+}
+
+/* The data path may put a release off (ops still use the MR): the
+ * client that asked for an answer gets it only when the data path says
+ * the MR is gone. */
+TEST_F(attach_fixture, a_put_off_release_is_answered_when_it_is_finished)
+{
+    start();
+    m_server->set_mr_releaser(
+            [&](const agent::attached_client &,
+                const agent::client_mr &) -> std::optional<result<uint32_t>> {
+                return std::nullopt;
+            });
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok());
+    announce(a.value(), wire::msg_type::mr_registered, 50);
+    client::memory_region mr{50, 1, 2, reinterpret_cast<void *>(0x1000), 4096};
+    std::optional<result<uint32_t>> r;
+    std::thread waiter(
+            [&] { r = client::deregister_memory(a.value(), mr, 10s); });
+    ASSERT_TRUE(eventually([&] {
+        return m_server->client(0) != nullptr &&
+               m_server->client(0)->mr_handles.size() == 1;
+    }));
+    std::this_thread::sleep_for(300ms);
+    {
+        std::lock_guard g(m_lock);
+        EXPECT_FALSE(r.has_value()) << "answered before the release finished";
+        /* until then the MR is still the client's: its work is checked
+         * against it, and a death hands it to on_detach */
+        EXPECT_EQ(m_server->client(0)->mr_handles, std::vector<uint32_t>{50});
+        m_server->release_finished(0, 51, 51); /* not awaited: ignored */
+        m_server->release_finished(0, 50, 50);
+        EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+    }
+    waiter.join();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(r->ok()) << r->error();
 }
 
 TEST_F(attach_fixture, without_a_releaser_a_release_is_refused)

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -166,6 +167,10 @@ void attach_server::run_once(int timeout_ms)
             for (uint32_t handle : conn.client.mr_handles) {
                 m_mr_owner.erase(handle);
             }
+            /* its MRs being released go with the rest (on_detach) */
+            std::erase_if(m_releasing, [&](const auto &r) {
+                return r.index == conn.client.index;
+            });
             m_index_used[conn.client.index] = false;
             conn.attached                   = false;
         }
@@ -450,37 +455,92 @@ void attach_server::add_mr(connection &conn, const wire::mr_notice &notice)
                                     notice.addr, notice.length};
 }
 
-/* Deregisters the MR for its owner; false: the client cannot be answered. */
+/* Deregisters the MR for its owner (now or once its ops are done); false:
+ * the client cannot be answered. */
 bool attach_server::release_mr(connection &conn, const wire::mr_notice &notice)
 {
-    result<uint32_t> done = failure{""};
-    auto owner            = m_mr_owner.find(notice.handle);
-    if (owner == m_mr_owner.end() || owner->second != conn.client.index) {
+    const bool answer   = notice.flags & wire::mr_release_reply_wanted;
+    const uint32_t self = conn.client.index;
+    std::optional<result<uint32_t>> done;
+    auto owner = m_mr_owner.find(notice.handle);
+    auto mr    = std::find_if(conn.client.mrs.begin(), conn.client.mrs.end(),
+                              [&](const auto &entry) {
+                               return entry.second.handle == notice.handle;
+                           });
+    const bool in_release = std::any_of(m_releasing.begin(), m_releasing.end(),
+                                        [&](const auto &r) {
+                                            return r.index == self &&
+                                                   r.handle == notice.handle;
+                                        });
+    if (owner == m_mr_owner.end() || owner->second != self ||
+        mr == conn.client.mrs.end()) {
         done = failure{"MR handle " + std::to_string(notice.handle) +
                        " is not this client's: nothing deregistered"};
+    } else if (in_release) {
+        done = failure{"MR handle " + std::to_string(notice.handle) +
+                       " is being released already"};
     } else if (!m_release_mr) {
         done = failure{"this agent cannot deregister MRs"};
     } else {
-        done = m_release_mr(conn.client, notice.handle);
+        done = m_release_mr(conn.client, mr->second);
+        if (!done) {
+            /* the record stays until the data path is done with it: the
+             * client's work already in its ring is checked against it */
+            m_releasing.push_back({self, notice.handle, answer});
+            return true;
+        }
         /* forgotten even if the device refused: the client is done with
          * it, and a handle the kernel still holds cannot be reused */
-        m_mr_owner.erase(owner);
-        std::erase(conn.client.mr_handles, notice.handle);
-        std::erase_if(conn.client.mrs, [&](const auto &entry) {
-            return entry.second.handle == notice.handle;
-        });
+        forget_mr(conn.client, notice.handle);
     }
-    if (!done) {
+    if (!done->ok()) {
         m_log("attach server: " + who(conn) + " released MR handle " +
-              std::to_string(notice.handle) + ": " + done.error());
+              std::to_string(notice.handle) + ": " + done->error());
     }
-    if (!(notice.flags & wire::mr_release_reply_wanted)) {
-        return true;
+    return !answer || answer_release(conn, notice.handle, *done);
+}
+
+void attach_server::forget_mr(attached_client &client, uint32_t handle)
+{
+    m_mr_owner.erase(handle);
+    std::erase(client.mr_handles, handle);
+    std::erase_if(client.mrs, [&](const auto &entry) {
+        return entry.second.handle == handle;
+    });
+}
+
+void attach_server::release_finished(uint32_t index, uint32_t handle,
+                                     const result<uint32_t> &outcome)
+{
+    auto r = std::find_if(m_releasing.begin(), m_releasing.end(),
+                          [&](const auto &x) {
+                              return x.index == index && x.handle == handle;
+                          });
+    if (r == m_releasing.end()) {
+        return;
     }
-    auto rep = done ? wire::make_mr_release_reply(wire::release_status::released,
-                                                  notice.handle, "") :
-                      wire::make_mr_release_reply(wire::release_status::refused,
-                                                  notice.handle, done.error());
+    const bool answer = r->answer;
+    m_releasing.erase(r);
+    for (auto &c : m_conns) {
+        if (c->attached && c->client.index == index) {
+            forget_mr(c->client, handle);
+            if (answer && !c->broken) {
+                c->broken = !answer_release(*c, handle, outcome);
+            }
+            return;
+        }
+    }
+}
+
+bool attach_server::answer_release(connection &conn, uint32_t handle,
+                                   const result<uint32_t> &outcome)
+{
+    auto rep =
+            outcome ?
+                    wire::make_mr_release_reply(wire::release_status::released,
+                                                handle, "") :
+                    wire::make_mr_release_reply(wire::release_status::refused,
+                                                handle, outcome.error());
     return send_reply(conn, std::as_bytes(std::span(&rep, 1)),
                       "an MR release reply");
 }

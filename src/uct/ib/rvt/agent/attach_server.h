@@ -50,7 +50,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -105,9 +107,14 @@ public:
     using peer_fn = std::function<result<uint32_t>(
             const attached_client &, const wire::agent_address &)>;
     /* Deregisters one of the client's MRs from the device: the handle,
-     * or why not. */
-    using release_fn =
-            std::function<result<uint32_t>(const attached_client &, uint32_t)>;
+     * or why not; or nothing yet (std::nullopt), when the data path must
+     * first finish the client's ops that use it: it then calls
+     * release_finished() once it has deregistered it, and until then the
+     * MR stays in the client's record (if the client dies meanwhile, the
+     * MR is handed to on_detach with the rest, and release_finished is
+     * not to be called). */
+    using release_fn = std::function<std::optional<result<uint32_t>>(
+            const attached_client &, const client_mr &)>;
 
     /* Validates the config and binds the socket (an existing socket file
      * is replaced: the caller holds the agent lock, so it is stale). */
@@ -130,6 +137,10 @@ public:
     /* Deregisters what clients release; without it a release is refused
      * (and the MR stays registered until the agent closes its device). */
     void set_mr_releaser(release_fn release);
+    /* A release the releaser put off is done: answers the client if it
+     * asked for an answer (and is still attached). */
+    void release_finished(uint32_t index, uint32_t handle,
+                          const result<uint32_t> &outcome);
 
     /* Reads what the client at `index` has sent so far (MR notices, peer
      * requests) without waiting: the data path calls it before refusing
@@ -158,6 +169,9 @@ private:
     bool answer_status(connection &conn, std::span<const std::byte> msg);
     void add_mr(connection &conn, const wire::mr_notice &notice);
     bool release_mr(connection &conn, const wire::mr_notice &notice);
+    bool answer_release(connection &conn, uint32_t handle,
+                        const result<uint32_t> &outcome);
+    void forget_mr(attached_client &client, uint32_t handle);
     bool send_reply(connection &conn, std::span<const std::byte> reply,
                     std::string_view what);
     bool answer(connection &conn, std::span<const std::byte> message);
@@ -176,6 +190,14 @@ private:
     attach_fn m_on_attach;
     peer_fn m_resolve_peer;
     release_fn m_release_mr;
+    /* releases the releaser put off: the MR stays recorded (and is handed
+     * to on_detach if the client dies) until release_finished() */
+    struct releasing {
+        uint32_t index;
+        uint32_t handle;
+        bool answer; /* the client waits for an mr_release_reply */
+    };
+    std::vector<releasing> m_releasing;
     std::unordered_map<uint32_t, uint32_t> m_mr_owner; /* handle -> index */
 };
 

@@ -135,6 +135,10 @@ void engine::client_gone(const attached_client &c)
     s.attached      = false;
     s.channel.reset();
     std::erase(m_attached, c.index);
+    /* its MRs being released are in c.mr_handles: released with the rest */
+    std::erase_if(m_deferred, [&](const deferred_release &d) {
+        return d.index == c.index;
+    });
     for (auto &p : m_peers) {
         p->users.reset(c.index);
     }
@@ -183,6 +187,9 @@ bool engine::progress(time_point now)
         busy |= take_work(i, m_clients[i]);
     }
     tick_peers(now);
+    if (!m_deferred.empty()) {
+        finish_releases();
+    }
     release_gone(now);
     for (uint32_t i : m_attached) {
         m_clients[i].channel->flush_backlog();
@@ -258,7 +265,7 @@ std::optional<time_point> engine::next_timer() const
 
 bool engine::idle() const
 {
-    if (m_cq_used != 0 || !m_gone.empty()) {
+    if (m_cq_used != 0 || !m_gone.empty() || !m_deferred.empty()) {
         return false;
     }
     for (const auto &p : m_peers) {
@@ -271,17 +278,66 @@ bool engine::idle() const
     return true;
 }
 
-result<uint32_t> engine::release_mr(const attached_client &c, uint32_t handle)
+std::optional<result<uint32_t>>
+engine::release_mr(const attached_client &c, const client_mr &mr)
+{
+    /* the client posts before it releases: work still in its ring may
+     * name the MR, and is taken (and checked) at the next progress() */
+    const client_state &s = m_clients[c.index];
+    const bool ring_busy  = s.attached && s.channel && s.channel->has_work();
+    if (ring_busy || mr_in_use(c.index, mr.lkey)) {
+        /* deregistering under a posted op would fail it with a local
+         * protection error and break the QP every client shares; one
+         * still queued would fail the same way when posted */
+        m_deferred.push_back({c.index, mr.handle, mr.lkey});
+        ++m_totals.mrs_deferred;
+        return std::nullopt;
+    }
+    return deregister(c.index, mr.handle);
+}
+
+bool engine::mr_in_use(uint32_t index, uint32_t lkey) const
+{
+    for (const op_record &op : m_ops) {
+        if (op.in_use && op.client == index &&
+            ((op.wr.length > 0 && op.wr.lkey == lkey) ||
+             (op.wr.head_length > 0 && op.wr.head_lkey == lkey))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+result<uint32_t> engine::deregister(uint32_t index, uint32_t handle)
 {
     auto r = uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(),
                               handle);
     if (!r) {
         ++m_totals.mrs_leaked;
-        return failure{"client index " + std::to_string(c.index) + ": " +
+        return failure{"client index " + std::to_string(index) + ": " +
                        r.error()};
     }
     ++m_totals.mrs_released;
     return r;
+}
+
+void engine::finish_releases()
+{
+    std::erase_if(m_deferred, [&](const deferred_release &d) {
+        const client_state &s = m_clients[d.index];
+        if ((s.channel && s.channel->has_work()) ||
+            mr_in_use(d.index, d.lkey)) {
+            return false;
+        }
+        auto r = deregister(d.index, d.handle);
+        if (!r) {
+            m_log(r.error());
+        }
+        if (m_server) {
+            m_server->release_finished(d.index, d.handle, r);
+        }
+        return true;
+    });
 }
 
 void engine::release_gone(time_point now)

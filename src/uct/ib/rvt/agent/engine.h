@@ -109,8 +109,12 @@ public:
     result<uint32_t>
     resolve_peer(const attached_client &c, const wire::agent_address &remote);
     /* Deregisters an MR the client released (only the agent deregisters a
-     * live client's MRs: see attach_wire.h, mr_release). */
-    result<uint32_t> release_mr(const attached_client &c, uint32_t handle);
+     * live client's MRs: see attach_wire.h, mr_release). While any op of
+     * the client that names the MR is queued or on a QP, the MR stays:
+     * returns std::nullopt, and progress() deregisters it once those ops
+     * are done and tells the attach server (release_finished). */
+    std::optional<result<uint32_t>>
+    release_mr(const attached_client &c, const client_mr &mr);
 
     /* One pass over CQs, rings and timers; true if anything happened. */
     bool progress(time_point now);
@@ -188,6 +192,13 @@ private:
         uint32_t posted         = 0; /* ops of this generation on a QP */
     };
 
+    /* a released MR waiting for the client's ops that use it */
+    struct deferred_release {
+        uint32_t index;
+        uint32_t handle;
+        uint32_t lkey;
+    };
+
     struct gone_client {
         uint32_t index;
         uint32_t generation;
@@ -228,6 +239,9 @@ private:
     void on_send_completion(const ibv_wc &wc, time_point now);
     void on_receive(const ibv_wc &wc, time_point now);
     void release_gone(time_point now);
+    bool mr_in_use(uint32_t index, uint32_t lkey) const;
+    result<uint32_t> deregister(uint32_t index, uint32_t handle);
+    void finish_releases();
 
     device &m_dev;
     engine_config m_cfg;
@@ -261,6 +275,7 @@ private:
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
                                          the loop visits only these */
     std::vector<gone_client> m_gone;
+    std::vector<deferred_release> m_deferred;
     bool m_asleep = false;
 
     struct totals {
@@ -270,6 +285,7 @@ private:
         uint64_t mrs_cleaned    = 0;
         uint64_t mrs_leaked     = 0;
         uint64_t mrs_released   = 0; /* by live clients' mr_release */
+        uint64_t mrs_deferred   = 0; /* of those, after ops using them */
         uint64_t wakeups        = 0;
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */

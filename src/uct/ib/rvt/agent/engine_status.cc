@@ -67,9 +67,11 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_ud->sent()),
                       static_cast<unsigned long long>(m_ud->received()),
                       static_cast<unsigned long long>(m_ud->dropped()));
-        out += format("MRs       %llu released by their clients; failed "
-                      "%llu\n",
+        out += format("MRs       %llu released by their clients (%llu after "
+                      "the ops using them, %zu waiting); failed %llu\n",
                       static_cast<unsigned long long>(m_totals.mrs_released),
+                      static_cast<unsigned long long>(m_totals.mrs_deferred),
+                      m_deferred.size(),
                       static_cast<unsigned long long>(m_totals.mrs_leaked));
         out += format("gone      %llu clients; their MRs deregistered %llu, "
                       "waiting %zu clients\n",
@@ -133,13 +135,15 @@ std::string engine::status(bool human) const
                   static_cast<unsigned long long>(m_ud->dropped()));
     out += format("\"clients_gone\": %llu, \"mrs_cleaned\": %llu, "
                   "\"mrs_released\": %llu, "
-                  "\"mrs_leaked\": %llu, \"gone_waiting\": %zu, "
+                  "\"mrs_leaked\": %llu, \"mrs_deferred\": %llu, "
+                  "\"releases_waiting\": %zu, \"gone_waiting\": %zu, "
                   "\"wakeups\": %llu, \"peers\": [",
                   static_cast<unsigned long long>(m_totals.clients_gone),
                   static_cast<unsigned long long>(m_totals.mrs_cleaned),
                   static_cast<unsigned long long>(m_totals.mrs_released),
                   static_cast<unsigned long long>(m_totals.mrs_leaked),
-                  m_gone.size(),
+                  static_cast<unsigned long long>(m_totals.mrs_deferred),
+                  m_deferred.size(), m_gone.size(),
                   static_cast<unsigned long long>(m_totals.wakeups));
     for (size_t i = 0; i < m_peers.size(); ++i) {
         const peer &p = *m_peers[i];

@@ -361,9 +361,10 @@ int run(const options &opt)
                                const wire::agent_address &a) {
         return e.resolve_peer(c, a);
     });
-    srv.set_mr_releaser([&e](const agent::attached_client &c, uint32_t h) {
-        return e.release_mr(c, h);
-    });
+    srv.set_mr_releaser(
+            [&e](const agent::attached_client &c, const agent::client_mr &mr) {
+                return e.release_mr(c, mr);
+            });
     srv.set_status_source([&](bool human) {
         return status_text(loc.value(), d, agent_id, srv, e, human);
     });
