@@ -29,11 +29,11 @@ module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 mpi_prog=$build/test/mpi/rvt_mpi_check
 shmem_prog=$build/test/shmem/rvt_shmem_check
 rsh_agent=$top/test/testbed/mpi-rsh-agent.sh
-# Sizes and volumes sized for this emulated 2-vCPU machine: 8 processes,
-# 2 agents and rxe share two emulated cores, where a 16 MiB message takes
-# seconds (see the table): collectives stop at 4 MiB, and SHMEM's large
-# put is 4 MiB.
-MPI_ARGS=${RVT_MPI_ARGS:---max-size=16777216 --coll-max-size=4194304}
+# Sizes: every test of the MPI program from 8 B to 16 MiB, as the issue
+# asks (the collectives at 16 MiB take some 20 s on this emulated 2-vCPU
+# machine, where 8 processes, 2 agents and rxe share two cores); SHMEM's
+# large put and get are 4 MiB.
+MPI_ARGS=${RVT_MPI_ARGS:---max-size=16777216}
 MPI_PUT_ARGS=${RVT_MPI_PUT_ARGS:---min-size=1048576 --max-size=4194304 --coll-max-size=1048576}
 SHMEM_ARGS=${RVT_SHMEM_ARGS:---large=4194304 --rounds=5}
 # a job key of its own, so no agent of another test is reused
@@ -72,9 +72,15 @@ json_of() { on "$1" bash -c "exec timeout 20 $status --json --device=\$RXE_DEV" 
 
 for n in 1 2; do
     # --linger=0: stays when the jobs' processes leave, so its life totals
-    # can be read afterwards; timeout: never outlives a stuck run
+    # can be read afterwards; timeout: never outlives a stuck run;
+    # --qp-timeout=21 (8.6 s before rxe resends a request, default 16:
+    # 268 ms): under this emulator a 2 MiB RDMA READ of the 16 MiB
+    # alltoall can take longer than 268 ms, and Debian 12's rxe mishandles
+    # the resent READ request: in 4 runs of 4 the responder's QP went to
+    # the error state without a completion, and the job hung (1 of 1 with
+    # 21 passed, then 2 of 2 in the suite)
     on "$n" bash -c "exec timeout 900 $rvtd --device=\$RXE_DEV --num-qps=$K \
-        --linger=0" >>"$work/rvtd.$n.log" 2>&1 &
+        --linger=0 --qp-timeout=21" >>"$work/rvtd.$n.log" 2>&1 &
     agent_pids+=($!)
 done
 for n in 1 2; do
