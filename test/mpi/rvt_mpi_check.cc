@@ -33,6 +33,8 @@
  * Without --one-host (for trying it out on one machine), all ranks on one
  * host is a failure: nothing would cross between nodes.
  */
+#include "../common/check_pattern.h"
+
 #include <mpi.h>
 
 #include <algorithm>
@@ -57,40 +59,15 @@ enum class what : uint64_t {
     allreduce = 4,
 };
 
-constexpr uint64_t splitmix(uint64_t x)
+using pattern = rvt::check::pattern<what>;
+using rvt::check::human;
+using rvt::check::poison;
+
+// (not a template: the callers' braced patterns need the type spelled)
+void fill(std::span<uint64_t> buf, const pattern &p)
 {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+    rvt::check::fill(buf, p);
 }
-
-// The seed of one buffer: every field changes every word of it.
-struct pattern {
-    what kind;
-    int src;
-    int dst;
-    size_t size;
-    unsigned iteration;
-    unsigned slot = 0;
-
-    uint64_t seed() const
-    {
-        uint64_t h = splitmix(static_cast<uint64_t>(kind));
-        for (uint64_t v :
-             {static_cast<uint64_t>(src), static_cast<uint64_t>(dst),
-              static_cast<uint64_t>(size), static_cast<uint64_t>(iteration),
-              static_cast<uint64_t>(slot)}) {
-            h = splitmix(h ^ v);
-        }
-        return h;
-    }
-
-    uint64_t word(uint64_t seed, size_t index) const
-    {
-        return splitmix(seed + index);
-    }
-};
 
 const char *name_of(what kind)
 {
@@ -114,41 +91,21 @@ uint64_t mismatches;
 constexpr int max_reports = 5;
 int reports;
 
-void fill(std::span<uint64_t> buf, const pattern &p)
-{
-    uint64_t s = p.seed();
-    for (size_t i = 0; i < buf.size(); ++i) {
-        buf[i] = p.word(s, i);
-    }
-}
-
 // Compares a received buffer with what p says it must hold; a few
 // mismatches are printed, all are counted.
 void verify(std::span<const uint64_t> buf, const pattern &p)
 {
-    uint64_t s = p.seed();
-    for (size_t i = 0; i < buf.size(); ++i) {
-        uint64_t want = p.word(s, i);
-        if (buf[i] == want) {
-            continue;
-        }
+    rvt::check::compare(buf, p, [&](size_t i, uint64_t got, uint64_t want) {
         if (++reports <= max_reports) {
             std::fprintf(stderr,
                          "FAIL: rank %d: %s size %zu iteration %u: word %zu "
                          "(byte offset %zu) from rank %d slot %u: got "
                          "0x%016" PRIx64 ", expected 0x%016" PRIx64 "\n",
                          my_rank, name_of(p.kind), p.size, p.iteration, i,
-                         i * sizeof(uint64_t), p.src, p.slot, buf[i], want);
+                         i * sizeof(uint64_t), p.src, p.slot, got, want);
         }
         ++mismatches;
-    }
-}
-
-// A receive buffer is poisoned first, so data from an earlier iteration or
-// no data at all cannot pass for the expected contents.
-void poison(std::span<uint64_t> buf)
-{
-    std::fill(buf.begin(), buf.end(), 0xdeadbeefdeadbeefULL);
+    });
 }
 
 void check_mpi(int rc, const char *call)
@@ -477,19 +434,6 @@ double allreduce(size_t size, unsigned iters)
     MPI_CHECK(MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0,
                          MPI_COMM_WORLD));
     return slowest;
-}
-
-std::string human(size_t bytes)
-{
-    char b[32];
-    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) {
-        std::snprintf(b, sizeof(b), "%zu MiB", bytes >> 20);
-    } else if (bytes >= 1024 && bytes % 1024 == 0) {
-        std::snprintf(b, sizeof(b), "%zu KiB", bytes >> 10);
-    } else {
-        std::snprintf(b, sizeof(b), "%zu B", bytes);
-    }
-    return b;
 }
 
 } // namespace

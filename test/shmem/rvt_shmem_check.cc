@@ -30,6 +30,8 @@
  * Without --one-host (for trying it out on one machine), all PEs on one
  * host is a failure: nothing would cross between nodes.
  */
+#include "../common/check_pattern.h"
+
 #include <shmem.h>
 #include <unistd.h>
 
@@ -67,32 +69,15 @@ const char *name_of(what kind)
     return "?";
 }
 
-constexpr uint64_t splitmix(uint64_t x)
+using pattern = rvt::check::pattern<what>;
+using rvt::check::human;
+using rvt::check::poison;
+
+// (not a template: the callers' braced patterns need the type spelled)
+void fill(std::span<uint64_t> buf, const pattern &p)
 {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+    rvt::check::fill(buf, p);
 }
-
-struct pattern {
-    what kind;
-    int src;
-    int dst;
-    size_t size;
-    unsigned round;
-
-    uint64_t seed() const
-    {
-        uint64_t h = splitmix(static_cast<uint64_t>(kind));
-        for (uint64_t v :
-             {static_cast<uint64_t>(src), static_cast<uint64_t>(dst),
-              static_cast<uint64_t>(size), static_cast<uint64_t>(round)}) {
-            h = splitmix(h ^ v);
-        }
-        return h;
-    }
-};
 
 int me;
 int npes;
@@ -107,37 +92,19 @@ double seconds_since(clock_type::time_point t0)
     return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-void fill(std::span<uint64_t> buf, const pattern &p)
-{
-    const uint64_t s = p.seed();
-    for (size_t i = 0; i < buf.size(); ++i) {
-        buf[i] = splitmix(s + i);
-    }
-}
-
 void verify(std::span<const uint64_t> buf, const pattern &p)
 {
-    const uint64_t s = p.seed();
-    for (size_t i = 0; i < buf.size(); ++i) {
-        const uint64_t want = splitmix(s + i);
-        if (buf[i] == want) {
-            continue;
-        }
+    rvt::check::compare(buf, p, [&](size_t i, uint64_t got, uint64_t want) {
         if (++reports <= max_reports) {
             std::fprintf(stderr,
                          "FAIL: PE %d: %s size %zu round %u: word %zu (byte "
                          "offset %zu) from PE %d: got 0x%016" PRIx64
                          ", expected 0x%016" PRIx64 "\n",
-                         me, name_of(p.kind), p.size, p.round, i,
-                         i * sizeof(uint64_t), p.src, buf[i], want);
+                         me, name_of(p.kind), p.size, p.iteration, i,
+                         i * sizeof(uint64_t), p.src, got, want);
         }
         ++mismatches;
-    }
-}
-
-void poison(std::span<uint64_t> buf)
-{
-    std::fill(buf.begin(), buf.end(), 0xdeadbeefdeadbeefULL);
+    });
 }
 
 // Counts a mismatch; prints the first few.
@@ -407,19 +374,6 @@ std::pair<double, double> large(size_t size, int partner)
     shmem_barrier_all();
     return {put_s > 0 ? size / put_s / 1e6 : 0,
             get_s > 0 ? size / get_s / 1e6 : 0};
-}
-
-std::string human(size_t bytes)
-{
-    char b[32];
-    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) {
-        std::snprintf(b, sizeof(b), "%zu MiB", bytes >> 20);
-    } else if (bytes >= 1024 && bytes % 1024 == 0) {
-        std::snprintf(b, sizeof(b), "%zu KiB", bytes >> 10);
-    } else {
-        std::snprintf(b, sizeof(b), "%zu B", bytes);
-    }
-    return b;
 }
 
 } // namespace
