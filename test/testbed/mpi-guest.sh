@@ -148,18 +148,25 @@ print(d["delivered"]["am"], d["delivered"]["writes"],
       sum(p["received_bytes"] for p in r))'
 }
 
+# node N's counters now less counters.before.N, as "AMs writes write_bytes
+# sent received"; nothing when the agent does not answer
+deltas() {
+    local now
+    now=$(counters "$1") && [ -n "$now" ] || return 1
+    read -r am0 wr0 wb0 tx0 rx0 <"$work/counters.before.$1"
+    read -r am1 wr1 wb1 tx1 rx1 <<<"$now"
+    echo $((am1 - am0)) $((wr1 - wr0)) $((wb1 - wb0)) $((tx1 - tx0)) $((rx1 - rx0))
+}
+
 # check_carried WHAT: each agent delivered AMs to its processes and moved
 # bytes to and from the other node between counters.before.N and now
 check_carried() {
-    local what=$1 n before after ok=yes line=""
+    local what=$1 n d ok=yes line=""
     for n in 1 2; do
-        before=$(cat "$work/counters.before.$n")
-        after=$(counters "$n")
-        read -r am0 wr0 wb0 tx0 rx0 <<<"$before"
-        read -r am1 wr1 wb1 tx1 rx1 <<<"${after:-0 0 0 0 0}"
-        line+=" node$n: +$((am1 - am0)) AMs, +$((wr1 - wr0)) writes with immediate ($((wb1 - wb0)) bytes) delivered, $((tx1 - tx0)) bytes sent to and $((rx1 - rx0)) received from the other node;"
-        if [ -z "$after" ] || [ $((am1 - am0)) -le 0 ] ||
-           [ $((tx1 - tx0)) -le 0 ] || [ $((rx1 - rx0)) -le 0 ]; then
+        d=$(deltas "$n") || { ok=no; line+=" node$n: no answer;"; continue; }
+        read -r am wr wb tx rx <<<"$d"
+        line+=" node$n: +$am AMs, +$wr writes with immediate ($wb bytes) delivered, $tx bytes sent to and $rx received from the other node;"
+        if [ "$am" -le 0 ] || [ "$tx" -le 0 ] || [ "$rx" -le 0 ]; then
             ok=no
         fi
     done
@@ -210,10 +217,10 @@ else
 fi
 ok=yes line=""
 for n in 1 2; do
-    read -r am0 wr0 wb0 tx0 _ <"$work/counters.before.$n"
-    read -r am1 wr1 wb1 tx1 _ <<<"$(counters "$n" || echo 0 0 0 0 0)"
-    line+=" node$n: +$((wr1 - wr0)) writes with immediate, $((wb1 - wb0)) bytes, +$((am1 - am0)) AMs delivered, $((tx1 - tx0)) bytes sent;"
-    [ $((wb1 - wb0)) -ge 4194304 ] || ok=no
+    d=$(deltas "$n") || { ok=no; line+=" node$n: no answer;"; continue; }
+    read -r am wr wb tx _ <<<"$d"
+    line+=" node$n: +$wr writes with immediate, $wb bytes, +$am AMs delivered, $tx bytes sent;"
+    [ "$wb" -ge 4194304 ] || ok=no
 done
 if [ $ok = yes ]; then
     pass "MPI rendezvous data arrived as RDMA WRITE WITH IMMEDIATE (agents' delivered counters):$line"
