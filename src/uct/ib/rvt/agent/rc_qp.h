@@ -8,26 +8,13 @@
 #define RVT_AGENT_RC_QP_H
 
 #include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
 #include "uct/ib/rvt/common/result.h"
 
 #include <cstdint>
 
 namespace rvt::agent {
-
-struct rc_qp_params {
-    uint32_t sq_depth = 128; /* send WRs per QP */
-    /* 4.096 us * 2^16 = 268 ms per try, so a dead link is found in about
-     * 2 s. Shorter (14, 67 ms) made the emulated testbed retransmit
-     * spuriously, and rxe (6.1) then ended busy shared QPs with "remote
-     * invalid request" (measured: 251 failed ops in one 3x4 run at 14,
-     * none at 16 or 18). rvtd's --qp-timeout sets it. */
-    uint8_t timeout     = 16;
-    uint8_t retry_count = 7;
-    uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
-    uint8_t min_rnr     = 12; /* 0.64 ms */
-    uint8_t rd_atomic   = 4; /* outstanding RDMA READs each way */
-};
 
 /* A QP in INIT, with remote write and read access. */
 result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,

@@ -1,0 +1,176 @@
+/*
+ * The engine's one door to the device. Everything the data path asks of
+ * RDMA hardware goes through this interface: RC QPs by number (create,
+ * connect, flush, destroy, query), a chain of send work requests posted
+ * with one doorbell, completions polled in batches, the node's receive
+ * buffers (the SRQ) re-posted in batches, the handshake datagrams (the UD
+ * QP), the completion event fd for sleeping, and deregistering a client's
+ * MR by handle.
+ *
+ * Two implementations:
+ *   verbs_nic     (verbs_nic.h) libibverbs on a real device: the product,
+ *                 the only one rvtd can ever use.
+ *   loopback_nic  (test/agent/loopback_nic.h) in memory, for the engine's
+ *                 host tests and the host benchmark; it is not linked into
+ *                 rvtd.
+ *
+ * Every call is made from the engine's one thread. Nothing here knows
+ * clients, peers or lanes: QPs are numbers, work requests carry the
+ * engine's wr_id, and completions come back with it.
+ */
+#ifndef RVT_AGENT_NIC_H
+#define RVT_AGENT_NIC_H
+
+#include "uct/ib/rvt/common/conn_wire.h"
+#include "uct/ib/rvt/common/result.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace rvt::agent {
+
+using gid_bytes = std::array<uint8_t, 16>;
+
+/* One gather entry: memory registered in the agent's PD. */
+struct nic_sge {
+    uint64_t addr;
+    uint32_t length;
+    uint32_t lkey;
+};
+
+enum class nic_opcode : uint8_t {
+    rdma_write,
+    rdma_write_imm,
+    send_imm,
+    rdma_read,
+};
+
+/* A send work request as the engine builds it. */
+struct nic_send {
+    uint64_t wr_id;
+    nic_opcode opcode;
+    bool signaled; /* a completion is generated; unsignaled ones complete
+                      silently, before the next signaled one of their QP */
+    bool fence; /* wait for earlier RDMA READs of the QP */
+    bool inline_data; /* copy the payload at post time (<= max_inline) */
+    uint8_t num_sge;
+    std::array<nic_sge, 2> sge;
+    uint64_t remote_addr; /* rdma ops */
+    uint32_t rkey; /* rdma ops */
+    uint32_t imm; /* _imm ops, host order (imm.h) */
+};
+
+enum class nic_status : uint8_t {
+    success,
+    flushed, /* the QP was in the error state: the WR never ran */
+    error, /* anything else; `vendor` says what */
+};
+
+struct nic_completion {
+    uint64_t wr_id; /* sends: the engine's; receives: the buffer index */
+    uint32_t qpn;
+    uint32_t byte_len; /* receives */
+    uint32_t imm; /* host order, when has_imm */
+    bool has_imm;
+    bool receive; /* a receive from the SRQ (else a send's completion) */
+    nic_status status;
+    uint32_t vendor; /* the device's status code (ibv_wc_status) */
+};
+
+enum class nic_qp_state : uint8_t { reset, init, rtr, rts, error, other };
+
+/* What an RC QP is configured with (rvtd's options). */
+struct rc_qp_params {
+    uint32_t sq_depth = 128; /* send WRs per QP */
+    /* 4.096 us * 2^16 = 268 ms per try, so a dead link is found in about
+     * 2 s. Shorter (14, 67 ms) made the emulated testbed retransmit
+     * spuriously, and rxe (6.1) then ended busy shared QPs with "remote
+     * invalid request" (measured: 251 failed ops in one 3x4 run at 14,
+     * none at 16 or 18). rvtd's --qp-timeout sets it. */
+    uint8_t timeout     = 16;
+    uint8_t retry_count = 7;
+    uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
+    uint8_t min_rnr     = 12; /* 0.64 ms */
+    uint8_t rd_atomic   = 4; /* outstanding RDMA READs each way */
+};
+
+struct nic_counters {
+    uint32_t receive_buffers = 0; /* in the pool */
+    uint32_t receives_posted = 0; /* of those, on the SRQ now */
+    uint64_t datagrams_sent  = 0;
+    uint64_t datagrams_received = 0;
+    uint64_t datagrams_dropped  = 0;
+};
+
+class nic {
+public:
+    virtual ~nic() = default;
+
+    /* Identity: where peers reach this agent (GID, handshake QPN). */
+    virtual gid_bytes gid() const    = 0;
+    virtual uint32_t ud_qpn() const  = 0;
+    /* Whether QPs may do RDMA READ (responder resources exist). */
+    virtual bool can_read() const = 0;
+    /* Largest payload a send may carry inline; 0: never. */
+    virtual uint32_t max_inline() const = 0;
+    /* Sends that may be outstanding (signaled or not) without the
+     * completion queue overflowing, receives accounted for. */
+    virtual uint32_t send_budget() const = 0;
+    /* A few bytes of registered memory the engine's own sends (keepalives)
+     * carry. */
+    virtual nic_sge control_buffer() const = 0;
+
+    /* RC QPs, on the shared CQ and SRQ. create: INIT, remote write and
+     * read allowed; connect: RTR then RTS towards (gid, remote_qpn), the
+     * receive PSN is the peer's send PSN; flush: to ERROR, so posted work
+     * completes as flushed. */
+    virtual result<uint32_t> create_qp() = 0;
+    virtual result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
+                                    uint32_t remote_qpn, uint32_t remote_psn,
+                                    uint32_t local_psn) = 0;
+    virtual result<done> flush_qp(uint32_t qpn) = 0;
+    virtual void destroy_qp(uint32_t qpn)       = 0;
+    virtual nic_qp_state query_qp(uint32_t qpn) = 0;
+
+    /* Posts `chain` on QP `qpn` with one doorbell. On failure, the first
+     * `posted` WRs were accepted and the rest were not. */
+    virtual result<done>
+    post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted) = 0;
+
+    /* Up to out.size() completions, sends and receives mixed, in CQ
+     * order. */
+    virtual size_t poll(std::span<nic_completion> out) = 0;
+
+    /* The bytes a completed receive left in buffer `index`. */
+    virtual std::span<const std::byte>
+    receive_data(uint32_t index, uint32_t length) const = 0;
+    /* Gives buffers back to the SRQ, with one doorbell. */
+    virtual result<done> repost(std::span<const uint32_t> buffers) = 0;
+
+    /* Handshake datagrams: one out (a failure is for the log: the
+     * handshake retries), and every one that arrived, still to be parsed. */
+    virtual result<done> send_datagram(const wire::conn::message &msg,
+                                       const gid_bytes &gid, uint32_t qpn) = 0;
+    virtual size_t poll_datagrams(
+            const std::function<void(std::span<const std::byte>)> &deliver) = 0;
+
+    /* Sleeping: fd is readable once arm() was called and a completion or
+     * datagram arrived. arm() false: something may already be there (poll
+     * first). disarm() after waking. */
+    virtual int event_fd() const = 0;
+    virtual bool arm()           = 0;
+    virtual void disarm()        = 0;
+
+    /* Deregisters a client's MR by its handle in the agent's PD. */
+    virtual result<uint32_t> deregister(uint32_t handle) = 0;
+
+    virtual nic_counters counters() const = 0;
+};
+
+} // namespace rvt::agent
+
+#endif
