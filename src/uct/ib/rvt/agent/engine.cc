@@ -5,11 +5,8 @@
  */
 #include "uct/ib/rvt/agent/engine.h"
 
-#include "uct/ib/rvt/agent/engine_tags.h"
 #include "uct/ib/rvt/common/imm.h"
-#include "uct/ib/rvt/common/uverbs_cmd.h"
 
-#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -19,9 +16,9 @@
 
 namespace rvt::agent {
 
-engine::engine(device &dev, const engine_config &cfg, const shm_layout &layout,
+engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
                std::string job_key, uint64_t agent_id, log_fn log) :
-    m_dev(dev),
+    m_nic(n),
     m_cfg(cfg),
     m_layout(layout),
     m_job_key(std::move(job_key)),
@@ -33,69 +30,28 @@ engine::engine(device &dev, const engine_config &cfg, const shm_layout &layout,
 
 engine::~engine()
 {
-    /* QPs before the SRQ, CQ, MRs and channel they use */
-    m_peers.clear();
-    m_keepalive_mr.reset();
-    m_ud.reset();
-    m_pool.reset();
-    m_cq.reset();
+    for (auto &p : m_peers) {
+        for (uint32_t qpn : p->qps) {
+            m_nic.destroy_qp(qpn);
+        }
+    }
 }
 
 result<std::unique_ptr<engine>>
-engine::create(device &dev, const engine_config &cfg, const shm_layout &layout,
+engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
                std::string job_key, uint64_t agent_id, log_fn log)
 {
     if (std::string e = config_error(cfg.peers); !e.empty()) {
         return failure{e};
     }
-    std::unique_ptr<engine> e(new engine(dev, cfg, layout, std::move(job_key),
+    std::unique_ptr<engine> e(new engine(n, cfg, layout, std::move(job_key),
                                          agent_id, std::move(log)));
     e->m_wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!e->m_wake) {
         return failure{std::string("eventfd failed: ") + std::strerror(errno)};
     }
-    e->m_channel.reset(ibv_create_comp_channel(dev.context()));
-    if (!e->m_channel) {
-        return failure{std::string("ibv_create_comp_channel failed: ") +
-                       std::strerror(errno)};
-    }
-    /* end_sleep() drains its events without blocking */
-    const int fl = fcntl(e->m_channel->fd, F_GETFL);
-    if (fl < 0 || fcntl(e->m_channel->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-        return failure{std::string("completion channel: fcntl failed: ") +
-                       std::strerror(errno)};
-    }
-    const int cqe = std::min<int>(static_cast<int>(cfg.cq_size),
-                                  dev.attr().max_cqe);
-    if (cqe <= static_cast<int>(cfg.srq_size) + 16) {
-        return failure{"CQ of " + std::to_string(cqe) +
-                       " entries: expected more than the " +
-                       std::to_string(cfg.srq_size) + " receive buffers"};
-    }
-    e->m_cq.reset(
-            ibv_create_cq(dev.context(), cqe, nullptr, e->m_channel.get(), 0));
-    if (!e->m_cq) {
-        return failure{"ibv_create_cq (" + std::to_string(cqe) +
-                       " entries) failed: " + std::strerror(errno)};
-    }
-    e->m_cq_budget = static_cast<uint32_t>(cqe) - cfg.srq_size;
-    auto pool = receive_pool::create(dev, cfg.srq_size, layout.caps.slot_size,
-                                     tag::receive);
-    if (!pool) {
-        return failure{pool.error()};
-    }
-    e->m_pool = std::move(pool).value();
-    auto ud   = ud_channel::create(dev, e->m_channel.get());
-    if (!ud) {
-        return failure{ud.error()};
-    }
-    e->m_ud = std::move(ud).value();
-    e->m_keepalive_mr.reset(ibv_reg_mr(dev.pd(), e->m_keepalive_bytes.data(),
-                                       sizeof(e->m_keepalive_bytes), 0));
-    if (!e->m_keepalive_mr) {
-        return failure{std::string("keepalive buffer: ibv_reg_mr failed: ") +
-                       std::strerror(errno)};
-    }
+    e->m_sq_depth  = n.sq_depth();
+    e->m_cq_budget = n.send_budget();
     /* the node's own peer: index 0, always there */
     e->add_peer(e->address(), true);
     return e;
@@ -104,8 +60,9 @@ engine::create(device &dev, const engine_config &cfg, const shm_layout &layout,
 wire::agent_address engine::address() const
 {
     wire::agent_address a{};
-    std::memcpy(a.gid, m_dev.gid().raw, sizeof(a.gid));
-    a.ud_qpn   = m_ud->qpn();
+    const gid_bytes gid = m_nic.gid();
+    std::memcpy(a.gid, gid.data(), sizeof(a.gid));
+    a.ud_qpn   = m_nic.ud_qpn();
     a.agent_id = m_agent_id;
     return a;
 }
@@ -151,7 +108,7 @@ void engine::client_gone(const attached_client &c)
 result<uint32_t> engine::resolve_peer(const attached_client &c,
                                       const wire::agent_address &remote)
 {
-    std::array<uint8_t, 16> gid;
+    gid_bytes gid;
     std::memcpy(gid.data(), remote.gid, 16);
     auto it = m_peer_by_addr.find({gid, remote.ud_qpn});
     peer *p = nullptr;
@@ -178,7 +135,7 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
 bool engine::progress(time_point now)
 {
     bool busy = poll_cq(now) > 0;
-    busy |= m_ud->poll([&](std::span<const std::byte> b) {
+    busy |= m_nic.poll_datagrams([&](std::span<const std::byte> b) {
         on_datagram(b, now);
     }) > 0;
     /* clients attach and detach only in the attach server's run_once(),
@@ -212,8 +169,7 @@ bool engine::prepare_sleep()
             return false;
         }
     }
-    if (ibv_req_notify_cq(m_cq.get(), 0) != 0 ||
-        ibv_req_notify_cq(m_ud->cq(), 0) != 0) {
+    if (!m_nic.arm()) {
         end_sleep();
         return false;
     }
@@ -235,13 +191,7 @@ void engine::end_sleep()
     if (read(m_wake.get(), &count, sizeof(count)) == sizeof(count)) {
         ++m_totals.wakeups;
     }
-    /* drain CQ events; each must be acknowledged before the CQ is
-     * destroyed */
-    ibv_cq *cq = nullptr;
-    void *ctx  = nullptr;
-    while (ibv_get_cq_event(m_channel.get(), &cq, &ctx) == 0) {
-        ibv_ack_cq_events(cq, 1);
-    }
+    m_nic.disarm();
 }
 
 std::optional<time_point> engine::next_timer() const
@@ -310,8 +260,7 @@ bool engine::mr_in_use(uint32_t index, uint32_t lkey) const
 
 result<uint32_t> engine::deregister(uint32_t index, uint32_t handle)
 {
-    auto r = uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(),
-                              handle);
+    auto r = m_nic.deregister(handle);
     if (!r) {
         ++m_totals.mrs_leaked;
         return failure{"client index " + std::to_string(index) + ": " +
@@ -356,8 +305,7 @@ void engine::release_gone(time_point now)
         }
         size_t freed = 0;
         for (uint32_t h : g.mr_handles) {
-            auto r = uverbs::dereg_mr(m_dev.context()->cmd_fd,
-                                      m_dev.driver_id(), h);
+            auto r = m_nic.deregister(h);
             if (r) {
                 ++freed;
                 ++m_totals.mrs_cleaned;

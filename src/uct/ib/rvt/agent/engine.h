@@ -40,12 +40,8 @@
 
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/client_channel.h"
-#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
-#include "uct/ib/rvt/agent/rc_qp.h"
-#include "uct/ib/rvt/agent/receive_pool.h"
-#include "uct/ib/rvt/agent/ud_channel.h"
-#include "uct/ib/rvt/agent/verbs_ptr.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/work.h"
@@ -66,9 +62,6 @@ namespace rvt::agent {
 
 struct engine_config {
     peer_config peers; /* K, handshake and keepalive timing */
-    rc_qp_params qp;
-    uint32_t srq_size  = 1024; /* receive buffers of the node */
-    uint32_t cq_size   = 8192; /* clamped to the device's */
     uint32_t max_peers = 1024;
     std::chrono::milliseconds dead_client_grace{2000};
 };
@@ -77,8 +70,10 @@ class engine {
 public:
     using log_fn = std::function<void(std::string_view)>;
 
+    /* Everything the engine asks of the device goes through `n` (nic.h),
+     * which must outlive the engine. */
     static result<std::unique_ptr<engine>>
-    create(device &dev, const engine_config &cfg, const shm_layout &layout,
+    create(nic &n, const engine_config &cfg, const shm_layout &layout,
            std::string job_key, uint64_t agent_id, log_fn log);
     ~engine();
 
@@ -96,7 +91,7 @@ public:
     /* Readable when a CQ has an event (after prepare_sleep armed it). */
     int completion_fd() const
     {
-        return m_channel->fd;
+        return m_nic.event_fd();
     }
 
     /* The attach server the engine reads clients' MRs from. */
@@ -166,8 +161,8 @@ private:
         wire::agent_address addr{};
         bool loopback = false;
         std::unique_ptr<peer_connection> conn; /* none for loopback */
-        std::vector<verbs::qp_ptr> qps; /* every local QP of this peer */
-        std::vector<ibv_qp *> active; /* lane -> QP while connected */
+        std::vector<uint32_t> qps; /* every local QP of this peer (QPNs) */
+        std::vector<uint32_t> active; /* lane -> QPN while connected */
         std::vector<lane> lanes;
         bool connected  = false;
         bool draining   = false;
@@ -206,7 +201,7 @@ private:
         std::optional<time_point> release_at; /* set once drained */
     };
 
-    engine(device &dev, const engine_config &cfg, const shm_layout &layout,
+    engine(nic &n, const engine_config &cfg, const shm_layout &layout,
            std::string job_key, uint64_t agent_id, log_fn log);
 
     /* engine_status.cc */
@@ -236,14 +231,14 @@ private:
 
     /* engine_complete.cc: the CQ */
     size_t poll_cq(time_point now);
-    void on_send_completion(const ibv_wc &wc, time_point now);
-    void on_receive(const ibv_wc &wc, time_point now);
+    void on_send_completion(const nic_completion &wc, time_point now);
+    void on_receive(const nic_completion &wc, time_point now);
     void release_gone(time_point now);
     bool mr_in_use(uint32_t index, uint32_t lkey) const;
     result<uint32_t> deregister(uint32_t index, uint32_t handle);
     void finish_releases();
 
-    device &m_dev;
+    nic &m_nic;
     engine_config m_cfg;
     shm_layout m_layout;
     std::string m_job_key;
@@ -252,19 +247,12 @@ private:
     attach_server *m_server = nullptr;
 
     unique_fd m_wake;
-    verbs::comp_channel_ptr m_channel;
-    verbs::cq_ptr m_cq;
-    std::unique_ptr<receive_pool> m_pool;
-    std::unique_ptr<ud_channel> m_ud;
-    /* what a keepalive SEND carries: a few bytes (rxe mishandles
-     * zero-length SEND WITH IMM into an SRQ) */
-    std::array<uint64_t, 1> m_keepalive_bytes{};
-    verbs::mr_ptr m_keepalive_mr;
+    uint32_t m_sq_depth  = 0; /* WRs a lane may have posted */
     uint32_t m_cq_budget = 0; /* sends that may be outstanding */
     uint32_t m_cq_used   = 0;
 
     std::vector<std::unique_ptr<peer>> m_peers;
-    std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint32_t>
+    std::map<std::pair<gid_bytes, uint32_t>, uint32_t>
             m_peer_by_addr; /* (GID, UD QPN) -> peer */
     std::unordered_map<uint32_t, uint32_t> m_peer_by_qpn;
 

@@ -8,20 +8,35 @@
 #include "uct/ib/rvt/agent/engine_tags.h"
 #include "uct/ib/rvt/common/imm.h"
 
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <span>
+
 namespace rvt::agent {
+
+namespace {
+
+/* The device's word for a failed completion. */
+std::string status_text(const nic_completion &wc)
+{
+    return ibv_wc_status_str(static_cast<ibv_wc_status>(wc.vendor));
+}
+
+} // namespace
 
 size_t engine::poll_cq(time_point now)
 {
-    ibv_wc wc[32];
+    std::array<nic_completion, 32> wc;
     size_t total = 0;
     for (int round = 0; round < 8; ++round) {
-        int n = ibv_poll_cq(m_cq.get(), 32, wc);
-        if (n <= 0) {
+        const size_t n = m_nic.poll(wc);
+        if (n == 0) {
             break;
         }
-        total += static_cast<size_t>(n);
-        for (int i = 0; i < n; ++i) {
-            if ((wc[i].wr_id & tag::kind_mask) == tag::receive) {
+        total += n;
+        for (size_t i = 0; i < n; ++i) {
+            if (wc[i].receive) {
                 on_receive(wc[i], now);
             } else {
                 on_send_completion(wc[i], now);
@@ -31,7 +46,7 @@ size_t engine::poll_cq(time_point now)
     return total;
 }
 
-void engine::on_send_completion(const ibv_wc &wc, time_point now)
+void engine::on_send_completion(const nic_completion &wc, time_point now)
 {
     const uint32_t op_index = tag::index_of(wc.wr_id);
     if (op_index >= m_ops.size() || !m_ops[op_index].in_use) {
@@ -50,7 +65,7 @@ void engine::on_send_completion(const ibv_wc &wc, time_point now)
         }
     }
     const uint16_t lane_index = op.lane;
-    if (wc.status == IBV_WC_SUCCESS) {
+    if (wc.status == nic_status::success) {
         if (p.conn) {
             p.conn->activity(now);
         }
@@ -58,32 +73,28 @@ void engine::on_send_completion(const ibv_wc &wc, time_point now)
         post_lane(p, lane_index);
         return;
     }
-    complete_op(op_index, completion_status::failed, wc.status);
-    if (wc.status != IBV_WC_WR_FLUSH_ERR && !p.draining) {
+    complete_op(op_index, completion_status::failed, wc.vendor);
+    if (wc.status != nic_status::flushed && !p.draining) {
         qp_failed(p,
-                  std::string("QP ") + std::to_string(wc.qp_num) + ": " +
-                          ibv_wc_status_str(wc.status),
+                  "QP " + std::to_string(wc.qpn) + ": " + status_text(wc),
                   now);
     }
     check_drained(p, now);
 }
 
-void engine::on_receive(const ibv_wc &wc, time_point now)
+void engine::on_receive(const nic_completion &wc, time_point now)
 {
-    const uint32_t buffer = tag::index_of(wc.wr_id);
-    m_pool->consumed();
-    auto owner = m_peer_by_qpn.find(wc.qp_num);
+    const auto buffer = static_cast<uint32_t>(wc.wr_id);
+    auto owner        = m_peer_by_qpn.find(wc.qpn);
     peer *p    = owner != m_peer_by_qpn.end() ? m_peers[owner->second].get() :
                                                 nullptr;
-    if (wc.status == IBV_WC_SUCCESS && p != nullptr) {
+    if (wc.status == nic_status::success && p != nullptr) {
         if (p->conn) {
             p->conn->activity(now);
         }
         ++p->n.recv_msgs;
         p->n.recv_bytes += wc.byte_len;
-        const bool has_imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-        auto d = has_imm ? imm::decode(imm::from_wire(wc.imm_data)) :
-                           std::nullopt;
+        auto d = wc.has_imm ? imm::decode(wc.imm) : std::nullopt;
         if (!d) {
             ++m_totals.bad_immediates;
         } else if (d->what == imm::kind::control) {
@@ -94,14 +105,14 @@ void engine::on_receive(const ibv_wc &wc, time_point now)
             client_state &c = m_clients[d->dst_client];
             inbound_message m{};
             m.peer = p->index;
-            m.imm  = imm::from_wire(wc.imm_data);
+            m.imm  = wc.imm;
             if (d->what == imm::kind::am) {
                 m.kind   = static_cast<uint8_t>(inbound_kind::am);
                 m.am_id  = d->am_id;
                 m.length = wc.byte_len;
                 ++c.am_in;
                 ++m_totals.am_in;
-                c.channel->deliver(m, m_pool->data(buffer, wc.byte_len));
+                c.channel->deliver(m, m_nic.receive_data(buffer, wc.byte_len));
             } else {
                 m.kind       = static_cast<uint8_t>(inbound_kind::write);
                 m.src_client = d->src_client;
@@ -113,17 +124,16 @@ void engine::on_receive(const ibv_wc &wc, time_point now)
                 c.channel->deliver(m, {});
             }
         }
-    } else if (wc.status != IBV_WC_SUCCESS &&
-               wc.status != IBV_WC_WR_FLUSH_ERR) {
-        const std::string why = std::string("receive error on QP ") +
-                                std::to_string(wc.qp_num) + ": " +
-                                ibv_wc_status_str(wc.status);
+    } else if (wc.status == nic_status::error) {
+        const std::string why = "receive error on QP " +
+                                std::to_string(wc.qpn) + ": " +
+                                status_text(wc);
         m_log(why);
         if (p != nullptr && !p->draining) {
             qp_failed(*p, why, now);
         }
     }
-    auto r = m_pool->repost(buffer);
+    auto r = m_nic.repost(std::span(&buffer, 1));
     if (!r) {
         m_log(r.error());
     }

@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace rvt::agent {
@@ -25,9 +26,9 @@ uint32_t random_psn()
     return v & wire::conn::psn_mask;
 }
 
-std::array<uint8_t, 16> gid_key(const uint8_t (&gid)[16])
+gid_bytes gid_key(const uint8_t (&gid)[16])
 {
-    std::array<uint8_t, 16> k;
+    gid_bytes k;
     std::memcpy(k.data(), gid, 16);
     return k;
 }
@@ -43,9 +44,10 @@ engine::peer &engine::add_peer(const wire::agent_address &addr, bool loopback)
     p->lanes.resize(m_cfg.peers.num_qps);
     if (!loopback) {
         local_agent self{};
-        std::memcpy(self.self.gid, m_dev.gid().raw, 16);
+        const gid_bytes gid = m_nic.gid();
+        std::memcpy(self.self.gid, gid.data(), 16);
         self.self.instance_id = m_agent_id;
-        self.self.ud_qpn      = m_ud->qpn();
+        self.self.ud_qpn      = m_nic.ud_qpn();
         self.self.uid         = getuid();
         self.job_key          = m_job_key;
         peer_address where{};
@@ -72,27 +74,27 @@ engine::peer &engine::add_peer(const wire::agent_address &addr, bool loopback)
  * one node reach each other through the same code path as remote ones. */
 result<done> engine::make_loopback(peer &p)
 {
-    for (ibv_qp *qp : p.active) {
-        m_peer_by_qpn.erase(qp->qp_num);
+    for (uint32_t qpn : p.qps) {
+        m_peer_by_qpn.erase(qpn);
+        m_nic.destroy_qp(qpn);
     }
     p.active.clear();
     p.qps.clear();
-    uint8_t gid[16];
-    std::memcpy(gid, m_dev.gid().raw, 16);
+    const gid_bytes gid = m_nic.gid();
     for (uint32_t i = 0; i < m_cfg.peers.num_qps; ++i) {
-        auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), m_cfg.qp);
+        auto qp = m_nic.create_qp();
         if (!qp) {
             return failure{qp.error()};
         }
+        const uint32_t qpn = qp.value();
+        p.qps.push_back(qpn);
+        m_peer_by_qpn[qpn] = p.index;
         const uint32_t psn = random_psn();
-        auto c = connect_rc_qp(qp.value().get(), m_dev, gid, qp.value()->qp_num,
-                               psn, psn, m_cfg.qp);
+        auto c             = m_nic.connect_qp(qpn, gid, qpn, psn, psn);
         if (!c) {
             return failure{c.error()};
         }
-        m_peer_by_qpn[qp.value()->qp_num] = p.index;
-        p.active.push_back(qp.value().get());
-        p.qps.push_back(std::move(qp).value());
+        p.active.push_back(qpn);
     }
     p.connected = true;
     p.draining  = false;
@@ -114,38 +116,35 @@ void engine::run_one(peer &p, const action &a, time_point now)
     case action_kind::create_qps: {
         std::vector<wire::conn::qp_info> infos;
         for (uint32_t i = 0; i < a.num_qps; ++i) {
-            auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), m_cfg.qp);
+            auto qp = m_nic.create_qp();
             if (!qp) {
                 p.last_error = qp.error();
                 run(p, p.conn->qps_failed(now, qp.error()), now);
                 return;
             }
-            infos.push_back({qp.value()->qp_num, random_psn()});
-            m_peer_by_qpn[qp.value()->qp_num] = p.index;
-            p.qps.push_back(std::move(qp).value());
+            infos.push_back({qp.value(), random_psn()});
+            m_peer_by_qpn[qp.value()] = p.index;
+            p.qps.push_back(qp.value());
         }
         run(p, p.conn->qps_created(now, infos), now);
         return;
     }
     case action_kind::connect_qps: {
-        p.active.assign(a.num_qps, nullptr);
+        p.active.assign(a.num_qps, 0);
+        gid_bytes gid;
+        std::memcpy(gid.data(), p.addr.gid, gid.size());
         for (uint32_t i = 0; i < a.num_qps; ++i) {
-            for (auto &qp : p.qps) {
-                if (qp->qp_num == a.local_qps[i].qpn) {
-                    p.active[i] = qp.get();
-                }
-            }
-            if (p.active[i] == nullptr) {
+            const uint32_t qpn = a.local_qps[i].qpn;
+            if (std::find(p.qps.begin(), p.qps.end(), qpn) == p.qps.end()) {
                 qp_failed(p,
-                          "connect: local QP " +
-                                  std::to_string(a.local_qps[i].qpn) +
+                          "connect: local QP " + std::to_string(qpn) +
                                   " is unknown",
                           now);
                 return;
             }
-            auto r = connect_rc_qp(p.active[i], m_dev, p.addr.gid,
-                                   a.peer_qps[i].qpn, a.peer_qps[i].psn,
-                                   a.local_qps[i].psn, m_cfg.qp);
+            p.active[i] = qpn;
+            auto r = m_nic.connect_qp(qpn, gid, a.peer_qps[i].qpn,
+                                      a.peer_qps[i].psn, a.local_qps[i].psn);
             if (!r) {
                 qp_failed(p, r.error(), now);
                 return;
@@ -156,12 +155,12 @@ void engine::run_one(peer &p, const action &a, time_point now)
     case action_kind::destroy_qps:
         for (uint32_t i = 0; i < a.num_qps; ++i) {
             const uint32_t qpn = a.local_qps[i].qpn;
+            if (std::erase(p.qps, qpn) == 0) {
+                continue; /* not ours: never destroy another peer's QP */
+            }
             m_peer_by_qpn.erase(qpn);
-            std::erase_if(p.active,
-                          [qpn](ibv_qp *q) { return q->qp_num == qpn; });
-            std::erase_if(p.qps, [qpn](const verbs::qp_ptr &q) {
-                return q->qp_num == qpn;
-            });
+            std::erase(p.active, qpn);
+            m_nic.destroy_qp(qpn);
         }
         return;
     case action_kind::flush_qps:
@@ -170,18 +169,15 @@ void engine::run_one(peer &p, const action &a, time_point now)
         p.last_error = a.reason;
         m_log(who + ": connection lost (" + a.reason + "): flushing");
         for (uint32_t i = 0; i < a.num_qps; ++i) {
-            for (auto &qp : p.qps) {
-                if (qp->qp_num == a.local_qps[i].qpn) {
-                    (void)flush_rc_qp(qp.get());
-                }
+            const uint32_t qpn = a.local_qps[i].qpn;
+            if (std::find(p.qps.begin(), p.qps.end(), qpn) != p.qps.end()) {
+                (void)m_nic.flush_qp(qpn);
             }
         }
         check_drained(p, now);
         return;
     case action_kind::send_message: {
-        uint8_t gid[16];
-        std::memcpy(gid, a.dest.gid.data(), 16);
-        auto r = m_ud->send(a.msg, gid, a.dest.ud_qpn);
+        auto r = m_nic.send_datagram(a.msg, a.dest.gid, a.dest.ud_qpn);
         if (!r) {
             m_log(who + ": " + r.error());
         }
@@ -228,8 +224,8 @@ void engine::qp_failed(peer &p, const std::string &reason, time_point now)
             p.draining   = true;
             p.last_error = reason;
             m_log("loopback peer: " + reason + ": flushing");
-            for (auto &qp : p.qps) {
-                (void)flush_rc_qp(qp.get());
+            for (uint32_t qpn : p.qps) {
+                (void)m_nic.flush_qp(qpn);
             }
         }
         check_drained(p, now);

@@ -9,8 +9,7 @@
 #include "uct/ib/rvt/agent/work_check.h"
 #include "uct/ib/rvt/common/imm.h"
 
-#include <array>
-#include <cstring>
+#include <span>
 
 namespace rvt::agent {
 
@@ -91,7 +90,7 @@ bool engine::take_work(uint32_t index, client_state &c)
         }
         const work_limits limits{static_cast<uint32_t>(m_peers.size()),
                                  m_layout.caps.slot_size, max_message,
-                                 m_dev.can_read()};
+                                 m_nic.can_read()};
         std::string why = check_work(wr, who->mrs, limits);
         if (!why.empty() && wr.length > 0 && !who->mrs.count(wr.lkey)) {
             /* the client announces an MR on its socket before it posts
@@ -136,7 +135,7 @@ void engine::post_lane(peer &p, uint16_t lane_index)
 {
     lane &l = p.lanes[lane_index];
     while (!l.backlog.empty() && p.connected && lane_index < p.active.size() &&
-           l.posted < m_cfg.qp.sq_depth && m_cq_used < m_cq_budget) {
+           l.posted < m_sq_depth && m_cq_used < m_cq_budget) {
         const uint32_t op_index = l.backlog.front();
         op_record &op           = m_ops[op_index];
         if (op.client != no_client &&
@@ -161,61 +160,47 @@ result<done> engine::post_op(peer &p, uint16_t lane_index, uint32_t op_index)
 {
     op_record &op          = m_ops[op_index];
     const work_request &wr = op.wr;
-    /* an AM's head segment (checked like the rest) goes first */
-    std::array<ibv_sge, 2> sges{};
-    int num_sge = 0;
-    if (wr.head_length > 0) {
-        sges[num_sge++] = {wr.head_addr, wr.head_length, wr.head_lkey};
-    }
-    if (wr.length > 0) {
-        sges[num_sge++] = {wr.local_addr, wr.length, wr.lkey};
-    }
-    ibv_sge &sge = sges[0];
-    ibv_send_wr s{};
-    s.wr_id      = tag::op | op_index;
-    s.sg_list    = num_sge > 0 ? sges.data() : nullptr;
-    s.num_sge    = num_sge;
-    s.send_flags = IBV_SEND_SIGNALED;
-    if (wr.flags & work_fence) {
-        s.send_flags |= IBV_SEND_FENCE;
-    }
-    std::optional<uint32_t> imm_value;
+    nic_send s{};
+    s.wr_id    = tag::op | op_index;
+    s.signaled = true;
+    s.fence    = (wr.flags & work_fence) != 0;
     if (op.client == no_client) { /* the agent's keepalive */
-        sge       = {reinterpret_cast<uint64_t>(m_keepalive_bytes.data()),
-                     sizeof(m_keepalive_bytes), m_keepalive_mr->lkey};
-        s.sg_list = &sge;
+        s.opcode  = nic_opcode::send_imm;
+        s.sge[0]  = m_nic.control_buffer();
         s.num_sge = 1;
-        s.opcode  = IBV_WR_SEND_WITH_IMM;
-        imm_value = imm::encode_control(imm::control_op::keepalive);
+        s.imm     = imm::encode_control(imm::control_op::keepalive).value_or(0);
     } else {
+        /* an AM's head segment (checked like the rest) goes first */
+        if (wr.head_length > 0) {
+            s.sge[s.num_sge++] = {wr.head_addr, wr.head_length, wr.head_lkey};
+        }
+        if (wr.length > 0) {
+            s.sge[s.num_sge++] = {wr.local_addr, wr.length, wr.lkey};
+        }
         switch (static_cast<work_op>(wr.op)) {
         case work_op::rdma_write:
-            s.opcode = IBV_WR_RDMA_WRITE;
+            s.opcode = nic_opcode::rdma_write;
             break;
         case work_op::rdma_write_imm:
-            s.opcode  = IBV_WR_RDMA_WRITE_WITH_IMM;
-            imm_value = imm::encode_write(wr.dst_client, op.client);
+            s.opcode = nic_opcode::rdma_write_imm;
+            /* check_work vouched for the fields: the encoders accept them */
+            s.imm    = imm::encode_write(wr.dst_client, op.client).value_or(0);
             break;
         case work_op::send_am:
-            s.opcode  = IBV_WR_SEND_WITH_IMM;
-            imm_value = imm::encode_am(wr.dst_client, wr.am_id);
+            s.opcode = nic_opcode::send_imm;
+            s.imm    = imm::encode_am(wr.dst_client, wr.am_id).value_or(0);
             break;
         case work_op::rdma_read:
-            s.opcode = IBV_WR_RDMA_READ;
+            s.opcode = nic_opcode::rdma_read;
             break;
         }
-        s.wr.rdma.remote_addr = wr.remote_addr;
-        s.wr.rdma.rkey        = wr.rkey;
+        s.remote_addr = wr.remote_addr;
+        s.rkey        = wr.rkey;
     }
-    if (imm_value) {
-        s.imm_data = imm::to_wire(*imm_value);
-    }
-    ibv_send_wr *bad = nullptr;
-    int err          = ibv_post_send(p.active[lane_index], &s, &bad);
-    if (err != 0) {
-        return failure{"ibv_post_send on QP " +
-                       std::to_string(p.active[lane_index]->qp_num) +
-                       " failed: " + std::strerror(err)};
+    size_t posted = 0;
+    auto r = m_nic.post(p.active[lane_index], std::span(&s, 1), posted);
+    if (!r) {
+        return failure{r.error()};
     }
     ++p.lanes[lane_index].posted;
     ++p.posted;
@@ -233,8 +218,8 @@ result<done> engine::post_op(peer &p, uint16_t lane_index, uint32_t op_index)
 
 void engine::post_keepalive(peer &p)
 {
-    if (!p.connected || p.active.empty() ||
-        p.lanes[0].posted >= m_cfg.qp.sq_depth || m_cq_used >= m_cq_budget) {
+    if (!p.connected || p.active.empty() || p.lanes[0].posted >= m_sq_depth ||
+        m_cq_used >= m_cq_budget) {
         return; /* busy lanes show the peer is alive anyway */
     }
     const uint32_t op_index = alloc_op();

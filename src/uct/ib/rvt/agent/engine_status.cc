@@ -42,18 +42,19 @@ uint64_t engine::reconnects_of(const peer &p)
 
 std::string engine::status(bool human) const
 {
-    uint32_t rc_qps = 0;
+    const nic_counters nc = m_nic.counters();
+    uint32_t rc_qps       = 0;
     for (const auto &p : m_peers) {
         rc_qps += static_cast<uint32_t>(p->qps.size());
     }
     std::string out;
     if (human) {
         out += format("address   GID %s, UD QPN %u, K = %u RC QPs per peer\n",
-                      gid_text(address().gid).c_str(), m_ud->qpn(),
+                      gid_text(address().gid).c_str(), m_nic.ud_qpn(),
                       m_cfg.peers.num_qps);
         out += format("receive   %u of %u buffers posted (%u bytes each); "
                       "misrouted %llu, bad immediates %llu\n",
-                      m_pool->posted(), m_pool->count(),
+                      nc.receives_posted, nc.receive_buffers,
                       m_layout.caps.slot_size,
                       static_cast<unsigned long long>(m_totals.misrouted),
                       static_cast<unsigned long long>(m_totals.bad_immediates));
@@ -64,9 +65,9 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.write_bytes_in));
         out += format("handshake %llu datagrams sent, %llu received, %llu "
                       "dropped\n",
-                      static_cast<unsigned long long>(m_ud->sent()),
-                      static_cast<unsigned long long>(m_ud->received()),
-                      static_cast<unsigned long long>(m_ud->dropped()));
+                      static_cast<unsigned long long>(nc.datagrams_sent),
+                      static_cast<unsigned long long>(nc.datagrams_received),
+                      static_cast<unsigned long long>(nc.datagrams_dropped));
         out += format("MRs       %llu released by their clients (%llu after "
                       "the ops using them, %zu waiting); failed %llu\n",
                       static_cast<unsigned long long>(m_totals.mrs_released),
@@ -115,12 +116,12 @@ std::string engine::status(bool human) const
     }
     out += format("{\"gid\": %s, \"ud_qpn\": %u, \"num_qps\": %u, "
                   "\"rc_qps\": %u, ",
-                  json_string(gid_text(address().gid)).c_str(), m_ud->qpn(),
+                  json_string(gid_text(address().gid)).c_str(), m_nic.ud_qpn(),
                   m_cfg.peers.num_qps, rc_qps);
     out += format("\"receive_pool\": {\"posted\": %u, \"count\": %u, "
                   "\"buffer_size\": %u}, \"misrouted\": %llu, "
                   "\"bad_immediates\": %llu, ",
-                  m_pool->posted(), m_pool->count(), m_layout.caps.slot_size,
+                  nc.receives_posted, nc.receive_buffers, m_layout.caps.slot_size,
                   static_cast<unsigned long long>(m_totals.misrouted),
                   static_cast<unsigned long long>(m_totals.bad_immediates));
     out += format("\"delivered\": {\"am\": %llu, \"writes\": %llu, "
@@ -130,9 +131,9 @@ std::string engine::status(bool human) const
                   static_cast<unsigned long long>(m_totals.write_bytes_in));
     out += format("\"handshake\": {\"sent\": %llu, \"received\": %llu, "
                   "\"dropped\": %llu}, ",
-                  static_cast<unsigned long long>(m_ud->sent()),
-                  static_cast<unsigned long long>(m_ud->received()),
-                  static_cast<unsigned long long>(m_ud->dropped()));
+                  static_cast<unsigned long long>(nc.datagrams_sent),
+                  static_cast<unsigned long long>(nc.datagrams_received),
+                  static_cast<unsigned long long>(nc.datagrams_dropped));
     out += format("\"clients_gone\": %llu, \"mrs_cleaned\": %llu, "
                   "\"mrs_released\": %llu, "
                   "\"mrs_leaked\": %llu, \"mrs_deferred\": %llu, "

@@ -51,7 +51,7 @@ enum class nic_opcode : uint8_t {
 
 /* A send work request as the engine builds it. */
 struct nic_send {
-    uint64_t wr_id;
+    uint64_t wr_id; /* below 2^63: the top bit is the nic's own */
     nic_opcode opcode;
     bool signaled; /* a completion is generated; unsignaled ones complete
                       silently, before the next signaled one of their QP */
@@ -96,6 +96,9 @@ struct rc_qp_params {
     uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
     uint8_t min_rnr     = 12; /* 0.64 ms */
     uint8_t rd_atomic   = 4; /* outstanding RDMA READs each way */
+    /* payload bytes a send may carry inline, asked of the device (it may
+     * grant less: nic::max_inline) */
+    uint32_t max_inline = 64;
 };
 
 struct nic_counters {
@@ -117,6 +120,8 @@ public:
     virtual bool can_read() const = 0;
     /* Largest payload a send may carry inline; 0: never. */
     virtual uint32_t max_inline() const = 0;
+    /* Send WRs an RC QP holds (posted and not yet completed). */
+    virtual uint32_t sq_depth() const = 0;
     /* Sends that may be outstanding (signaled or not) without the
      * completion queue overflowing, receives accounted for. */
     virtual uint32_t send_budget() const = 0;

@@ -1,5 +1,6 @@
 #include "uct/ib/rvt/agent/receive_pool.h"
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -7,8 +8,7 @@
 namespace rvt::agent {
 
 result<std::unique_ptr<receive_pool>>
-receive_pool::create(const device &dev, uint32_t count, uint32_t buffer_size,
-                     uint64_t tag)
+receive_pool::create(const device &dev, uint32_t count, uint32_t buffer_size)
 {
     if (count == 0 || count > static_cast<uint32_t>(dev.attr().max_srq_wr)) {
         return failure{"receive pool of " + std::to_string(count) +
@@ -18,7 +18,6 @@ receive_pool::create(const device &dev, uint32_t count, uint32_t buffer_size,
     std::unique_ptr<receive_pool> pool(new receive_pool);
     pool->m_count       = count;
     pool->m_buffer_size = buffer_size;
-    pool->m_tag         = tag;
     pool->m_memory.resize(size_t{count} * buffer_size);
     pool->m_mr.reset(ibv_reg_mr(dev.pd(), pool->m_memory.data(),
                                 pool->m_memory.size(), IBV_ACCESS_LOCAL_WRITE));
@@ -34,11 +33,13 @@ receive_pool::create(const device &dev, uint32_t count, uint32_t buffer_size,
         return failure{std::string("receive pool: ibv_create_srq failed: ") +
                        std::strerror(errno)};
     }
+    std::vector<uint32_t> all(count);
     for (uint32_t i = 0; i < count; ++i) {
-        auto r = pool->repost(i);
-        if (!r) {
-            return failure{r.error()};
-        }
+        all[i] = i;
+    }
+    auto r = pool->repost(all);
+    if (!r) {
+        return failure{r.error()};
     }
     return pool;
 }
@@ -50,22 +51,35 @@ receive_pool::data(uint32_t index, uint32_t length) const
             std::min(length, m_buffer_size)};
 }
 
-result<done> receive_pool::repost(uint32_t index)
+result<done> receive_pool::repost(std::span<const uint32_t> indices)
 {
-    ibv_sge sge{reinterpret_cast<uint64_t>(m_memory.data() +
-                                           size_t{index} * m_buffer_size),
-                m_buffer_size, m_mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id         = m_tag | index;
-    wr.sg_list       = &sge;
-    wr.num_sge       = 1;
-    ibv_recv_wr *bad = nullptr;
-    int err          = ibv_post_srq_recv(m_srq.get(), &wr, &bad);
-    if (err != 0) {
-        return failure{"receive pool: ibv_post_srq_recv failed: " +
-                       std::string(std::strerror(err))};
+    constexpr size_t chain = 32;
+    std::array<ibv_sge, chain> sges;
+    std::array<ibv_recv_wr, chain> wrs;
+    while (!indices.empty()) {
+        const size_t n = std::min(chain, indices.size());
+        for (size_t i = 0; i < n; ++i) {
+            const uint32_t index = indices[i];
+            sges[i] = {reinterpret_cast<uint64_t>(m_memory.data() +
+                                                  size_t{index} * m_buffer_size),
+                       m_buffer_size, m_mr->lkey};
+            wrs[i]         = {};
+            wrs[i].wr_id   = wr_id_flag | index;
+            wrs[i].sg_list = &sges[i];
+            wrs[i].num_sge = 1;
+            wrs[i].next    = i + 1 < n ? &wrs[i + 1] : nullptr;
+        }
+        ibv_recv_wr *bad = nullptr;
+        const int err    = ibv_post_srq_recv(m_srq.get(), wrs.data(), &bad);
+        const size_t ok  = err == 0 ? n :
+                                      static_cast<size_t>(bad - wrs.data());
+        m_posted += static_cast<uint32_t>(ok);
+        if (err != 0) {
+            return failure{"receive pool: ibv_post_srq_recv failed: " +
+                           std::string(std::strerror(err))};
+        }
+        indices = indices.subspan(n);
     }
-    ++m_posted;
     return done{};
 }
 

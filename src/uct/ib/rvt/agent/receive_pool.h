@@ -21,10 +21,12 @@ namespace rvt::agent {
 
 class receive_pool {
 public:
-    /* `count` buffers of `buffer_size` bytes; wr_ids are tag | index. */
+    /* A receive's wr_id: this flag | its buffer's index. */
+    static constexpr uint64_t wr_id_flag = uint64_t{1} << 63;
+
+    /* `count` buffers of `buffer_size` bytes. */
     static result<std::unique_ptr<receive_pool>>
-    create(const device &dev, uint32_t count, uint32_t buffer_size,
-           uint64_t tag);
+    create(const device &dev, uint32_t count, uint32_t buffer_size);
 
     ibv_srq *srq() const
     {
@@ -40,8 +42,8 @@ public:
     }
     /* The bytes a completed receive left in buffer `index`. */
     std::span<const std::byte> data(uint32_t index, uint32_t length) const;
-    /* Gives buffer `index` back to the SRQ. */
-    result<done> repost(uint32_t index);
+    /* Gives buffers back to the SRQ, one doorbell for all. */
+    result<done> repost(std::span<const uint32_t> indices);
     /* A receive completed on buffer `index` (it is out of the SRQ). */
     void consumed()
     {
@@ -55,7 +57,6 @@ private:
     uint32_t m_count       = 0;
     uint32_t m_buffer_size = 0;
     uint32_t m_posted      = 0;
-    uint64_t m_tag         = 0;
     verbs::mr_ptr m_mr;
     verbs::srq_ptr m_srq;
 };

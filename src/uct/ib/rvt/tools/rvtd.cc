@@ -18,6 +18,7 @@
 #include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
+#include "uct/ib/rvt/agent/verbs_nic.h"
 #include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/common/imm.h"
@@ -322,6 +323,18 @@ int run(const options &opt)
     }
     agent::device &d = *dev.value();
 
+    agent::verbs_nic_config ncfg;
+    ncfg.qp.sq_depth   = static_cast<uint32_t>(opt.sq_depth);
+    ncfg.qp.timeout    = static_cast<uint8_t>(opt.qp_timeout);
+    ncfg.srq_size      = static_cast<uint32_t>(opt.srq_size);
+    ncfg.buffer_size   = caps.slot_size;
+    ncfg.cq_size       = static_cast<uint32_t>(opt.srq_size +
+                                         16 * opt.sq_depth * opt.num_qps);
+    auto nic = agent::verbs_nic::create(d, ncfg);
+    if (!nic) {
+        return start_failed(nic.error());
+    }
+
     agent::engine_config ecfg;
     ecfg.peers.num_qps            = static_cast<uint32_t>(opt.num_qps);
     ecfg.peers.keepalive_interval = std::chrono::milliseconds(opt.keepalive_ms);
@@ -329,13 +342,8 @@ int run(const options &opt)
                                                               opt.keepalive_ms);
     ecfg.peers.reconnect_delay    = std::chrono::milliseconds(opt.reconnect_ms);
     ecfg.peers.give_up_timeout    = std::chrono::milliseconds(opt.give_up_ms);
-    ecfg.qp.sq_depth              = static_cast<uint32_t>(opt.sq_depth);
-    ecfg.qp.timeout               = static_cast<uint8_t>(opt.qp_timeout);
-    ecfg.srq_size                 = static_cast<uint32_t>(opt.srq_size);
-    ecfg.cq_size                  = static_cast<uint32_t>(opt.srq_size +
-                                         16 * opt.sq_depth * opt.num_qps);
-    auto eng = agent::engine::create(d, ecfg, layout.value(), key, agent_id,
-                                     log_line);
+    auto eng = agent::engine::create(*nic.value(), ecfg, layout.value(), key,
+                                     agent_id, log_line);
     if (!eng) {
         return start_failed(eng.error());
     }

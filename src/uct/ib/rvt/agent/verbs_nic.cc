@@ -1,0 +1,303 @@
+#include "uct/ib/rvt/agent/verbs_nic.h"
+
+#include "uct/ib/rvt/agent/rc_qp.h"
+#include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/uverbs_cmd.h"
+
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace rvt::agent {
+
+namespace {
+
+ibv_wr_opcode verbs_opcode(nic_opcode op)
+{
+    switch (op) {
+    case nic_opcode::rdma_write:
+        return IBV_WR_RDMA_WRITE;
+    case nic_opcode::rdma_write_imm:
+        return IBV_WR_RDMA_WRITE_WITH_IMM;
+    case nic_opcode::send_imm:
+        return IBV_WR_SEND_WITH_IMM;
+    case nic_opcode::rdma_read:
+        return IBV_WR_RDMA_READ;
+    }
+    return IBV_WR_SEND_WITH_IMM;
+}
+
+nic_qp_state nic_state(ibv_qp_state s)
+{
+    switch (s) {
+    case IBV_QPS_RESET:
+        return nic_qp_state::reset;
+    case IBV_QPS_INIT:
+        return nic_qp_state::init;
+    case IBV_QPS_RTR:
+        return nic_qp_state::rtr;
+    case IBV_QPS_RTS:
+        return nic_qp_state::rts;
+    case IBV_QPS_ERR:
+        return nic_qp_state::error;
+    default:
+        return nic_qp_state::other;
+    }
+}
+
+} // namespace
+
+result<std::unique_ptr<verbs_nic>>
+verbs_nic::create(device &dev, const verbs_nic_config &cfg)
+{
+    std::unique_ptr<verbs_nic> n(new verbs_nic(dev, cfg));
+    n->m_channel.reset(ibv_create_comp_channel(dev.context()));
+    if (!n->m_channel) {
+        return failure{std::string("ibv_create_comp_channel failed: ") +
+                       std::strerror(errno)};
+    }
+    /* disarm() drains its events without blocking */
+    const int fl = fcntl(n->m_channel->fd, F_GETFL);
+    if (fl < 0 || fcntl(n->m_channel->fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+        return failure{std::string("completion channel: fcntl failed: ") +
+                       std::strerror(errno)};
+    }
+    const int cqe = std::min<int>(static_cast<int>(cfg.cq_size),
+                                  dev.attr().max_cqe);
+    if (cqe <= static_cast<int>(cfg.srq_size) + 16) {
+        return failure{"CQ of " + std::to_string(cqe) +
+                       " entries: expected more than the " +
+                       std::to_string(cfg.srq_size) + " receive buffers"};
+    }
+    n->m_cq.reset(
+            ibv_create_cq(dev.context(), cqe, nullptr, n->m_channel.get(), 0));
+    if (!n->m_cq) {
+        return failure{"ibv_create_cq (" + std::to_string(cqe) +
+                       " entries) failed: " + std::strerror(errno)};
+    }
+    n->m_send_budget = static_cast<uint32_t>(cqe) - cfg.srq_size;
+    auto pool = receive_pool::create(dev, cfg.srq_size, cfg.buffer_size);
+    if (!pool) {
+        return failure{pool.error()};
+    }
+    n->m_pool = std::move(pool).value();
+    auto ud   = ud_channel::create(dev, n->m_channel.get());
+    if (!ud) {
+        return failure{ud.error()};
+    }
+    n->m_ud = std::move(ud).value();
+    n->m_control_mr.reset(ibv_reg_mr(dev.pd(), n->m_control_bytes.data(),
+                                     sizeof(n->m_control_bytes), 0));
+    if (!n->m_control_mr) {
+        return failure{std::string("control buffer: ibv_reg_mr failed: ") +
+                       std::strerror(errno)};
+    }
+    /* what the device grants an RC QP inline, learnt from one probe */
+    auto probe = create_rc_qp(dev, n->m_cq.get(), n->m_pool->srq(), cfg.qp,
+                              &n->m_max_inline);
+    if (!probe) {
+        return failure{probe.error()};
+    }
+    return n;
+}
+
+verbs_nic::~verbs_nic()
+{
+    /* QPs before the SRQ, CQ and MRs they use */
+    m_qps.clear();
+    m_control_mr.reset();
+    m_ud.reset();
+    m_pool.reset();
+    m_cq.reset();
+}
+
+gid_bytes verbs_nic::gid() const
+{
+    gid_bytes g;
+    std::memcpy(g.data(), m_dev.gid().raw, g.size());
+    return g;
+}
+
+nic_sge verbs_nic::control_buffer() const
+{
+    return {reinterpret_cast<uint64_t>(m_control_bytes.data()),
+            sizeof(m_control_bytes), m_control_mr->lkey};
+}
+
+ibv_qp *verbs_nic::qp_of(uint32_t qpn) const
+{
+    auto it = m_qps.find(qpn);
+    return it == m_qps.end() ? nullptr : it->second.get();
+}
+
+result<uint32_t> verbs_nic::create_qp()
+{
+    auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), m_cfg.qp);
+    if (!qp) {
+        return failure{qp.error()};
+    }
+    const uint32_t qpn = qp.value()->qp_num;
+    m_qps[qpn]         = std::move(qp).value();
+    return qpn;
+}
+
+result<done> verbs_nic::connect_qp(uint32_t qpn, const gid_bytes &gid,
+                                   uint32_t remote_qpn, uint32_t remote_psn,
+                                   uint32_t local_psn)
+{
+    ibv_qp *qp = qp_of(qpn);
+    if (qp == nullptr) {
+        return failure{"connect: QP " + std::to_string(qpn) + " is unknown"};
+    }
+    uint8_t raw[16];
+    std::memcpy(raw, gid.data(), sizeof(raw));
+    return connect_rc_qp(qp, m_dev, raw, remote_qpn, remote_psn, local_psn,
+                         m_cfg.qp);
+}
+
+result<done> verbs_nic::flush_qp(uint32_t qpn)
+{
+    ibv_qp *qp = qp_of(qpn);
+    if (qp == nullptr) {
+        return failure{"flush: QP " + std::to_string(qpn) + " is unknown"};
+    }
+    return flush_rc_qp(qp);
+}
+
+void verbs_nic::destroy_qp(uint32_t qpn)
+{
+    m_qps.erase(qpn);
+}
+
+nic_qp_state verbs_nic::query_qp(uint32_t qpn)
+{
+    ibv_qp *qp = qp_of(qpn);
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    if (qp == nullptr || ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) != 0) {
+        return nic_qp_state::other;
+    }
+    return nic_state(attr.qp_state);
+}
+
+result<done>
+verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
+{
+    posted     = 0;
+    ibv_qp *qp = qp_of(qpn);
+    if (qp == nullptr) {
+        return failure{"post: QP " + std::to_string(qpn) + " is unknown"};
+    }
+    while (!chain.empty()) {
+        const size_t n = std::min(chain.size(), max_chain);
+        for (size_t i = 0; i < n; ++i) {
+            const nic_send &s = chain[i];
+            ibv_send_wr &w    = m_wrs[i];
+            w                 = {};
+            w.wr_id           = s.wr_id;
+            for (uint8_t k = 0; k < s.num_sge; ++k) {
+                m_sges[i][k] = {s.sge[k].addr, s.sge[k].length, s.sge[k].lkey};
+            }
+            w.sg_list    = s.num_sge > 0 ? m_sges[i].data() : nullptr;
+            w.num_sge    = s.num_sge;
+            w.opcode     = verbs_opcode(s.opcode);
+            unsigned flags = 0;
+            flags |= s.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u;
+            flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
+            flags |= s.inline_data ? unsigned{IBV_SEND_INLINE} : 0u;
+            w.send_flags = flags;
+            w.wr.rdma.remote_addr = s.remote_addr;
+            w.wr.rdma.rkey        = s.rkey;
+            if (s.opcode == nic_opcode::rdma_write_imm ||
+                s.opcode == nic_opcode::send_imm) {
+                w.imm_data = imm::to_wire(s.imm);
+            }
+            w.next = i + 1 < n ? &m_wrs[i + 1] : nullptr;
+        }
+        ibv_send_wr *bad = nullptr;
+        const int err    = ibv_post_send(qp, m_wrs.data(), &bad);
+        if (err != 0) {
+            posted += static_cast<size_t>(bad - m_wrs.data());
+            return failure{"ibv_post_send on QP " + std::to_string(qpn) +
+                           " failed: " + std::strerror(err)};
+        }
+        posted += n;
+        chain = chain.subspan(n);
+    }
+    return done{};
+}
+
+size_t verbs_nic::poll(std::span<nic_completion> out)
+{
+    std::array<ibv_wc, 64> wc;
+    const int want = static_cast<int>(std::min(out.size(), wc.size()));
+    const int n    = ibv_poll_cq(m_cq.get(), want, wc.data());
+    if (n <= 0) {
+        return 0;
+    }
+    for (int i = 0; i < n; ++i) {
+        const ibv_wc &w = wc[static_cast<size_t>(i)];
+        nic_completion &c = out[static_cast<size_t>(i)];
+        /* the SRQ's receives say so in their wr_id (and only they: a
+         * flushed WC's opcode is undefined) */
+        c.receive = (w.wr_id & receive_pool::wr_id_flag) != 0;
+        c.wr_id   = w.wr_id & ~receive_pool::wr_id_flag;
+        c.qpn             = w.qp_num;
+        c.byte_len        = w.byte_len;
+        c.has_imm         = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
+        c.imm             = c.has_imm ? imm::from_wire(w.imm_data) : 0;
+        c.status  = w.status == IBV_WC_SUCCESS      ? nic_status::success :
+                    w.status == IBV_WC_WR_FLUSH_ERR ? nic_status::flushed :
+                                                      nic_status::error;
+        c.vendor  = w.status;
+        if (c.receive) {
+            m_pool->consumed();
+        }
+    }
+    return static_cast<size_t>(n);
+}
+
+result<done> verbs_nic::send_datagram(const wire::conn::message &msg,
+                                      const gid_bytes &gid, uint32_t qpn)
+{
+    uint8_t raw[16];
+    std::memcpy(raw, gid.data(), sizeof(raw));
+    return m_ud->send(msg, raw, qpn);
+}
+
+bool verbs_nic::arm()
+{
+    return ibv_req_notify_cq(m_cq.get(), 0) == 0 &&
+           ibv_req_notify_cq(m_ud->cq(), 0) == 0;
+}
+
+void verbs_nic::disarm()
+{
+    /* each event must be acknowledged before its CQ is destroyed */
+    ibv_cq *cq = nullptr;
+    void *ctx  = nullptr;
+    while (ibv_get_cq_event(m_channel.get(), &cq, &ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+    }
+}
+
+result<uint32_t> verbs_nic::deregister(uint32_t handle)
+{
+    return uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(),
+                            handle);
+}
+
+nic_counters verbs_nic::counters() const
+{
+    nic_counters c;
+    c.receive_buffers    = m_pool->count();
+    c.receives_posted    = m_pool->posted();
+    c.datagrams_sent     = m_ud->sent();
+    c.datagrams_received = m_ud->received();
+    c.datagrams_dropped  = m_ud->dropped();
+    return c;
+}
+
+} // namespace rvt::agent

@@ -1,0 +1,129 @@
+/*
+ * The product's nic (nic.h): libibverbs on the agent's device. It owns the
+ * verbs objects of the data path, created in this order and destroyed in
+ * reverse: the completion channel, the shared CQ of every RC QP, the SRQ
+ * and its buffers (receive_pool), the handshake's UD QP and CQ
+ * (ud_channel), the engine's control buffer, and the RC QPs by number.
+ */
+#ifndef RVT_AGENT_VERBS_NIC_H
+#define RVT_AGENT_VERBS_NIC_H
+
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/nic.h"
+#include "uct/ib/rvt/agent/receive_pool.h"
+#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/agent/verbs_ptr.h"
+
+#include <array>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace rvt::agent {
+
+struct verbs_nic_config {
+    rc_qp_params qp;
+    uint32_t srq_size = 1024; /* receive buffers of the node */
+    uint32_t buffer_size = 8192; /* each: the largest active message */
+    uint32_t cq_size  = 8192; /* clamped to the device's */
+};
+
+class verbs_nic final : public nic {
+public:
+    static result<std::unique_ptr<verbs_nic>>
+    create(device &dev, const verbs_nic_config &cfg);
+    ~verbs_nic() override;
+
+    gid_bytes gid() const override;
+    uint32_t ud_qpn() const override
+    {
+        return m_ud->qpn();
+    }
+    bool can_read() const override
+    {
+        return m_dev.can_read();
+    }
+    uint32_t max_inline() const override
+    {
+        return m_max_inline;
+    }
+    uint32_t sq_depth() const override
+    {
+        return m_cfg.qp.sq_depth;
+    }
+    uint32_t send_budget() const override
+    {
+        return m_send_budget;
+    }
+    nic_sge control_buffer() const override;
+
+    result<uint32_t> create_qp() override;
+    result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
+                            uint32_t remote_qpn, uint32_t remote_psn,
+                            uint32_t local_psn) override;
+    result<done> flush_qp(uint32_t qpn) override;
+    void destroy_qp(uint32_t qpn) override;
+    nic_qp_state query_qp(uint32_t qpn) override;
+
+    result<done> post(uint32_t qpn, std::span<const nic_send> chain,
+                      size_t &posted) override;
+    size_t poll(std::span<nic_completion> out) override;
+
+    std::span<const std::byte>
+    receive_data(uint32_t index, uint32_t length) const override
+    {
+        return m_pool->data(index, length);
+    }
+    result<done> repost(std::span<const uint32_t> buffers) override
+    {
+        return m_pool->repost(buffers);
+    }
+
+    result<done> send_datagram(const wire::conn::message &msg,
+                               const gid_bytes &gid, uint32_t qpn) override;
+    size_t poll_datagrams(const std::function<void(std::span<const std::byte>)>
+                                  &deliver) override
+    {
+        return m_ud->poll(deliver);
+    }
+
+    int event_fd() const override
+    {
+        return m_channel->fd;
+    }
+    bool arm() override;
+    void disarm() override;
+
+    result<uint32_t> deregister(uint32_t handle) override;
+
+    nic_counters counters() const override;
+
+private:
+    verbs_nic(device &dev, const verbs_nic_config &cfg) : m_dev(dev), m_cfg(cfg)
+    {
+    }
+    ibv_qp *qp_of(uint32_t qpn) const;
+
+    /* a chain is built here, at most this long per doorbell */
+    static constexpr size_t max_chain = 64;
+
+    device &m_dev;
+    verbs_nic_config m_cfg;
+    uint32_t m_send_budget = 0;
+    uint32_t m_max_inline  = 0;
+    verbs::comp_channel_ptr m_channel;
+    verbs::cq_ptr m_cq;
+    std::unique_ptr<receive_pool> m_pool;
+    std::unique_ptr<ud_channel> m_ud;
+    /* what the engine's own sends carry: a few bytes (rxe mishandles
+     * zero-length SEND WITH IMM into an SRQ) */
+    std::array<uint64_t, 1> m_control_bytes{};
+    verbs::mr_ptr m_control_mr;
+    std::unordered_map<uint32_t, verbs::qp_ptr> m_qps;
+    std::array<ibv_send_wr, max_chain> m_wrs{};
+    std::array<std::array<ibv_sge, 2>, max_chain> m_sges{};
+};
+
+} // namespace rvt::agent
+
+#endif
