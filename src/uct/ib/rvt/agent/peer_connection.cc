@@ -164,12 +164,34 @@ peer_connection::peer_connection(const peer_config &cfg, local_agent self,
     }
 }
 
+peer_connection::peer_connection(const peer_config &cfg, loopback_tag) :
+    m_cfg(cfg), m_loopback(true)
+{
+    std::string err = config_error(cfg);
+    if (!err.empty()) {
+        throw std::invalid_argument("peer_connection: loopback: " + err);
+    }
+}
+
+peer_connection peer_connection::loopback(const peer_config &cfg)
+{
+    return peer_connection(cfg, loopback_tag{});
+}
+
 /* ---- events ---------------------------------------------------------- */
 
 actions peer_connection::connect(time_point now)
 {
     actions out;
     m_wanted = true;
+    if (m_loopback) {
+        if (m_state == peer_state::idle || m_state == peer_state::failed) {
+            start_attempt(now, out);
+        } else if (m_state == peer_state::draining) {
+            m_closing = false; /* rebuild after the drain */
+        }
+        return out;
+    }
     switch (m_state) {
     case peer_state::idle:
     case peer_state::failed:
@@ -221,6 +243,15 @@ peer_connection::qps_created(time_point now, std::span<const conn::qp_info> qps)
     }
     std::copy(qps.begin(), qps.end(), m_local_qps.begin());
     m_have_qps = true;
+    if (m_loopback) {
+        /* each QP is its own peer: its PSN is both send and receive PSN */
+        m_peer_qps = m_local_qps;
+        action a   = qp_action(action_kind::connect_qps);
+        a.peer_qps = m_peer_qps;
+        out.push_back(a);
+        enter_connected(now, out);
+        return out;
+    }
     if (m_pending) {
         message req = *m_pending;
         answer(now, req, out);
@@ -237,6 +268,13 @@ actions peer_connection::qps_failed(time_point now, std::string_view reason)
                              to_string(m_state).data()));
     }
     actions out;
+    if (m_loopback) {
+        /* nobody to wait for: retrying is the next connect()'s business */
+        enter_failed(format("could not create QPs: %.*s",
+                            static_cast<int>(reason.size()), reason.data()),
+                     out);
+        return out;
+    }
     if (m_pending) {
         action a = make_action(action_kind::send_message);
         a.dest   = address_of(m_pending->src);
@@ -260,6 +298,11 @@ actions peer_connection::qps_failed(time_point now, std::string_view reason)
 
 actions peer_connection::on_message(time_point now, const message &msg)
 {
+    if (m_loopback) {
+        return ignore(format("message type %u to the loopback peer, which "
+                             "has no handshake",
+                             msg.hdr.type));
+    }
     if (!same_gid(m_peer, msg.src)) {
         return ignore("message from another GID than this peer's");
     }
@@ -282,6 +325,9 @@ actions peer_connection::on_message(time_point now, const message &msg)
 actions peer_connection::tick(time_point now)
 {
     actions out;
+    if (m_loopback) {
+        return out; /* no handshake, deadline or keepalive */
+    }
     switch (m_state) {
     case peer_state::creating:
         if (deadline_passed(now)) {
@@ -355,7 +401,7 @@ actions peer_connection::qp_error(time_point now, std::string_view reason)
 
 void peer_connection::activity(time_point now)
 {
-    if (m_state == peer_state::connected) {
+    if (m_state == peer_state::connected && !m_loopback) {
         m_last_activity = std::max(m_last_activity, now);
         m_keepalive_sent.reset();
     }
@@ -382,6 +428,8 @@ actions peer_connection::drained(time_point now)
         m_state   = peer_state::idle;
         m_closing = m_peer_closed = false;
         m_deadline.reset();
+    } else if (m_loopback) {
+        start_attempt(now, out); /* local QPs: rebuild at once */
     } else {
         enter_waiting(now, out);
     }
@@ -395,9 +443,11 @@ actions peer_connection::close(time_point now)
     case peer_state::idle:
         return out;
     case peer_state::connected: {
-        message bye = conn::make_disconnect(m_self.self, m_self.job_key,
-                                            m_peer.instance_id);
-        send(bye, out);
+        if (!m_loopback) {
+            message bye = conn::make_disconnect(m_self.self, m_self.job_key,
+                                                m_peer.instance_id);
+            send(bye, out);
+        }
         m_closing = true;
         lose_connection(now, "this agent is closing the connection", out);
         return out;
@@ -424,6 +474,9 @@ actions peer_connection::close(time_point now)
 
 std::optional<time_point> peer_connection::next_timer() const
 {
+    if (m_loopback) {
+        return std::nullopt;
+    }
     switch (m_state) {
     case peer_state::creating:
         return m_deadline;
@@ -695,7 +748,7 @@ void peer_connection::lose_connection(time_point now, std::string reason,
     ++m_counters.connection_lost;
     m_state = peer_state::draining;
     m_last_reply.reset(); /* it names QPs that are going away */
-    if (!m_deadline) {
+    if (!m_deadline && !m_loopback) {
         m_deadline = now + m_cfg.give_up_timeout;
     }
 }

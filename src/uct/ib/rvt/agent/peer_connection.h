@@ -2,7 +2,9 @@
  * The connection from this agent to ONE remote agent (one remote node of
  * the job): K shared RC QPs, set up on demand over the UD handshake
  * (common/conn_wire.h), kept alive, torn down and re-established on
- * errors, and given up after a bounded time (DESIGN.md part 6).
+ * errors, and given up after a bounded time (DESIGN.md part 6). The
+ * agent's own node is a peer too (loopback, below): the same states, a
+ * subset of the events, no handshake.
  *
  * This is a pure state machine: no verbs calls, no clock reads, no I/O.
  * Every input is an event method taking `now`; every effect comes back as
@@ -94,8 +96,33 @@
  * The replaced instance is remembered as dead (one agent per uid, job and
  * port at a time), so a late datagram of it cannot undo the switch.
  *
- * Not modelled here: loopback to the agent's own node (no handshake is
- * needed there), and which QP an op uses (the caller's hash).
+ * Loopback (peer_connection::loopback()): the agent's own node. K RC QPs,
+ * each connected to ITSELF (its PSN is both the send and the receive
+ * PSN), so processes on one node reach each other through the same code
+ * path as remote ones. No handshake, so no connecting or waiting state,
+ * no peer address, no job key, no deadline, no keepalive: next_timer() is
+ * always empty. A loss is repaired at once (the QPs are local; nothing
+ * to wait for). Its table, complete:
+ *
+ *   connect()        idle|failed -> creating (create_qps)
+ *                    draining -> rebuild after the drain (cancels close)
+ *   qps_created()    creating -> connected: connect_qps with peer_qps ==
+ *                    local_qps and an empty dest (the caller's own GID),
+ *                    then report_connected
+ *   qps_failed()     creating -> failed (report_peer_failed)
+ *   qp_error()       connected -> draining (flush_qps)
+ *   drained()        draining -> creating (destroy_qps, create_qps)
+ *                             | idle (destroy_qps) if close() was called
+ *   close()          connected -> draining (flush_qps; no datagram), then
+ *                    idle at drained(); creating|failed -> idle
+ *   tick()           nothing, in every state
+ *   on_message()     ignored, in every state
+ *   activity()       nothing
+ * A QP that fails to connect to itself is a qp_error like any other: if
+ * that persists, connected -> draining -> creating repeats without end
+ * (nothing here counts it); the caller must not let it spin.
+ *
+ * Not modelled here: which QP an op uses (the caller's hash).
  */
 #ifndef RVT_AGENT_PEER_CONNECTION_H
 #define RVT_AGENT_PEER_CONNECTION_H
@@ -167,7 +194,9 @@ enum class action_kind : uint8_t {
                    any other event for this peer (ibv_create_qp is
                    synchronous, so this is natural) */
     connect_qps, /* local QP i -> RTR/RTS towards peer_qps[i] at dest.gid;
-                    our send PSN is ours, the receive PSN is the peer's */
+                    our send PSN is ours, the receive PSN is the peer's.
+                    Loopback: peer_qps == local_qps, dest is empty (use
+                    this node's own GID) */
     destroy_qps, /* destroy the local QPs (drained or never connected) */
     flush_qps, /* local QPs -> ERROR: every posted op completes flushed and
                   is reported to its client as failed (reason); call
@@ -210,6 +239,10 @@ public:
      * or a bad local identity: both are the agent's startup errors. */
     peer_connection(const peer_config &cfg, local_agent self,
                     const peer_address &peer);
+    /* The agent's own node (see "Loopback"): only cfg.num_qps matters,
+     * but the whole config must pass config_error (else it throws
+     * std::invalid_argument, like the constructor). */
+    static peer_connection loopback(const peer_config &cfg);
 
     /* A client wants this peer (first use, or again after failure). */
     actions connect(time_point now);
@@ -242,12 +275,17 @@ public:
     {
         return m_state;
     }
+    bool is_loopback() const
+    {
+        return m_loopback;
+    }
+    /* All zeros for loopback. */
     const peer_address &peer() const
     {
         return m_peer;
     }
     /* The K local and peer QPs while connected (else what the last
-     * handshake used). */
+     * handshake used). Loopback: the same QPs twice. */
     std::span<const wire::conn::qp_info> local_qps() const
     {
         return {m_local_qps.data(), m_have_qps ? m_cfg.num_qps : 0};
@@ -268,6 +306,9 @@ public:
 
 private:
     using message = wire::conn::message;
+
+    struct loopback_tag {};
+    peer_connection(const peer_config &cfg, loopback_tag);
 
     actions on_request(time_point now, const message &req);
     actions on_reply(time_point now, const message &rep);
@@ -292,6 +333,7 @@ private:
     peer_config m_cfg;
     local_agent m_self;
     peer_address m_peer;
+    bool m_loopback    = false;
     peer_state m_state = peer_state::idle;
 
     std::array<wire::conn::qp_info, wire::conn::max_qps> m_local_qps{};
