@@ -168,6 +168,8 @@ int main(int argc, char **argv)
         die(opened.error());
     }
     client::session &s = *opened.value();
+    /* the writes' routing is checked from their notices */
+    s.set_write_notices(true);
 
     /* receive area: one slot per (sender, round); send area: the same
      * size per round, filled per destination */

@@ -367,6 +367,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     auto *bells = segment.map.at<shm_doorbells>(l.doorbell_offset);
     bells->agent_asleep.store(0, std::memory_order_relaxed);
     bells->client_asleep.store(0, std::memory_order_relaxed);
+    bells->write_notices.store(0, std::memory_order_relaxed);
 
     wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
                                                 "");

@@ -54,6 +54,11 @@ public:
      * last call. */
     void wake_if_needed();
     void set_agent_asleep(bool asleep);
+    /* The client asked for inbound `write` entries (shm_doorbells). */
+    bool wants_write_notices() const
+    {
+        return m_bells->write_notices.load(std::memory_order_relaxed) != 0;
+    }
 
     /* False once the client corrupted a ring index: the agent stops
      * reading its work (its rings can no longer be trusted). */

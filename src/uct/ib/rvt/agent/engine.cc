@@ -67,6 +67,21 @@ wire::agent_address engine::address() const
     return a;
 }
 
+void engine::serve(attach_server &server)
+{
+    m_server = &server;
+    server.set_attach_handler(
+            [this](const attached_client &c) { client_attached(c); });
+    server.set_peer_resolver(
+            [this](const attached_client &c, const wire::agent_address &a) {
+                return resolve_peer(c, a);
+            });
+    server.set_mr_releaser(
+            [this](const attached_client &c, const client_mr &mr) {
+                return release_mr(c, mr);
+            });
+}
+
 void engine::client_attached(const attached_client &c)
 {
     client_state &s = m_clients[c.index];
@@ -123,11 +138,9 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
         p = &add_peer(remote, false);
     }
     p->users.set(c.index);
-    if (p->conn && (p->conn->state() == peer_state::idle ||
-                    p->conn->state() == peer_state::failed)) {
-        p->failed = false;
-        run(*p, p->conn->connect(std::chrono::steady_clock::now()),
-            std::chrono::steady_clock::now());
+    if (p->is(peer_state::idle) || p->is(peer_state::failed)) {
+        const time_point now = std::chrono::steady_clock::now();
+        run(*p, p->conn->connect(now), now);
     }
     return p->index;
 }
@@ -143,6 +156,7 @@ bool engine::progress(time_point now)
     for (uint32_t i : m_attached) {
         busy |= take_work(i, m_clients[i]);
     }
+    post_marked();
     tick_peers(now);
     if (!m_deferred.empty()) {
         finish_releases();
@@ -235,7 +249,7 @@ engine::release_mr(const attached_client &c, const client_mr &mr)
      * name the MR, and is taken (and checked) at the next progress() */
     const client_state &s = m_clients[c.index];
     const bool ring_busy  = s.attached && s.channel && s.channel->has_work();
-    if (ring_busy || mr_in_use(c.index, mr.lkey)) {
+    if (ring_busy || s.lkeys_in_use.in_use(mr.lkey)) {
         /* deregistering under a posted op would fail it with a local
          * protection error and break the QP every client shares; one
          * still queued would fail the same way when posted */
@@ -244,18 +258,6 @@ engine::release_mr(const attached_client &c, const client_mr &mr)
         return std::nullopt;
     }
     return deregister(c.index, mr.handle);
-}
-
-bool engine::mr_in_use(uint32_t index, uint32_t lkey) const
-{
-    for (const op_record &op : m_ops) {
-        if (op.in_use && op.client == index &&
-            ((op.wr.length > 0 && op.wr.lkey == lkey) ||
-             (op.wr.head_length > 0 && op.wr.head_lkey == lkey))) {
-            return true;
-        }
-    }
-    return false;
 }
 
 result<uint32_t> engine::deregister(uint32_t index, uint32_t handle)
@@ -275,7 +277,7 @@ void engine::finish_releases()
     std::erase_if(m_deferred, [&](const deferred_release &d) {
         const client_state &s = m_clients[d.index];
         if ((s.channel && s.channel->has_work()) ||
-            mr_in_use(d.index, d.lkey)) {
+            s.lkeys_in_use.in_use(d.lkey)) {
             return false;
         }
         auto r = deregister(d.index, d.handle);
@@ -325,9 +327,7 @@ void engine::release_gone(time_point now)
 void engine::shut_down(time_point now)
 {
     for (auto &p : m_peers) {
-        if (p->conn) {
-            run(*p, p->conn->close(now), now);
-        }
+        run(*p, p->conn->close(now), now);
     }
 }
 

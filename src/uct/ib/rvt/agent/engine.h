@@ -43,6 +43,7 @@
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
 #include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/trace.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/work.h"
 
@@ -54,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,6 +66,44 @@ struct engine_config {
     peer_config peers; /* K, handshake and keepalive timing */
     uint32_t max_peers = 1024;
     std::chrono::milliseconds dead_client_grace{2000};
+};
+
+/* How many of one client's ops (queued or posted) name each lkey: an MR
+ * is released only when none does. */
+class lkey_uses {
+public:
+    void add(const work_request &wr)
+    {
+        change(wr, +1);
+    }
+    void remove(const work_request &wr)
+    {
+        change(wr, -1);
+    }
+    bool in_use(uint32_t lkey) const
+    {
+        return m_count.contains(lkey);
+    }
+
+private:
+    void change(const work_request &wr, int by)
+    {
+        if (wr.length > 0) {
+            bump(wr.lkey, by);
+        }
+        if (wr.head_length > 0) {
+            bump(wr.head_lkey, by);
+        }
+    }
+    void bump(uint32_t lkey, int by)
+    {
+        auto it = m_count.try_emplace(lkey, 0).first;
+        it->second += by;
+        if (it->second <= 0) {
+            m_count.erase(it);
+        }
+    }
+    std::unordered_map<uint32_t, int> m_count;
 };
 
 class engine {
@@ -94,11 +134,17 @@ public:
         return m_nic.event_fd();
     }
 
-    /* The attach server the engine reads clients' MRs from. */
-    void set_clients(attach_server *server)
+    /* Records the data path's stages into `t` (trace.h) from now on;
+     * nullptr: stop. The trace must outlive the engine or the next call. */
+    void set_trace(trace *t)
     {
-        m_server = server;
+        m_trace = t;
     }
+
+    /* Serves `server`'s clients: the engine reads their MRs from it and
+     * answers its attaches, peer requests and MR releases. (Its detach
+     * handler, given at its creation, must call client_gone.) */
+    void serve(attach_server &server);
     void client_attached(const attached_client &c);
     void client_gone(const attached_client &c);
     result<uint32_t>
@@ -143,8 +189,12 @@ private:
     };
 
     struct lane {
-        std::deque<uint32_t> backlog; /* op records, FIFO */
-        uint32_t posted = 0;
+        std::deque<uint32_t> backlog; /* op records waiting, FIFO */
+        /* posted, in posting order: RC completes them in this order, an
+         * unsignaled one together with the next signaled one */
+        std::deque<uint32_t> inflight;
+        uint32_t unsignaled = 0; /* posted since the last signaled WR */
+        bool marked         = false; /* in m_marked: to post this pass */
     };
 
     struct peer_counters {
@@ -160,18 +210,20 @@ private:
         uint32_t index = 0;
         wire::agent_address addr{};
         bool loopback = false;
-        std::unique_ptr<peer_connection> conn; /* none for loopback */
+        /* the one owner of the connection's state, loopback included */
+        std::unique_ptr<peer_connection> conn;
         std::vector<uint32_t> qps; /* every local QP of this peer (QPNs) */
         std::vector<uint32_t> active; /* lane -> QPN while connected */
         std::vector<lane> lanes;
-        bool connected  = false;
-        bool draining   = false;
-        bool failed     = false;
         uint32_t posted = 0; /* over all lanes */
         std::bitset<512> users; /* client indices that resolved it */
         peer_counters n;
-        uint64_t reconnects = 0; /* loopback only: rebuilds after errors */
         std::string last_error;
+
+        bool is(peer_state s) const
+        {
+            return conn->state() == s;
+        }
     };
 
     struct client_state {
@@ -185,6 +237,7 @@ private:
         uint64_t writes_in      = 0;
         uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
         uint32_t posted         = 0; /* ops of this generation on a QP */
+        lkey_uses lkeys_in_use; /* by its ops not yet freed */
     };
 
     /* a released MR waiting for the client's ops that use it */
@@ -205,24 +258,29 @@ private:
            std::string job_key, uint64_t agent_id, log_fn log);
 
     /* engine_status.cc */
-    static std::string_view state_name(const peer &p);
     static uint64_t reconnects_of(const peer &p);
 
     /* engine_connect.cc: peers, QPs and the handshake */
     peer &add_peer(const wire::agent_address &addr, bool loopback);
     void run(peer &p, actions acts, time_point now);
     void run_one(peer &p, const action &a, time_point now);
-    result<done> make_loopback(peer &p);
+    result<uint32_t> create_loopback_qp(peer &p, uint32_t psn);
     void on_datagram(std::span<const std::byte> bytes, time_point now);
     void qp_failed(peer &p, const std::string &reason, time_point now);
     void check_drained(peer &p, time_point now);
+    void destroy_all_qps(peer &p);
     void fail_backlog(peer &p, completion_status why);
     void tick_peers(time_point now);
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
+    void post_marked();
     void post_lane(peer &p, uint16_t lane_index);
-    result<done> post_op(peer &p, uint16_t lane_index, uint32_t op_index);
+    static void signal(lane &l, std::span<nic_send> chain);
+    nic_send make_send(uint32_t op_index) const;
+    void account_posted(peer &p, uint16_t lane_index, uint32_t op_index);
+    void retire(peer &p, uint32_t op_index, const nic_completion &wc,
+                time_point now);
     void post_keepalive(peer &p);
     uint32_t alloc_op();
     void free_op(uint32_t op_index);
@@ -234,7 +292,6 @@ private:
     void on_send_completion(const nic_completion &wc, time_point now);
     void on_receive(const nic_completion &wc, time_point now);
     void release_gone(time_point now);
-    bool mr_in_use(uint32_t index, uint32_t lkey) const;
     result<uint32_t> deregister(uint32_t index, uint32_t handle);
     void finish_releases();
 
@@ -258,6 +315,10 @@ private:
 
     std::vector<op_record> m_ops;
     std::vector<uint32_t> m_free_ops;
+    /* lanes that got work this pass: (peer, lane), posted at its end */
+    std::vector<std::pair<uint32_t, uint16_t>> m_marked;
+    static constexpr size_t max_chain = 32; /* WRs per doorbell */
+    std::vector<uint32_t> m_repost; /* receive buffers routed this round */
 
     std::vector<client_state> m_clients; /* by index */
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
@@ -265,6 +326,14 @@ private:
     std::vector<gone_client> m_gone;
     std::vector<deferred_release> m_deferred;
     bool m_asleep = false;
+    trace *m_trace = nullptr; /* off: nullptr */
+
+    void traced(trace_stage stage, uint32_t client, uint64_t key)
+    {
+        if (m_trace != nullptr) [[unlikely]] {
+            m_trace->record(stage, client, key);
+        }
+    }
 
     struct totals {
         uint64_t misrouted      = 0; /* receives for no live client */

@@ -10,6 +10,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <array>
 #include <span>
 
@@ -42,6 +43,12 @@ size_t engine::poll_cq(time_point now)
                 on_send_completion(wc[i], now);
             }
         }
+        /* the routed receives' buffers go back with one doorbell */
+        auto r = m_nic.repost(m_repost);
+        if (!r) {
+            m_log(r.error());
+        }
+        m_repost.clear();
     }
     return total;
 }
@@ -53,9 +60,33 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
         m_log("completion for unknown op " + std::to_string(op_index));
         return;
     }
+    peer &p   = *m_peers[m_ops[op_index].peer];
+    lane &l   = p.lanes[m_ops[op_index].lane];
+    auto mine = std::find(l.inflight.begin(), l.inflight.end(), op_index);
+    if (mine == l.inflight.end()) {
+        m_log("completion for op " + std::to_string(op_index) +
+              ", which its lane has not posted");
+        return;
+    }
+    /* RC completes a QP's WRs in order: those posted before this one,
+     * unsignaled, are done, and well (a failed WR always completes) */
+    nic_completion ok{};
+    ok.status = nic_status::success;
+    while (l.inflight.front() != op_index) {
+        const uint32_t earlier = l.inflight.front();
+        l.inflight.pop_front();
+        retire(p, earlier, ok, now);
+    }
+    l.inflight.pop_front();
+    retire(p, op_index, wc, now);
+}
+
+/* One posted op is done: credits back, its client told, the lane moves. */
+void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
+                    time_point now)
+{
     op_record &op = m_ops[op_index];
-    peer &p       = *m_peers[op.peer];
-    --p.lanes[op.lane].posted;
+    traced(trace_stage::sent, op.client, op.wr.wr_id);
     --p.posted;
     --m_cq_used;
     if (op.client != no_client) {
@@ -66,15 +97,13 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
     }
     const uint16_t lane_index = op.lane;
     if (wc.status == nic_status::success) {
-        if (p.conn) {
-            p.conn->activity(now);
-        }
+        p.conn->activity(now);
         complete_op(op_index, completion_status::success, 0);
         post_lane(p, lane_index);
         return;
     }
     complete_op(op_index, completion_status::failed, wc.vendor);
-    if (wc.status != nic_status::flushed && !p.draining) {
+    if (wc.status != nic_status::flushed && !p.is(peer_state::draining)) {
         qp_failed(p,
                   "QP " + std::to_string(wc.qpn) + ": " + status_text(wc),
                   now);
@@ -89,9 +118,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
     peer *p    = owner != m_peer_by_qpn.end() ? m_peers[owner->second].get() :
                                                 nullptr;
     if (wc.status == nic_status::success && p != nullptr) {
-        if (p->conn) {
-            p->conn->activity(now);
-        }
+        p->conn->activity(now);
         ++p->n.recv_msgs;
         p->n.recv_bytes += wc.byte_len;
         auto d = wc.has_imm ? imm::decode(wc.imm) : std::nullopt;
@@ -102,6 +129,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         } else if (!m_clients[d->dst_client].attached) {
             ++m_totals.misrouted;
         } else {
+            traced(trace_stage::receive, d->dst_client, wc.imm);
             client_state &c = m_clients[d->dst_client];
             inbound_message m{};
             m.peer = p->index;
@@ -113,6 +141,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                 ++c.am_in;
                 ++m_totals.am_in;
                 c.channel->deliver(m, m_nic.receive_data(buffer, wc.byte_len));
+                traced(trace_stage::deliver, d->dst_client, wc.imm);
             } else {
                 m.kind       = static_cast<uint8_t>(inbound_kind::write);
                 m.src_client = d->src_client;
@@ -121,7 +150,10 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                 c.write_bytes_in += wc.byte_len;
                 ++m_totals.writes_in;
                 m_totals.write_bytes_in += wc.byte_len;
-                c.channel->deliver(m, {});
+                if (c.channel->wants_write_notices()) {
+                    c.channel->deliver(m, {});
+                    traced(trace_stage::deliver, d->dst_client, wc.imm);
+                }
             }
         }
     } else if (wc.status == nic_status::error) {
@@ -129,14 +161,11 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                                 std::to_string(wc.qpn) + ": " +
                                 status_text(wc);
         m_log(why);
-        if (p != nullptr && !p->draining) {
+        if (p != nullptr && !p->is(peer_state::draining)) {
             qp_failed(*p, why, now);
         }
     }
-    auto r = m_nic.repost(std::span(&buffer, 1));
-    if (!r) {
-        m_log(r.error());
-    }
+    m_repost.push_back(buffer);
 }
 
 } // namespace rvt::agent

@@ -42,7 +42,10 @@ engine::peer &engine::add_peer(const wire::agent_address &addr, bool loopback)
     p->addr     = addr;
     p->loopback = loopback;
     p->lanes.resize(m_cfg.peers.num_qps);
-    if (!loopback) {
+    if (loopback) {
+        p->conn = std::make_unique<peer_connection>(
+                peer_connection::loopback(m_cfg.peers));
+    } else {
         local_agent self{};
         const gid_bytes gid = m_nic.gid();
         std::memcpy(self.self.gid, gid.data(), 16);
@@ -59,47 +62,31 @@ engine::peer &engine::add_peer(const wire::agent_address &addr, bool loopback)
     m_peer_by_addr[{gid_key(addr.gid), addr.ud_qpn}] = p->index;
     m_peers.push_back(std::move(p));
     peer &ref = *m_peers.back();
-    if (loopback) {
-        auto r = make_loopback(ref);
-        if (!r) {
-            ref.failed     = true;
-            ref.last_error = r.error();
-            m_log("loopback QPs: " + r.error());
-        }
+    if (loopback) { /* always wanted: its clients are this node's */
+        const time_point now = std::chrono::steady_clock::now();
+        run(ref, ref.conn->connect(now), now);
     }
     return ref;
 }
 
-/* The node's own peer: K QPs, each connected to itself, so processes on
- * one node reach each other through the same code path as remote ones. */
-result<done> engine::make_loopback(peer &p)
+/* A QP of the node's own peer, connected to itself at once: processes of
+ * one node reach each other through the same code path as remote ones,
+ * and a QP that cannot connect to itself fails the attempt (qps_failed),
+ * not the connection, so the rebuild cannot loop. */
+result<uint32_t> engine::create_loopback_qp(peer &p, uint32_t psn)
 {
-    for (uint32_t qpn : p.qps) {
-        m_peer_by_qpn.erase(qpn);
-        m_nic.destroy_qp(qpn);
+    auto qp = m_nic.create_qp();
+    if (!qp) {
+        return failure{qp.error()};
     }
-    p.active.clear();
-    p.qps.clear();
-    const gid_bytes gid = m_nic.gid();
-    for (uint32_t i = 0; i < m_cfg.peers.num_qps; ++i) {
-        auto qp = m_nic.create_qp();
-        if (!qp) {
-            return failure{qp.error()};
-        }
-        const uint32_t qpn = qp.value();
-        p.qps.push_back(qpn);
-        m_peer_by_qpn[qpn] = p.index;
-        const uint32_t psn = random_psn();
-        auto c             = m_nic.connect_qp(qpn, gid, qpn, psn, psn);
-        if (!c) {
-            return failure{c.error()};
-        }
-        p.active.push_back(qpn);
+    const uint32_t qpn = qp.value();
+    p.qps.push_back(qpn);
+    m_peer_by_qpn[qpn] = p.index;
+    auto c             = m_nic.connect_qp(qpn, m_nic.gid(), qpn, psn, psn);
+    if (!c) {
+        return failure{c.error()};
     }
-    p.connected = true;
-    p.draining  = false;
-    p.failed    = false;
-    return done{};
+    return qpn;
 }
 
 void engine::run(peer &p, actions acts, time_point now)
@@ -116,21 +103,31 @@ void engine::run_one(peer &p, const action &a, time_point now)
     case action_kind::create_qps: {
         std::vector<wire::conn::qp_info> infos;
         for (uint32_t i = 0; i < a.num_qps; ++i) {
-            auto qp = m_nic.create_qp();
+            const uint32_t psn = random_psn();
+            auto qp = p.loopback ? create_loopback_qp(p, psn) :
+                                   m_nic.create_qp();
             if (!qp) {
                 p.last_error = qp.error();
+                m_log(who + ": " + qp.error());
+                destroy_all_qps(p);
                 run(p, p.conn->qps_failed(now, qp.error()), now);
                 return;
             }
-            infos.push_back({qp.value(), random_psn()});
-            m_peer_by_qpn[qp.value()] = p.index;
-            p.qps.push_back(qp.value());
+            if (!p.loopback) {
+                m_peer_by_qpn[qp.value()] = p.index;
+                p.qps.push_back(qp.value());
+            }
+            infos.push_back({qp.value(), psn});
         }
         run(p, p.conn->qps_created(now, infos), now);
         return;
     }
     case action_kind::connect_qps: {
         p.active.assign(a.num_qps, 0);
+        if (p.loopback) { /* connected to themselves as they were made */
+            std::copy_n(p.qps.begin(), a.num_qps, p.active.begin());
+            return;
+        }
         gid_bytes gid;
         std::memcpy(gid.data(), p.addr.gid, gid.size());
         for (uint32_t i = 0; i < a.num_qps; ++i) {
@@ -164,8 +161,6 @@ void engine::run_one(peer &p, const action &a, time_point now)
         }
         return;
     case action_kind::flush_qps:
-        p.connected  = false;
-        p.draining   = true;
         p.last_error = a.reason;
         m_log(who + ": connection lost (" + a.reason + "): flushing");
         for (uint32_t i = 0; i < a.num_qps; ++i) {
@@ -187,9 +182,6 @@ void engine::run_one(peer &p, const action &a, time_point now)
         post_keepalive(p);
         return;
     case action_kind::report_connected:
-        p.connected = true;
-        p.draining  = false;
-        p.failed    = false;
         m_log(who + ": connected with " + std::to_string(p.active.size()) +
               " RC QPs");
         for (uint16_t i = 0; i < p.lanes.size(); ++i) {
@@ -197,8 +189,6 @@ void engine::run_one(peer &p, const action &a, time_point now)
         }
         return;
     case action_kind::report_peer_failed: {
-        p.connected  = false;
-        p.failed     = true;
         p.last_error = a.reason;
         m_log(who + ": failed: " + a.reason);
         fail_backlog(p, completion_status::peer_failed);
@@ -218,48 +208,30 @@ void engine::run_one(peer &p, const action &a, time_point now)
 void engine::qp_failed(peer &p, const std::string &reason, time_point now)
 {
     ++p.n.qp_errors;
-    if (p.loopback) {
-        if (!p.draining) {
-            p.connected  = false;
-            p.draining   = true;
-            p.last_error = reason;
-            m_log("loopback peer: " + reason + ": flushing");
-            for (uint32_t qpn : p.qps) {
-                (void)m_nic.flush_qp(qpn);
-            }
-        }
-        check_drained(p, now);
-        return;
-    }
-    if (p.conn->state() == peer_state::connected) {
+    if (p.is(peer_state::connected)) {
         run(p, p.conn->qp_error(now, reason), now);
-    } else if (!p.draining) {
+    } else if (!p.is(peer_state::draining)) {
         p.last_error = reason;
     }
 }
 
 void engine::check_drained(peer &p, time_point now)
 {
-    if (!p.draining || p.posted != 0) {
-        return;
+    if (p.is(peer_state::draining) && p.posted == 0) {
+        run(p, p.conn->drained(now), now);
     }
-    if (p.loopback) {
-        auto r = make_loopback(p);
-        if (!r) {
-            p.draining   = false;
-            p.failed     = true;
-            p.last_error = r.error();
-            fail_backlog(p, completion_status::peer_failed);
-            return;
-        }
-        ++p.reconnects;
-        for (uint16_t i = 0; i < p.lanes.size(); ++i) {
-            post_lane(p, i);
-        }
-        return;
+}
+
+/* After a failed attempt: whatever QPs it made go (the state machine has
+ * not seen them). */
+void engine::destroy_all_qps(peer &p)
+{
+    for (uint32_t qpn : p.qps) {
+        m_peer_by_qpn.erase(qpn);
+        m_nic.destroy_qp(qpn);
     }
-    p.draining = false;
-    run(p, p.conn->drained(now), now);
+    p.qps.clear();
+    p.active.clear();
 }
 
 void engine::fail_backlog(peer &p, completion_status why)
@@ -296,18 +268,12 @@ void engine::on_datagram(std::span<const std::byte> bytes, time_point now)
     } else {
         return;
     }
-    if (p->loopback) {
-        return;
-    }
     run(*p, p->conn->on_message(now, msg.value()), now);
 }
 
 void engine::tick_peers(time_point now)
 {
     for (auto &p : m_peers) {
-        if (!p->conn) {
-            continue;
-        }
         auto t = p->conn->next_timer();
         if (t && *t <= now) {
             run(*p, p->conn->tick(now), now);

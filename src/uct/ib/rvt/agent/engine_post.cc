@@ -9,6 +9,7 @@
 #include "uct/ib/rvt/agent/work_check.h"
 #include "uct/ib/rvt/common/imm.h"
 
+#include <array>
 #include <span>
 
 namespace rvt::agent {
@@ -25,6 +26,9 @@ uint16_t lane_of(uint32_t src_client, uint32_t dst_client, uint32_t lanes)
 
 /* How many work requests one client may move per pass: fairness. */
 constexpr int work_batch = 32;
+
+/* A long stream of WRs on one QP asks for a completion this often. */
+constexpr uint32_t signal_interval = 16;
 
 /* Largest single operation: UCX splits larger ones (its max_zcopy). */
 constexpr uint32_t max_message = 1u << 30;
@@ -44,7 +48,12 @@ uint32_t engine::alloc_op()
 
 void engine::free_op(uint32_t op_index)
 {
-    m_ops[op_index].in_use = false;
+    op_record &op = m_ops[op_index];
+    if (op.client != no_client &&
+        m_clients[op.client].generation == op.generation) {
+        m_clients[op.client].lkeys_in_use.remove(op.wr);
+    }
+    op.in_use = false;
     m_free_ops.push_back(op_index);
 }
 
@@ -63,6 +72,7 @@ void engine::complete_op(uint32_t op_index, completion_status status,
                                                                  0;
             done.peer   = op.wr.peer;
             c.channel->complete(done);
+            traced(trace_stage::complete, op.client, op.wr.wr_id);
         }
         if (status != completion_status::success &&
             status != completion_status::invalid) {
@@ -82,7 +92,8 @@ bool engine::take_work(uint32_t index, client_state &c)
     bool took = false;
     work_request wr;
     for (int n = 0; n < work_batch && c.channel->pop_work(wr); ++n) {
-        took                       = true;
+        took = true;
+        traced(trace_stage::pop, index, wr.wr_id);
         const attached_client *who = m_server ? m_server->client(index) :
                                                 nullptr;
         if (who == nullptr) {
@@ -109,6 +120,7 @@ bool engine::take_work(uint32_t index, client_state &c)
         op.generation           = c.generation;
         op.peer                 = wr.peer;
         op.in_use               = true;
+        c.lkeys_in_use.add(wr); /* until free_op */
         if (!why.empty()) {
             ++c.invalid;
             if (c.invalid <= 8) {
@@ -119,106 +131,161 @@ bool engine::take_work(uint32_t index, client_state &c)
             continue;
         }
         peer &p = *m_peers[wr.peer];
-        if (p.failed && !p.connected) {
+        if (p.is(peer_state::failed)) {
             complete_op(op_index, completion_status::peer_failed, 0);
             continue;
         }
         op.lane = lane_of(index, wr.dst_client,
                           static_cast<uint32_t>(p.lanes.size()));
-        p.lanes[op.lane].backlog.push_back(op_index);
-        post_lane(p, op.lane);
+        lane &l = p.lanes[op.lane];
+        l.backlog.push_back(op_index);
+        if (!l.marked) { /* posted once every ring was read: one chain */
+            l.marked = true;
+            m_marked.push_back({p.index, op.lane});
+        }
     }
     return took;
+}
+
+void engine::post_marked()
+{
+    for (const auto &[peer_index, lane_index] : m_marked) {
+        peer &p = *m_peers[peer_index];
+        p.lanes[lane_index].marked = false;
+        post_lane(p, lane_index);
+    }
+    m_marked.clear();
 }
 
 void engine::post_lane(peer &p, uint16_t lane_index)
 {
     lane &l = p.lanes[lane_index];
-    while (!l.backlog.empty() && p.connected && lane_index < p.active.size() &&
-           l.posted < m_sq_depth && m_cq_used < m_cq_budget) {
-        const uint32_t op_index = l.backlog.front();
-        op_record &op           = m_ops[op_index];
-        if (op.client != no_client &&
-            (!m_clients[op.client].attached ||
-             m_clients[op.client].generation != op.generation)) {
-            l.backlog.pop_front(); /* its client died: drop it */
-            free_op(op_index);
-            continue;
+    std::array<nic_send, max_chain> chain;
+    std::array<uint32_t, max_chain> ops;
+    while (!l.backlog.empty() && p.is(peer_state::connected) &&
+           lane_index < p.active.size()) {
+        size_t n = 0;
+        while (!l.backlog.empty() && n < max_chain &&
+               l.inflight.size() + n < m_sq_depth &&
+               m_cq_used + n < m_cq_budget) {
+            const uint32_t op_index = l.backlog.front();
+            l.backlog.pop_front();
+            const op_record &op = m_ops[op_index];
+            if (op.client != no_client &&
+                (!m_clients[op.client].attached ||
+                 m_clients[op.client].generation != op.generation)) {
+                free_op(op_index); /* its client died: drop it */
+                continue;
+            }
+            chain[n] = make_send(op_index);
+            ops[n++] = op_index;
         }
-        auto r = post_op(p, lane_index, op_index);
+        if (n == 0) {
+            return; /* out of credits, or only dead clients' ops */
+        }
+        signal(l, std::span(chain.data(), n));
+        size_t posted = 0;
+        auto r = m_nic.post(p.active[lane_index], std::span(chain.data(), n),
+                            posted);
+        for (size_t i = 0; i < posted; ++i) {
+            account_posted(p, lane_index, ops[i]);
+            traced(trace_stage::post, m_ops[ops[i]].client,
+                   m_ops[ops[i]].wr.wr_id);
+        }
         if (!r) {
-            /* the QP refused the WR (it is in error): the connection's
-             * error handling flushes and retries the lane later */
+            /* the QP refused the WRs (it is in error): they wait at the
+             * front, in order, and the connection's error handling
+             * flushes the QPs and retries the lane later */
+            for (size_t i = n; i > posted; --i) {
+                l.backlog.push_front(ops[i - 1]);
+            }
             qp_failed(p, r.error(), std::chrono::steady_clock::now());
             return;
         }
-        l.backlog.pop_front();
     }
 }
 
-result<done> engine::post_op(peer &p, uint16_t lane_index, uint32_t op_index)
+/* Selective signalling: the last WR of a chain asks for a completion, and
+ * so does every signal_interval-th one of a long stream, so that the send
+ * queue is reclaimed in time. The WRs before a signaled one complete with
+ * it (on_send_completion). */
+void engine::signal(lane &l, std::span<nic_send> chain)
 {
-    op_record &op          = m_ops[op_index];
+    for (size_t i = 0; i < chain.size(); ++i) {
+        const bool last     = i + 1 == chain.size();
+        chain[i].signaled   = last || ++l.unsignaled >= signal_interval;
+        if (chain[i].signaled) {
+            l.unsignaled = 0;
+        }
+    }
+}
+
+nic_send engine::make_send(uint32_t op_index) const
+{
+    const op_record &op    = m_ops[op_index];
     const work_request &wr = op.wr;
     nic_send s{};
-    s.wr_id    = tag::op | op_index;
-    s.signaled = true;
-    s.fence    = (wr.flags & work_fence) != 0;
+    s.wr_id = tag::op | op_index;
+    s.fence = (wr.flags & work_fence) != 0;
     if (op.client == no_client) { /* the agent's keepalive */
         s.opcode  = nic_opcode::send_imm;
         s.sge[0]  = m_nic.control_buffer();
         s.num_sge = 1;
         s.imm     = imm::encode_control(imm::control_op::keepalive).value_or(0);
-    } else {
-        /* an AM's head segment (checked like the rest) goes first */
-        if (wr.head_length > 0) {
-            s.sge[s.num_sge++] = {wr.head_addr, wr.head_length, wr.head_lkey};
-        }
-        if (wr.length > 0) {
-            s.sge[s.num_sge++] = {wr.local_addr, wr.length, wr.lkey};
-        }
-        switch (static_cast<work_op>(wr.op)) {
-        case work_op::rdma_write:
-            s.opcode = nic_opcode::rdma_write;
-            break;
-        case work_op::rdma_write_imm:
-            s.opcode = nic_opcode::rdma_write_imm;
-            /* check_work vouched for the fields: the encoders accept them */
-            s.imm    = imm::encode_write(wr.dst_client, op.client).value_or(0);
-            break;
-        case work_op::send_am:
-            s.opcode = nic_opcode::send_imm;
-            s.imm    = imm::encode_am(wr.dst_client, wr.am_id).value_or(0);
-            break;
-        case work_op::rdma_read:
-            s.opcode = nic_opcode::rdma_read;
-            break;
-        }
-        s.remote_addr = wr.remote_addr;
-        s.rkey        = wr.rkey;
+        return s;
     }
-    size_t posted = 0;
-    auto r = m_nic.post(p.active[lane_index], std::span(&s, 1), posted);
-    if (!r) {
-        return failure{r.error()};
+    /* an AM's head segment (checked like the rest) goes first */
+    if (wr.head_length > 0) {
+        s.sge[s.num_sge++] = {wr.head_addr, wr.head_length, wr.head_lkey};
     }
-    ++p.lanes[lane_index].posted;
+    if (wr.length > 0) {
+        s.sge[s.num_sge++] = {wr.local_addr, wr.length, wr.lkey};
+    }
+    /* check_work vouched for the fields: the encoders accept them */
+    switch (static_cast<work_op>(wr.op)) {
+    case work_op::rdma_write:
+        s.opcode = nic_opcode::rdma_write;
+        break;
+    case work_op::rdma_write_imm:
+        s.opcode = nic_opcode::rdma_write_imm;
+        s.imm    = imm::encode_write(wr.dst_client, op.client).value_or(0);
+        break;
+    case work_op::send_am:
+        s.opcode = nic_opcode::send_imm;
+        s.imm    = imm::encode_am(wr.dst_client, wr.am_id).value_or(0);
+        break;
+    case work_op::rdma_read:
+        s.opcode = nic_opcode::rdma_read;
+        break;
+    }
+    /* never inline: an inline send is copied by the CPU of the process
+     * that posts it, from its own address space, and a client's buffers
+     * are mapped only in the client (the device reads them via the MR) */
+    s.remote_addr = wr.remote_addr;
+    s.rkey        = wr.rkey;
+    return s;
+}
+
+void engine::account_posted(peer &p, uint16_t lane_index, uint32_t op_index)
+{
+    const op_record &op = m_ops[op_index];
+    p.lanes[lane_index].inflight.push_back(op_index);
     ++p.posted;
     ++m_cq_used;
     if (op.client != no_client) {
         client_state &c = m_clients[op.client];
         ++c.posted;
         ++c.ops;
-        c.bytes += wr.length;
+        c.bytes += op.wr.length;
         ++p.n.ops_posted;
-        p.n.bytes_posted += wr.length;
+        p.n.bytes_posted += op.wr.length;
     }
-    return done{};
 }
 
 void engine::post_keepalive(peer &p)
 {
-    if (!p.connected || p.active.empty() || p.lanes[0].posted >= m_sq_depth ||
+    if (!p.is(peer_state::connected) || p.active.empty() ||
+        p.lanes[0].inflight.size() >= m_sq_depth ||
         m_cq_used >= m_cq_budget) {
         return; /* busy lanes show the peer is alive anyway */
     }
@@ -229,11 +296,17 @@ void engine::post_keepalive(peer &p)
     op.peer                 = p.index;
     op.lane                 = 0;
     op.in_use               = true;
-    auto r                  = post_op(p, 0, op_index);
+    nic_send s              = make_send(op_index);
+    s.signaled              = true;
+    p.lanes[0].unsignaled   = 0;
+    size_t posted           = 0;
+    auto r = m_nic.post(p.active[0], std::span(&s, 1), posted);
     if (!r) {
         free_op(op_index);
         qp_failed(p, r.error(), std::chrono::steady_clock::now());
+        return;
     }
+    account_posted(p, 0, op_index);
 }
 
 } // namespace rvt::agent

@@ -21,21 +21,9 @@ std::string gid_text(const uint8_t (&gid)[16])
 
 } // namespace
 
-/* A loopback peer has no handshake: it is up or being rebuilt. */
-std::string_view engine::state_name(const peer &p)
-{
-    if (p.loopback) {
-        return p.connected ? "connected" : "down";
-    }
-    return to_string(p.conn->state());
-}
-
-/* Connections made after the first; loopback counts its rebuilds. */
+/* Connections made after the first (for loopback: its rebuilds). */
 uint64_t engine::reconnects_of(const peer &p)
 {
-    if (p.loopback) {
-        return p.reconnects;
-    }
     const uint64_t connects = p.conn->counters().connects;
     return connects > 0 ? connects - 1 : 0;
 }
@@ -87,7 +75,7 @@ std::string engine::status(bool human) const
                           p->index,
                           p->loopback ? "(this node)" :
                                         gid_text(p->addr.gid).c_str(),
-                          std::string(state_name(*p)).c_str(), p->qps.size(),
+                          std::string(to_string(p->conn->state())).c_str(), p->qps.size(),
                           static_cast<unsigned long long>(p->n.ops_posted),
                           static_cast<unsigned long long>(p->n.bytes_posted),
                           static_cast<unsigned long long>(p->n.ops_failed),
@@ -160,7 +148,7 @@ std::string engine::status(bool human) const
                       "\"queued\": %zu, \"posted\": %u, \"last_error\": %s}",
                       i ? ", " : "", p.index, p.loopback ? "true" : "false",
                       json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
-                      json_string(state_name(p)).c_str(), p.qps.size(),
+                      json_string(std::string(to_string(p.conn->state()))).c_str(), p.qps.size(),
                       static_cast<unsigned long long>(p.n.ops_posted),
                       static_cast<unsigned long long>(p.n.bytes_posted),
                       static_cast<unsigned long long>(p.n.ops_failed),

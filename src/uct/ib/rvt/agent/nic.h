@@ -56,7 +56,6 @@ struct nic_send {
     bool signaled; /* a completion is generated; unsignaled ones complete
                       silently, before the next signaled one of their QP */
     bool fence; /* wait for earlier RDMA READs of the QP */
-    bool inline_data; /* copy the payload at post time (<= max_inline) */
     uint8_t num_sge;
     std::array<nic_sge, 2> sge;
     uint64_t remote_addr; /* rdma ops */
@@ -96,9 +95,6 @@ struct rc_qp_params {
     uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
     uint8_t min_rnr     = 12; /* 0.64 ms */
     uint8_t rd_atomic   = 4; /* outstanding RDMA READs each way */
-    /* payload bytes a send may carry inline, asked of the device (it may
-     * grant less: nic::max_inline) */
-    uint32_t max_inline = 64;
 };
 
 struct nic_counters {
@@ -118,8 +114,6 @@ public:
     virtual uint32_t ud_qpn() const  = 0;
     /* Whether QPs may do RDMA READ (responder resources exist). */
     virtual bool can_read() const = 0;
-    /* Largest payload a send may carry inline; 0: never. */
-    virtual uint32_t max_inline() const = 0;
     /* Send WRs an RC QP holds (posted and not yet completed). */
     virtual uint32_t sq_depth() const = 0;
     /* Sends that may be outstanding (signaled or not) without the

@@ -17,8 +17,7 @@ failure verbs_failure(const char *what, uint32_t qpn, int err)
 } // namespace
 
 result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
-                                   const rc_qp_params &params,
-                                   uint32_t *max_inline)
+                                   const rc_qp_params &params)
 {
     ibv_qp_init_attr init{};
     init.send_cq          = cq;
@@ -28,13 +27,7 @@ result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
     init.cap.max_send_wr  = params.sq_depth;
     init.cap.max_send_sge = 2; /* an AM's head, then its payload */
     init.sq_sig_all       = 0;
-    init.cap.max_inline_data = params.max_inline;
     verbs::qp_ptr qp(ibv_create_qp(dev.pd(), &init));
-    if (!qp && params.max_inline > 0) {
-        /* a device without inline sends refuses any size: do without */
-        init.cap.max_inline_data = 0;
-        qp.reset(ibv_create_qp(dev.pd(), &init));
-    }
     if (!qp) {
         return failure{"ibv_create_qp (RC, " + std::to_string(params.sq_depth) +
                        " send WRs) failed: " + std::strerror(errno)};
@@ -50,9 +43,6 @@ result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
                                     IBV_QP_ACCESS_FLAGS);
     if (err != 0) {
         return verbs_failure("INIT", qp->qp_num, err);
-    }
-    if (max_inline != nullptr) {
-        *max_inline = init.cap.max_inline_data;
     }
     return qp;
 }

@@ -16,12 +16,9 @@
 
 namespace rvt::agent {
 
-/* A QP in INIT, with remote write and read access. `max_inline`, if
- * given, receives the inline size the device granted (it may be less than
- * params.max_inline, or 0 where the device has no inline sends). */
+/* A QP in INIT, with remote write and read access. */
 result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
-                                   const rc_qp_params &params,
-                                   uint32_t *max_inline = nullptr);
+                                   const rc_qp_params &params);
 
 /* INIT -> RTR -> RTS towards (gid, remote_qpn); the receive PSN is the
  * peer's send PSN. */

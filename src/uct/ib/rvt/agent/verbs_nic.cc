@@ -94,12 +94,6 @@ verbs_nic::create(device &dev, const verbs_nic_config &cfg)
         return failure{std::string("control buffer: ibv_reg_mr failed: ") +
                        std::strerror(errno)};
     }
-    /* what the device grants an RC QP inline, learnt from one probe */
-    auto probe = create_rc_qp(dev, n->m_cq.get(), n->m_pool->srq(), cfg.qp,
-                              &n->m_max_inline);
-    if (!probe) {
-        return failure{probe.error()};
-    }
     return n;
 }
 
@@ -206,7 +200,6 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
             unsigned flags = 0;
             flags |= s.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u;
             flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
-            flags |= s.inline_data ? unsigned{IBV_SEND_INLINE} : 0u;
             w.send_flags = flags;
             w.wr.rdma.remote_addr = s.remote_addr;
             w.wr.rdma.rkey        = s.rkey;

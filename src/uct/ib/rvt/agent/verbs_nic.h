@@ -43,10 +43,6 @@ public:
     {
         return m_dev.can_read();
     }
-    uint32_t max_inline() const override
-    {
-        return m_max_inline;
-    }
     uint32_t sq_depth() const override
     {
         return m_cfg.qp.sq_depth;
@@ -110,7 +106,6 @@ private:
     device &m_dev;
     verbs_nic_config m_cfg;
     uint32_t m_send_budget = 0;
-    uint32_t m_max_inline  = 0;
     verbs::comp_channel_ptr m_channel;
     verbs::cq_ptr m_cq;
     std::unique_ptr<receive_pool> m_pool;

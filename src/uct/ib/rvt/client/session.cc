@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -50,9 +52,29 @@ session::session(attachment at) :
                                           m_at.layout.caps.inbound)),
     m_inbound_data(m_at.shm.at<std::byte>(m_at.layout.inbound_data_offset))
 {
+    if (const char *spec = std::getenv("RVT_TRACE");
+        spec != nullptr && *spec != '\0') {
+        std::string_view v(spec);
+        size_t events = 100000;
+        if (auto colon = v.rfind(':'); colon != std::string_view::npos) {
+            events = std::strtoull(spec + colon + 1, nullptr, 10);
+            v      = v.substr(0, colon);
+        }
+        m_trace_path = std::string(v) + "." + std::to_string(getpid());
+        m_trace      = std::make_unique<trace>(events, "client");
+    }
 }
 
-session::~session() = default;
+session::~session()
+{
+    if (!m_trace) {
+        return;
+    }
+    if (std::FILE *f = std::fopen(m_trace_path.c_str(), "w")) {
+        m_trace->write(f);
+        std::fclose(f);
+    }
+}
 
 result<uint32_t> session::connect_peer(const wire::agent_address &remote,
                                        std::chrono::milliseconds timeout)
@@ -114,6 +136,7 @@ post_status session::post(const work_request &wr)
         return post_status::busy;
     }
     ++m_outstanding;
+    traced(trace_stage::submit, wr.wr_id);
     wake_agent();
     return post_status::posted;
 }
@@ -140,6 +163,7 @@ size_t session::poll_completions(std::span<completion> out)
         if (r != ring_pop::item) {
             break;
         }
+        traced(trace_stage::reap, out[n].wr_id);
         ++n;
     }
     m_outstanding -= std::min<uint32_t>(m_outstanding,
@@ -156,6 +180,9 @@ bool session::peek_inbound(inbound_view &out)
     }
     if (r != ring_pop::item) {
         return false;
+    }
+    if (!m_peeked) {
+        traced(trace_stage::read, out.msg.imm);
     }
     m_peeked = true;
     out.data = {};

@@ -11,8 +11,8 @@
  *                      as `invalid`, or failed as `peer_failed` before it
  *                      was posted, completes at once and may overtake
  *                      earlier requests of its endpoint still in flight
- *   peek_inbound() /   active messages (read in place), write notices and
- *   release_inbound()  peer failures, in arrival order
+ *   peek_inbound() /   active messages (read in place), write notices (if
+ *   release_inbound()  asked for) and peer failures, in arrival order
  *   wait()             sleep until the agent has something for us
  *
  * Flow control: every request gets exactly one completion, so the session
@@ -20,6 +20,11 @@
  * answers `busy` when that many are outstanding or the work ring is full,
  * and never overruns either ring. A `busy` post changed nothing: retry
  * after polling completions.
+ *
+ * Tracing (common/trace.h): RVT_TRACE=FILE[:EVENTS] in the environment
+ * makes the session record when each request entered the work ring, when
+ * its completion was taken and when each inbound entry was read (the
+ * first EVENTS, default 100000), and write them to FILE when it closes.
  *
  * Not thread-safe: one thread at a time per session (UCX calls under the
  * worker's lock).
@@ -31,6 +36,7 @@
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/ring.h"
+#include "uct/ib/rvt/common/trace.h"
 #include "uct/ib/rvt/common/work.h"
 
 #include <chrono>
@@ -38,6 +44,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 namespace rvt::client {
 
@@ -105,6 +112,14 @@ public:
      * this; deregistering succeeds at once (the MRs go with the context). */
     void release_agent_context();
 
+    /* Asks the agent for an inbound `write` entry per RDMA WRITE WITH
+     * IMM into this process (off after attach: see shm_doorbells). */
+    void set_write_notices(bool on)
+    {
+        m_doorbells->write_notices.store(on ? 1 : 0,
+                                         std::memory_order_relaxed);
+    }
+
     /* The request is copied; reserved fields are zeroed here. */
     post_status post(const work_request &wr);
 
@@ -150,7 +165,16 @@ private:
     bool has_events();
     void wake_agent();
 
+    void traced(trace_stage stage, uint64_t key)
+    {
+        if (m_trace) [[unlikely]] {
+            m_trace->record(stage, m_at.client_index, key);
+        }
+    }
+
     attachment m_at;
+    std::unique_ptr<trace> m_trace; /* off: empty */
+    std::string m_trace_path;
     shm_doorbells *m_doorbells;
     ring_producer<work_request> m_work;
     ring_consumer<completion> m_completions;

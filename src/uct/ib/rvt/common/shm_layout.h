@@ -51,7 +51,7 @@
 namespace rvt {
 
 inline constexpr uint32_t shm_magic   = 0x4d485352; /* "RSHM" */
-inline constexpr uint32_t shm_version = 2;
+inline constexpr uint32_t shm_version = 3;
 
 struct shm_header {
     uint32_t magic;
@@ -82,6 +82,12 @@ inline bool operator==(const shm_header &a, const shm_header &b)
 struct shm_doorbells {
     alignas(cache_line) std::atomic<uint32_t> agent_asleep; /* agent only */
     alignas(cache_line) std::atomic<uint32_t> client_asleep; /* client only */
+    /* client only, any time: non-zero asks for an inbound `write` entry
+     * per RDMA WRITE WITH IMM into this client. Off by default: UCT
+     * learns of a rendezvous write from the sender's own message, so a
+     * notice would cost it a progress pass that only bumps a counter (the
+     * agent counts the writes either way). */
+    std::atomic<uint32_t> write_notices;
 };
 static_assert(sizeof(shm_doorbells) == 2 * cache_line);
 static_assert(std::is_standard_layout_v<shm_doorbells>);

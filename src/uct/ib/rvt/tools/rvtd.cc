@@ -66,6 +66,8 @@ struct options {
     long give_up_ms   = 30000;
     long qp_timeout   = 16;
     long idle_yield   = 1;
+    long trace_events = 0;
+    std::string trace_file;
     bool daemon       = false;
 };
 
@@ -164,6 +166,17 @@ const std::vector<option_row> &option_table()
             number("give-up-ms", "30000",
                    "time to connect (or reconnect) before the peer is failed",
                    &options::give_up_ms, 100, 3600000),
+            number("trace-events", "0",
+                   "trace the data path: keep the first N events of its "
+                   "messages (trace.h) and write them to --trace-file at "
+                   "exit; 0: off (no cost)",
+                   &options::trace_events, 0, 100000000),
+            {"trace-file", "(the log file's name + .trace)",
+             "where --trace-events writes its events",
+             [](options &o, std::string_view v) {
+                 o.trace_file = v;
+                 return std::string();
+             }},
             number("qp-timeout", "16",
                    "RC ack timeout exponent: 4.096 us * 2^N per try (16: 268 "
                    "ms), "
@@ -348,6 +361,33 @@ int run(const options &opt)
         return start_failed(eng.error());
     }
     agent::engine &e = *eng.value();
+    std::optional<rvt::trace> trace;
+    if (opt.trace_events > 0) {
+        trace.emplace(static_cast<size_t>(opt.trace_events), "agent");
+        e.set_trace(&*trace);
+    }
+    /* the trace goes out once, when the loop ends */
+    struct trace_writer {
+        const std::optional<rvt::trace> &trace;
+        std::string path;
+        ~trace_writer()
+        {
+            if (!trace) {
+                return;
+            }
+            std::FILE *f = std::fopen(path.c_str(), "w");
+            if (f == nullptr) {
+                log_line("trace: cannot write " + path);
+                return;
+            }
+            trace->write(f);
+            std::fclose(f);
+            log_line("trace: " + std::to_string(trace->events().size()) +
+                     " events written to " + path + ", " +
+                     std::to_string(trace->dropped()) + " past the limit");
+        }
+    } write_trace{trace, opt.trace_file.empty() ? paths.log + ".trace" :
+                                                  opt.trace_file};
 
     agent::device_grant grant = d.grant(agent_id);
     grant.address             = e.address();
@@ -362,17 +402,7 @@ int run(const options &opt)
         return start_failed(server.error());
     }
     agent::attach_server &srv = *server.value();
-    e.set_clients(&srv);
-    srv.set_attach_handler(
-            [&e](const agent::attached_client &c) { e.client_attached(c); });
-    srv.set_peer_resolver([&e](const agent::attached_client &c,
-                               const wire::agent_address &a) {
-        return e.resolve_peer(c, a);
-    });
-    srv.set_mr_releaser(
-            [&e](const agent::attached_client &c, const agent::client_mr &mr) {
-                return e.release_mr(c, mr);
-            });
+    e.serve(srv);
     srv.set_status_source([&](bool human) {
         return status_text(loc.value(), d, agent_id, srv, e, human);
     });
