@@ -1,0 +1,483 @@
+/*
+ * The in-memory NIC, its API side: the fabric, identity, QPs, posting,
+ * the SRQ, polling, datagrams, sleeping and the test's hands. How WRs run
+ * is in loopback_run.cc; what each call does, and why, in loopback_nic.h.
+ */
+#include "test/loopback/loopback_nic.h"
+
+#include <infiniband/verbs.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+namespace rvt::agent::testing {
+
+namespace {
+
+
+const char *state_name(nic_qp_state s)
+{
+    switch (s) {
+    case nic_qp_state::reset:
+        return "RESET";
+    case nic_qp_state::init:
+        return "INIT";
+    case nic_qp_state::rtr:
+        return "RTR";
+    case nic_qp_state::rts:
+        return "RTS";
+    case nic_qp_state::error:
+        return "ERROR";
+    case nic_qp_state::other:
+        break;
+    }
+    return "another state";
+}
+
+} // namespace
+
+/* ---- the fabric ------------------------------------------------------ */
+
+loopback_fabric::~loopback_fabric()
+{
+    if (!m_nics.empty()) {
+        std::fprintf(stderr,
+                     "loopback_fabric destroyed with %zu nics still "
+                     "on it: destroy the nics first\n",
+                     m_nics.size());
+        std::abort();
+    }
+}
+
+void loopback_fabric::progress()
+{
+    for (loopback_nic *nic : m_nics) {
+        nic->progress_waiting();
+    }
+}
+
+uint32_t loopback_fabric::next_node()
+{
+    return m_next_node++;
+}
+
+void loopback_fabric::attach(loopback_nic *nic)
+{
+    m_nics.push_back(nic);
+}
+
+void loopback_fabric::detach(loopback_nic *nic)
+{
+    std::erase(m_nics, nic);
+}
+
+loopback_nic *loopback_fabric::find(const gid_bytes &gid) const
+{
+    for (loopback_nic *nic : m_nics) {
+        if (nic->gid() == gid) {
+            return nic;
+        }
+    }
+    return nullptr;
+}
+
+uint32_t loopback_fabric::next_qpn()
+{
+    return m_next_qpn++ & wire::conn::qpn_mask;
+}
+
+uint32_t loopback_fabric::next_mr()
+{
+    return m_next_mr++ & 0xffffff; /* the key's top 24 bits */
+}
+
+/* ---- the nic: identity and setup ------------------------------------- */
+
+loopback_nic::loopback_nic(loopback_fabric &fabric,
+                           const loopback_options &options) :
+    m_fabric(fabric),
+    m_options(options),
+    m_node(fabric.next_node()),
+    m_ud_qpn(fabric.next_qpn()),
+    m_event_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+    m_receive_memory(size_t{options.receive_buffers} * options.receive_size),
+    m_on_srq(options.receive_buffers, true)
+{
+    if (!m_event_fd) {
+        throw std::system_error(errno, std::generic_category(),
+                                "loopback nic: eventfd");
+    }
+    for (uint32_t i = 0; i < options.receive_buffers; ++i) {
+        m_srq.push_back(i);
+    }
+    m_control_mr = register_memory(m_control.data(), m_control.size(),
+                                   IBV_ACCESS_LOCAL_WRITE);
+    m_fabric.attach(this); /* last: nothing after it can throw */
+}
+
+loopback_nic::~loopback_nic()
+{
+    m_fabric.detach(this);
+}
+
+gid_bytes loopback_nic::gid() const
+{
+    /* fe80::<node>: link-local, never all zero */
+    gid_bytes g{};
+    g[0]  = 0xfe;
+    g[1]  = 0x80;
+    g[12] = static_cast<uint8_t>(m_node >> 24);
+    g[13] = static_cast<uint8_t>(m_node >> 16);
+    g[14] = static_cast<uint8_t>(m_node >> 8);
+    g[15] = static_cast<uint8_t>(m_node);
+    return g;
+}
+
+uint32_t loopback_nic::ud_qpn() const
+{
+    return m_ud_qpn;
+}
+
+bool loopback_nic::can_read() const
+{
+    return m_options.can_read;
+}
+
+uint32_t loopback_nic::max_inline() const
+{
+    return m_options.max_inline;
+}
+
+uint32_t loopback_nic::send_budget() const
+{
+    return m_options.send_budget;
+}
+
+nic_sge loopback_nic::control_buffer() const
+{
+    return {reinterpret_cast<uintptr_t>(m_control.data()),
+            static_cast<uint32_t>(m_control.size()), m_control_mr.lkey};
+}
+
+std::string loopback_nic::name(uint32_t qpn) const
+{
+    return "loopback nic " + std::to_string(m_node) + ": QP " +
+           std::to_string(qpn);
+}
+
+/* ---- QPs ------------------------------------------------------------- */
+
+loopback_nic::rc_qp *loopback_nic::find_qp(uint32_t qpn)
+{
+    auto it = m_qps.find(qpn);
+    return it == m_qps.end() ? nullptr : &it->second;
+}
+
+const loopback_nic::rc_qp *loopback_nic::find_qp(uint32_t qpn) const
+{
+    auto it = m_qps.find(qpn);
+    return it == m_qps.end() ? nullptr : &it->second;
+}
+
+result<uint32_t> loopback_nic::create_qp()
+{
+    const uint32_t qpn = m_fabric.next_qpn();
+    m_qps.emplace(qpn, rc_qp{.qpn = qpn});
+    return qpn;
+}
+
+result<done> loopback_nic::connect_qp(uint32_t qpn, const gid_bytes &gid,
+                                      uint32_t remote_qpn, uint32_t remote_psn,
+                                      uint32_t local_psn)
+{
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": connect_qp: no such QP"};
+    }
+    if (qp->state != nic_qp_state::init) {
+        return failure{name(qpn) + ": connect_qp: the QP is in " +
+                       state_name(qp->state) + ", expected INIT"};
+    }
+    qp->remote_gid = gid;
+    qp->remote_qpn = remote_qpn;
+    qp->recv_psn   = remote_psn & wire::conn::psn_mask;
+    qp->send_psn   = local_psn & wire::conn::psn_mask;
+    qp->state      = nic_qp_state::rts;
+    return done{};
+}
+
+result<done> loopback_nic::flush_qp(uint32_t qpn)
+{
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": flush_qp: no such QP"};
+    }
+    to_error(*qp);
+    return done{};
+}
+
+void loopback_nic::destroy_qp(uint32_t qpn)
+{
+    /* its queued WRs go without completions, as with ibv_destroy_qp; what
+     * is in the CQ stays there */
+    m_qps.erase(qpn);
+}
+
+nic_qp_state loopback_nic::query_qp(uint32_t qpn)
+{
+    const rc_qp *qp = find_qp(qpn);
+    return qp == nullptr ? nic_qp_state::other : qp->state;
+}
+
+size_t loopback_nic::queued(uint32_t qpn) const
+{
+    const rc_qp *qp = find_qp(qpn);
+    return qp == nullptr ? 0 : qp->queue.size();
+}
+
+/* ---- posting --------------------------------------------------------- */
+
+std::optional<std::string>
+loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
+{
+    if (wr.num_sge > wr.sge.size()) {
+        return std::to_string(wr.num_sge) + " SGEs, at most " +
+               std::to_string(wr.sge.size());
+    }
+    if (wr.opcode > nic_opcode::rdma_read) {
+        return "unknown opcode " + std::to_string(int(wr.opcode));
+    }
+    const bool read = wr.opcode == nic_opcode::rdma_read;
+    if (read && !m_options.can_read) {
+        return std::string("RDMA READ on a nic without can_read");
+    }
+    if (wr.inline_data && read) {
+        return std::string("an RDMA READ cannot be inline");
+    }
+    if (wr.inline_data && payload_length(wr) > m_options.max_inline) {
+        return "inline payload of " + std::to_string(payload_length(wr)) +
+               " bytes, max_inline is " + std::to_string(m_options.max_inline);
+    }
+    if (qp.outstanding >= m_options.sq_depth) {
+        return "send queue full: " + std::to_string(qp.outstanding) +
+               " WRs not retired, sq_depth " +
+               std::to_string(m_options.sq_depth) +
+               " (a WR is retired when the completion that covers it is "
+               "polled)";
+    }
+    return std::nullopt;
+}
+
+result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
+                                size_t &posted)
+{
+    posted    = 0;
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": post: no such QP"};
+    }
+    if (qp->state == nic_qp_state::init || qp->state == nic_qp_state::reset) {
+        return failure{name(qpn) + ": post: the QP is in " +
+                       state_name(qp->state) + ", not yet connected"};
+    }
+    std::optional<std::string> refused;
+    for (const nic_send &wr : chain) {
+        refused = check_post(*qp, wr);
+        if (refused) {
+            break;
+        }
+        ++qp->outstanding;
+        ++posted;
+        if (!qp->silent) {
+            qp->queue.push_back({wr, copy_inline(wr)});
+        }
+    }
+    kick(*qp);
+    if (refused) {
+        return failure{name(qpn) + ": post: WR " + std::to_string(posted) +
+                       " of the chain refused: " + *refused};
+    }
+    return done{};
+}
+
+/* ---- receive buffers (the SRQ) and the CQ ---------------------------- */
+
+std::span<const std::byte>
+loopback_nic::receive_data(uint32_t index, uint32_t length) const
+{
+    if (index >= m_options.receive_buffers) {
+        return {};
+    }
+    return {m_receive_memory.data() + size_t{index} * m_options.receive_size,
+            std::min(length, m_options.receive_size)};
+}
+
+result<done> loopback_nic::repost(std::span<const uint32_t> buffers)
+{
+    for (uint32_t index : buffers) {
+        if (index >= m_options.receive_buffers) {
+            return failure{"loopback nic " + std::to_string(m_node) +
+                           ": repost of buffer " + std::to_string(index) +
+                           ": the pool has " +
+                           std::to_string(m_options.receive_buffers)};
+        }
+        if (m_on_srq[index]) {
+            return failure{"loopback nic " + std::to_string(m_node) +
+                           ": repost of buffer " + std::to_string(index) +
+                           ": it is already on the SRQ"};
+        }
+        m_on_srq[index] = true;
+        m_srq.push_back(index);
+    }
+    return done{};
+}
+
+/* Polling frees the send-queue slots of the WRs a completion retires. */
+size_t loopback_nic::poll(std::span<nic_completion> out)
+{
+    m_fabric.progress();
+    size_t n = 0;
+    while (n < out.size() && !m_cq.empty()) {
+        const cq_entry e = m_cq.front();
+        m_cq.pop_front();
+        if (e.frees > 0) {
+            if (rc_qp *qp = find_qp(e.c.qpn)) {
+                qp->outstanding -= e.frees;
+            }
+        }
+        out[n++] = e.c;
+    }
+    return n;
+}
+
+/* ---- fault injection ------------------------------------------------- */
+
+result<done> loopback_nic::hold(uint32_t qpn, bool on)
+{
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": hold: no such QP"};
+    }
+    qp->held = on;
+    if (!on) {
+        kick(*qp);
+    }
+    return done{};
+}
+
+result<done> loopback_nic::fail_next(uint32_t qpn, uint32_t vendor_status)
+{
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": fail_next: no such QP"};
+    }
+    qp->fail_next = vendor_status;
+    return done{};
+}
+
+result<done> loopback_nic::break_silently(uint32_t qpn)
+{
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": break_silently: no such QP"};
+    }
+    qp->silent = true;
+    to_error(*qp);
+    return done{};
+}
+
+void loopback_nic::drop_datagrams(uint32_t n)
+{
+    m_drop_datagrams = n;
+}
+
+loopback_stats loopback_nic::stats() const
+{
+    return m_stats;
+}
+
+/* ---- datagrams ------------------------------------------------------- */
+
+result<done> loopback_nic::send_datagram(const wire::conn::message &msg,
+                                         const gid_bytes &gid, uint32_t qpn)
+{
+    loopback_nic *to = m_fabric.find(gid);
+    if (m_drop_datagrams > 0 || to == nullptr || to->m_ud_qpn != qpn ||
+        to->m_datagrams.size() >= to->m_options.datagram_slots) {
+        if (m_drop_datagrams > 0) {
+            --m_drop_datagrams;
+        }
+        ++m_counters.datagrams_dropped;
+        return done{}; /* UD: the sender never knows */
+    }
+    auto &bytes = to->m_datagrams.emplace_back();
+    std::memcpy(bytes.data(), &msg, sizeof(msg));
+    ++m_counters.datagrams_sent;
+    to->notify();
+    return done{};
+}
+
+size_t loopback_nic::poll_datagrams(
+        const std::function<void(std::span<const std::byte>)> &deliver)
+{
+    /* `deliver` may send to this nic: those wait for the next call */
+    auto arrived = std::exchange(m_datagrams, {});
+    for (const auto &bytes : arrived) {
+        ++m_counters.datagrams_received;
+        deliver(bytes);
+    }
+    return arrived.size();
+}
+
+nic_counters loopback_nic::counters() const
+{
+    nic_counters c    = m_counters;
+    c.receive_buffers = m_options.receive_buffers;
+    c.receives_posted = static_cast<uint32_t>(m_srq.size());
+    return c;
+}
+
+/* ---- sleeping -------------------------------------------------------- */
+
+int loopback_nic::event_fd() const
+{
+    return m_event_fd.get();
+}
+
+bool loopback_nic::arm()
+{
+    m_fabric.progress();
+    if (!m_cq.empty() || !m_datagrams.empty()) {
+        return false;
+    }
+    m_armed = true;
+    return true;
+}
+
+void loopback_nic::disarm()
+{
+    m_armed        = false;
+    uint64_t count = 0;
+    while (::read(m_event_fd.get(), &count, sizeof(count)) > 0) {
+    }
+}
+
+/* One-shot, like ibv_req_notify_cq: one event per arm(). */
+void loopback_nic::notify()
+{
+    if (!m_armed) {
+        return;
+    }
+    m_armed              = false;
+    const uint64_t one   = 1;
+    const ssize_t ignore = ::write(m_event_fd.get(), &one, sizeof(one));
+    (void)ignore; /* an eventfd write fails only on counter overflow */
+}
+
+} // namespace rvt::agent::testing

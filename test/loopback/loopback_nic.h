@@ -1,0 +1,334 @@
+/*
+ * loopback_nic: the engine's NIC (agent/nic.h) in memory, so the engine
+ * runs in host unit tests and in a host benchmark without RDMA hardware.
+ * Only those link it (test/loopback/librvt_loopback.la); rvtd never does.
+ *
+ * A loopback_fabric is the wire. Every loopback_nic registers with one and
+ * gets a GID and a handshake (UD) QPN from it, so several engines in one
+ * process talk as separate nodes; a QP may also be connected to itself
+ * (remote QPN = its own), as the engine's loopback peer does.
+ *
+ * It behaves as verbs does wherever the engine could tell the difference:
+ *
+ *   QPs      create_qp: INIT; connect_qp: RTS; flush_qp: ERROR. post() on
+ *            INIT fails with posted = 0 (ibv_post_send's bad_wr); on ERROR
+ *            it is accepted and every WR completes as flushed. A QP holds at
+ *            most sq_depth WRs, from post until the completion that retires
+ *            them is POLLED (an unsignaled WR is retired by the next
+ *            completion of its QP, as on a real send queue); one more fails.
+ *   Order    WRs run one after the other per QP. By default a WR runs in
+ *            post() (rxe runs sends inline too); with execute_on_post false
+ *            it waits for the next poll() of any nic on the fabric.
+ *   Peers    looked up when a WR runs, by GID and remote QPN. The remote QP
+ *            must be in RTS, connected back to this QP, with the receive
+ *            PSN this QP sends with; otherwise (or if the nic or QP is
+ *            gone) the WR fails with IBV_WC_RETRY_EXC_ERR, as a real
+ *            requester whose packets nobody answers does.
+ *   SRQ      SEND_IMM and WRITE_IMM consume the target nic's oldest posted
+ *            receive buffer and put a receive completion (wr_id = buffer
+ *            index, byte_len, imm) into the TARGET nic's CQ. With no buffer
+ *            posted the WR waits (receiver not ready, as with rnr_retry 7)
+ *            and is tried again on every poll() and arm() of any nic; the
+ *            WRs behind it wait too.
+ *   Errors   a bad lkey, or one that does not cover the SGE:
+ *            IBV_WC_LOC_PROT_ERR, this QP to ERROR. A bad rkey, one that
+ *            does not cover the range or lacks the access:
+ *            IBV_WC_REM_ACCESS_ERR, this QP and its peer to ERROR. A SEND
+ *            larger than a receive buffer: IBV_WC_REM_INV_REQ_ERR here,
+ *            IBV_WC_LOC_LEN_ERR on the consumed receive, both QPs to ERROR.
+ *            A zero-length SGE or RDMA op checks no key (as the IB spec
+ *            says), and inline data none.
+ *            Every WR behind a failed one completes as flushed. Error and
+ *            flush completions are generated signaled or not.
+ *   CQ       one FIFO per nic, sends and receives in the order they
+ *            happened. Its capacity is send_budget + receive buffers; an
+ *            entry beyond it is kept but counted as an overflow (on a real
+ *            device the CQ would be lost), and tests assert there is none.
+ *   UD       send_datagram puts the message's bytes on the queue of the nic
+ *            with that GID and UD QPN; a wrong GID or QPN, or a full queue,
+ *            loses it silently, as UD does.
+ *   Sleep    event_fd() is an eventfd; arm() is one-shot, like
+ *            ibv_req_notify_cq: the first completion or datagram after it
+ *            writes the fd.
+ *
+ * Memory. In `copy` mode the addresses in SGEs and remote_addr are pointers
+ * in this process: keys are checked against the nic's MR table
+ * (register_memory) and the bytes really move. In `none` mode no WR
+ * moves a byte or checks a key (datagrams still carry theirs): that is for
+ * the host benchmark, whose clients live in other processes, so their
+ * addresses mean nothing here. It is an honest model of the agent's cost:
+ * on a real NIC the DMA is done by the device and costs the agent's CPU
+ * nothing either.
+ *
+ * Fault injection, for the engine's failure paths:
+ *   hold(qpn, true)       the QP's WRs stay queued, unexecuted, until
+ *                         hold(qpn, false): a slow link or a busy peer.
+ *                         A flush still completes them at once.
+ *   fail_next(qpn, s)     the next WR to run completes with error status
+ *                         s (an ibv_wc_status), the QP goes to ERROR and
+ *                         the WRs behind it flush; the peer is not told.
+ *   break_silently(qpn)   the QP goes to ERROR and never generates another
+ *                         completion, not even for a flush, for WRs queued
+ *                         or posted later: rxe's lost completions (issue
+ *                         11), which the engine must survive by timeout.
+ *   drop_datagrams(n)     the next n datagrams this nic sends are lost.
+ *
+ * Single-threaded, as the engine is. The fabric must outlive its nics (its
+ * destructor aborts, naming the mistake, if any is left).
+ */
+#ifndef RVT_TEST_LOOPBACK_NIC_H
+#define RVT_TEST_LOOPBACK_NIC_H
+
+#include "uct/ib/rvt/agent/nic.h"
+#include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/unique_fd.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace rvt::agent::testing {
+
+enum class memory_mode : uint8_t {
+    copy, /* real pointers: keys checked, bytes moved */
+    none, /* nothing moved, nothing checked: the benchmark */
+};
+
+struct loopback_options {
+    uint32_t receive_buffers = 64; /* the SRQ: all posted at creation */
+    uint32_t receive_size    = 4096; /* bytes per receive buffer */
+    uint32_t sq_depth        = 128; /* WRs per QP, posted and not retired */
+    uint32_t send_budget     = 1024; /* CQ capacity minus receive_buffers */
+    uint32_t max_inline      = 64; /* 0: inline sends are refused */
+    bool can_read            = true;
+    memory_mode memory       = memory_mode::copy;
+    bool execute_on_post     = true; /* false: WRs run at the next poll() */
+    uint32_t datagram_slots  = 64; /* datagrams waiting; more are lost */
+};
+
+/* What register_memory returns: verbs' MR handle and keys. */
+struct loopback_mr {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+};
+
+/* For tests to assert on; nic_counters has the rest. */
+struct loopback_stats {
+    uint64_t ops_executed = 0; /* WRs that ran, successfully or not */
+    size_t cq_high_water  = 0; /* most completions waiting at once */
+    uint64_t cq_overflows = 0; /* completions beyond the CQ's capacity */
+    uint64_t rnr_waits    = 0; /* times a WR found no receive buffer */
+};
+
+class loopback_nic;
+
+class loopback_fabric {
+public:
+    loopback_fabric() = default;
+    ~loopback_fabric();
+    loopback_fabric(const loopback_fabric &)            = delete;
+    loopback_fabric &operator=(const loopback_fabric &) = delete;
+
+    /* Runs every queued WR of every nic that can run now (what poll()
+     * and arm() do first). */
+    void progress();
+
+private:
+    friend class loopback_nic;
+
+    uint32_t next_node();
+    void attach(loopback_nic *nic);
+    void detach(loopback_nic *nic);
+    loopback_nic *find(const gid_bytes &gid) const;
+    uint32_t next_qpn();
+    uint32_t next_mr();
+
+    std::vector<loopback_nic *> m_nics;
+    uint32_t m_next_node = 1;
+    uint32_t m_next_qpn  = 0x100; /* never 0 or 1 (QP0, QP1) */
+    uint32_t m_next_mr   = 1;
+};
+
+class loopback_nic final : public nic {
+public:
+    explicit loopback_nic(loopback_fabric &fabric,
+                          const loopback_options &options = {});
+    ~loopback_nic() override;
+    loopback_nic(const loopback_nic &)            = delete;
+    loopback_nic &operator=(const loopback_nic &) = delete;
+
+    /* nic.h */
+    gid_bytes gid() const override;
+    uint32_t ud_qpn() const override;
+    bool can_read() const override;
+    uint32_t max_inline() const override;
+    uint32_t send_budget() const override;
+    nic_sge control_buffer() const override;
+    result<uint32_t> create_qp() override;
+    result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
+                            uint32_t remote_qpn, uint32_t remote_psn,
+                            uint32_t local_psn) override;
+    result<done> flush_qp(uint32_t qpn) override;
+    void destroy_qp(uint32_t qpn) override;
+    /* nic_qp_state::other for a QPN this nic does not have. */
+    nic_qp_state query_qp(uint32_t qpn) override;
+    result<done> post(uint32_t qpn, std::span<const nic_send> chain,
+                      size_t &posted) override;
+    size_t poll(std::span<nic_completion> out) override;
+    /* Empty for an index outside the pool. */
+    std::span<const std::byte>
+    receive_data(uint32_t index, uint32_t length) const override;
+    /* Fails on an index outside the pool or one already on the SRQ; the
+     * indices before it were posted. */
+    result<done> repost(std::span<const uint32_t> buffers) override;
+    /* A datagram that is lost counts as dropped, not sent. */
+    result<done> send_datagram(const wire::conn::message &msg,
+                               const gid_bytes &gid, uint32_t qpn) override;
+    size_t poll_datagrams(const std::function<void(std::span<const std::byte>)>
+                                  &deliver) override;
+    int event_fd() const override;
+    bool arm() override;
+    void disarm() override;
+    /* Returns the handle; fails for a handle that is not registered. */
+    result<uint32_t> deregister(uint32_t handle) override;
+    nic_counters counters() const override;
+
+    /* The MR table (copy mode). access: IBV_ACCESS_* flags; an RDMA READ
+     * needs IBV_ACCESS_LOCAL_WRITE on its local SGEs, remote ops need
+     * IBV_ACCESS_REMOTE_WRITE or _READ; a gather needs none. */
+    loopback_mr register_memory(void *addr, size_t length, int access);
+
+    /* Fault injection (see the header comment); each fails for a QPN this
+     * nic does not have. */
+    result<done> hold(uint32_t qpn, bool on);
+    result<done> fail_next(uint32_t qpn, uint32_t vendor_status);
+    result<done> break_silently(uint32_t qpn);
+    void drop_datagrams(uint32_t n);
+
+    /* WRs posted on the QP and not run yet (held, waiting for a receive
+     * buffer, or deferred); 0 for an unknown QPN. */
+    size_t queued(uint32_t qpn) const;
+    loopback_stats stats() const;
+    const loopback_options &options() const
+    {
+        return m_options;
+    }
+
+private:
+    friend class loopback_fabric;
+
+    struct memory_region {
+        uintptr_t addr;
+        size_t length;
+        int access;
+    };
+
+    struct queued_wr {
+        nic_send wr;
+        std::vector<std::byte> inline_bytes; /* copied at post (copy mode) */
+    };
+
+    struct rc_qp {
+        uint32_t qpn;
+        nic_qp_state state = nic_qp_state::init;
+        gid_bytes remote_gid{};
+        uint32_t remote_qpn = 0;
+        uint32_t send_psn   = 0; /* what this QP sends with */
+        uint32_t recv_psn   = 0; /* what it expects from its peer */
+        std::deque<queued_wr> queue{}; /* posted, not run yet */
+        uint32_t outstanding      = 0; /* toward sq_depth */
+        uint32_t retired_silently = 0; /* freed by the next completion */
+        bool held                 = false;
+        bool silent               = false; /* break_silently */
+        bool waiting              = false; /* in m_waiting */
+        std::optional<uint32_t> fail_next{};
+    };
+
+    /* The QP at the other end of a connection. */
+    struct peer_ref {
+        loopback_nic *nic = nullptr;
+        rc_qp *qp         = nullptr;
+    };
+
+    /* How one WR ended when it was tried. */
+    struct outcome {
+        enum {
+            success,
+            wait,
+            error
+        } what;
+        uint32_t vendor = 0; /* ibv_wc_status */
+        peer_ref peer{}; /* set: a remote error, the peer goes to ERROR */
+    };
+
+    /* A CQ entry and the send-queue slots polling it frees. */
+    struct cq_entry {
+        nic_completion c;
+        uint32_t frees;
+    };
+
+    static uint64_t payload_length(const nic_send &wr);
+    rc_qp *find_qp(uint32_t qpn);
+    const rc_qp *find_qp(uint32_t qpn) const;
+    std::optional<std::string>
+    check_post(const rc_qp &qp, const nic_send &wr) const;
+    std::vector<std::byte> copy_inline(const nic_send &wr) const;
+    void kick(rc_qp &qp);
+    void mark_waiting(rc_qp &qp);
+    void run(rc_qp &qp);
+    void progress_waiting();
+    outcome execute(rc_qp &qp, const queued_wr &q);
+    peer_ref connected_peer(const rc_qp &qp) const;
+    bool local_ok(const nic_send &wr) const;
+    bool remote_ok(const nic_send &wr, uint64_t length, int access) const;
+    const memory_region *find_mr(uint32_t key, bool remote) const;
+    void gather(const queued_wr &q, std::byte *to) const;
+    void scatter(const nic_send &wr, const std::byte *from) const;
+    std::optional<uint32_t> take_receive_buffer();
+    std::byte *buffer(uint32_t index);
+    void to_error(rc_qp &qp);
+    void
+    complete(rc_qp &qp, const nic_send &wr, nic_status status, uint32_t vendor);
+    void retire(rc_qp &qp, const nic_send &wr);
+    void receive_completion(uint32_t qpn, uint32_t index, uint32_t byte_len,
+                            uint32_t imm, uint32_t vendor);
+    std::string name(uint32_t qpn) const;
+    void push(const cq_entry &e);
+    void notify();
+
+    loopback_fabric &m_fabric;
+    const loopback_options m_options;
+    const uint32_t m_node;
+    const uint32_t m_ud_qpn;
+    unique_fd m_event_fd;
+    bool m_armed = false;
+
+    std::unordered_map<uint32_t, rc_qp> m_qps;
+    std::vector<uint32_t> m_waiting; /* QPs with WRs that may run later */
+    std::deque<cq_entry> m_cq;
+
+    std::vector<std::byte> m_receive_memory;
+    std::deque<uint32_t> m_srq; /* posted buffers, oldest first */
+    std::vector<bool> m_on_srq;
+
+    std::unordered_map<uint32_t, memory_region> m_mrs; /* by handle */
+    std::array<std::byte, 16> m_control{};
+    loopback_mr m_control_mr{};
+
+    std::deque<std::array<std::byte, wire::conn::message_size>> m_datagrams;
+    uint32_t m_drop_datagrams = 0;
+
+    nic_counters m_counters;
+    loopback_stats m_stats;
+};
+
+} // namespace rvt::agent::testing
+
+#endif
