@@ -149,9 +149,9 @@ bool loopback_nic::can_read() const
     return m_options.can_read;
 }
 
-uint32_t loopback_nic::max_inline() const
+uint32_t loopback_nic::sq_depth() const
 {
-    return m_options.max_inline;
+    return m_options.sq_depth;
 }
 
 uint32_t loopback_nic::send_budget() const
@@ -257,13 +257,6 @@ loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
     if (read && !m_options.can_read) {
         return std::string("RDMA READ on a nic without can_read");
     }
-    if (wr.inline_data && read) {
-        return std::string("an RDMA READ cannot be inline");
-    }
-    if (wr.inline_data && payload_length(wr) > m_options.max_inline) {
-        return "inline payload of " + std::to_string(payload_length(wr)) +
-               " bytes, max_inline is " + std::to_string(m_options.max_inline);
-    }
     if (qp.outstanding >= m_options.sq_depth) {
         return "send queue full: " + std::to_string(qp.outstanding) +
                " WRs not retired, sq_depth " +
@@ -295,7 +288,7 @@ result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
         ++qp->outstanding;
         ++posted;
         if (!qp->silent) {
-            qp->queue.push_back({wr, copy_inline(wr)});
+            qp->queue.push_back({wr});
         }
     }
     kick(*qp);

@@ -37,7 +37,7 @@
  *            larger than a receive buffer: IBV_WC_REM_INV_REQ_ERR here,
  *            IBV_WC_LOC_LEN_ERR on the consumed receive, both QPs to ERROR.
  *            A zero-length SGE or RDMA op checks no key (as the IB spec
- *            says), and inline data none.
+ *            says).
  *            Every WR behind a failed one completes as flushed. Error and
  *            flush completions are generated signaled or not.
  *   CQ       one FIFO per nic, sends and receives in the order they
@@ -105,7 +105,6 @@ struct loopback_options {
     uint32_t receive_size    = 4096; /* bytes per receive buffer */
     uint32_t sq_depth        = 128; /* WRs per QP, posted and not retired */
     uint32_t send_budget     = 1024; /* CQ capacity minus receive_buffers */
-    uint32_t max_inline      = 64; /* 0: inline sends are refused */
     bool can_read            = true;
     memory_mode memory       = memory_mode::copy;
     bool execute_on_post     = true; /* false: WRs run at the next poll() */
@@ -168,7 +167,7 @@ public:
     gid_bytes gid() const override;
     uint32_t ud_qpn() const override;
     bool can_read() const override;
-    uint32_t max_inline() const override;
+    uint32_t sq_depth() const override;
     uint32_t send_budget() const override;
     nic_sge control_buffer() const override;
     result<uint32_t> create_qp() override;
@@ -232,7 +231,6 @@ private:
 
     struct queued_wr {
         nic_send wr;
-        std::vector<std::byte> inline_bytes; /* copied at post (copy mode) */
     };
 
     struct rc_qp {
@@ -279,7 +277,6 @@ private:
     const rc_qp *find_qp(uint32_t qpn) const;
     std::optional<std::string>
     check_post(const rc_qp &qp, const nic_send &wr) const;
-    std::vector<std::byte> copy_inline(const nic_send &wr) const;
     void kick(rc_qp &qp);
     void mark_waiting(rc_qp &qp);
     void run(rc_qp &qp);

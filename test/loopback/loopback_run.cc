@@ -203,22 +203,6 @@ loopback_nic::peer_ref loopback_nic::connected_peer(const rc_qp &qp) const
     return {other, p};
 }
 
-std::vector<std::byte> loopback_nic::copy_inline(const nic_send &wr) const
-{
-    std::vector<std::byte> bytes;
-    if (!wr.inline_data || m_options.memory != memory_mode::copy) {
-        return bytes;
-    }
-    bytes.resize(payload_length(wr));
-    size_t offset = 0;
-    for (size_t i = 0; i < wr.num_sge; ++i) {
-        std::memcpy(bytes.data() + offset, pointer(wr.sge[i].addr),
-                    wr.sge[i].length);
-        offset += wr.sge[i].length;
-    }
-    return bytes;
-}
-
 /* ---- memory ---------------------------------------------------------- */
 
 loopback_mr loopback_nic::register_memory(void *addr, size_t length, int access)
@@ -248,13 +232,9 @@ loopback_nic::find_mr(uint32_t key, bool remote) const
     return it == m_mrs.end() ? nullptr : &it->second;
 }
 
-/* Every local SGE lies in an MR of its lkey; a READ writes into them.
- * Inline data is taken at post time and has no key. */
+/* Every local SGE lies in an MR of its lkey; a READ writes into them. */
 bool loopback_nic::local_ok(const nic_send &wr) const
 {
-    if (wr.inline_data) {
-        return true;
-    }
     const bool read = wr.opcode == nic_opcode::rdma_read;
     for (size_t i = 0; i < wr.num_sge; ++i) {
         const nic_sge &sge = wr.sge[i];
@@ -286,10 +266,6 @@ bool loopback_nic::remote_ok(const nic_send &wr, uint64_t length,
 
 void loopback_nic::gather(const queued_wr &q, std::byte *to) const
 {
-    if (q.wr.inline_data) {
-        std::memcpy(to, q.inline_bytes.data(), q.inline_bytes.size());
-        return;
-    }
     for (size_t i = 0; i < q.wr.num_sge; ++i) {
         std::memmove(to, pointer(q.wr.sge[i].addr), q.wr.sge[i].length);
         to += q.wr.sge[i].length;

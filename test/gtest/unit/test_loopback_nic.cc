@@ -118,29 +118,6 @@ TEST_F(loopback_pair, read_copies_remote_bytes_into_local_memory)
     expect_send(got[0], 9, qa, nic_status::success, IBV_WC_SUCCESS);
 }
 
-TEST_F(loopback_pair, inline_payload_is_taken_at_post_time)
-{
-    start();
-    region src(*a, 8, 0, 1), dst(*b, 16, remote_rw, 0);
-    nic_send in    = rdma(nic_opcode::rdma_write, 1, src.sge(0, 8), dst, 0);
-    in.inline_data = true;
-    in.sge[0].lkey = 0xdead; /* inline data has no key */
-    ASSERT_TRUE(a->hold(qa, true).ok());
-    post_ok(*a, qa,
-            {in, rdma(nic_opcode::rdma_write, 2, src.sge(0, 8), dst, 8)});
-    std::fill(src.bytes.begin(), src.bytes.end(), 2);
-    ASSERT_TRUE(a->hold(qa, false).ok());
-    EXPECT_EQ(dst.bytes[0], 1) << "inline: the bytes of post time";
-    EXPECT_EQ(dst.bytes[8], 2) << "not inline: the bytes of run time";
-    EXPECT_EQ(drain(*a).size(), 2u);
-
-    nic_send big      = in;
-    big.sge[0].length = a->max_inline() + 1;
-    size_t posted     = 99;
-    EXPECT_FALSE(a->post(qa, {&big, 1}, posted).ok());
-    EXPECT_EQ(posted, 0u);
-}
-
 TEST_F(loopback_pair,
        unsignaled_wrs_are_silent_and_keep_their_slots_until_a_poll)
 {

@@ -10,7 +10,7 @@
  * Two implementations:
  *   verbs_nic     (verbs_nic.h) libibverbs on a real device: the product,
  *                 the only one rvtd can ever use.
- *   loopback_nic  (test/agent/loopback_nic.h) in memory, for the engine's
+ *   loopback_nic  (test/loopback/loopback_nic.h) in memory, for the engine's
  *                 host tests and the host benchmark; it is not linked into
  *                 rvtd.
  *
@@ -53,8 +53,10 @@ enum class nic_opcode : uint8_t {
 struct nic_send {
     uint64_t wr_id; /* below 2^63: the top bit is the nic's own */
     nic_opcode opcode;
-    bool signaled; /* a completion is generated; unsignaled ones complete
-                      silently, before the next signaled one of their QP */
+    bool signaled; /* a completion is generated; an unsignaled WR that
+                      succeeds completes silently, with the next completion
+                      of its QP, and holds its send queue slot until then;
+                      a WR that fails or is flushed always completes */
     bool fence; /* wait for earlier RDMA READs of the QP */
     uint8_t num_sge;
     std::array<nic_sge, 2> sge;
@@ -80,7 +82,14 @@ struct nic_completion {
     uint32_t vendor; /* the device's status code (ibv_wc_status) */
 };
 
-enum class nic_qp_state : uint8_t { reset, init, rtr, rts, error, other };
+enum class nic_qp_state : uint8_t {
+    reset,
+    init,
+    rtr,
+    rts,
+    error,
+    other
+};
 
 /* What an RC QP is configured with (rvtd's options). */
 struct rc_qp_params {
@@ -98,9 +107,9 @@ struct rc_qp_params {
 };
 
 struct nic_counters {
-    uint32_t receive_buffers = 0; /* in the pool */
-    uint32_t receives_posted = 0; /* of those, on the SRQ now */
-    uint64_t datagrams_sent  = 0;
+    uint32_t receive_buffers    = 0; /* in the pool */
+    uint32_t receives_posted    = 0; /* of those, on the SRQ now */
+    uint64_t datagrams_sent     = 0;
     uint64_t datagrams_received = 0;
     uint64_t datagrams_dropped  = 0;
 };
@@ -110,8 +119,8 @@ public:
     virtual ~nic() = default;
 
     /* Identity: where peers reach this agent (GID, handshake QPN). */
-    virtual gid_bytes gid() const    = 0;
-    virtual uint32_t ud_qpn() const  = 0;
+    virtual gid_bytes gid() const   = 0;
+    virtual uint32_t ud_qpn() const = 0;
     /* Whether QPs may do RDMA READ (responder resources exist). */
     virtual bool can_read() const = 0;
     /* Send WRs an RC QP holds (posted and not yet completed). */
@@ -127,11 +136,13 @@ public:
      * read allowed; connect: RTR then RTS towards (gid, remote_qpn), the
      * receive PSN is the peer's send PSN; flush: to ERROR, so posted work
      * completes as flushed. */
-    virtual result<uint32_t> create_qp() = 0;
+    virtual result<uint32_t> create_qp()                = 0;
     virtual result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
                                     uint32_t remote_qpn, uint32_t remote_psn,
                                     uint32_t local_psn) = 0;
-    virtual result<done> flush_qp(uint32_t qpn) = 0;
+    virtual result<done> flush_qp(uint32_t qpn)         = 0;
+    /* Its WRs not yet completed vanish; completions already in the CQ
+     * for it may still be polled. */
     virtual void destroy_qp(uint32_t qpn)       = 0;
     virtual nic_qp_state query_qp(uint32_t qpn) = 0;
 
@@ -144,7 +155,9 @@ public:
      * order. */
     virtual size_t poll(std::span<nic_completion> out) = 0;
 
-    /* The bytes a completed receive left in buffer `index`. */
+    /* The bytes a completed receive left in buffer `index`. A receive
+     * completion of any status has taken its buffer off the SRQ: it goes
+     * back only through repost(). */
     virtual std::span<const std::byte>
     receive_data(uint32_t index, uint32_t length) const = 0;
     /* Gives buffers back to the SRQ, with one doorbell. */
@@ -158,13 +171,15 @@ public:
             const std::function<void(std::span<const std::byte>)> &deliver) = 0;
 
     /* Sleeping: fd is readable once arm() was called and a completion or
-     * datagram arrived. arm() false: something may already be there (poll
-     * first). disarm() after waking. */
+     * datagram arrived; one event per arm(), as ibv_req_notify_cq. arm()
+     * false: something may already be there (poll first). disarm() after
+     * waking. */
     virtual int event_fd() const = 0;
     virtual bool arm()           = 0;
     virtual void disarm()        = 0;
 
-    /* Deregisters a client's MR by its handle in the agent's PD. */
+    /* Deregisters a client's MR by its handle in the agent's PD; returns
+     * the handle. */
     virtual result<uint32_t> deregister(uint32_t handle) = 0;
 
     virtual nic_counters counters() const = 0;

@@ -1,0 +1,475 @@
+/*
+ * rvt_host_bench: what the agent's software path costs on real cores.
+ *
+ * One agent process (the real engine, attach server, memfd rings and
+ * doorbells; the in-memory loopback nic at the device end, moving no
+ * payload: a NIC's DMA costs the agent no CPU) pinned to one core, and
+ * client processes (the real client library: attach, session, rings)
+ * pinned to the other. Nothing is simulated between them: a client's
+ * request crosses its work ring, the agent polls, checks and posts it to
+ * the nic, routes the completion and the message back through the
+ * client's rings, as rvtd does between a process and its device.
+ *
+ *   1. Latency: one client sends 8-byte active messages to itself, one at
+ *      a time. From the traces of both processes (common/trace.h), for
+ *      every message: client -> agent (submit to pop), the agent's work
+ *      (pop to post, receive to deliver), agent -> client (deliver to
+ *      read, complete to reap), and the round trip (submit to read).
+ *      min / median / p99 in ns.
+ *   2. Throughput: 1, 2, 4 and 8 clients each keep their rings full of
+ *      8-byte RDMA WRITEs to the node's own peer for a while: posts per
+ *      second through the one agent core, all clients together.
+ *
+ * Figures are printed, never judged (no timed test). Usage:
+ *   rvt_host_bench [--messages=N] [--seconds=S] [--agent-cpu=C]
+ *                  [--client-cpu=C]
+ */
+#include "test/loopback/loopback_nic.h"
+#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/engine.h"
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/session.h"
+#include "uct/ib/rvt/common/fd_passing.h"
+#include "uct/ib/rvt/common/trace.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace rvt;
+using clock_type = std::chrono::steady_clock;
+
+struct options {
+    unsigned messages = 20000;
+    double seconds    = 2.0;
+    int agent_cpu     = 0;
+    int client_cpu    = 1;
+};
+
+[[noreturn]] void die(const std::string &why)
+{
+    std::fprintf(stderr, "rvt_host_bench: %s\n", why.c_str());
+    std::exit(1);
+}
+
+options parse(int argc, char **argv)
+{
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value    = [&](const char *name) -> const char    *{
+            const std::string p = std::string("--") + name + "=";
+            return a.rfind(p, 0) == 0 ? argv[i] + p.size() : nullptr;
+        };
+        if (const char *v1 = value("messages")) {
+            o.messages = static_cast<unsigned>(std::strtoul(v1, nullptr, 10));
+        } else if (const char *v2 = value("seconds")) {
+            o.seconds = std::strtod(v2, nullptr);
+        } else if (const char *v3 = value("agent-cpu")) {
+            o.agent_cpu = std::atoi(v3);
+        } else if (const char *v4 = value("client-cpu")) {
+            o.client_cpu = std::atoi(v4);
+        } else {
+            die("unknown argument '" + a +
+                "' (--messages=N --seconds=S --agent-cpu=C --client-cpu=C)");
+        }
+    }
+    if (o.messages == 0 || o.seconds <= 0) {
+        die("--messages and --seconds must be positive");
+    }
+    return o;
+}
+
+void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        std::fprintf(stderr, "rvt_host_bench: cannot pin to CPU %d: %s\n", cpu,
+                     std::strerror(errno));
+    }
+}
+
+constexpr const char *job_key = "bench.host";
+
+volatile sig_atomic_t g_stop = 0;
+
+/* The agent: as rvtd, over the loopback nic, always spinning. Writes its
+ * trace (if any) to trace_path when told to stop. */
+[[noreturn]] void run_agent(const std::string &socket_path,
+                            const std::string &trace_path, size_t events)
+{
+    struct sigaction sa {};
+    sa.sa_handler = [](int) { g_stop = 1; };
+    sigaction(SIGTERM, &sa, nullptr);
+    auto log = [](std::string_view line) {
+        std::fprintf(stderr, "agent: %.*s\n", static_cast<int>(line.size()),
+                     line.data());
+    };
+    auto layout = shm_layout::make(shm_capacities{});
+    if (!layout) {
+        die(layout.error());
+    }
+    agent::testing::loopback_fabric fabric;
+    agent::testing::loopback_options nopt;
+    nopt.receive_buffers = 1024;
+    nopt.receive_size    = layout.value().caps.slot_size;
+    nopt.send_budget     = 8192;
+    nopt.memory          = agent::testing::memory_mode::none;
+    agent::testing::loopback_nic nic(fabric, nopt);
+    auto eng = agent::engine::create(nic, agent::engine_config{},
+                                     layout.value(), job_key, 42, log);
+    if (!eng) {
+        die(eng.error());
+    }
+    agent::engine &e = *eng.value();
+    std::optional<trace> tr;
+    if (events > 0) {
+        tr.emplace(events, "agent");
+        e.set_trace(&*tr);
+    }
+    unique_fd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
+    agent::device_grant grant{null_fd.get(), 1, 0, wire::reg_mode::uverbs_ioctl,
+                              42};
+    grant.address       = e.address();
+    grant.num_qps       = e.num_qps();
+    grant.agent_wake_fd = e.wake_fd();
+    auto server         = agent::attach_server::create(
+                    {socket_path, job_key, getuid(), 64, layout.value(),
+                     std::chrono::milliseconds(5000)},
+                    grant, log,
+                    [&e](const agent::attached_client &c) { e.client_gone(c); });
+    if (!server) {
+        die(server.error());
+    }
+    agent::attach_server &srv = *server.value();
+    e.serve(srv);
+    unsigned n = 0;
+    while (!g_stop) {
+        e.progress(clock_type::now());
+        if (++n % 256 == 0) {
+            srv.run_once(0);
+        }
+    }
+    if (tr) {
+        std::FILE *f = std::fopen(trace_path.c_str(), "w");
+        if (f == nullptr) {
+            die("cannot write " + trace_path);
+        }
+        tr->write(f);
+        std::fclose(f);
+    }
+    std::_Exit(0);
+}
+
+struct client_side {
+    std::unique_ptr<client::session> session;
+    uint32_t peer                = 0;
+    std::vector<uint64_t> buffer = std::vector<uint64_t>(8);
+    uint32_t lkey                = 0x1000;
+};
+
+/* Attaches, finds the node's own peer and announces one MR; the loopback
+ * nic (memory none) neither checks nor moves its bytes. */
+client_side open_client(const std::string &socket_path)
+{
+    client_side c;
+    auto at = client::attach(socket_path, job_key);
+    for (int i = 0; !at && i < 200; ++i) { /* the agent may still start */
+        usleep(10000);
+        at = client::attach(socket_path, job_key);
+    }
+    if (!at) {
+        die("attach: " + at.error());
+    }
+    auto s = client::session::open(std::move(at).value());
+    if (!s) {
+        die(s.error());
+    }
+    c.session = std::move(s).value();
+    auto peer = c.session->connect_peer(c.session->agent_address());
+    if (!peer) {
+        die(peer.error());
+    }
+    c.peer = peer.value();
+    c.lkey += c.session->client_index();
+    auto notice = wire::make_mr_notice(wire::msg_type::mr_registered, c.lkey,
+                                       c.lkey, c.lkey,
+                                       reinterpret_cast<uintptr_t>(
+                                               c.buffer.data()),
+                                       c.buffer.size() * sizeof(uint64_t));
+    auto sent   = send_with_fds(c.session->attached().sock.get(),
+                                std::as_bytes(std::span(&notice, 1)), {});
+    if (!sent) {
+        die(sent.error());
+    }
+    return c;
+}
+
+work_request request(const client_side &c, work_op op)
+{
+    work_request wr{};
+    wr.op          = static_cast<uint8_t>(op);
+    wr.flags       = work_signaled;
+    wr.peer        = c.peer;
+    wr.dst_client  = c.session->client_index();
+    wr.length      = 8;
+    wr.local_addr  = reinterpret_cast<uintptr_t>(c.buffer.data());
+    wr.lkey        = c.lkey;
+    wr.rkey        = c.lkey;
+    wr.remote_addr = wr.local_addr;
+    return wr;
+}
+
+/* Latency client: one 8-byte AM to itself at a time. */
+[[noreturn]] void
+run_pingpong(const std::string &socket_path, unsigned messages)
+{
+    client_side c      = open_client(socket_path);
+    client::session &s = *c.session;
+    work_request wr    = request(c, work_op::send_am);
+    std::array<completion, 16> done;
+    for (unsigned i = 0; i < messages + 100; ++i) {
+        wr.wr_id = i;
+        while (s.post(wr) != client::post_status::posted) {
+            (void)s.poll_completions(done);
+        }
+        client::inbound_view v;
+        while (!s.peek_inbound(v)) {
+            (void)s.poll_completions(done);
+        }
+        s.release_inbound();
+    }
+    while (s.outstanding() > 0) {
+        (void)s.poll_completions(done);
+    }
+    c.session.reset(); /* writes the client's trace */
+    std::_Exit(0);
+}
+
+/* Throughput client: its rings full of 8-byte writes until `until`;
+ * prints its completions to `out_fd`. */
+[[noreturn]] void run_stream(const std::string &socket_path, int out_fd,
+                             clock_type::time_point start,
+                             clock_type::time_point until)
+{
+    client_side c      = open_client(socket_path);
+    client::session &s = *c.session;
+    work_request wr    = request(c, work_op::rdma_write);
+    std::array<completion, 64> done;
+    while (clock_type::now() < start) {
+    }
+    uint64_t completed = 0;
+    uint64_t posted    = 0;
+    while (clock_type::now() < until) {
+        for (int k = 0; k < 32; ++k) {
+            wr.wr_id = posted;
+            if (s.post(wr) != client::post_status::posted) {
+                break;
+            }
+            ++posted;
+        }
+        completed += s.poll_completions(done);
+    }
+    const std::string line = std::to_string(completed) + "\n";
+    (void)!write(out_fd, line.data(), line.size());
+    while (s.outstanding() > 0) {
+        (void)s.poll_completions(done);
+    }
+    std::_Exit(0);
+}
+
+pid_t spawn(int cpu, const std::function<void()> &body)
+{
+    const pid_t pid = fork();
+    if (pid < 0) {
+        die(std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+        pin(cpu);
+        body();
+        std::_Exit(0);
+    }
+    return pid;
+}
+
+void reap(pid_t pid, const char *what)
+{
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        die(std::string(what) + " failed");
+    }
+}
+
+struct event {
+    uint64_t ns;
+    std::string stage;
+    uint64_t key;
+};
+
+std::vector<event> read_trace(const std::string &path)
+{
+    std::vector<event> out;
+    std::ifstream in(path);
+    uint64_t ns, key;
+    unsigned client;
+    std::string source, stage;
+    while (in >> ns >> source >> stage >> client >> key) {
+        out.push_back({ns, stage, key});
+    }
+    return out;
+}
+
+/* The n-th event of each stage belongs to the n-th message. */
+std::map<std::string, std::vector<uint64_t>>
+by_stage(const std::vector<event> &events)
+{
+    std::map<std::string, std::vector<uint64_t>> m;
+    for (const event &e : events) {
+        m[e.stage].push_back(e.ns);
+    }
+    return m;
+}
+
+void print_hop(const char *name, const std::vector<uint64_t> &from,
+               const std::vector<uint64_t> &to, size_t skip)
+{
+    std::vector<int64_t> d;
+    for (size_t i = skip; i < std::min(from.size(), to.size()); ++i) {
+        d.push_back(static_cast<int64_t>(to[i]) -
+                    static_cast<int64_t>(from[i]));
+    }
+    if (d.empty()) {
+        std::printf("  %-34s (no events)\n", name);
+        return;
+    }
+    std::sort(d.begin(), d.end());
+    auto at = [&](double q) {
+        return d[std::min(d.size() - 1, static_cast<size_t>(q * d.size()))];
+    };
+    std::printf("  %-34s %8lld %8lld %8lld\n", name,
+                static_cast<long long>(d.front()),
+                static_cast<long long>(at(0.5)),
+                static_cast<long long>(at(0.99)));
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const options o = parse(argc, argv);
+    char dir[]      = "/tmp/rvt-bench.XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+        die(std::string("mkdtemp: ") + std::strerror(errno));
+    }
+    const std::string socket_path  = std::string(dir) + "/agent.sock";
+    const std::string agent_trace  = std::string(dir) + "/agent.trace";
+    const std::string client_trace = std::string(dir) + "/client.trace";
+    std::printf("rvt_host_bench: agent on CPU %d, clients on CPU %d; the "
+                "loopback nic at the device end\n",
+                o.agent_cpu, o.client_cpu);
+
+    /* 1. latency */
+    const size_t events = (o.messages + 100) * 6;
+    pid_t agent         = spawn(o.agent_cpu,
+                                [&] { run_agent(socket_path, agent_trace, events); });
+    setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
+           1);
+    pid_t client = spawn(o.client_cpu,
+                         [&] { run_pingpong(socket_path, o.messages); });
+    reap(client, "the latency client");
+    unsetenv("RVT_TRACE");
+    kill(agent, SIGTERM);
+    reap(agent, "the agent");
+    const auto a = by_stage(read_trace(agent_trace));
+    const auto c = by_stage(
+            read_trace(client_trace + "." + std::to_string(client)));
+    auto get = [](const auto &m, const char *k) {
+        auto it = m.find(k);
+        return it == m.end() ? std::vector<uint64_t>{} : it->second;
+    };
+    std::printf("\nlatency: %u 8-byte active messages, one client to itself "
+                "through the agent (ns)\n",
+                o.messages);
+    std::printf("  %-34s %8s %8s %8s\n", "hop", "min", "median", "p99");
+    const size_t warm = 100;
+    print_hop("client -> agent (submit -> pop)", get(c, "submit"),
+              get(a, "pop"), warm);
+    print_hop("agent: check, post (pop -> post)", get(a, "pop"), get(a, "post"),
+              warm);
+    print_hop("agent: route AM (receive -> deliver)", get(a, "receive"),
+              get(a, "deliver"), warm);
+    print_hop("agent -> client (deliver -> read)", get(a, "deliver"),
+              get(c, "read"), warm);
+    print_hop("agent: completion (sent -> complete)", get(a, "sent"),
+              get(a, "complete"), warm);
+    print_hop("agent -> client (complete -> reap)", get(a, "complete"),
+              get(c, "reap"), warm);
+    print_hop("round trip (submit -> read)", get(c, "submit"), get(c, "read"),
+              warm);
+
+    /* 2. throughput */
+    std::printf("\nthroughput: 8-byte RDMA WRITEs, every client's rings kept "
+                "full, %.1f s each\n",
+                o.seconds);
+    std::printf("  %-8s %14s\n", "clients", "posts/s");
+    agent = spawn(o.agent_cpu, [&] { run_agent(socket_path, "", 0); });
+    for (int n : {1, 2, 4, 8}) {
+        int fds[2];
+        if (pipe(fds) != 0) {
+            die("pipe failed");
+        }
+        const auto start = clock_type::now() + std::chrono::milliseconds(500);
+        const auto until = start +
+                           std::chrono::duration_cast<clock_type::duration>(
+                                   std::chrono::duration<double>(o.seconds));
+        std::vector<pid_t> kids;
+        for (int k = 0; k < n; ++k) {
+            kids.push_back(spawn(o.client_cpu, [&] {
+                close(fds[0]);
+                run_stream(socket_path, fds[1], start, until);
+            }));
+        }
+        close(fds[1]);
+        for (pid_t k : kids) {
+            reap(k, "a throughput client");
+        }
+        uint64_t total = 0;
+        char buf[4096];
+        std::string text;
+        ssize_t got;
+        while ((got = read(fds[0], buf, sizeof(buf))) > 0) {
+            text.append(buf, static_cast<size_t>(got));
+        }
+        close(fds[0]);
+        for (size_t pos = 0; pos < text.size();) {
+            size_t end = text.find('\n', pos);
+            total += std::strtoull(text.substr(pos, end - pos).c_str(), nullptr,
+                                   10);
+            pos = end == std::string::npos ? text.size() : end + 1;
+        }
+        std::printf("  %-8d %14.0f\n", n,
+                    static_cast<double>(total) / o.seconds);
+    }
+    kill(agent, SIGTERM);
+    reap(agent, "the agent");
+    std::string cleanup = std::string("rm -rf ") + dir;
+    (void)!std::system(cleanup.c_str());
+    return 0;
+}
