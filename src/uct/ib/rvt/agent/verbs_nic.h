@@ -102,6 +102,9 @@ private:
 
     /* a chain is built here, at most this long per doorbell */
     static constexpr size_t max_chain = 64;
+    /* WRs per ibv_post_send: max_chain, or 1 on Soft-RoCE (rxe), whose
+     * 6.1 kernel side mishandles chains (see create()) */
+    size_t m_per_post = max_chain;
 
     device &m_dev;
     verbs_nic_config m_cfg;
