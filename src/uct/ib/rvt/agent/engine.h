@@ -328,11 +328,17 @@ private:
     bool m_asleep = false;
     trace *m_trace = nullptr; /* off: nullptr */
 
-    void traced(trace_stage stage, uint32_t client, uint64_t key)
+    void traced(trace_stage stage, uint32_t client, uint64_t key,
+                uint64_t ns = 0)
     {
         if (m_trace != nullptr) [[unlikely]] {
-            m_trace->record(stage, client, key);
+            m_trace->record(stage, client, key, ns != 0 ? ns : trace_now());
         }
+    }
+    /* a stamp taken before a client can see what it marks; 0 when off */
+    uint64_t stamp() const
+    {
+        return m_trace != nullptr ? trace_now() : 0;
     }
 
     struct totals {

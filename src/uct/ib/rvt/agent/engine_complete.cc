@@ -140,8 +140,9 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                 m.length = wc.byte_len;
                 ++c.am_in;
                 ++m_totals.am_in;
+                const uint64_t at = stamp();
                 c.channel->deliver(m, m_nic.receive_data(buffer, wc.byte_len));
-                traced(trace_stage::deliver, d->dst_client, wc.imm);
+                traced(trace_stage::deliver, d->dst_client, wc.imm, at);
             } else {
                 m.kind       = static_cast<uint8_t>(inbound_kind::write);
                 m.src_client = d->src_client;
@@ -151,8 +152,9 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                 ++m_totals.writes_in;
                 m_totals.write_bytes_in += wc.byte_len;
                 if (c.channel->wants_write_notices()) {
+                    const uint64_t at = stamp();
                     c.channel->deliver(m, {});
-                    traced(trace_stage::deliver, d->dst_client, wc.imm);
+                    traced(trace_stage::deliver, d->dst_client, wc.imm, at);
                 }
             }
         }

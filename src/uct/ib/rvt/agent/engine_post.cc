@@ -71,8 +71,9 @@ void engine::complete_op(uint32_t op_index, completion_status status,
             done.length = status == completion_status::success ? op.wr.length :
                                                                  0;
             done.peer   = op.wr.peer;
+            const uint64_t at = stamp();
             c.channel->complete(done);
-            traced(trace_stage::complete, op.client, op.wr.wr_id);
+            traced(trace_stage::complete, op.client, op.wr.wr_id, at);
         }
         if (status != completion_status::success &&
             status != completion_status::invalid) {

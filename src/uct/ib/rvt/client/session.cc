@@ -132,11 +132,13 @@ post_status session::post(const work_request &wr)
     }
     work_request copy = wr;
     copy.reserved0    = 0;
+    /* stamped before the agent can see it */
+    const uint64_t submitted = m_trace ? trace_now() : 0;
     if (!m_work.try_push(copy)) {
         return post_status::busy;
     }
     ++m_outstanding;
-    traced(trace_stage::submit, wr.wr_id);
+    traced(trace_stage::submit, wr.wr_id, submitted);
     wake_agent();
     return post_status::posted;
 }

@@ -165,10 +165,11 @@ private:
     bool has_events();
     void wake_agent();
 
-    void traced(trace_stage stage, uint64_t key)
+    void traced(trace_stage stage, uint64_t key, uint64_t ns = 0)
     {
         if (m_trace) [[unlikely]] {
-            m_trace->record(stage, m_at.client_index, key);
+            m_trace->record(stage, m_at.client_index, key,
+                            ns != 0 ? ns : trace_now());
         }
     }
 

@@ -87,10 +87,11 @@ public:
         m_events.reserve(capacity);
     }
 
-    void record(trace_stage stage, uint32_t client, uint64_t key)
+    void record(trace_stage stage, uint32_t client, uint64_t key,
+                uint64_t ns = trace_now())
     {
         if (m_events.size() < m_events.capacity()) {
-            m_events.push_back({trace_now(), key, client, stage});
+            m_events.push_back({ns, key, client, stage});
         } else {
             ++m_dropped;
         }
