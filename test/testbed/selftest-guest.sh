@@ -2,17 +2,11 @@
 # Testbed self-test, run inside the guest by test/testbed/selftest.sh:
 # proves that the nodes are separate hosts as far as UCX and MPI can tell,
 # and that real RDMA crosses between them, before any rvt code is involved.
-# Prints PASS/FAIL per check and the figures of every transfer.
+# Prints PASS/FAIL per check and the figures of every transfer; exits 1
+# if any check failed.
 set -u
-passed=0
-failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-check() { # check DESCRIPTION COMMAND...: pass if COMMAND succeeds
-    local what=$1
-    shift
-    if "$@"; then pass "$what"; else fail "$what"; fi
-}
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
 tx_bytes() { cat "/sys/class/net/veth$1/statistics/tx_bytes"; }
 N=$TB_NODES
 G=$(cat "$TB_RUN/gid_idx")
@@ -121,5 +115,4 @@ check "UCX does pick shared memory within one node (the check above can fail)" \
 echo "  ucx_info -e -u t -P inter on node1:"
 on 1 ucx_info -e -u t -P inter 2>&1 | grep -E 'ep_cfg|lane\[' | head -8 | sed 's/^/    /'
 
-echo "testbed self-test: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish "testbed self-test"
