@@ -18,6 +18,7 @@
 # on rvt) and that the 4 processes of a node shared K=4 RC QPs towards the
 # other node. Prints PASS:/FAIL: lines, the programs' own output
 # indented, and exits 1 if any check failed. Usage: mpi-guest.sh BUILD_DIR
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -46,11 +47,13 @@ work=$(mktemp -d "$build/mpi.XXXXXX") || exit 1
 
 indent() { sed -u "s/^/  $1| /"; }
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     touch "$work/stop"
     # each `on` wrapper's child is the agent's `timeout`, which passes the
     # signal on to rvtd
     for p in "${agent_pids[@]}"; do pkill -TERM -P "$p"; done
+    # shellcheck disable=SC2046 # one word per job
     kill $(jobs -p) 2>/dev/null
     wait
     rm -rf "$work"
@@ -116,6 +119,7 @@ printf 'node1 slots=4\nnode2 slots=4\n' >"$work/hosts"
 #  UCX_TLS=rvt,sm,self      rvt between the nodes, shared memory within
 #  UCX_RVT_START_AGENT=n    use the agents started above, never another
 #  LD_PRELOAD               UCX 1.13 loads only its own modules
+# shellcheck disable=SC2054 # commas in values (UCX_TLS=rvt,sm,self)
 mpirun_opts=(--hostfile "$work/hosts" --bind-to none
     --mca plm_rsh_agent "$rsh_agent" --mca plm_rsh_no_tree_spawn 1
     --mca if_base_do_not_resolve 1 --mca oob_tcp_if_include 198.18.0.0/24
@@ -157,6 +161,7 @@ check_carried() {
 # 1 ---------------------------------------------------------------------
 for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 t0=$SECONDS
+# shellcheck disable=SC2086 # the *_ARGS here: options, split on purpose
 on 1 timeout 600 mpirun "${mpirun_opts[@]}" -np 8 \
     bash -c "$rank0_info" "$mpi_prog" $MPI_ARGS >"$work/mpi.out" 2>&1
 rc=$?
@@ -182,6 +187,7 @@ fi
 # delivered writes with immediate, at least one 4 MiB message's worth.
 for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 t0=$SECONDS
+# shellcheck disable=SC2086
 on 1 timeout 600 mpirun "${mpirun_opts[@]}" -x UCX_RNDV_SCHEME=put_zcopy \
     -np 8 "$mpi_prog" $MPI_PUT_ARGS >"$work/mpi-put.out" 2>&1
 rc=$?
@@ -214,6 +220,7 @@ t0=$SECONDS
 # memory-release hook still registered, and osc/rdma's finalize then frees
 # memory and calls the hook into the unloaded library (SIGSEGV). With 0,
 # UCX uses its own memory hooks and nothing dangles.
+# shellcheck disable=SC2086
 on 1 timeout 600 mpirun "${mpirun_opts[@]}" --mca spml ucx \
     --mca opal_common_ucx_opal_mem_hooks 0 -x SHMEM_SYMMETRIC_SIZE=64M \
     -np 8 bash -c "$rank0_info" "$shmem_prog" $SHMEM_ARGS \

@@ -25,6 +25,7 @@
 #
 # Exits 1 if any check failed.
 # Usage: perftest-guest.sh BUILD_DIR (a path relative to the source tree)
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +41,7 @@ export RVT_JOB_KEY=perftest.$$
 T_PROC=120
 # shared by both nodes (each node has its own /tmp)
 work=$(mktemp -d "$PWD/$build/perftest.XXXXXX")
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     # each `on` wrapper's child is the timeout process in front of the
     # program; TERM to it is passed on
@@ -380,6 +382,7 @@ if grep -q 'rvt/.*rma_bw#[1-9]' <<<"$l"; then
     echo "    UCX_TLS=rc_verbs,ud_verbs:aux,sm,self ucx_info -e -u t -P intra:"
     cmp=$(on 1 env UCX_TLS=rc_verbs,ud_verbs:aux,sm,self timeout 60 \
         ucx_info -e -u t -P intra 2>&1)
+    # shellcheck disable=SC2001 # a prefix for every line
     grep 'lane\[' <<<"$cmp" | sed 's/^# */    /' ||
         sed 's/^/    /' <<<"$cmp" | head -5
 fi

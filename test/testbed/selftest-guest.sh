@@ -4,6 +4,7 @@
 # and that real RDMA crosses between them, before any rvt code is involved.
 # Prints PASS/FAIL per check and the figures of every transfer; exits 1
 # if any check failed.
+# shellcheck disable=SC2016 # commands for `on`: single quotes on purpose
 set -u
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -104,11 +105,13 @@ ucp_lanes() { # ucp_lanes SERVER_NODE CLIENT_NODE: print the ep_cfg lines
 }
 inter=$(ucp_lanes 2 1)
 rc=$?
+# shellcheck disable=SC2001 # a prefix for every line
 echo "$inter" | sed 's/^/  node1 <-> node2 lanes: /'
 check "UCP tag_bw node1 -> node2 with UCX_TLS=all" test $rc = 0 -a -n "$inter"
 check "UCX picks no shared-memory transport between nodes" \
     bash -c "! grep -qE '$sm' <<< \"\$1\" && grep -q verbs <<< \"\$1\"" _ "$inter"
 intra=$(ucp_lanes 3 3)
+# shellcheck disable=SC2001
 echo "$intra" | sed 's/^/  node3 <-> node3 lanes: /'
 check "UCX does pick shared memory within one node (the check above can fail)" \
     bash -c "grep -qE '$sm' <<< \"\$1\"" _ "$intra"

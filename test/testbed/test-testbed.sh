@@ -5,6 +5,7 @@
 # guest's kernel log. First, without qemu, the test scripts' helpers
 # (lib.sh): a failed check fails the script, and the agent-status readers.
 # Exits 1 if any check failed.
+# shellcheck disable=SC2016 # scripts for bash -c and the testbed: single quotes on purpose
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
@@ -15,7 +16,8 @@ out=$(mktemp)
 trap 'rm -rf "$out" "$RVT_TESTBED_RUNS"' EXIT
 
 # this test's own runs only: other testbed runs may come and go meanwhile
-export RVT_TESTBED_RUNS=$(mktemp -d /tmp/tb-runs.XXXXXX)
+RVT_TESTBED_RUNS=$(mktemp -d /tmp/tb-runs.XXXXXX)
+export RVT_TESTBED_RUNS
 qemus() { pgrep -c -f "tb.run=$RVT_TESTBED_RUNS/" || true; }
 expect() { # expect DESCRIPTION RC PATTERN -- testbed args...
     local what=$1 want=$2 pattern=$3 rc

@@ -16,6 +16,7 @@
 #
 # Prints PASS:/FAIL: lines and exits 1 if any check failed.
 # Usage: traffic-guest.sh BUILD_DIR
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -62,6 +63,7 @@ run_clients() {
     for n in 1 2 3; do
         for r in 0 1 2 3; do
             id=$(((n - 1) * 4 + r))
+            # shellcheck disable=SC2086 # EXTRA: options, split on purpose
             on "$n" "$client" --dir="$dir" --id=$id --clients=12 $extra \
                 >"$dir/out.$id" 2>&1 &
             pids+=($!)
@@ -129,7 +131,7 @@ pkill -KILL -P "$vpid" && killed=yes || killed=no
 rc=0
 for p in "${others[@]}"; do wait "$p" || rc=1; done
 wait "$vpid" 2>/dev/null
-if [ $rc = 0 ] && [ $killed = yes ]; then
+if [ $rc = 0 ] && [ "$killed" = yes ]; then
     pass "SIGKILL of a sending client: the other 11 clients' transfers completed and verified"
 else
     fail "SIGKILL test (killed=$killed)"; grep -h FAILED "$work"/t2/out.* | head -5
@@ -161,6 +163,7 @@ mkdir -p "$work/t3"
 # every client has published its address and traffic flows
 (
     for _ in $(seq 600); do
+        # shellcheck disable=SC2012 # names are ours: client.ID
         [ "$(ls "$work"/t3/client.* 2>/dev/null | wc -l)" = 12 ] && break
         sleep 0.1
     done
