@@ -2,16 +2,44 @@
 # Integration tests with real verbs (test/gtest/rvt_integration_tests, built
 # by `make check`), run on node 1 of the testbed. Prints PASS/FAIL per test
 # case; a test that skips here (no device) counts as failed, since the
-# testbed always has one.
+# testbed always has one. Exits 1 if any test case failed or the run did.
 # Usage: test/testbed/integration.sh [BUILD_DIR]   (default: build)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
 cd "$top" || exit 125
 build=${1:-build}
 bin=$build/test/gtest/rvt_integration_tests
-[ -x "$bin" ] || { echo "FAIL: $bin not built (run make check first)"; exit 1; }
-contrib/testbed/testbed run -n 2 -t 600 "on 1 $bin" |
-    awk '{ print }
-         /^\[       OK \]/ { print "PASS: " $4 }
-         /^\[  FAILED  \] [^ ]+ \(/ { print "FAIL: " $4 }
-         /^\[  SKIPPED \] [^ ]+ \(/ { print "FAIL: " $4 " skipped: no device in the testbed?" }'
+[ -x "$bin" ] || { fail "$bin not built (run make check first)"; exit 1; }
+
+# verdicts: GoogleTest's output, passed on, with a PASS/FAIL line per test
+# case (its "[  FAILED  ] NAME (N ms)" line; the summary's list of failed
+# tests has no time and is no second failure)
+verdicts() {
+    local line re_ok re_failed re_skipped
+    re_ok='^\[       OK \] ([^ ]+)'
+    re_failed='^\[  FAILED  \] ([^ ]+) \('
+    re_skipped='^\[  SKIPPED \] ([^ ]+) \('
+    while IFS= read -r line; do
+        echo "$line"
+        if [[ $line =~ $re_ok ]]; then
+            pass "${BASH_REMATCH[1]}"
+        elif [[ $line =~ $re_failed ]]; then
+            fail "${BASH_REMATCH[1]}"
+        elif [[ $line =~ $re_skipped ]]; then
+            fail "${BASH_REMATCH[1]} skipped: no device in the testbed?"
+        fi
+    done
+}
+
+# lastpipe: verdicts runs in this shell, so its counts are finish's
+shopt -s lastpipe
+contrib/testbed/testbed run -n 2 -t 600 "on 1 $bin" | verdicts
+rc=${PIPESTATUS[0]}
+# a run that failed with no failed test case to show for it (a crash, a
+# timeout) is one failure, as contrib/run-tests.sh counts it
+if [ "$rc" != 0 ] && [ "$checks_failed" = 0 ]; then
+    fail "the testbed run exited $rc with no failed test case (crashed, timed out?)"
+fi
+finish integration

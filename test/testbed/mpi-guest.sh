@@ -16,15 +16,18 @@
 # and checks from the agents' side that rvt carried the traffic between
 # the nodes (their life totals grew, rank 0's UCP put its remote endpoints
 # on rvt) and that the 4 processes of a node shared K=4 RC QPs towards the
-# other node. Prints PASS:/FAIL: lines; the programs' own output is
-# indented. Usage: mpi-guest.sh BUILD_DIR
+# other node. Prints PASS:/FAIL: lines, the programs' own output
+# indented, and exits 1 if any check failed. Usage: mpi-guest.sh BUILD_DIR
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u -o pipefail
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
 build=${1:?usage: mpi-guest.sh BUILD_DIR}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 top=$(cd "$(dirname "$0")/../.." && pwd)
 K=4
 rvtd=$build/src/uct/ib/rvt/tools/rvtd
-status=$build/src/uct/ib/rvt/tools/rvt-status
+rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
 module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 mpi_prog=$build/test/mpi/rvt_mpi_check
 shmem_prog=$build/test/shmem/rvt_shmem_check
@@ -42,15 +45,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shared by all nodes (each node has its own /tmp)
 work=$(mktemp -d "$build/mpi.XXXXXX") || exit 1
 
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; }
 indent() { sed -u "s/^/  $1| /"; }
 
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     touch "$work/stop"
     # each `on` wrapper's child is the agent's `timeout`, which passes the
     # signal on to rvtd
     for p in "${agent_pids[@]}"; do pkill -TERM -P "$p"; done
+    # shellcheck disable=SC2046 # one word per job
     kill $(jobs -p) 2>/dev/null
     wait
     rm -rf "$work"
@@ -59,16 +62,13 @@ agent_pids=()
 trap cleanup EXIT
 
 missing=()
-for f in "$mpi_prog" "$shmem_prog" "$module" "$rvtd" "$status"; do
+for f in "$mpi_prog" "$shmem_prog" "$module" "$rvtd" "$rvt_status"; do
     [ -x "$f" ] || [ -f "$f" ] || missing+=("$f")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     fail "not built: ${missing[*]} (make check builds the MPI/SHMEM programs when configure found mpicxx and oshcxx)"
     exit 1
 fi
-
-# the status of node N's agent, one JSON line
-json_of() { on "$1" bash -c "exec timeout 20 $status --json --device=\$RXE_DEV" 2>/dev/null; }
 
 for n in 1 2; do
     # --linger=0: stays when the jobs' processes leave, so its life totals
@@ -84,11 +84,7 @@ for n in 1 2; do
     agent_pids+=($!)
 done
 for n in 1 2; do
-    for _ in $(seq 100); do
-        json_of "$n" >/dev/null && break
-        sleep 0.1
-    done
-    json_of "$n" >/dev/null || { fail "node $n agent did not start"; cat "$work/rvtd.$n.log"; exit 1; }
+    wait_agent "$n" || { fail "node $n agent did not start"; cat "$work/rvtd.$n.log"; exit 1; }
 done
 
 # Samples each agent's status once a second while the jobs run: the only
@@ -98,7 +94,7 @@ for n in 1 2; do
     (
         for _ in $(seq 900); do
             [ -e "$work/stop" ] && break
-            json_of "$n" >>"$work/samples.$n"
+            agent_json "$n" >>"$work/samples.$n"
             sleep 1
         done
     ) &
@@ -123,6 +119,7 @@ printf 'node1 slots=4\nnode2 slots=4\n' >"$work/hosts"
 #  UCX_TLS=rvt,sm,self      rvt between the nodes, shared memory within
 #  UCX_RVT_START_AGENT=n    use the agents started above, never another
 #  LD_PRELOAD               UCX 1.13 loads only its own modules
+# shellcheck disable=SC2054 # commas in values (UCX_TLS=rvt,sm,self)
 mpirun_opts=(--hostfile "$work/hosts" --bind-to none
     --mca plm_rsh_agent "$rsh_agent" --mca plm_rsh_no_tree_spawn 1
     --mca if_base_do_not_resolve 1 --mca oob_tcp_if_include 198.18.0.0/24
@@ -136,27 +133,11 @@ mpirun_opts=(--hostfile "$work/hosts" --bind-to none
 # options apply to the first of those app contexts only.)
 rank0_info='[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export UCX_LOG_LEVEL=info; exec "$0" "$@"'
 
-# delivered AMs and writes, and the bytes posted to and received from the
-# other node, of node N's agent now
-counters() {
-    json_of "$1" | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)["data_path"]
-r = [p for p in d["peers"] if not p["loopback"]]
-print(d["delivered"]["am"], d["delivered"]["writes"],
-      d["delivered"]["write_bytes"], sum(p["bytes"] for p in r),
-      sum(p["received_bytes"] for p in r))'
-}
-
-# node N's counters now less counters.before.N, as "AMs writes write_bytes
-# sent received"; nothing when the agent does not answer
-deltas() {
-    local now
-    now=$(counters "$1") && [ -n "$now" ] || return 1
-    read -r am0 wr0 wb0 tx0 rx0 <"$work/counters.before.$1"
-    read -r am1 wr1 wb1 tx1 rx1 <<<"$now"
-    echo $((am1 - am0)) $((wr1 - wr0)) $((wb1 - wb0)) $((tx1 - tx0)) $((rx1 - rx0))
-}
+# node N's agent counters (lib.sh's agent_counters: delivered AMs and
+# writes, and the bytes posted to and received from the other node) now
+# less counters.before.N, as "AMs writes write_bytes sent received";
+# nothing when the agent does not answer
+deltas() { counters_delta "$1" "$work/counters.before.$1"; }
 
 # check_carried WHAT: each agent delivered AMs to its processes and moved
 # bytes to and from the other node between counters.before.N and now
@@ -178,8 +159,9 @@ check_carried() {
 }
 
 # 1 ---------------------------------------------------------------------
-for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
+for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 t0=$SECONDS
+# shellcheck disable=SC2086 # the *_ARGS here: options, split on purpose
 on 1 timeout 600 mpirun "${mpirun_opts[@]}" -np 8 \
     bash -c "$rank0_info" "$mpi_prog" $MPI_ARGS >"$work/mpi.out" 2>&1
 rc=$?
@@ -203,8 +185,9 @@ fi
 # The put scheme: the sender writes into the receiver's buffer. Every
 # message here is 1 MiB or more (rendezvous), so each agent must have
 # delivered writes with immediate, at least one 4 MiB message's worth.
-for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
+for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 t0=$SECONDS
+# shellcheck disable=SC2086
 on 1 timeout 600 mpirun "${mpirun_opts[@]}" -x UCX_RNDV_SCHEME=put_zcopy \
     -np 8 "$mpi_prog" $MPI_PUT_ARGS >"$work/mpi-put.out" 2>&1
 rc=$?
@@ -229,7 +212,7 @@ else
 fi
 
 # 2 ---------------------------------------------------------------------
-for n in 1 2; do counters "$n" >"$work/counters.before.$n"; done
+for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 t0=$SECONDS
 # opal_common_ucx_opal_mem_hooks 0: Debian's Open MPI 4.1.4 crashes in
 # shmem_finalize otherwise, rvt or not (also on the host, plain oshrun of a
@@ -237,6 +220,7 @@ t0=$SECONDS
 # memory-release hook still registered, and osc/rdma's finalize then frees
 # memory and calls the hook into the unloaded library (SIGSEGV). With 0,
 # UCX uses its own memory hooks and nothing dangles.
+# shellcheck disable=SC2086
 on 1 timeout 600 mpirun "${mpirun_opts[@]}" --mca spml ucx \
     --mca opal_common_ucx_opal_mem_hooks 0 -x SHMEM_SYMMETRIC_SIZE=64M \
     -np 8 bash -c "$rank0_info" "$shmem_prog" $SHMEM_ARGS \
@@ -255,48 +239,47 @@ check_carried "SHMEM's traffic"
 # 3 ---------------------------------------------------------------------
 touch "$work/stop"
 sleep 1
+# shared N: over node N's samples, the most processes attached at once and
+# the QPs towards the other node in the sample that showed them (of those,
+# the one with the most remote nodes); a verdict: 4 processes, K QPs
+shared() {
+    local seen
+    # a process attaches once per UCP context: twice for a SHMEM PE (pml
+    # ucx and spml ucx), so processes are counted by pid; a sample cut
+    # short is no JSON, and left out
+    seen=$(jq -cRn 'reduce (inputs | fromjson?) as $s (
+        {most: 0, attached: 0, pids: [], shown: null};
+        ($s.clients | map(.pid) | unique) as $now
+        | [$s.data_path.peers[] | select(.loopback | not)] as $remote
+        | .pids = (.pids + $now | unique)
+        | .attached = ([.attached, ($s.clients | length)] | max)
+        | if ($now | length) > .most or (($now | length) == .most and
+                .shown != null and ($remote | length) > (.shown.remote | length))
+          then .most = ($now | length)
+            | .shown = {remote: $remote, rc_qps: $s.data_path.rc_qps}
+          else . end)' "$work/samples.$1")
+    json_verdict "$seen" '
+        if .shown == null then
+            {ok: false, text: "no sample showed an attached process"}
+        else
+            (.shown.remote | map(.qps)) as $qps
+            | {ok: (.most == 4 and $qps == [$k]),
+               text: "\(.most) processes attached at once (\(.pids | length) over both jobs, up to \(.attached) attachments), \(.shown.remote | length) remote node(s) with QPs \($qps | tojson), \(.shown.rc_qps) RC QPs in all with loopback; per-process RC would need \(.most) x \(.most) = \(.most * .most) towards the other node"}
+        end' --argjson k "$K"
+}
 for n in 1 2; do
-    if out=$(/usr/bin/python3 - "$K" "$work/samples.$n" <<'PY'
-import json, sys
-k, path = int(sys.argv[1]), sys.argv[2]
-# a process attaches once per UCP context: twice for a SHMEM PE (pml ucx
-# and spml ucx), so processes are counted by pid
-most, attached, pids, shown = 0, 0, set(), None
-for line in open(path):
-    try:
-        s = json.loads(line)
-    except ValueError:
-        continue  # a sample cut short
-    c = s["clients"]
-    now = {x["pid"] for x in c}
-    pids |= now
-    attached = max(attached, len(c))
-    remote = [p for p in s["data_path"]["peers"] if not p["loopback"]]
-    if len(now) > most or (len(now) == most and shown and
-                           len(remote) > len(shown[0])):
-        most, shown = len(now), (remote, s["data_path"]["rc_qps"])
-if shown is None:
-    print("no sample showed an attached process")
-    sys.exit(1)
-remote, rc_qps = shown
-qps = [p["qps"] for p in remote]
-print(f"{most} processes attached at once ({len(pids)} over both jobs, up "
-      f"to {attached} attachments), {len(remote)} remote node(s) with QPs "
-      f"{qps}, {rc_qps} RC QPs in all with loopback; per-process RC would "
-      f"need {most} x {most} = {most * most} towards the other node")
-sys.exit(0 if most == 4 and qps == [k] else 1)
-PY
-    ); then
+    if out=$(shared "$n"); then
         pass "QPs shared: node $n agent: $out"
     else
         fail "QPs shared: node $n agent: $out (expected 4 processes at once, $K RC QPs to the one other node)"
     fi
 done
 for n in 1 2; do
-    on "$n" bash -c "timeout 20 $status --device=\$RXE_DEV" 2>&1 |
+    on "$n" bash -c "timeout 20 $rvt_status --device=\$RXE_DEV" 2>&1 |
         grep -E '^(clients|delivered|peers|gone)|  peer' | indent "node$n rvt-status"
 done
 for n in 1 2; do
     grep -E 'refused|ignored|error|failed|lost' "$work/rvtd.$n.log" | tail -n 8 | indent "rvtd $n"
 done
 echo "mpi job ${mpi_s} s, mpi put-scheme job ${put_s} s, shmem job ${shmem_s} s"
+finish "mpi, shmem"

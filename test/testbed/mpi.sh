@@ -5,15 +5,18 @@
 # wrappers (config/m4/rvt_mpi.m4); when they are missing or older than
 # their source, they are built here with the wrappers (mpicxx, oshcxx:
 # Debian's openmpi-bin and libopenmpi-dev, from setup-deps.sh), and without
-# a wrapper the suite fails, saying which.
+# a wrapper the suite fails, saying which. Exits with the guest script's
+# status, 1 when a check failed.
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
 cd "$top" || exit 125
 build=${1:-build}
 build_one() { # WRAPPER SOURCE OUTPUT
     local cxx=$1 src=$2 out=$3
     command -v "$cxx" >/dev/null ||
-        { echo "FAIL: $cxx not found: install openmpi-bin and libopenmpi-dev (contrib/setup-deps.sh does)"; return 1; }
+        { fail "$cxx not found: install openmpi-bin and libopenmpi-dev (contrib/setup-deps.sh does)"; return 1; }
     mkdir -p "$(dirname "$out")"
     [ "$out" -nt "$src" ] && [ "$out" -nt test/common/check_pattern.h ] &&
         return 0
@@ -21,7 +24,7 @@ build_one() { # WRAPPER SOURCE OUTPUT
     # do not compile warning-free
     "$cxx" -std=c++20 -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX=1 \
         -o "$out" "$src" ||
-        { echo "FAIL: $cxx could not build $src"; return 1; }
+        { fail "$cxx could not build $src"; return 1; }
 }
 build_one mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
 build_one oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1

@@ -23,11 +23,15 @@
 # never judged: under TCG they say little about real hardware, only rvt
 # against rc_verbs in the same run.
 #
+# Exits 1 if any check failed.
 # Usage: perftest-guest.sh BUILD_DIR (a path relative to the source tree)
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u -o pipefail
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
 build=${1:?usage: perftest-guest.sh BUILD_DIR}
 rvtd=$build/src/uct/ib/rvt/tools/rvtd
-status=$build/src/uct/ib/rvt/tools/rvt-status
+rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
 module=$PWD/$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 dev_alias=$PWD/$build/test/testbed/perftest_dev_alias.so
 # one job, one agent per node; distinct from the other suites' keys so a
@@ -37,6 +41,7 @@ export RVT_JOB_KEY=perftest.$$
 T_PROC=120
 # shared by both nodes (each node has its own /tmp)
 work=$(mktemp -d "$PWD/$build/perftest.XXXXXX")
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     # each `on` wrapper's child is the timeout process in front of the
     # program; TERM to it is passed on
@@ -47,16 +52,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 section() { echo; echo "--- $* (+$((SECONDS - t_start)) s)"; }
 t_start=$SECONDS
-
-json_of() {
-    on "$1" bash -c "exec timeout 20 $status --json --device=\$RXE_DEV" \
-        2>/dev/null
-}
 
 # the agents: started by hand, staying (linger 0) so that their life
 # totals cover the whole run
@@ -65,11 +62,7 @@ for n in 1 2; do
         >"$work/rvtd.$n.log" 2>&1 &
 done
 for n in 1 2; do
-    for _ in $(seq 100); do
-        json_of "$n" >/dev/null && break
-        sleep 0.1
-    done
-    json_of "$n" >/dev/null || { fail "rvtd on node $n does not answer"; exit 1; }
+    wait_agent "$n" || { fail "rvtd on node $n does not answer"; exit 1; }
 done
 
 port=20000
@@ -216,13 +209,11 @@ echo " MB/s, < 1 is slower; TCG emulation: compare the columns, not the numbers)
 
 # rvt's UCT traffic went between the nodes: node 1's agent used its peer
 # node 2, not its loopback QPs
-if out=$(json_of 1 | /usr/bin/python3 -c '
-import json, sys
-peers = json.load(sys.stdin)["data_path"]["peers"]
-remote = sum(p["ops"] for p in peers if not p["loopback"])
-loop = sum(p["ops"] for p in peers if p["loopback"])
-print(f"node 1 agent: {remote} ops posted to node 2, {loop} on loopback")
-sys.exit(0 if remote > 0 and loop == 0 else 1)'); then
+if out=$(json_verdict "$(agent_json 1)" '.data_path.peers
+    | (map(select(.loopback | not) | .ops) | add // 0) as $remote
+    | (map(select(.loopback) | .ops) | add // 0) as $loop
+    | {ok: ($remote > 0 and $loop == 0),
+       text: "node 1 agent: \($remote) ops posted to node 2, \($loop) on loopback"}'); then
     pass "rvt UCT runs crossed the nodes: $out"
 else
     fail "rvt UCT runs did not cross the nodes as expected: $out"
@@ -235,6 +226,7 @@ fi
 # summary line. WHERE=remote: rvt must carry the am lane and the
 # rendezvous (rma_bw) lanes, or for ucp_put_bw the rma lanes. WHERE=local:
 # shared memory must carry the am lane and the first rendezvous lane.
+# (Python, not jq: it reads UCX's log text, with regular expressions)
 lanes() {
     /usr/bin/python3 - "$1.client" "$2" "$3" <<'PY'
 import re, sys
@@ -290,18 +282,12 @@ log_env="UCX_LOG_LEVEL=debug UCX_LOG_FILE_FILTER=*/[uw][ci][pr][_e][wu][op]*.c"
 
 # peer_bytes N: bytes node N's agent posted to other nodes (life total)
 peer_bytes() {
-    json_of "$1" | /usr/bin/python3 -c '
-import json, sys
-print(sum(p["bytes"] for p in json.load(sys.stdin)["data_path"]["peers"]
-          if not p["loopback"]))'
+    agent_get "$1" '.data_path.peers | map(select(.loopback | not) | .bytes) | add // 0'
 }
 # delivered N: "writes bytes" that node N's agent delivered to its
 # clients as WRITE WITH IMM, over its life (they outlive the clients)
 delivered() {
-    json_of "$1" | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)["data_path"]["delivered"]
-print(d["writes"], d["write_bytes"])'
+    agent_get "$1" '.data_path.delivered | "\(.writes) \(.write_bytes)"'
 }
 
 # ucp_case TLS TEST SIZE ITERS WARM [ENV...]: one UCP run between the
@@ -396,14 +382,15 @@ if grep -q 'rvt/.*rma_bw#[1-9]' <<<"$l"; then
     echo "    UCX_TLS=rc_verbs,ud_verbs:aux,sm,self ucx_info -e -u t -P intra:"
     cmp=$(on 1 env UCX_TLS=rc_verbs,ud_verbs:aux,sm,self timeout 60 \
         ucx_info -e -u t -P intra 2>&1)
+    # shellcheck disable=SC2001 # a prefix for every line
     grep 'lane\[' <<<"$cmp" | sed 's/^# */    /' ||
         sed 's/^/    /' <<<"$cmp" | head -5
 fi
 
 section "agents"
 for n in 1 2; do
-    on "$n" bash -c "timeout 20 $status --device=\$RXE_DEV" |
+    on "$n" bash -c "timeout 20 $rvt_status --device=\$RXE_DEV" |
         grep -E '^(delivered|peers)|  peer' | sed "s/^/[node$n status] /"
 done
-echo "guest time: $((SECONDS - t_start)) s, $failures failed"
-[ "$failures" = 0 ]
+echo "guest time: $((SECONDS - t_start)) s"
+finish perftest

@@ -2,17 +2,12 @@
 # Testbed self-test, run inside the guest by test/testbed/selftest.sh:
 # proves that the nodes are separate hosts as far as UCX and MPI can tell,
 # and that real RDMA crosses between them, before any rvt code is involved.
-# Prints PASS/FAIL per check and the figures of every transfer.
+# Prints PASS/FAIL per check and the figures of every transfer; exits 1
+# if any check failed.
+# shellcheck disable=SC2016 # commands for `on`: single quotes on purpose
 set -u
-passed=0
-failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-check() { # check DESCRIPTION COMMAND...: pass if COMMAND succeeds
-    local what=$1
-    shift
-    if "$@"; then pass "$what"; else fail "$what"; fi
-}
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
 tx_bytes() { cat "/sys/class/net/veth$1/statistics/tx_bytes"; }
 N=$TB_NODES
 G=$(cat "$TB_RUN/gid_idx")
@@ -110,16 +105,17 @@ ucp_lanes() { # ucp_lanes SERVER_NODE CLIENT_NODE: print the ep_cfg lines
 }
 inter=$(ucp_lanes 2 1)
 rc=$?
+# shellcheck disable=SC2001 # a prefix for every line
 echo "$inter" | sed 's/^/  node1 <-> node2 lanes: /'
 check "UCP tag_bw node1 -> node2 with UCX_TLS=all" test $rc = 0 -a -n "$inter"
 check "UCX picks no shared-memory transport between nodes" \
     bash -c "! grep -qE '$sm' <<< \"\$1\" && grep -q verbs <<< \"\$1\"" _ "$inter"
 intra=$(ucp_lanes 3 3)
+# shellcheck disable=SC2001
 echo "$intra" | sed 's/^/  node3 <-> node3 lanes: /'
 check "UCX does pick shared memory within one node (the check above can fail)" \
     bash -c "grep -qE '$sm' <<< \"\$1\"" _ "$intra"
 echo "  ucx_info -e -u t -P inter on node1:"
 on 1 ucx_info -e -u t -P inter 2>&1 | grep -E 'ep_cfg|lane\[' | head -8 | sed 's/^/    /'
 
-echo "testbed self-test: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish "testbed self-test"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Testbed self-test (host side): boots the testbed with 4 nodes and runs
 # selftest-guest.sh in it. Real RDMA between nodes, before rvt exists.
+# Exits with the guest script's status (exec), 1 when a check failed.
 # Usage: test/testbed/selftest.sh [NODES]   (default 4, at least 2)
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)

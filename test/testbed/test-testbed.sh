@@ -2,20 +2,22 @@
 # Tests of the testbed runner itself (host side): exit status, node
 # selection, refusal of bad arguments, and that qemu is always torn down:
 # on timeout, on interrupt and when the guest dies, the latter printing the
-# guest's kernel log.
+# guest's kernel log. First, without qemu, the test scripts' helpers
+# (lib.sh): a failed check fails the script, and the agent-status readers.
+# Exits 1 if any check failed.
+# shellcheck disable=SC2016 # scripts for bash -c and the testbed: single quotes on purpose
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
 tb=$top/contrib/testbed/testbed
 cd "$top" || exit 125
-passed=0
-failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
 out=$(mktemp)
 trap 'rm -rf "$out" "$RVT_TESTBED_RUNS"' EXIT
 
 # this test's own runs only: other testbed runs may come and go meanwhile
-export RVT_TESTBED_RUNS=$(mktemp -d /tmp/tb-runs.XXXXXX)
+RVT_TESTBED_RUNS=$(mktemp -d /tmp/tb-runs.XXXXXX)
+export RVT_TESTBED_RUNS
 qemus() { pgrep -c -f "tb.run=$RVT_TESTBED_RUNS/" || true; }
 expect() { # expect DESCRIPTION RC PATTERN -- testbed args...
     local what=$1 want=$2 pattern=$3 rc
@@ -29,6 +31,71 @@ expect() { # expect DESCRIPTION RC PATTERN -- testbed args...
         sed 's/^/    /' "$out" | tail -20
     fi
 }
+
+# lib_expect DESCRIPTION RC WANT < SCRIPT: SCRIPT, run by bash after
+# sourcing lib.sh, exits RC and prints exactly WANT (kept out of this
+# script's output, whose PASS/FAIL lines are counted)
+lib_expect() {
+    local what=$1 want_rc=$2 want=$3 script rc
+    script=$(cat)
+    bash -c '. "$1" && eval "$2"' lib-test "$top/test/testbed/lib.sh" "$script" >"$out" 2>&1
+    rc=$?
+    if [ "$rc" = "$want_rc" ] && [ "$(cat "$out")" = "$want" ]; then
+        pass "$what (exit $rc)"
+    else
+        fail "$what: exit $rc (want $want_rc), output against the expected:"
+        diff <(echo "$want") "$out" | sed 's/^/    /' | tail -20
+    fi
+}
+lib_expect "lib.sh: a failed check makes the script exit 1, after its EXIT trap" 1 \
+    $'PASS: one\nFAIL: two\nPASS: three\ndemo: 2 passed, 1 failed\ntrap ran' <<'EOF'
+trap 'echo trap ran' EXIT
+pass one
+check two false
+check three true
+finish demo
+EOF
+lib_expect "lib.sh: a script whose checks all pass exits 0" 0 \
+    $'PASS: one\nPASS: two\ndemo: 2 passed, 0 failed' <<'EOF'
+pass one
+check two test 1 = 1
+finish demo
+EOF
+# the agent helpers, with a stand-in for the testbed's `on`: node N's
+# agent answers with the file $d/nodeN, and not at all without it
+lib_expect "lib.sh: agent status read with jq: fields, verdicts, counter deltas, waiting" 0 \
+    "$(printf '%s\n' 9 false 'not more than 10' 'node 2: no answer' 'rc_qps 9' \
+        'verdict ok' no 'verdict not ok' 'no answer, no verdict' '5 2 200 300 400' \
+        '3 1 300 50 50' \
+        'no counters before' 'node 3 answered' 'node 4 never answered')" <<'EOF'
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+rvt_status=/nonexistent
+on() { cat "$d/node$1" 2>/dev/null; }
+status() { # status AMS WRITES WRITE_BYTES SENT RECEIVED: an agent's JSON
+    echo "{\"clients\": [{\"pid\": 10}], \"data_path\": {\"rc_qps\": 9,
+        \"delivered\": {\"am\": $1, \"writes\": $2, \"write_bytes\": $3},
+        \"peers\": [{\"loopback\": true, \"bytes\": 1000, \"received_bytes\": 1000},
+            {\"loopback\": false, \"bytes\": $4, \"received_bytes\": $5}]}}"
+}
+status 5 2 200 300 400 >"$d/node1"
+agent_get 1 .data_path.rc_qps
+agent_get 1 '.data_path.rc_qps > $n' --argjson n 10 || echo "not more than 10"
+agent_get 2 . || echo "node 2: no answer"
+json_verdict "$(cat "$d/node1")" '{ok: (.data_path.rc_qps == 9), text: "rc_qps \(.data_path.rc_qps)"}' &&
+    echo "verdict ok"
+json_verdict "$(cat "$d/node1")" '{ok: false, text: "no"}' || echo "verdict not ok"
+json_verdict "$(agent_json 2)" '{ok: true, text: "yes"}' || echo "no answer, no verdict"
+agent_counters 1
+counters_save 1 "$d/before"
+status 8 3 500 350 450 >"$d/node1"
+counters_delta 1 "$d/before"
+counters_save 2 "$d/before"
+counters_delta 1 "$d/before" || echo "no counters before"
+(sleep 0.5; cp "$d/node1" "$d/node3") &
+wait_agent 3 5 && echo "node 3 answered"
+wait_agent 4 1 || echo "node 4 never answered"
+EOF
 
 before=$(qemus)
 expect "bad node count is refused, naming it" 125 "-n '0': expected a node count" -- run -n 0 true
@@ -78,5 +145,4 @@ if [ "$after" = "$before" ]; then
 else
     fail "qemu processes: $before before, $after after"
 fi
-echo "testbed runner: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish "testbed runner"

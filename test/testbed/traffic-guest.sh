@@ -14,38 +14,33 @@
 #      it: the ops caught are reported failed (and retried by the client),
 #      the connections come back, and everything verifies.
 #
-# Prints PASS:/FAIL: lines. Usage: traffic-guest.sh BUILD_DIR
+# Prints PASS:/FAIL: lines and exits 1 if any check failed.
+# Usage: traffic-guest.sh BUILD_DIR
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
 build=${1:?usage: traffic-guest.sh BUILD_DIR}
 K=4
 rvtd=$build/src/uct/ib/rvt/tools/rvtd
-status=$build/src/uct/ib/rvt/tools/rvt-status
+rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
 client=$build/test/gtest/integration/rvt_traffic_client
 export RVT_JOB_KEY=traffic.1
 # shared by all nodes (each node has its own /tmp)
 work=$(mktemp -d "$PWD/$build/traffic.XXXXXX")
 trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$work"' EXIT
 
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; }
+# the status of node N's agent as text (agent_json: the same as JSON)
+text_of() { on "$1" bash -c "exec $rvt_status --device=\$RXE_DEV"; }
 
-# the status of node N's agent (it serves that node's device)
-json_of() { on "$1" bash -c "exec $status --json --device=\$RXE_DEV" 2>/dev/null; }
-text_of() { on "$1" bash -c "exec $status --device=\$RXE_DEV"; }
-
-# K RC QPs towards each remote node, connected
+# check_qps N REMOTES: node N's agent has K RC QPs, connected, towards
+# each of REMOTES remote nodes that it traded with; prints what it has
 check_qps() {
-    local n=$1 remotes=$2 js
-    js=$(json_of "$n")
-    /usr/bin/python3 - "$K" "$remotes" "$js" <<'PY'
-import json, sys
-k, remotes, js = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
-peers = [p for p in js["data_path"]["peers"] if not p["loopback"] and p["ops"] + p["received"] > 0]
-bad = [p for p in peers if p["qps"] != k or p["state"] != "connected"]
-print(f"{len(peers)} remote nodes, QPs {[p['qps'] for p in peers]}, "
-      f"{js['data_path']['rc_qps']} RC QPs in all (loopback included)")
-sys.exit(0 if len(peers) == remotes and not bad else 1)
-PY
+    json_verdict "$(agent_json "$1")" '
+        [.data_path.peers[] | select((.loopback | not) and .ops + .received > 0)] as $p
+        | {ok: ($p | length == $remotes and all(.qps == $k and .state == "connected")),
+           text: "\($p | length) remote nodes, QPs \($p | map(.qps) | tojson), \(.data_path.rc_qps) RC QPs in all (loopback included)"}' \
+        --argjson k "$K" --argjson remotes "$2"
 }
 
 agent_pids=()
@@ -58,12 +53,7 @@ start_agents() {
             >>"$work/rvtd.$n.log" 2>&1 &
         agent_pids+=($!)
     done
-    for n in 1 2 3; do
-        for _ in $(seq 100); do
-            json_of "$n" >/dev/null && break
-            sleep 0.1
-        done
-    done
+    for n in 1 2 3; do wait_agent "$n"; done
 }
 
 # run_clients DIR ARGS_FOR_ID... : 4 clients per node, ids 0..11
@@ -73,6 +63,7 @@ run_clients() {
     for n in 1 2 3; do
         for r in 0 1 2 3; do
             id=$(((n - 1) * 4 + r))
+            # shellcheck disable=SC2086 # EXTRA: options, split on purpose
             on "$n" "$client" --dir="$dir" --id=$id --clients=12 $extra \
                 >"$dir/out.$id" 2>&1 &
             pids+=($!)
@@ -96,12 +87,9 @@ fi
 # the clients have detached: the agents' life totals still show what each
 # delivered to its 4 clients from the 11 others (4 writes of 64 KiB each)
 for n in 1 2 3; do
-    if out=$(json_of "$n" | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)["data_path"]["delivered"]
-w, b, a = d["writes"], d["write_bytes"], d["am"]
-print(f"{w} writes ({b} bytes), {a} AMs")
-sys.exit(0 if w == 176 and b == 176 * 65536 and a >= 176 else 1)'); then
+    if out=$(json_verdict "$(agent_json "$n")" '.data_path.delivered
+        | {ok: (.writes == 176 and .write_bytes == 176 * 65536 and .am >= 176),
+           text: "\(.writes) writes (\(.write_bytes) bytes), \(.am) AMs"}'); then
         pass "node $n agent counted what it delivered: $out"
     else
         fail "node $n agent delivered: $out (expected 176 writes of 65536 bytes, >= 176 AMs)"
@@ -121,7 +109,7 @@ victim=5 # on node 2
 on 2 "$client" --dir="$work/t2" --id=$victim --clients=12 --sender-only \
     --forever --rounds=8 --size=65536 >"$work/t2/out.victim" 2>&1 &
 vpid=$!
-gone_before=$(json_of 2 | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["data_path"]["clients_gone"])')
+gone_before=$(agent_get 2 .data_path.clients_gone)
 others=()
 for n in 1 2 3; do
     for r in 0 1 2 3; do
@@ -143,15 +131,15 @@ pkill -KILL -P "$vpid" && killed=yes || killed=no
 rc=0
 for p in "${others[@]}"; do wait "$p" || rc=1; done
 wait "$vpid" 2>/dev/null
-if [ $rc = 0 ] && [ $killed = yes ]; then
+if [ $rc = 0 ] && [ "$killed" = yes ]; then
     pass "SIGKILL of a sending client: the other 11 clients' transfers completed and verified"
 else
     fail "SIGKILL test (killed=$killed)"; grep -h FAILED "$work"/t2/out.* | head -5
 fi
 ok=no
 for _ in $(seq 100); do
-    js=$(json_of 2)
-    if /usr/bin/python3 -c 'import json,sys; d=json.loads(sys.argv[1])["data_path"]; sys.exit(0 if d["clients_gone"] > int(sys.argv[2]) and d["gone_waiting"] == 0 and d["mrs_cleaned"] >= 2 else 1)' "$js" "$gone_before"; then
+    if agent_get 2 '.data_path | .clients_gone > $gone and .gone_waiting == 0 and .mrs_cleaned >= 2' \
+        --argjson gone "$gone_before" >/dev/null; then
         ok=yes; break
     fi
     sleep 0.1
@@ -175,6 +163,7 @@ mkdir -p "$work/t3"
 # every client has published its address and traffic flows
 (
     for _ in $(seq 600); do
+        # shellcheck disable=SC2012 # names are ours: client.ID
         [ "$(ls "$work"/t3/client.* 2>/dev/null | wc -l)" = 12 ] && break
         sleep 0.1
     done
@@ -189,9 +178,9 @@ mkdir -p "$work/t3"
 flap=$!
 # paced so that traffic flows for about 20 s, across the outage
 if run_clients "$work/t3" "--rounds=40 --size=16384 --retry --pace-ms=20"; then
-    failed=$(grep -ho '[0-9]* failed and retried' "$work"/t3/out.* | awk '{s += $1} END {print s + 0}')
-    if [ "$failed" -gt 0 ]; then
-        pass "link down 8 s: $failed ops reported failed and retried, all data verified after recovery"
+    retried=$(grep -ho '[0-9]* failed and retried' "$work"/t3/out.* | awk '{s += $1} END {print s + 0}')
+    if [ "$retried" -gt 0 ]; then
+        pass "link down 8 s: $retried ops reported failed and retried, all data verified after recovery"
     else
         fail "link down: no op was reported failed (did the link go down during traffic?)"
     fi
@@ -199,7 +188,7 @@ else
     fail "link down test"; grep -h FAILED "$work"/t3/out.* | head -5
 fi
 wait $flap
-reconnects=$(json_of 1 | /usr/bin/python3 -c 'import json,sys; print(sum(p["reconnects"] for p in json.load(sys.stdin)["data_path"]["peers"]))')
+reconnects=$(agent_get 1 '.data_path.peers | map(.reconnects) | add // 0')
 if [ "$reconnects" -ge 1 ]; then
     pass "node 1 agent reconnected to node 2 ($reconnects reconnects)"
 else
@@ -216,3 +205,4 @@ for n in 1 2 3; do
     grep -E 'connected|lost|failed|error' "$work/rvtd.$n.log" | tail -n 12 |
         sed "s/^/[rvtd $n] /"
 done
+finish traffic
