@@ -99,6 +99,8 @@ if [ "$what" = all ]; then
     run_suite "traffic (testbed)" test/testbed/traffic.sh build
     step "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)"
     run_suite "perftest (testbed)" test/testbed/perftest.sh build
+    step "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)"
+    run_suite "perf (testbed)" test/testbed/perf.sh build
     step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
     run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
 fi

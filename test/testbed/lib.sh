@@ -124,3 +124,81 @@ counters_delta() {
     read -r am1 wr1 wb1 tx1 rx1 <<<"$now"
     echo $((am1 - am0)) $((wr1 - wr0)) $((wb1 - wb0)) $((tx1 - tx0)) $((rx1 - rx0))
 }
+
+# ---- ucx_perftest between testbed nodes ---------------------------------
+
+# perf_prerequisites BUILD (host side, from the source tree): rvt is
+# built, and so is the UCT server's device alias (see the file: a test
+# helper, not part of rvt, so it is built here rather than by make)
+perf_prerequisites() {
+    local build=$1 f shim_src=test/testbed/perftest_dev_alias.cc shim
+    for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
+             src/uct/ib/rvt/uct/.libs/libuct_rvt.so; do
+        [ -e "$build/$f" ] || { fail "$build/$f not built (make)"; return 1; }
+    done
+    shim=$build/test/testbed/perftest_dev_alias.so
+    if [ ! -f "$shim" ] || [ "$shim_src" -nt "$shim" ]; then
+        if ! { mkdir -p "$(dirname "$shim")" &&
+               ${CXX:-g++} -std=c++20 -O2 -Wall -Wextra -Werror -shared \
+                   -fPIC -o "$shim" "$shim_src" -ldl; }; then
+            fail "building $shim"
+            return 1
+        fi
+    fi
+}
+
+# (guest side from here)
+
+# section TITLE: a heading with the seconds since t_start
+section() { echo; echo "--- $* (+$((SECONDS - ${t_start:-0})) s)"; }
+
+# no process may hang a run: every ucx_perftest gets this long
+T_PROC=${T_PROC:-120}
+# the TCP port of the next pair's rendezvous (each pair takes the next)
+port=${port:-20000}
+# perf_pair OUT SERVER_NODE CLIENT_NODE "SERVER_ENV" "CLIENT_ENV" ARGS...:
+# one ucx_perftest server and its client (ARGS); outputs in OUT.server and
+# OUT.client. Status 0 only if both ended well.
+perf_pair() {
+    local out=$1 sn=$2 cn=$3 senv=$4 cenv=$5 spid rc src t0=$SECONDS
+    shift 5
+    port=$((port + 1))
+    # the env lists are KEY=VALUE words without blanks: split on purpose
+    # shellcheck disable=SC2086
+    on "$sn" env $senv timeout "$T_PROC" ucx_perftest -p "$port" \
+        >"$out.server" 2>&1 &
+    spid=$!
+    if ! wait-port "$port" 60 >"$out.client" 2>&1; then
+        pkill -TERM -P "$spid"; wait "$spid"
+        return 1
+    fi
+    # shellcheck disable=SC2086
+    on "$cn" env $cenv timeout "$T_PROC" ucx_perftest "node$sn" -p "$port" \
+        "$@" >"$out.client" 2>&1
+    rc=$?
+    # a client that failed before its test may leave the server waiting
+    [ $rc = 0 ] || pkill -TERM -P "$spid" 2>/dev/null
+    wait "$spid"
+    src=$?
+    # shellcheck disable=SC2034 # for the caller: how long the pair took
+    pair_secs=$((SECONDS - t0))
+    # an error on either side fails the run, figure or not
+    ! grep -q 'UCX  ERROR' "$out.client" "$out.server" &&
+        [ $rc = 0 ] && [ $src = 0 ]
+}
+
+# figure OUT KIND: the client's final line as one figure: the median
+# latency (lat tests, half a round trip) or the overall bandwidth
+figure() {
+    awk -v kind="$2" '/^Final:/ {
+        if (kind == "lat") printf "%.1f us", $3
+        else printf "%.2f MB/s", $7
+        found = 1 }
+        END { exit !found }' "$1.client"
+}
+# what went wrong, in at most 3 lines from both sides
+error_text() {
+    grep -h -E 'ERROR|[Ee]rror|failed|Cannot|not supported|larger|smaller|nothing listens|Terminated' \
+        "$1.client" "$1.server" 2>/dev/null | sed 's/^\[[^]]*\] *\[[^]]*\] *//' |
+        head -3 | tr '\n' ' '
+}

@@ -37,8 +37,6 @@ dev_alias=$PWD/$build/test/testbed/perftest_dev_alias.so
 # one job, one agent per node; distinct from the other suites' keys so a
 # leftover agent of theirs is never reused
 export RVT_JOB_KEY=perftest.$$
-# no process may hang the run: every ucx_perftest gets this long
-T_PROC=120
 # shared by both nodes (each node has its own /tmp)
 work=$(mktemp -d "$PWD/$build/perftest.XXXXXX")
 # shellcheck disable=SC2317 # run by the EXIT trap
@@ -52,7 +50,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-section() { echo; echo "--- $* (+$((SECONDS - t_start)) s)"; }
 t_start=$SECONDS
 
 # the agents: started by hand, staying (linger 0) so that their life
@@ -64,53 +61,6 @@ done
 for n in 1 2; do
     wait_agent "$n" || { fail "rvtd on node $n does not answer"; exit 1; }
 done
-
-port=20000
-# perf_pair OUT SERVER_NODE CLIENT_NODE "SERVER_ENV" "CLIENT_ENV" ARGS...:
-# one ucx_perftest server and its client (ARGS); outputs in OUT.server and
-# OUT.client. Status 0 only if both ended well.
-perf_pair() {
-    local out=$1 sn=$2 cn=$3 senv=$4 cenv=$5 spid rc src t0=$SECONDS
-    shift 5
-    port=$((port + 1))
-    # the env lists are KEY=VALUE words without blanks: split on purpose
-    # shellcheck disable=SC2086
-    on "$sn" env $senv timeout "$T_PROC" ucx_perftest -p "$port" \
-        >"$out.server" 2>&1 &
-    spid=$!
-    if ! wait-port "$port" 60 >"$out.client" 2>&1; then
-        pkill -TERM -P "$spid"; wait "$spid"
-        return 1
-    fi
-    # shellcheck disable=SC2086
-    on "$cn" env $cenv timeout "$T_PROC" ucx_perftest "node$sn" -p "$port" \
-        "$@" >"$out.client" 2>&1
-    rc=$?
-    # a client that failed before its test may leave the server waiting
-    [ $rc = 0 ] || pkill -TERM -P "$spid" 2>/dev/null
-    wait "$spid"
-    src=$?
-    pair_secs=$((SECONDS - t0))
-    # an error on either side fails the run, figure or not
-    ! grep -q 'UCX  ERROR' "$out.client" "$out.server" &&
-        [ $rc = 0 ] && [ $src = 0 ]
-}
-
-# figure OUT KIND: the client's final line as one figure: the median
-# latency (lat tests, half a round trip) or the overall bandwidth
-figure() {
-    awk -v kind="$2" '/^Final:/ {
-        if (kind == "lat") printf "%.1f us", $3
-        else printf "%.2f MB/s", $7
-        found = 1 }
-        END { exit !found }' "$1.client"
-}
-# what went wrong, in at most 3 lines from both sides
-error_text() {
-    grep -h -E 'ERROR|[Ee]rror|failed|Cannot|not supported|larger|smaller|nothing listens|Terminated' \
-        "$1.client" "$1.server" 2>/dev/null | sed 's/^\[[^]]*\] *\[[^]]*\] *//' |
-        head -3 | tr '\n' ' '
-}
 
 # ---- 1. UCT level ------------------------------------------------------
 section "UCT level: ucx_perftest -x rvt / -x rc_verbs -d rxe1:1, node1 -> node2"
