@@ -149,6 +149,33 @@ perf_prerequisites() {
 
 # (guest side from here)
 
+# perf_guest_setup SUITE BUILD: what a ucx_perftest suite in the guest
+# shares: rvtd, rvt_status, module (libuct_rvt.so) and dev_alias paths;
+# a job key of its own (so a leftover agent of another suite is never
+# reused); `work`, a directory all nodes see (each has its own /tmp),
+# removed at exit after the background jobs are stopped; t_start.
+# shellcheck disable=SC2034 # the paths are for the suite that calls it
+perf_guest_setup() {
+    local suite=$1 build=$2
+    rvtd=$build/src/uct/ib/rvt/tools/rvtd
+    rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
+    module=$PWD/$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
+    dev_alias=$PWD/$build/test/testbed/perftest_dev_alias.so
+    export RVT_JOB_KEY=$suite.$$
+    work=$(mktemp -d "$PWD/$build/$suite.XXXXXX")
+    trap perf_guest_cleanup EXIT
+    t_start=$SECONDS
+}
+# shellcheck disable=SC2317 # run by the EXIT trap
+perf_guest_cleanup() {
+    # each `on` wrapper's child is the timeout process in front of the
+    # program; TERM to it is passed on
+    local p
+    for p in $(jobs -p); do pkill -TERM -P "$p" 2>/dev/null; done
+    wait
+    rm -rf "$work"
+}
+
 # section TITLE: a heading with the seconds since t_start
 section() { echo; echo "--- $* (+$((SECONDS - ${t_start:-0})) s)"; }
 

@@ -23,22 +23,8 @@ build=${1:?usage: perf-guest.sh BUILD_DIR}
 here=$(dirname "$0")
 # shellcheck source=test/testbed/lib.sh
 . "$here/lib.sh"
-rvtd=$build/src/uct/ib/rvt/tools/rvtd
-rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
+perf_guest_setup perf "$build"
 report=src/uct/ib/rvt/tools/rvt-trace-report
-module=$PWD/$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
-dev_alias=$PWD/$build/test/testbed/perftest_dev_alias.so
-export RVT_JOB_KEY=perf.$$
-work=$(mktemp -d "$PWD/$build/perf.XXXXXX")
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-    local p
-    for p in $(jobs -p); do pkill -TERM -P "$p" 2>/dev/null; done
-    wait
-    rm -rf "$work"
-}
-trap cleanup EXIT
-t_start=$SECONDS
 
 # the agents trace their first events: the first rvt run (am_lat) below
 # (an rvtd from before traces existed runs without, for a "before" table)

@@ -30,27 +30,7 @@ set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
 build=${1:?usage: perftest-guest.sh BUILD_DIR}
-rvtd=$build/src/uct/ib/rvt/tools/rvtd
-rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
-module=$PWD/$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
-dev_alias=$PWD/$build/test/testbed/perftest_dev_alias.so
-# one job, one agent per node; distinct from the other suites' keys so a
-# leftover agent of theirs is never reused
-export RVT_JOB_KEY=perftest.$$
-# shared by both nodes (each node has its own /tmp)
-work=$(mktemp -d "$PWD/$build/perftest.XXXXXX")
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-    # each `on` wrapper's child is the timeout process in front of the
-    # program; TERM to it is passed on
-    local p
-    for p in $(jobs -p); do pkill -TERM -P "$p" 2>/dev/null; done
-    wait
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-t_start=$SECONDS
+perf_guest_setup perftest "$build"
 
 # the agents: started by hand, staying (linger 0) so that their life
 # totals cover the whole run
