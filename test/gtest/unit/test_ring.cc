@@ -71,6 +71,28 @@ TEST_F(ring_fixture, fifo_and_busy_when_full)
     EXPECT_TRUE(prod.try_push({100, ~100ull})) << "space again after pops";
 }
 
+TEST_F(ring_fixture, staged_entries_are_seen_only_once_published)
+{
+    rvt::ring_producer<entry> prod(idx, slots);
+    rvt::ring_consumer<entry> cons(idx, slots);
+    entry e{};
+    ASSERT_TRUE(prod.stage({1, ~1ull}));
+    ASSERT_TRUE(prod.stage({2, ~2ull}));
+    EXPECT_EQ(cons.try_pop(e), rvt::ring_pop::empty) << "not yet published";
+    EXPECT_EQ(idx.head.load(), 0u);
+    prod.publish();
+    EXPECT_EQ(idx.head.load(), 2u) << "one store shows the whole batch";
+    ASSERT_EQ(cons.try_pop(e), rvt::ring_pop::item);
+    EXPECT_EQ(e.seq, 1u);
+    ASSERT_EQ(cons.try_pop(e), rvt::ring_pop::item);
+    EXPECT_EQ(e.seq, 2u);
+    /* staged entries count against the space like published ones */
+    for (uint64_t i = 0; i < capacity; ++i) {
+        ASSERT_TRUE(prod.stage({i, ~i})) << i;
+    }
+    EXPECT_FALSE(prod.stage({99, ~99ull})) << "a full ring must say busy";
+}
+
 TEST_F(ring_fixture, indices_wrap_around_2_to_the_32)
 {
     start_at(UINT32_MAX - 3);
@@ -119,9 +141,14 @@ TEST(ring_threads, every_entry_arrives_once_in_order)
     std::thread producer([&] {
         rvt::ring_producer<entry> prod(idx, slots);
         for (uint64_t i = 0; i < count;) {
-            if (prod.try_push({i, ~i})) {
+            /* alternately one entry at a time and batches of up to 7 */
+            const uint64_t batch = (i / 64) % 2 == 0 ? 1 : 1 + i % 7;
+            uint64_t n           = 0;
+            while (n < batch && i < count && prod.stage({i, ~i})) {
                 ++i;
+                ++n;
             }
+            prod.publish();
         }
     });
     rvt::ring_consumer<entry> cons(idx, slots);

@@ -112,6 +112,9 @@ TEST_F(session_channel, completion_budget_answers_busy_and_order_is_kept)
     }
     EXPECT_FALSE(m_channel->pop_work(w));
     completion c[8];
+    EXPECT_EQ(m_session->poll_completions(c), 0u)
+            << "staged completions are not shown before publish_and_wake()";
+    m_channel->publish_and_wake();
     ASSERT_EQ(m_session->poll_completions(c), 4u);
     for (uint64_t i = 0; i < 4; ++i) {
         EXPECT_EQ(c[i].wr_id, i + 1);
@@ -128,10 +131,12 @@ TEST_F(session_channel, a_client_over_budget_has_its_completions_held_back)
         m_channel->complete({i, 0, 0, 0, 0, {}});
     }
     EXPECT_EQ(m_channel->late_completions(), 2u);
+    m_channel->publish_and_wake();
     completion c[8];
     ASSERT_EQ(m_session->poll_completions(c), 4u);
     m_channel->flush_backlog();
     EXPECT_EQ(m_channel->late_completions(), 0u);
+    m_channel->publish_and_wake();
     ASSERT_EQ(m_session->poll_completions(c), 2u);
     EXPECT_EQ(c[0].wr_id, 5u);
     EXPECT_EQ(c[1].wr_id, 6u);
@@ -150,9 +155,13 @@ TEST_F(session_channel, inbound_messages_are_read_in_place_and_wait_when_full)
     }
     EXPECT_EQ(m_channel->backlog(), 2u) << "4 fit the ring, 2 wait";
     client::inbound_view v;
+    EXPECT_FALSE(m_session->peek_inbound(v))
+            << "staged messages are not shown before publish_and_wake()";
+    m_channel->publish_and_wake();
     for (uint8_t i = 0; i < 6; ++i) {
         if (i == 4) {
             m_channel->flush_backlog();
+            m_channel->publish_and_wake();
         }
         ASSERT_TRUE(m_session->peek_inbound(v)) << "message " << int(i);
         EXPECT_EQ(v.msg.am_id, i);
@@ -171,7 +180,7 @@ TEST_F(session_channel, doorbells_wake_only_a_sleeper)
 {
     /* the client is awake: no syscall, no wake-up */
     m_channel->complete({1, 0, 0, 0, 0, {}});
-    m_channel->wake_if_needed();
+    m_channel->publish_and_wake();
     EXPECT_FALSE(readable(m_client_wake.get()));
     completion c[4];
     ASSERT_EQ(m_session->poll_completions(c), 1u);
@@ -179,7 +188,7 @@ TEST_F(session_channel, doorbells_wake_only_a_sleeper)
     /* asleep: the agent's next publication wakes it */
     ASSERT_TRUE(m_session->arm());
     m_channel->complete({2, 0, 0, 0, 0, {}});
-    m_channel->wake_if_needed();
+    m_channel->publish_and_wake();
     EXPECT_TRUE(readable(m_client_wake.get()));
     m_session->disarm();
     EXPECT_FALSE(readable(m_client_wake.get()));

@@ -58,7 +58,7 @@ bool client_channel::has_work() const
 
 void client_channel::complete(const completion &c)
 {
-    if (!m_late_completions.empty() || !m_completions.try_push(c)) {
+    if (!m_late_completions.empty() || !m_completions.stage(c)) {
         m_late_completions.push_back(c);
         return;
     }
@@ -76,7 +76,7 @@ bool client_channel::push_inbound(const inbound_message &msg,
         std::memcpy(m_inbound_data + size_t{m_inbound.position()} * m_slot_size,
                     data.data(), n);
     }
-    (void)m_inbound.try_push(msg); /* cannot fail: a slot was free */
+    (void)m_inbound.stage(msg); /* cannot fail: a slot was free */
     m_gave = true;
     return true;
 }
@@ -93,7 +93,7 @@ void client_channel::deliver(const inbound_message &msg,
 void client_channel::flush_backlog()
 {
     while (!m_late_completions.empty() &&
-           m_completions.try_push(m_late_completions.front())) {
+           m_completions.stage(m_late_completions.front())) {
         m_late_completions.pop_front();
         m_gave = true;
     }
@@ -104,12 +104,14 @@ void client_channel::flush_backlog()
     }
 }
 
-void client_channel::wake_if_needed()
+void client_channel::publish_and_wake()
 {
     if (!m_gave) {
         return;
     }
     m_gave = false;
+    m_completions.publish();
+    m_inbound.publish();
     /* pairs with the client's store of client_asleep and its re-check of
      * the rings (shm_layout.h, "Doorbells") */
     std::atomic_thread_fence(std::memory_order_seq_cst);

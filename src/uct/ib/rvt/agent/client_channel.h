@@ -50,9 +50,11 @@ public:
         return m_late_completions.size() + m_late_inbound.size();
     }
 
-    /* Wakes the client if it sleeps and we gave it something since the
-     * last call. */
-    void wake_if_needed();
+    /* complete() and deliver() only stage their entries: this shows the
+     * client everything staged since the last call (one store of each
+     * ring's head, so the head's cache line crosses once per batch) and
+     * wakes the client if it sleeps. */
+    void publish_and_wake();
     void set_agent_asleep(bool asleep);
     /* The client asked for inbound `write` entries (shm_doorbells). */
     bool wants_write_notices() const

@@ -164,9 +164,16 @@ bool engine::progress(time_point now)
     release_gone(now);
     for (uint32_t i : m_attached) {
         m_clients[i].channel->flush_backlog();
-        m_clients[i].channel->wake_if_needed();
     }
+    publish_to_clients();
     return busy;
+}
+
+void engine::publish_to_clients()
+{
+    for (uint32_t i : m_attached) {
+        m_clients[i].channel->publish_and_wake();
+    }
 }
 
 bool engine::prepare_sleep()

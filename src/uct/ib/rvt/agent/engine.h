@@ -272,6 +272,10 @@ private:
     void fail_backlog(peer &p, completion_status why);
     void tick_peers(time_point now);
 
+    /* Shows each client what was staged on its rings since the last call,
+     * and wakes it if it sleeps (client_channel::publish_and_wake). */
+    void publish_to_clients();
+
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
     void post_marked();

@@ -43,6 +43,9 @@ size_t engine::poll_cq(time_point now)
                 on_send_completion(wc[i], now);
             }
         }
+        /* what this batch gave the clients is shown to them before
+         * anything else is done: that is their latency */
+        publish_to_clients();
         /* the routed receives' buffers go back with one doorbell */
         auto r = m_nic.repost(m_repost);
         if (!r) {

@@ -92,22 +92,42 @@ public:
     /* Returns false when the ring is full: the caller reports "busy". */
     bool try_push(const Entry &entry) noexcept
     {
-        if (m_head - m_tail_cache > m_mask) {
-            m_tail_cache = m_idx->tail.load(std::memory_order_acquire);
-            if (m_head - m_tail_cache > m_mask) {
-                return false;
-            }
+        if (!stage(entry)) {
+            return false;
         }
-        m_slots[m_head & m_mask] = entry;
-        ++m_head;
-        m_idx->head.store(m_head, std::memory_order_release);
+        publish();
         return true;
     }
 
-    /* Free slots as of the last look at the consumer's index. */
+    /* Fills the next slot without showing it to the consumer: a batch of
+     * entries staged and then published once moves the head's cache line
+     * between the cores once, not once per entry. False when full. */
+    bool stage(const Entry &entry) noexcept
+    {
+        if (free_slots() == 0) {
+            return false;
+        }
+        m_slots[m_head & m_mask] = entry;
+        ++m_head;
+        return true;
+    }
+
+    /* Shows every staged entry to the consumer. */
+    void publish() noexcept
+    {
+        if (m_published != m_head) {
+            m_published = m_head;
+            m_idx->head.store(m_head, std::memory_order_release);
+        }
+    }
+
+    /* Free slots; looks at the consumer's index only when the cached view
+     * says the ring is full. */
     uint32_t free_slots() noexcept
     {
-        m_tail_cache  = m_idx->tail.load(std::memory_order_acquire);
+        if (m_head - m_tail_cache > m_mask) {
+            m_tail_cache = m_idx->tail.load(std::memory_order_acquire);
+        }
         uint32_t used = m_head - m_tail_cache;
         return used > m_mask + 1 ? 0 : m_mask + 1 - used;
     }
@@ -121,7 +141,8 @@ private:
     ring_indices *m_idx;
     std::span<Entry> m_slots;
     uint32_t m_mask;
-    uint32_t m_head; /* ours: the truth */
+    uint32_t m_head; /* ours: the truth, staged entries included */
+    uint32_t m_published = m_head; /* the head the consumer can see */
     uint32_t m_tail_cache; /* theirs: a possibly stale view */
 };
 
