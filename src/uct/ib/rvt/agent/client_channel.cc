@@ -110,8 +110,7 @@ void client_channel::publish_and_wake()
         return;
     }
     m_gave = false;
-    m_completions.publish();
-    m_inbound.publish();
+    publish();
     /* pairs with the client's store of client_asleep and its re-check of
      * the rings (shm_layout.h, "Doorbells") */
     std::atomic_thread_fence(std::memory_order_seq_cst);

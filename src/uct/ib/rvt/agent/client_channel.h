@@ -55,6 +55,14 @@ public:
      * ring's head, so the head's cache line crosses once per batch) and
      * wakes the client if it sleeps. */
     void publish_and_wake();
+    /* The publication alone, without the fence and the look at the
+     * client's sleep flag: for the middle of a pass, whose end calls
+     * publish_and_wake() (that fence orders this store too). */
+    void publish()
+    {
+        m_completions.publish();
+        m_inbound.publish();
+    }
     void set_agent_asleep(bool asleep);
     /* The client asked for inbound `write` entries (shm_doorbells). */
     bool wants_write_notices() const
