@@ -93,6 +93,7 @@ void engine::client_attached(const attached_client &c)
     s.channel  = std::make_unique<client_channel>(c.shm, m_layout,
                                                  c.wake_fd.get());
     s.attached = true;
+    s.who      = &c;
     m_attached.insert(std::upper_bound(m_attached.begin(), m_attached.end(),
                                        c.index),
                       c.index);
@@ -105,6 +106,7 @@ void engine::client_gone(const attached_client &c)
 {
     client_state &s = m_clients[c.index];
     s.attached      = false;
+    s.who           = nullptr;
     s.channel.reset();
     std::erase(m_attached, c.index);
     /* its MRs being released are in c.mr_handles: released with the rest */
@@ -254,8 +256,8 @@ engine::release_mr(const attached_client &c, const client_mr &mr)
 {
     /* the client posts before it releases: work still in its ring may
      * name the MR, and is taken (and checked) at the next progress() */
-    const client_state &s = m_clients[c.index];
-    const bool ring_busy  = s.attached && s.channel && s.channel->has_work();
+    client_state &s      = m_clients[c.index];
+    const bool ring_busy = s.attached && s.channel && s.channel->has_work();
     if (ring_busy || s.lkeys_in_use.in_use(mr.lkey)) {
         /* deregistering under a posted op would fail it with a local
          * protection error and break the QP every client shares; one
@@ -264,6 +266,7 @@ engine::release_mr(const attached_client &c, const client_mr &mr)
         ++m_totals.mrs_deferred;
         return std::nullopt;
     }
+    s.lkeys_in_use.forget(mr.lkey);
     return deregister(c.index, mr.handle);
 }
 
@@ -282,11 +285,12 @@ result<uint32_t> engine::deregister(uint32_t index, uint32_t handle)
 void engine::finish_releases()
 {
     std::erase_if(m_deferred, [&](const deferred_release &d) {
-        const client_state &s = m_clients[d.index];
+        client_state &s = m_clients[d.index];
         if ((s.channel && s.channel->has_work()) ||
             s.lkeys_in_use.in_use(d.lkey)) {
             return false;
         }
+        s.lkeys_in_use.forget(d.lkey);
         auto r = deregister(d.index, d.handle);
         if (!r) {
             m_log(r.error());

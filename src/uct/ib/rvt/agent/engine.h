@@ -82,7 +82,16 @@ public:
     }
     bool in_use(uint32_t lkey) const
     {
-        return m_count.contains(lkey);
+        auto it = m_count.find(lkey);
+        return it != m_count.end() && it->second > 0;
+    }
+    /* The MR is gone: its entry, kept at zero between ops so the data path
+     * allocates nothing, goes too. */
+    void forget(uint32_t lkey)
+    {
+        if (!in_use(lkey)) {
+            m_count.erase(lkey);
+        }
     }
 
 private:
@@ -97,11 +106,7 @@ private:
     }
     void bump(uint32_t lkey, int by)
     {
-        auto it = m_count.try_emplace(lkey, 0).first;
-        it->second += by;
-        if (it->second <= 0) {
-            m_count.erase(it);
-        }
+        m_count[lkey] += by;
     }
     std::unordered_map<uint32_t, int> m_count;
 };
@@ -238,6 +243,9 @@ private:
         uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
         uint32_t posted         = 0; /* ops of this generation on a QP */
         lkey_uses lkeys_in_use; /* by its ops not yet freed */
+        /* the attach server's record of it (stable while attached: the
+         * server detaches it only through client_gone) */
+        const attached_client *who = nullptr;
     };
 
     /* a released MR waiting for the client's ops that use it */

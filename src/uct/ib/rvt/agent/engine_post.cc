@@ -95,8 +95,7 @@ bool engine::take_work(uint32_t index, client_state &c)
     for (int n = 0; n < work_batch && c.channel->pop_work(wr); ++n) {
         took = true;
         traced(trace_stage::pop, index, wr.wr_id);
-        const attached_client *who = m_server ? m_server->client(index) :
-                                                nullptr;
+        const attached_client *who = c.who;
         if (who == nullptr) {
             return took;
         }
@@ -108,10 +107,6 @@ bool engine::take_work(uint32_t index, client_state &c)
             /* the client announces an MR on its socket before it posts
              * from it: read what it has sent, then look again */
             m_server->take_pending(index);
-            who = m_server->client(index);
-            if (who == nullptr) {
-                return took;
-            }
             why = check_work(wr, who->mrs, limits);
         }
         const uint32_t op_index = alloc_op();
