@@ -150,6 +150,7 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
 bool engine::progress(time_point now)
 {
     bool busy = poll_cq(now) > 0;
+    resume_cq_waiting();
     busy |= m_nic.poll_datagrams([&](std::span<const std::byte> b) {
         on_datagram(b, now);
     }) > 0;

@@ -104,7 +104,11 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     if (wc.status == nic_status::success) {
         p.conn->activity(now);
         complete_op(op_index, completion_status::success, 0);
-        post_lane(p, lane_index);
+        if (m_cq_waiting.empty()) {
+            post_lane(p, lane_index);
+        } else if (!p.lanes[lane_index].backlog.empty()) {
+            wait_for_cq(p, lane_index); /* behind the lanes waiting */
+        }
         return;
     }
     complete_op(op_index, completion_status::failed, wc.vendor);
