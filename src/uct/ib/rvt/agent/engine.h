@@ -261,6 +261,9 @@ private:
     struct gone_client {
         uint32_t index;
         uint32_t generation;
+        /* its ops still on a QP: kept here, as its index may be taken by
+         * a new client (with counters of its own) before they are done */
+        uint32_t posted;
         std::vector<uint32_t> mr_handles;
         std::optional<time_point> release_at; /* set once drained */
     };
@@ -308,6 +311,7 @@ private:
     size_t poll_cq(time_point now);
     void on_send_completion(const nic_completion &wc, time_point now);
     void on_receive(const nic_completion &wc, time_point now);
+    void gone_op_retired(uint32_t index, uint32_t generation);
     void release_gone(time_point now);
     result<uint32_t> deregister(uint32_t index, uint32_t handle);
     void finish_releases();

@@ -96,7 +96,9 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     --m_cq_used;
     if (op.client != no_client) {
         client_state &c = m_clients[op.client];
-        if (c.generation == op.generation && c.posted > 0) {
+        if (!c.attached || c.generation != op.generation) {
+            gone_op_retired(op.client, op.generation);
+        } else if (c.posted > 0) {
             --c.posted;
         }
     }
