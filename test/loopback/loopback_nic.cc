@@ -241,6 +241,23 @@ size_t loopback_nic::queued(uint32_t qpn) const
     return qp == nullptr ? 0 : qp->queue.size();
 }
 
+std::vector<uint32_t> loopback_nic::qps_to(const gid_bytes &gid) const
+{
+    std::vector<uint32_t> out;
+    for (const auto &[qpn, qp] : m_qps) {
+        if (qp.remote_qpn != 0 && qp.remote_gid == gid) {
+            out.push_back(qpn);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+bool loopback_nic::has_mr(uint32_t handle) const
+{
+    return m_mrs.count(handle) != 0;
+}
+
 /* ---- posting --------------------------------------------------------- */
 
 std::optional<std::string>

@@ -214,6 +214,13 @@ public:
     /* WRs posted on the QP and not run yet (held, waiting for a receive
      * buffer, or deferred); 0 for an unknown QPN. */
     size_t queued(uint32_t qpn) const;
+    /* The QPs connected towards the nic with that GID, in QPN order (this
+     * nic's own GID: those connected to themselves): an engine's QPs are
+     * its own business, and a test aiming a fault at one peer finds them
+     * here. */
+    std::vector<uint32_t> qps_to(const gid_bytes &gid) const;
+    /* Whether an MR with that handle is registered (not deregistered). */
+    bool has_mr(uint32_t handle) const;
     loopback_stats stats() const;
     const loopback_options &options() const
     {

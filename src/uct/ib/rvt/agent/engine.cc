@@ -119,7 +119,8 @@ void engine::client_gone(const attached_client &c)
     ++m_totals.clients_gone;
     /* its posted ops still complete; its queued ones are dropped as they
      * come to the front of their lanes (post_lane) */
-    m_gone.push_back({c.index, s.generation, c.mr_handles, std::nullopt});
+    m_gone.push_back(
+            {c.index, s.generation, s.posted, c.mr_handles, std::nullopt});
 }
 
 result<uint32_t> engine::resolve_peer(const attached_client &c,
@@ -150,6 +151,7 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
 bool engine::progress(time_point now)
 {
     bool busy = poll_cq(now) > 0;
+    resume_cq_waiting();
     busy |= m_nic.poll_datagrams([&](std::span<const std::byte> b) {
         on_datagram(b, now);
     }) > 0;
@@ -302,13 +304,20 @@ void engine::finish_releases()
     });
 }
 
+void engine::gone_op_retired(uint32_t index, uint32_t generation)
+{
+    for (auto &g : m_gone) {
+        if (g.index == index && g.generation == generation && g.posted > 0) {
+            --g.posted;
+            return;
+        }
+    }
+}
+
 void engine::release_gone(time_point now)
 {
     for (auto &g : m_gone) {
-        const client_state &s = m_clients[g.index];
-        const bool drained    = s.generation != g.generation || s.posted == 0 ||
-                             s.attached;
-        if (!g.release_at && drained) {
+        if (!g.release_at && g.posted == 0) {
             g.release_at = now + m_cfg.dead_client_grace;
         }
     }

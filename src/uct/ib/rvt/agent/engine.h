@@ -16,7 +16,9 @@
  * while the peer is not connected or the QP's send queue is full.
  *
  * Credits: a lane posts at most sq_depth WRs; all lanes together post at
- * most the CQ size minus the SRQ size, so the CQ never overflows; a
+ * most the CQ size minus the SRQ size, so the CQ never overflows (a lane
+ * that finds none of those left waits in line, and the lanes in line are
+ * served first when completions give credits back); a
  * client's completions never exceed its ring because the client library
  * admits at most that many requests (client_channel keeps any excess of a
  * misbehaving client, and the engine stops reading its work meanwhile).
@@ -200,6 +202,7 @@ private:
         std::deque<uint32_t> inflight;
         uint32_t unsignaled = 0; /* posted since the last signaled WR */
         bool marked         = false; /* in m_marked: to post this pass */
+        bool cq_waiting     = false; /* in m_cq_waiting */
     };
 
     struct peer_counters {
@@ -258,6 +261,9 @@ private:
     struct gone_client {
         uint32_t index;
         uint32_t generation;
+        /* its ops still on a QP: kept here, as its index may be taken by
+         * a new client (with counters of its own) before they are done */
+        uint32_t posted;
         std::vector<uint32_t> mr_handles;
         std::optional<time_point> release_at; /* set once drained */
     };
@@ -288,6 +294,8 @@ private:
     bool take_work(uint32_t index, client_state &c);
     void post_marked();
     void post_lane(peer &p, uint16_t lane_index);
+    void wait_for_cq(peer &p, uint16_t lane_index);
+    void resume_cq_waiting();
     static void signal(lane &l, std::span<nic_send> chain);
     nic_send make_send(uint32_t op_index) const;
     void account_posted(peer &p, uint16_t lane_index, uint32_t op_index);
@@ -303,6 +311,7 @@ private:
     size_t poll_cq(time_point now);
     void on_send_completion(const nic_completion &wc, time_point now);
     void on_receive(const nic_completion &wc, time_point now);
+    void gone_op_retired(uint32_t index, uint32_t generation);
     void release_gone(time_point now);
     result<uint32_t> deregister(uint32_t index, uint32_t handle);
     void finish_releases();
@@ -329,6 +338,10 @@ private:
     std::vector<uint32_t> m_free_ops;
     /* lanes that got work this pass: (peer, lane), posted at its end */
     std::vector<std::pair<uint32_t, uint16_t>> m_marked;
+    /* lanes with a backlog that found no CQ credit, in the order they
+     * stopped: only another lane's completion gives credits back, so
+     * they are served first when one does (resume_cq_waiting) */
+    std::deque<std::pair<uint32_t, uint16_t>> m_cq_waiting;
     static constexpr size_t max_chain = 32; /* WRs per doorbell */
     std::vector<uint32_t> m_repost; /* receive buffers routed this round */
 

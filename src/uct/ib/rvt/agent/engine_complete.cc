@@ -96,7 +96,9 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     --m_cq_used;
     if (op.client != no_client) {
         client_state &c = m_clients[op.client];
-        if (c.generation == op.generation && c.posted > 0) {
+        if (!c.attached || c.generation != op.generation) {
+            gone_op_retired(op.client, op.generation);
+        } else if (c.posted > 0) {
             --c.posted;
         }
     }
@@ -104,7 +106,11 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     if (wc.status == nic_status::success) {
         p.conn->activity(now);
         complete_op(op_index, completion_status::success, 0);
-        post_lane(p, lane_index);
+        if (m_cq_waiting.empty()) {
+            post_lane(p, lane_index);
+        } else if (!p.lanes[lane_index].backlog.empty()) {
+            wait_for_cq(p, lane_index); /* behind the lanes waiting */
+        }
         return;
     }
     complete_op(op_index, completion_status::failed, wc.vendor);

@@ -177,7 +177,11 @@ void engine::post_lane(peer &p, uint16_t lane_index)
             ops[n++] = op_index;
         }
         if (n == 0) {
-            return; /* out of credits, or only dead clients' ops */
+            /* out of credits, or only dead clients' ops */
+            if (!l.backlog.empty() && m_cq_used >= m_cq_budget) {
+                wait_for_cq(p, lane_index);
+            }
+            return;
         }
         signal(l, std::span(chain.data(), n));
         size_t posted = 0;
@@ -198,6 +202,28 @@ void engine::post_lane(peer &p, uint16_t lane_index)
             qp_failed(p, r.error(), std::chrono::steady_clock::now());
             return;
         }
+    }
+}
+
+void engine::wait_for_cq(peer &p, uint16_t lane_index)
+{
+    lane &l = p.lanes[lane_index];
+    if (!l.cq_waiting) {
+        l.cq_waiting = true;
+        m_cq_waiting.push_back({p.index, lane_index});
+    }
+}
+
+/* Credits came back: the lanes that ran out go first, in turn; one that
+ * runs out again waits at the end of the line. */
+void engine::resume_cq_waiting()
+{
+    while (!m_cq_waiting.empty() && m_cq_used < m_cq_budget) {
+        const auto [peer_index, lane_index] = m_cq_waiting.front();
+        m_cq_waiting.pop_front();
+        peer &p                        = *m_peers[peer_index];
+        p.lanes[lane_index].cq_waiting = false;
+        post_lane(p, lane_index);
     }
 }
 

@@ -1,0 +1,154 @@
+/*
+ * The engine and its clients' lives (agent/engine.h, "Dead clients"),
+ * through real sessions and the loopback nic (engine_fixture.h): a client
+ * that dies with ops posted and queued, an index reused meanwhile, and an
+ * MR released while an op still uses it.
+ */
+#include "test/gtest/unit/engine_fixture.h"
+
+#include <future>
+
+namespace engine_test {
+namespace {
+
+class dead_clients : public engine_fixture {
+protected:
+    /* A client died with ops held on `qps`: five grace times later its MR
+     * must still be there; once the QPs run, `survivor`'s `n` ops all
+     * succeed, in order, and the dead client's cleanup finishes. */
+    void expect_mr_outlives_the_held_ops(agent_node &a,
+                                         const std::vector<uint32_t> &qps,
+                                         uint32_t dead_mr,
+                                         test_client &survivor, size_t n)
+    {
+        run_for(100ms);
+        EXPECT_TRUE(a.nic->has_mr(dead_mr))
+                << "the dead client's MR was deregistered under its posted "
+                   "ops";
+        a.hold(qps, false);
+        ASSERT_TRUE(run_until([&] {
+            return survivor.done.size() == n &&
+                   json_number(a.status(), "gone_waiting") == 0;
+        })) << a.status();
+        EXPECT_EQ(survivor.count(completion_status::success), n);
+        for (uint64_t i = 0; i < n; ++i) {
+            EXPECT_EQ(survivor.done[i].wr_id, i + 1);
+        }
+        EXPECT_EQ(json_number(a.status(), "qp_errors"), 0u)
+                << "the shared QPs broke under the dead client's ops";
+        EXPECT_FALSE(a.nic->has_mr(dead_mr));
+    }
+};
+
+/* A client dies with ops on a QP (held there) and more behind them in the
+ * lane's backlog: the queued ones never reach the device, the posted ones
+ * finish, and only then (and a grace time) is its MR deregistered; a
+ * neighbour's ops on the same QPs all succeed. */
+TEST_F(dead_clients, a_dead_clients_ops_are_dropped_and_its_mr_freed_after)
+{
+    agent_options o;
+    o.nic.sq_depth      = 4;
+    agent_node &a       = add_agent(o);
+    test_client &x      = attach(a);
+    test_client &y      = attach(a);
+    const uint32_t px   = peer(x, a);
+    const uint32_t py   = peer(y, a);
+    const uint32_t x_mr = x.mr.handle;
+    const auto qps      = a.loopback_qps();
+    a.hold(qps, true);
+    for (uint64_t i = 1; i <= 12; ++i) { /* one lane: 4 posted, 8 queued */
+        x.post(x.write(px, x, i));
+    }
+    for (uint64_t i = 1; i <= 6; ++i) {
+        y.post(y.write(py, y, i));
+    }
+    pump();
+    ASSERT_EQ(a.nic->stats().ops_executed, 0u);
+
+    kill(x);
+    expect_mr_outlives_the_held_ops(a, qps, x_mr, y, 6);
+    EXPECT_EQ(json_number(a.status(), "clients_gone"), 1u);
+    EXPECT_EQ(a.nic->stats().ops_executed, 4u + 6u)
+            << "only the dead client's posted ops may run, not its queued";
+    EXPECT_TRUE(a.nic->has_mr(y.mr.handle));
+    EXPECT_EQ(json_number(a.status(), "mrs_cleaned"), 1u);
+    EXPECT_TRUE(a.engine->idle()) << a.status();
+}
+
+/* The same, but a new client takes the dead one's index while its ops are
+ * still posted: the new holder of the index must not make the agent think
+ * the old one's ops are done. */
+TEST_F(dead_clients, a_reused_index_does_not_free_the_dead_clients_mr_early)
+{
+    agent_node &a          = add_agent();
+    test_client &x         = attach(a);
+    test_client &y         = attach(a);
+    const uint32_t px      = peer(x, a);
+    const uint32_t py      = peer(y, a);
+    const uint32_t x_mr    = x.mr.handle;
+    const uint32_t x_index = x.index();
+    const auto qps         = a.loopback_qps();
+    a.hold(qps, true);
+    for (uint64_t i = 1; i <= 4; ++i) {
+        x.post(x.write(px, x, i));
+        y.post(y.write(py, y, i));
+    }
+    pump();
+
+    kill(x);
+    run_for(10ms);
+    test_client &z = attach(a);
+    ASSERT_EQ(z.index(), x_index) << "the test needs the index reused";
+    expect_mr_outlives_the_held_ops(a, qps, x_mr, y, 4);
+}
+
+/* A client releases an MR that one of its posted ops still reads: the
+ * agent deregisters it only once that op is done, and answers the
+ * client's release then. */
+TEST_F(engine_fixture, an_mr_released_while_an_op_uses_it_goes_after_the_op)
+{
+    agent_node &a     = add_agent();
+    test_client &c    = attach(a);
+    const uint32_t me = peer(c, a);
+    std::vector<uint8_t> extra(4096);
+    const loopback_mr m2 = a.nic->register_memory(extra.data(), extra.size(),
+                                                  remote_rw);
+    c.announce(m2, extra.data(), extra.size());
+    const auto qps = a.loopback_qps();
+    a.hold(qps, true);
+    work_request wr = c.write(me, c, 1);
+    wr.local_addr   = reinterpret_cast<uintptr_t>(extra.data());
+    wr.lkey         = m2.lkey;
+    c.post(wr);
+    pump();
+
+    const client::memory_region region{m2.handle, m2.lkey, m2.rkey,
+                                       extra.data(), extra.size()};
+    auto released = std::async(std::launch::async, [&] {
+        return c.session->deregister_memory(region, 5000ms);
+    });
+    for (int i = 0; i < 200; ++i) {
+        pump();
+        std::this_thread::sleep_for(100us);
+    }
+    EXPECT_TRUE(a.nic->has_mr(m2.handle)) << "deregistered under its op";
+    EXPECT_EQ(json_number(a.status(), "mrs_deferred"), 1u);
+    EXPECT_EQ(released.wait_for(0s), std::future_status::timeout)
+            << "the release was answered before the MR was gone";
+
+    a.hold(qps, false);
+    while (released.wait_for(0s) != std::future_status::ready) {
+        pump();
+    }
+    auto r = released.get();
+    EXPECT_TRUE(r.ok()) << r.error();
+    EXPECT_FALSE(a.nic->has_mr(m2.handle));
+    EXPECT_TRUE(a.nic->has_mr(c.mr.handle));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 1; }));
+    EXPECT_EQ(c.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(json_number(a.status(), "mrs_released"), 1u);
+}
+
+} // namespace
+} // namespace engine_test

@@ -1,0 +1,102 @@
+/*
+ * Two agents on one loopback fabric (engine_fixture.h): a connection that
+ * is lost and cannot be made again within the give-up time fails its
+ * ops and tells its clients, and a later connection works.
+ */
+#include "test/gtest/unit/engine_fixture.h"
+
+namespace engine_test {
+namespace {
+
+agent_options quick_peers()
+{
+    agent_options o;
+    agent::peer_config &p   = o.engine.peers;
+    p.retry_interval        = 10ms;
+    p.max_retry_interval    = 20ms;
+    p.max_handshake_retries = 3;
+    p.reconnect_delay       = 10ms;
+    p.give_up_timeout       = 200ms;
+    return o;
+}
+
+bool has_peer_failed(const test_client &c, uint32_t peer)
+{
+    for (const auto &r : c.inbound) {
+        if (r.msg.kind == static_cast<uint8_t>(inbound_kind::peer_failed) &&
+            r.msg.peer == peer) {
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
+{
+    agent_node &a       = add_agent(quick_peers());
+    agent_node &b       = add_agent(quick_peers());
+    test_client &ca     = attach(a);
+    test_client &cb     = attach(b);
+    const uint32_t to_b = peer(ca, b);
+    const uint32_t to_a = peer(cb, a);
+    ca.post(ca.am(to_b, cb.index(), 1, 0));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 1 && cb.inbound.size() == 1;
+    })) << a.status();
+    ASSERT_EQ(ca.count(completion_status::success), 1u);
+
+    /* a's QPs to b break, and from now on a's handshake datagrams are
+     * lost: it cannot connect again */
+    for (uint32_t q : a.qps_to(b)) {
+        ASSERT_TRUE(a.nic->fail_next(q, IBV_WC_RETRY_EXC_ERR).ok());
+    }
+    a.nic->drop_datagrams(1000000);
+    ca.post(ca.am(to_b, cb.index(), 2, 1));
+    ASSERT_TRUE(run_until([&] { return ca.done.size() == 2; }));
+    EXPECT_EQ(ca.done[1].status,
+              static_cast<uint32_t>(completion_status::failed));
+    EXPECT_EQ(ca.done[1].detail, IBV_WC_RETRY_EXC_ERR);
+
+    /* ops posted while it tries wait, and fail as peer_failed when it
+     * gives up; its client is told */
+    ca.post(ca.am(to_b, cb.index(), 3, 2));
+    ca.post(ca.write(to_b, cb, 4));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 4 && has_peer_failed(ca, to_b);
+    })) << a.status();
+    for (size_t i = 2; i < 4; ++i) {
+        EXPECT_EQ(ca.done[i].wr_id, i + 1);
+        EXPECT_EQ(ca.done[i].status,
+                  static_cast<uint32_t>(completion_status::peer_failed));
+    }
+    EXPECT_NE(a.status().find("\"state\": \"failed\""), std::string::npos)
+            << a.status();
+    EXPECT_FALSE(has_peer_failed(cb, to_a)) << "b gave up on a as well";
+
+    /* a new op for a failed peer fails at once */
+    ca.post(ca.am(to_b, cb.index(), 5, 3));
+    ASSERT_TRUE(run_until([&] { return ca.done.size() == 5; }));
+    EXPECT_EQ(ca.done[4].status,
+              static_cast<uint32_t>(completion_status::peer_failed));
+
+    /* the network is back and the client asks for the peer again: the
+     * same index, connected anew, both ways */
+    a.nic->drop_datagrams(0);
+    EXPECT_EQ(peer(ca, b), to_b);
+    ca.post(ca.am(to_b, cb.index(), 6, 4));
+    cb.post(cb.am(to_a, ca.index(), 1, 0));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 6 && cb.done.size() == 1 &&
+               ca.ams_by_sender().count(cb.id) == 1 &&
+               cb.ams_by_sender()[ca.id].size() == 2;
+    })) << a.status()
+        << b.status();
+    EXPECT_EQ(ca.done[5].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(cb.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(cb.ams_by_sender()[ca.id], (std::vector<uint32_t>{0, 4}));
+}
+
+} // namespace
+} // namespace engine_test
