@@ -67,6 +67,9 @@
  *   fail_next(qpn, s)     the next WR to run completes with error status
  *                         s (an ibv_wc_status), the QP goes to ERROR and
  *                         the WRs behind it flush; the peer is not told.
+ *                         s = IBV_WC_WR_FLUSH_ERR: the error completion is
+ *                         lost, the WR completes as flushed with the rest
+ *                         (a QP that went to ERROR by itself).
  *   break_silently(qpn)   the QP goes to ERROR and never generates another
  *                         completion, not even for a flush, for WRs queued
  *                         or posted later: rxe's lost completions (issue

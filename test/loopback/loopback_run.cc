@@ -103,7 +103,12 @@ void loopback_nic::run(rc_qp &qp)
             retire(qp, wr);
             continue;
         }
-        complete(qp, wr, nic_status::error, o.vendor);
+        /* fail_next(qpn, IBV_WC_WR_FLUSH_ERR): the error completion is
+         * lost and the failed WR flushes with the rest (rxe's way) */
+        complete(qp, wr,
+                 o.vendor == IBV_WC_WR_FLUSH_ERR ? nic_status::flushed :
+                                                   nic_status::error,
+                 o.vendor);
         to_error(qp);
         if (o.peer.qp != nullptr && o.peer.qp != &qp) {
             o.peer.nic->to_error(*o.peer.qp);

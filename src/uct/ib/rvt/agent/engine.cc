@@ -162,6 +162,10 @@ bool engine::progress(time_point now)
     }
     post_marked();
     tick_peers(now);
+    if (now >= m_next_watch) {
+        watch_lanes(now);
+        m_next_watch = now + m_cfg.lane_watch_period;
+    }
     if (!m_deferred.empty()) {
         finish_releases();
     }

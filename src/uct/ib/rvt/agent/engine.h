@@ -29,6 +29,15 @@
  * reconnection, and if the peer is given up they complete as peer_failed
  * and every client that used the peer gets a peer_failed inbound entry.
  *
+ * Silent QPs: a QP can go to the error state without a completion
+ * (Debian 12's rxe does), and keepalives travel on lane 0 only. Every
+ * engine_config::lane_watch_period, a lane that has had WRs posted and none retired
+ * since the last look is asked about: a connected peer's QP found in
+ * error fails the peer as an error completion would; a draining peer's
+ * lane that got no flush completion for a whole period is given up (its
+ * WRs complete as flushed), so the drain ends. A flushed completion that
+ * no flush of ours explains fails the peer too.
+ *
  * Dead clients: their queued ops are dropped, their posted ops run to
  * completion, and only then (plus a grace time, for remote writes already
  * on the wire towards their memory) are their MRs deregistered: an MR
@@ -68,6 +77,9 @@ struct engine_config {
     peer_config peers; /* K, handshake and keepalive timing */
     uint32_t max_peers = 1024;
     std::chrono::milliseconds dead_client_grace{2000};
+    /* how often watch_lanes() looks ("Silent QPs" above); a lane is
+     * suspect after one whole period with WRs posted and none retired */
+    std::chrono::milliseconds lane_watch_period{1000};
 };
 
 /* How many of one client's ops (queued or posted) name each lkey: an MR
@@ -203,6 +215,11 @@ private:
         uint32_t unsignaled = 0; /* posted since the last signaled WR */
         bool marked         = false; /* in m_marked: to post this pass */
         bool cq_waiting     = false; /* in m_cq_waiting */
+        /* the watchdog (watch_lanes): ops retired so far, and what it saw
+         * at its last look */
+        uint64_t retired      = 0;
+        uint64_t seen_retired = 0;
+        bool seen_busy        = false;
     };
 
     struct peer_counters {
@@ -284,6 +301,8 @@ private:
     void check_drained(peer &p, time_point now);
     void destroy_all_qps(peer &p);
     void fail_backlog(peer &p, completion_status why);
+    void watch_lanes(time_point now);
+    void give_up_lane(peer &p, uint16_t lane_index, time_point now);
     void tick_peers(time_point now);
 
     /* Shows each client what was staged on its rings since the last call,
@@ -351,6 +370,7 @@ private:
     std::vector<gone_client> m_gone;
     std::vector<deferred_release> m_deferred;
     bool m_asleep = false;
+    time_point m_next_watch{}; /* watch_lanes() is due */
     trace *m_trace = nullptr; /* off: nullptr */
 
     void traced(trace_stage stage, uint32_t client, uint64_t key,

@@ -103,6 +103,7 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
         }
     }
     const uint16_t lane_index = op.lane;
+    ++p.lanes[lane_index].retired;
     if (wc.status == nic_status::success) {
         p.conn->activity(now);
         complete_op(op_index, completion_status::success, 0);
@@ -114,20 +115,77 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
         return;
     }
     complete_op(op_index, completion_status::failed, wc.vendor);
-    if (wc.status != nic_status::flushed && !p.is(peer_state::draining)) {
+    if (!p.is(peer_state::draining)) {
+        /* a flushed WR outside our own drain: the QP went to the error
+         * state by itself (its error completion, if any, was lost) */
         qp_failed(p,
-                  "QP " + std::to_string(wc.qpn) + ": " + status_text(wc),
+                  "QP " + std::to_string(wc.qpn) + ": " + status_text(wc) +
+                          (wc.status == nic_status::flushed ?
+                                   " without a flush of ours" :
+                                   ""),
                   now);
     }
     check_drained(p, now);
+}
+
+/* The watchdog of silent QPs (engine.h, "Silent QPs"). */
+void engine::watch_lanes(time_point now)
+{
+    for (auto &pp : m_peers) {
+        peer &p = *pp;
+        for (uint16_t i = 0; i < p.lanes.size(); ++i) {
+            lane &l          = p.lanes[i];
+            const bool busy  = !l.inflight.empty();
+            const bool stuck = busy && l.seen_busy &&
+                               l.retired == l.seen_retired;
+            l.seen_busy    = busy;
+            l.seen_retired = l.retired;
+            if (!stuck || i >= p.active.size()) {
+                continue;
+            }
+            const uint32_t qpn = p.active[i];
+            if (p.is(peer_state::connected) &&
+                m_nic.query_qp(qpn) == nic_qp_state::error) {
+                qp_failed(p,
+                          "QP " + std::to_string(qpn) + " (lane " +
+                                  std::to_string(i) +
+                                  ") is in the error state with " +
+                                  std::to_string(l.inflight.size()) +
+                                  " WRs posted and no completion",
+                          now);
+            } else if (p.is(peer_state::draining)) {
+                give_up_lane(p, i, now);
+            }
+        }
+    }
+}
+
+/* A draining lane whose QP reports nothing, not even the flush: its WRs
+ * will never complete, so they complete here as flushed. */
+void engine::give_up_lane(peer &p, uint16_t lane_index, time_point now)
+{
+    lane &l = p.lanes[lane_index];
+    m_log("QP " + std::to_string(p.active[lane_index]) + " (lane " +
+          std::to_string(lane_index) + "): no completion for " +
+          std::to_string(l.inflight.size()) +
+          " WRs since the flush; completing them as flushed");
+    nic_completion flushed{};
+    flushed.status = nic_status::flushed;
+    flushed.vendor = IBV_WC_WR_FLUSH_ERR;
+    flushed.qpn    = p.active[lane_index];
+    while (!l.inflight.empty() && p.is(peer_state::draining)) {
+        const uint32_t op_index = l.inflight.front();
+        l.inflight.pop_front();
+        retire(p, op_index, flushed, now);
+    }
 }
 
 void engine::on_receive(const nic_completion &wc, time_point now)
 {
     const auto buffer = static_cast<uint32_t>(wc.wr_id);
     auto owner        = m_peer_by_qpn.find(wc.qpn);
-    peer *p    = owner != m_peer_by_qpn.end() ? m_peers[owner->second].get() :
-                                                nullptr;
+    peer *p = owner != m_peer_by_qpn.end() ? m_peers[owner->second].get() :
+                                             nullptr;
     if (wc.status == nic_status::success && p != nullptr) {
         p->conn->activity(now);
         ++p->n.recv_msgs;
@@ -171,8 +229,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         }
     } else if (wc.status == nic_status::error) {
         const std::string why = "receive error on QP " +
-                                std::to_string(wc.qpn) + ": " +
-                                status_text(wc);
+                                std::to_string(wc.qpn) + ": " + status_text(wc);
         m_log(why);
         if (p != nullptr && !p->is(peer_state::draining)) {
             qp_failed(*p, why, now);

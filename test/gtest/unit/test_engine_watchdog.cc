@@ -1,0 +1,108 @@
+/*
+ * Silent QPs (engine.h): a QP that goes to the error state without the
+ * completion that says so, or without any completion at all, must not
+ * leave its lane's ops waiting for ever. Driven on the host through real
+ * sessions (engine_fixture.h), with the loopback nic's fault injection.
+ */
+#include "test/gtest/unit/engine_fixture.h"
+
+namespace engine_test {
+namespace {
+
+agent_options watched()
+{
+    agent_options o;
+    o.engine.lane_watch_period = 50ms;
+    return o;
+}
+
+class watchdog : public engine_fixture {
+protected:
+    /* An AM from `c` to itself, completed and received. */
+    void expect_round(test_client &c, uint32_t self, uint64_t wr_id)
+    {
+        const size_t done = c.done.size(), got = c.inbound.size();
+        c.post(c.am(self, c.index(), wr_id, static_cast<uint32_t>(wr_id)));
+        ASSERT_TRUE(run_until([&] {
+            return c.done.size() == done + 1 && c.inbound.size() == got + 1;
+        })) << c.home->status();
+        EXPECT_EQ(c.done.back().wr_id, wr_id);
+        EXPECT_EQ(c.done.back().status,
+                  static_cast<uint32_t>(completion_status::success));
+    }
+};
+
+TEST_F(watchdog, a_flush_that_is_not_ours_fails_the_peer_and_it_recovers)
+{
+    agent_node &a       = add_agent(watched());
+    test_client &c      = attach(a);
+    const uint32_t self = peer(c, a);
+    expect_round(c, self, 1);
+
+    /* every loopback QP goes to ERROR at its next WR, and says so only
+     * with flushed completions (Debian 12's rxe) */
+    for (uint32_t q : a.loopback_qps()) {
+        ASSERT_TRUE(a.nic->fail_next(q, IBV_WC_WR_FLUSH_ERR).ok());
+    }
+    c.post(c.am(self, c.index(), 2, 2));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 2; })) << a.status();
+    EXPECT_EQ(c.done[1].status,
+              static_cast<uint32_t>(completion_status::failed));
+    EXPECT_EQ(c.done[1].detail, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(a.logged("without a flush of ours"), 1u);
+
+    /* the agent rebuilt the QPs: the next message goes through */
+    expect_round(c, self, 3);
+}
+
+TEST_F(watchdog, a_qp_in_error_without_any_completion_is_found_and_given_up)
+{
+    agent_node &a       = add_agent(watched());
+    test_client &c      = attach(a);
+    const uint32_t self = peer(c, a);
+    expect_round(c, self, 1);
+
+    /* the QPs go to ERROR and never complete anything again, not even
+     * the flush the engine asks for */
+    for (uint32_t q : a.loopback_qps()) {
+        ASSERT_TRUE(a.nic->break_silently(q).ok());
+    }
+    c.post(c.am(self, c.index(), 2, 2));
+    c.post(c.am(self, c.index(), 3, 3));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 3; }, 5s))
+            << "the ops of a silent QP never completed: " << a.status();
+    for (size_t i = 1; i < 3; ++i) {
+        EXPECT_EQ(c.done[i].wr_id, i + 1) << "in order";
+        EXPECT_EQ(c.done[i].status,
+                  static_cast<uint32_t>(completion_status::failed));
+        EXPECT_EQ(c.done[i].detail, IBV_WC_WR_FLUSH_ERR);
+    }
+    EXPECT_GE(a.logged("is in the error state with"), 1u);
+    EXPECT_GE(a.logged("completing them as flushed"), 1u);
+
+    /* new QPs: the next message goes through */
+    expect_round(c, self, 4);
+}
+
+TEST_F(watchdog, a_slow_lane_whose_qp_is_fine_is_left_alone)
+{
+    agent_node &a       = add_agent(watched());
+    test_client &c      = attach(a);
+    const uint32_t self = peer(c, a);
+    expect_round(c, self, 1);
+
+    /* no completion for many watch periods, but the QPs are in RTS: a
+     * slow link or a busy peer, not a failure */
+    a.hold(a.loopback_qps(), true);
+    c.post(c.am(self, c.index(), 2, 2));
+    run_for(400ms);
+    EXPECT_EQ(c.done.size(), 1u) << "a held op completed";
+    a.hold(a.loopback_qps(), false);
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 2; })) << a.status();
+    EXPECT_EQ(c.done[1].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(a.logged("error state"), 0u);
+}
+
+} // namespace
+} // namespace engine_test
