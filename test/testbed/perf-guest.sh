@@ -9,6 +9,16 @@
 #               and 16 MiB: >= 0.95
 #   4 pairs     4 processes per node, each pair at once: UCT am_bw 8 B and
 #               put_bw zcopy 256 KiB, the pairs' sum: >= 0.9
+#   pollers     every rc_verbs figure again with one more process per
+#               node that polls and yields as an agent does: an rvt message
+#               passes 4 spinning processes on the guest's 2 vCPUs,
+#               rc_verbs' only 2; rvt / that is the part of each ratio that
+#               is not the emulator's scheduling of busy pollers
+#   UCX_TLS     what users should set: UCP tag_lat and tag_bw, one pair and
+#               4 pairs at once, with rvt alone, with active messages on
+#               per-process UD and the rendezvous on rvt (ud_verbs,rvt),
+#               and rc_verbs; the agents' counters show that rvt carried
+#               the rendezvous
 #   trace       where an 8-byte active message's time goes, per hop, from
 #               the agents' and the processes' traces (rvt-trace-report)
 #
@@ -70,79 +80,103 @@ uct() {
     fi
 }
 
-# ucp TEST SIZE ITERS TL: one UCP run node1 -> node2 (rvt or rc_verbs)
+# ucp TEST SIZE ITERS TL: one UCP run node1 -> node2; TL is rvt, rc_verbs
+# or a UCX_TLS list (its figure kept under KEY_TL if set, else TL)
 ucp() {
     local test=$1 size=$2 iters=$3 tl=$4 env out kind=bw
+    local key_tl=${KEY_TL:-$tl}
     [ "$test" = tag_lat ] && kind=lat
-    out=$work/ucp.$test.$size.$tl
-    env="UCX_TLS=rc_verbs,ud_verbs:aux,self"
-    [ "$tl" = rvt ] && env="LD_PRELOAD=$module UCX_TLS=rvt,self"
+    out=$work/ucp.$test.$size.${key_tl//,/_}
+    env="LD_PRELOAD=$module $(ucx_tls_env "$tl")"
     if perf_pair "$out" 2 1 "$env" "$env" -t "$test" -s "$size" \
         -n "$iters" -w $((iters / 4 + 1)) && f=$(figure "$out" "$kind"); then
-        fig[$test.ucp.$size.$tl]=$f
-        pass "ucp $test $size B, $tl: $f ($pair_secs s)"
+        fig[$test.ucp.$size.$key_tl]=$f
+        pass "ucp $test $size B, $key_tl: $f ($pair_secs s)"
     else
-        fig[$test.ucp.$size.$tl]=error
-        fail "ucp $test $size B, $tl: $(error_text "$out")"
+        fig[$test.ucp.$size.$key_tl]=error
+        fail "ucp $test $size B, $key_tl: $(error_text "$out")"
     fi
+}
+# ucx_tls_env TL: the environment of a UCP run over TL (rvt: rvt alone;
+# rc_verbs: rc_verbs with UD as UCP's auxiliary wire-up transport, as
+# UCX's default; else TL is the UCX_TLS list itself). ud_verbs drops every
+# packet on rxe without UCX_UD_VERBS_ETH_DGID_CHECK=n (DESIGN.md).
+ucx_tls_env() {
+    case $1 in
+    rvt) echo "UCX_TLS=rvt,self" ;;
+    rc_verbs) echo "UCX_TLS=rc_verbs,ud_verbs:aux,self UCX_UD_VERBS_ETH_DGID_CHECK=n" ;;
+    *) echo "UCX_TLS=$1 UCX_UD_VERBS_ETH_DGID_CHECK=n" ;;
+    esac
 }
 
 # row KEY TARGET: KEY is test.layout.size; TARGET "<=3" or ">=0.9"
 row() { rows+=("$1 $2"); }
 
+# both KIND ARGS... TARGET: KIND (uct, ucp or many) with ARGS over rvt,
+# then rc_verbs, and a row of the table for their ratio; the rc_verbs run
+# is remembered for the pollers' section
+reruns=()
+both() {
+    local kind=$1 target=${*: -1} args=("${@:2:$#-2}")
+    "$kind" "${args[@]}" rvt
+    "$kind" "${args[@]}" rc_verbs
+    reruns+=("$kind ${args[*]}")
+    case $kind in
+    uct) row "${args[0]}.${args[1]}.${args[2]}" "$target" ;;
+    ucp) row "${args[0]}.ucp.${args[1]}" "$target" ;;
+    many) row "${args[0]}.x4.${args[2]}" "$target" ;;
+    esac
+}
+
+# pollers_start / pollers_stop: one more process per node that polls and
+# yields, as an idle agent does (rvtd --idle-yield)
+pollers=()
+pollers_start() {
+    local n
+    for n in 1 2; do
+        on "$n" timeout 900 python3 -c \
+            'import os
+while True: os.sched_yield()' >/dev/null 2>&1 &
+        pollers+=($!)
+    done
+}
+pollers_stop() {
+    local n
+    for n in 1 2; do # ([.]: the pattern must not match these commands' own)
+        on "$n" pkill -f 'os[.]sched_yield'
+    done
+    wait "${pollers[@]}" 2>/dev/null
+    pollers=()
+}
+
 section "latency, 8 B"
+# the first rvt run is traced (the last section reports it)
 uct am_lat short 8 1000 rvt "RVT_TRACE=$work/client.trace" \
     "RVT_TRACE=$work/server.trace"
 uct am_lat short 8 1000 rc_verbs
+reruns+=("uct am_lat short 8 1000")
 row am_lat.short.8 "<=3"
-uct put_lat short 8 1000 rvt
-uct put_lat short 8 1000 rc_verbs
-row put_lat.short.8 "<=3"
-ucp tag_lat 8 1000 rvt
-ucp tag_lat 8 1000 rc_verbs
-row tag_lat.ucp.8 "<=3"
-
-# The emulator's share (issue 10: "rc_verbs given as many busy pollers as
-# rvt has"): an rvt message passes 4 spinning processes (2 ucx_perftest,
-# 2 agents), rc_verbs' only 2. rc_verbs again, with a process per node
-# that polls and yields as an agent between messages does.
-pollers=()
-for n in 1 2; do
-    on "$n" timeout 300 python3 -c \
-        'import os
-while True: os.sched_yield()' >/dev/null 2>&1 &
-    pollers+=($!)
-done
-KEY_TL=rc_verbs_4pollers uct am_lat short 8 1000 rc_verbs
-for n in 1 2; do # ([.]: the pattern must not match these commands' own)
-    on "$n" pkill -f 'os[.]sched_yield'
-done
-wait "${pollers[@]}" 2>/dev/null
+both uct put_lat short 8 1000 "<=3"
+both ucp tag_lat 8 1000 "<=3"
 
 section "bandwidth"
 for s in 65536:200 1048576:20 4194304:8; do
-    uct put_bw zcopy "${s%:*}" "${s#*:}" rvt
-    uct put_bw zcopy "${s%:*}" "${s#*:}" rc_verbs
-    row "put_bw.zcopy.${s%:*}" ">=0.9"
+    both uct put_bw zcopy "${s%:*}" "${s#*:}" ">=0.9"
 done
-uct am_bw bcopy 8192 500 rvt
-uct am_bw bcopy 8192 500 rc_verbs
-row am_bw.bcopy.8192 ">=0.9"
+both uct am_bw bcopy 8192 500 ">=0.9"
 # am zcopy: rvt's largest active message (8 KiB less its header)
-uct am_bw zcopy 8000 500 rvt
-uct am_bw zcopy 8000 500 rc_verbs
-row am_bw.zcopy.8000 ">=0.9"
+both uct am_bw zcopy 8000 500 ">=0.9"
 for s in 1048576:10 4194304:4 16777216:2; do
-    ucp tag_bw "${s%:*}" "${s#*:}" rvt
-    ucp tag_bw "${s%:*}" "${s#*:}" rc_verbs
-    row "tag_bw.ucp.${s%:*}" ">=0.95"
+    both ucp tag_bw "${s%:*}" "${s#*:}" ">=0.95"
 done
 
 section "4 processes per node, each pair at once"
 # many TEST LAYOUT SIZE ITERS TL: 4 pairs node1 -> node2 at once; their
-# bandwidths added
+# bandwidths added (kept under KEY_TL if set)
+# shellcheck disable=SC2317 # called through both() and the pollers' reruns
 many() {
     local test=$1 layout=$2 size=$3 iters=$4 tl=$5 k pids=() sum ok=yes
+    local key_tl=${KEY_TL:-$tl}
     for k in 1 2 3 4; do
         uct_pair_bg "$test" "$layout" "$size" "$iters" "$tl" "$k" &
         pids+=($!)
@@ -150,16 +184,17 @@ many() {
     for k in "${pids[@]}"; do wait "$k" || ok=no; done
     sum=$(cat "$work"/many.*."$tl".fig 2>/dev/null | awk '{ s += $1 } END { printf "%.2f MB/s", s }')
     rm -f "$work"/many.*."$tl".fig
-    if [ $ok = yes ]; then
-        fig[$test.x4.$size.$tl]=$sum
-        pass "4 pairs uct $test -D $layout $size B, $tl: $sum together"
+    if [ "$ok" = yes ]; then
+        fig[$test.x4.$size.$key_tl]=$sum
+        pass "4 pairs uct $test -D $layout $size B, $key_tl: $sum together"
     else
-        fig[$test.x4.$size.$tl]=error
-        fail "4 pairs uct $test -D $layout $size B, $tl: a pair failed"
+        fig[$test.x4.$size.$key_tl]=error
+        fail "4 pairs uct $test -D $layout $size B, $key_tl: a pair failed"
     fi
 }
 # uct_pair_bg TEST LAYOUT SIZE ITERS TL K: pair K of many(), its figure
 # into many.K.TL.fig
+# shellcheck disable=SC2317 # called by many()
 uct_pair_bg() {
     local test=$1 layout=$2 size=$3 iters=$4 tl=$5 k=$6 out senv cenv=""
     out=$work/many.$test.$size.$tl.$k
@@ -173,34 +208,80 @@ uct_pair_bg() {
         -D "$layout" -s "$size" -n "$iters" -w $((iters / 10 + 1)) || return 1
     figure "$out" bw | awk '{ print $1 }' >"$work/many.$k.$tl.fig"
 }
-many am_bw short 8 2000 rvt
-many am_bw short 8 2000 rc_verbs
-row am_bw.x4.8 ">=0.9"
-many put_bw zcopy 262144 40 rvt
-many put_bw zcopy 262144 40 rc_verbs
-row put_bw.x4.262144 ">=0.9"
+both many am_bw short 8 2000 ">=0.9"
+both many put_bw zcopy 262144 40 ">=0.9"
+
+section "rc_verbs again, with as many busy pollers as rvt has"
+# An rvt message passes 4 spinning processes (2 ucx_perftest, 2 agents),
+# rc_verbs' only 2 (with 4 pairs: 10 and 8). Every rc_verbs run above
+# again, with a process per node that polls and yields between messages
+# as an agent does: what rc_verbs gets from the emulator in rvt's place.
+pollers_start
+for r in "${reruns[@]}"; do
+    read -ra cmd <<<"$r"
+    KEY_TL=rc_verbs_pollers "${cmd[@]}" rc_verbs
+done
+pollers_stop
 
 section "rvt / rc_verbs, same boot"
-printf '%-26s %-14s %-14s %-7s %-7s %s\n' measure rvt rc_verbs ratio target verdict
+# ratio VALUE_A VALUE_B: A / B from two figures ("12.3 us"), or "-"
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
+        if (x[1] + 0 <= 0 || y[1] + 0 <= 0) print "-"
+        else printf "%.2f\n", x[1] / y[1] }'
+}
+printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %s\n' measure rvt rc_verbs \
+    ratio target verdict "rc_verbs+p" "rvt/that"
 for r in "${rows[@]}"; do
     read -r key target <<<"$r"
-    a=${fig[$key.rvt]:-?} b=${fig[$key.rc_verbs]:-?}
-    read -r ratio verdict < <(awk -v a="$a" -v b="$b" -v t="$target" 'BEGIN {
-        split(a, x, " "); split(b, y, " ")
-        if (x[1] + 0 <= 0 || y[1] + 0 <= 0) { print "- -"; exit }
-        r = x[1] / y[1]; lim = substr(t, 3) + 0
-        ok = (substr(t, 1, 2) == "<=") ? r <= lim : r >= lim
-        printf "%.2f %s\n", r, ok ? "met" : "not-met" }')
-    printf '%-26s %-14s %-14s %-7s %-7s %s\n' "$key" "$a" "$b" "$ratio" "$target" "$verdict"
+    a=${fig[$key.rvt]:-?} b=${fig[$key.rc_verbs]:-?} c=${fig[$key.rc_verbs_pollers]:-?}
+    q=$(ratio "$a" "$b")
+    verdict=-
+    if [ "$q" != - ]; then
+        verdict=$(awk -v r="$q" -v t="$target" 'BEGIN { lim = substr(t, 3) + 0
+            ok = (substr(t, 1, 2) == "<=") ? r <= lim : r >= lim
+            print ok ? "met" : "not-met" }')
+    fi
+    printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %s\n' "$key" "$a" "$b" \
+        "$q" "$target" "$verdict" "$c" "$(ratio "$a" "$c")"
 done
 echo "(latency: median half round trip, ratio > 1 is slower; bandwidth: MB/s,"
-echo " ratio < 1 is slower. TCG: every node shares the guest's 2 vCPUs)"
-awk -v a="${fig[am_lat.short.8.rvt]:-?}" -v b="${fig[am_lat.short.8.rc_verbs]:-?}" \
-    -v c="${fig[am_lat.short.8.rc_verbs_4pollers]:-?}" 'BEGIN {
-    split(a, x, " "); split(b, y, " "); split(c, z, " ")
-    if (x[1] + 0 <= 0 || y[1] + 0 <= 0 || z[1] + 0 <= 0) exit
-    printf "am_lat 8 B, rc_verbs with 4 busy pollers as rvt has: %s, %.2f x rc_verbs alone;\n", c, z[1] / y[1]
-    printf "  rvt / that = %.2f (the part of the ratio that is not the emulator'"'"'s pollers)\n", x[1] / z[1] }'
+echo " ratio < 1 is slower. TCG: every node shares the guest's 2 vCPUs."
+echo " rc_verbs+p: rc_verbs with one more polling process per node, as many"
+echo " spinning processes as rvt has; rvt/that: the ratio without the"
+echo " emulator's scheduling of busy pollers)"
+
+section "what users should set: UCX_TLS for MPI and OpenSHMEM (UCP, node1 -> node2)"
+# rvt alone; active messages on per-process UD with the rendezvous on the
+# shared QPs (as rv and PSM3 split them); rc_verbs. The agents' counters
+# say whether rvt carried the rendezvous of the ud_verbs,rvt runs.
+for tl in rvt ud_verbs,rvt,self rc_verbs; do
+    ucp tag_lat 8 1000 "$tl"
+    for s in 65536:100 1048576:10; do
+        if [ "$tl" = ud_verbs,rvt,self ]; then
+            for n in 1 2; do counters_save "$n" "$work/tls.before.$n"; done
+        fi
+        ucp tag_bw "${s%:*}" "${s#*:}" "$tl"
+        if [ "$tl" = ud_verbs,rvt,self ]; then
+            moved=0
+            for n in 1 2; do
+                read -r _ _ _ tx _ < <(counters_delta "$n" "$work/tls.before.$n")
+                moved=$((moved + ${tx:-0}))
+            done
+            check "ud_verbs,rvt tag_bw ${s%:*} B: the agents posted $moved bytes (the rendezvous went over rvt)" \
+                [ "$moved" -ge $((${s%:*} * ${s#*:})) ]
+        fi
+    done
+done
+printf '%-16s %-14s %-14s %s\n' measure rvt ud_verbs,rvt rc_verbs
+for key in tag_lat.ucp.8 tag_bw.ucp.65536 tag_bw.ucp.1048576; do
+    printf '%-16s %-14s %-14s %s\n' "$key" "${fig[$key.rvt]:-?}" \
+        "${fig[$key.ud_verbs,rvt,self]:-?}" "${fig[$key.rc_verbs]:-?}"
+done
+echo "ratios to rc_verbs: rvt $(ratio "${fig[tag_lat.ucp.8.rvt]:-?}" "${fig[tag_lat.ucp.8.rc_verbs]:-?}")," \
+    "ud_verbs,rvt $(ratio "${fig[tag_lat.ucp.8.ud_verbs,rvt,self]:-?}" "${fig[tag_lat.ucp.8.rc_verbs]:-?}") (tag_lat);" \
+    "rvt $(ratio "${fig[tag_bw.ucp.1048576.rvt]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}")," \
+    "ud_verbs,rvt $(ratio "${fig[tag_bw.ucp.1048576.ud_verbs,rvt,self]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}") (tag_bw 1 MiB)"
 
 [ "$trace" = 1 ] || finish perf
 section "where the time goes: the first rvt am_lat, per hop"
