@@ -9,7 +9,9 @@
 #      pingpong, bandwidth, alltoall, allreduce, every word verified;
 #      UCP's default rendezvous reads (RDMA READ), so the same program
 #      runs again, from 1 MiB, with UCX_RNDV_SCHEME=put_zcopy, where the
-#      data must arrive as RDMA WRITE WITH IMMEDIATE
+#      data must arrive as RDMA WRITE WITH IMMEDIATE; and again with
+#      UCX_TLS=ud_verbs,rvt,sm,self, the README's advice for MPI (active
+#      messages on per-process UD, the rendezvous on rvt)
 #   2. test/shmem/rvt_shmem_check with spml ucx: puts to all, gets,
 #      barriers, atomics and a large put, every word verified
 #
@@ -210,6 +212,34 @@ if [ $ok = yes ]; then
 else
     fail "MPI rendezvous with the put scheme: too few bytes delivered as writes with immediate (expected >= 4194304 per node):$line"
 fi
+
+# 1c --------------------------------------------------------------------
+# The setting the README recommends for MPI: active messages on each
+# process's own UD QP, the rendezvous on rvt's shared QPs. Messages of 1
+# MiB and more, so the data moves by rendezvous: the agents must have
+# posted at least a 4 MiB message's worth (RDMA READ, UCP's get scheme).
+tls_opts=("${mpirun_opts[@]/#UCX_TLS=rvt,sm,self/UCX_TLS=ud_verbs,rvt,sm,self}"
+    -x UCX_UD_VERBS_ETH_DGID_CHECK=n)
+for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
+t0=$SECONDS
+# shellcheck disable=SC2086
+on 1 timeout 600 mpirun "${tls_opts[@]}" -np 8 "$mpi_prog" $MPI_PUT_ARGS \
+    >"$work/mpi-ud.out" 2>&1
+rc=$?
+ud_s=$((SECONDS - t0))
+indent "mpi ud_verbs,rvt" <"$work/mpi-ud.out"
+if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_check' "$work/mpi-ud.out"; then
+    pass "MPI program verified with UCX_TLS=ud_verbs,rvt,sm,self, 1 to 4 MiB ($ud_s s)"
+else
+    fail "MPI program with UCX_TLS=ud_verbs,rvt,sm,self (mpirun exit $rc after $ud_s s; output above)"
+fi
+posted=0
+for n in 1 2; do
+    read -r _ _ _ tx _ < <(deltas "$n")
+    posted=$((posted + ${tx:-0}))
+done
+check "with ud_verbs,rvt the rendezvous went over rvt: the agents posted $posted bytes to the other node" \
+    [ "$posted" -ge $((4 * 1048576)) ]
 
 # 2 ---------------------------------------------------------------------
 for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
