@@ -625,6 +625,69 @@ TEST_P(uct_rvt_semantics, pending_requests_run_once_in_order)
     EXPECT_EQ(idle.calls, 0);
 }
 
+namespace {
+
+/* A pending request that, once it has sent, poisons itself as a freed one
+ * would be: UCP frees its requests in the callback and answers UCS_OK. */
+struct self_freeing_pending {
+    uct_pending_req_t req; /* first: UCT hands back its address */
+    uct_ep_h ep                       = nullptr;
+    uint64_t tag                      = 0;
+    std::vector<uint64_t> *dispatched = nullptr;
+
+    static ucs_status_t run(uct_pending_req_t *self)
+    {
+        auto &p = *reinterpret_cast<self_freeing_pending *>(self);
+        const ucs_status_t status = uct_ep_am_short(p.ep, am_id, p.tag, nullptr,
+                                                    0);
+        if (status == UCS_OK) {
+            p.dispatched->push_back(p.tag);
+            std::memset(&p.req, 0xa5, sizeof(p.req)); /* gone */
+        }
+        return status;
+    }
+};
+static_assert(offsetof(self_freeing_pending, req) == 0);
+
+} // namespace
+
+TEST_P(uct_rvt_semantics, pending_request_may_free_itself)
+{
+    uint64_t seq = 0;
+    ucs_status_t status;
+    while ((status = uct_ep_am_short(m_ep, am_id, make_tag(0, seq), nullptr,
+                                     0)) == UCS_OK) {
+        ++seq;
+    }
+    ASSERT_EQ(status, UCS_ERR_NO_RESOURCE) << ucs_status_string(status);
+    const uint64_t burst = seq;
+
+    constexpr int queued = 50;
+    std::vector<self_freeing_pending> reqs(queued);
+    std::vector<uint64_t> dispatched;
+    for (auto &p : reqs) {
+        p.req.func   = self_freeing_pending::run;
+        p.ep         = m_ep;
+        p.tag        = make_tag(0, seq++);
+        p.dispatched = &dispatched;
+        ASSERT_EQ(uct_ep_pending_add(m_ep, &p.req, 0), UCS_OK);
+    }
+    const size_t total = burst + queued;
+    ASSERT_TRUE(progress_until([&] { return m_received.size() >= total; }))
+            << "received " << m_received.size() << " of " << total
+            << "; dispatched " << dispatched.size() << " of " << queued;
+    EXPECT_EQ(flush_ep(m_ep), UCS_OK);
+    ASSERT_EQ(dispatched.size(), size_t{queued});
+    for (int k = 0; k < queued; ++k) {
+        EXPECT_EQ(dispatched[k], make_tag(0, burst + k)) << "request " << k;
+    }
+    uint64_t expect = 0;
+    for (const auto &msg : m_received) {
+        ASSERT_EQ(tag_of(msg), make_tag(0, expect)) << "out of order";
+        ++expect;
+    }
+}
+
 /* ---- zcopy completions ------------------------------------------------ */
 
 namespace {

@@ -228,6 +228,15 @@ void ep::push_pending(uct_pending_req_t *req)
     pending_tail = req;
 }
 
+void ep::unpop_pending(uct_pending_req_t *req)
+{
+    set_next(req, pending_head);
+    pending_head = req;
+    if (pending_tail == nullptr) {
+        pending_tail = req;
+    }
+}
+
 uct_pending_req_t *ep::pop_pending()
 {
     uct_pending_req_t *req = pending_head;

@@ -8,7 +8,10 @@
  * Pending requests queue per endpoint, linked through the requests' own
  * priv space; while an endpoint has queued requests, its operations answer
  * UCS_ERR_NO_RESOURCE (except from inside its own pending dispatch), so
- * nothing overtakes them.
+ * nothing overtakes them. A request is taken off the queue before its
+ * callback runs: a callback that answers UCS_OK may free it (UCP's do), so
+ * nothing reads it afterwards; one that answers otherwise is put back at
+ * the front.
  */
 #ifndef RVT_UCT_EP_H
 #define RVT_UCT_EP_H
@@ -67,6 +70,8 @@ struct ep {
     }
     void push_pending(uct_pending_req_t *req);
     uct_pending_req_t *pop_pending();
+    /* Puts back at the front a request pop_pending() took. */
+    void unpop_pending(uct_pending_req_t *req);
     /* Completes the flushes this endpoint's progress satisfied. */
     void complete_flushes();
 };

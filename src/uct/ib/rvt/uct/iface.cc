@@ -261,8 +261,10 @@ void dispatch_pending(iface &i)
         if (i.pending_cursor >= i.pending_eps.size()) {
             i.pending_cursor = 0;
         }
-        ep &e                     = *i.pending_eps[i.pending_cursor];
-        uct_pending_req_t *req    = e.pending_head;
+        ep &e = *i.pending_eps[i.pending_cursor];
+        /* off the queue before the call: on UCS_OK the callback may have
+         * freed it (ep.h) */
+        uct_pending_req_t *req    = e.pop_pending();
         e.dispatching             = true;
         const ucs_status_t status = req->func(req);
         e.dispatching             = false;
@@ -270,15 +272,17 @@ void dispatch_pending(iface &i)
             continue; /* destroyed by the callback: already unlisted */
         }
         if (status == UCS_OK) {
-            (void)e.pop_pending();
             if (!e.has_pending()) {
                 i.pending_eps.erase(i.pending_eps.begin() +
                                     static_cast<ptrdiff_t>(i.pending_cursor));
                 e.in_pending_list = false;
                 continue;
             }
-        } else if (status != UCS_INPROGRESS) {
-            break; /* no progress possible now */
+        } else {
+            e.unpop_pending(req); /* still queued, at the front */
+            if (status != UCS_INPROGRESS) {
+                break; /* no progress possible now */
+            }
         }
         ++i.pending_cursor;
     }
