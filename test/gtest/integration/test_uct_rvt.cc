@@ -270,7 +270,13 @@ TEST_F(uct_rvt, md_invalidate_completes_only_after_the_agent_dropped_the_mr)
                         UCT_MD_MEM_DEREG_FIELD_FLAGS;
     params.memh  = memh;
     params.flags = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
-    EXPECT_EQ(uct_md_mem_dereg_v2(m_md, &params), UCS_ERR_INVALID_PARAM);
+    {
+        /* quietly, as UCX's own MDs refuse it (a caller's mistake that
+         * the status reports; UCX's gtest fails a test that logs) */
+        log_capture log;
+        EXPECT_EQ(uct_md_mem_dereg_v2(m_md, &params), UCS_ERR_INVALID_PARAM);
+        EXPECT_TRUE(log.lines().empty()) << log.lines().front();
+    }
     EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
 }
 

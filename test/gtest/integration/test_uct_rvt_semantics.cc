@@ -688,6 +688,45 @@ TEST_P(uct_rvt_semantics, pending_request_may_free_itself)
     }
 }
 
+/* A length over the interface's limit is refused with UCX's own words
+ * ("Invalid put_short length: ..."), which UCX's uct_p2p_err_test looks
+ * for, and with nothing else logged. */
+TEST_P(uct_rvt_semantics, too_long_operations_are_refused_in_ucx_words)
+{
+    const size_t put_max = m_attr.cap.put.max_short;
+    const size_t am_max  = m_attr.cap.am.max_short;
+    std::vector<char> bytes(std::max(put_max, am_max) + 1 + sizeof(uint64_t));
+    std::string too_long(m_attr.cap.am.max_bcopy + 1, 'x');
+    struct attempt {
+        const char *what;
+        std::function<ucs_status_t()> call;
+    } attempts[] = {
+            {"put_short",
+             [&] {
+                 return uct_ep_put_short(m_ep, bytes.data(), put_max + 1, 0, 0);
+             }},
+            {"am_short",
+             [&] {
+                 return uct_ep_am_short(m_ep, am_id, 0, bytes.data(),
+                                        am_max + 1);
+             }},
+            {"am_bcopy",
+             [&] {
+                 const ssize_t n = uct_ep_am_bcopy(m_ep, am_id, pack_pattern,
+                                                   &too_long, 0);
+                 return n < 0 ? static_cast<ucs_status_t>(n) : UCS_OK;
+             }},
+    };
+    for (const auto &a : attempts) {
+        log_capture log;
+        EXPECT_EQ(a.call(), UCS_ERR_INVALID_PARAM) << a.what;
+        ASSERT_EQ(log.lines().size(), 1u) << a.what;
+        EXPECT_TRUE(log.any_containing(std::string("Invalid ") + a.what +
+                                       " length: "))
+                << log.lines().front();
+    }
+}
+
 /* ---- zcopy completions ------------------------------------------------ */
 
 namespace {

@@ -50,7 +50,8 @@ void set_next(uct_pending_req_t *req, uct_pending_req_t *next)
 ucs_status_t
 bad_length(const ep &e, const char *what, size_t length, size_t max)
 {
-    ucs_error("rvt %s: %s of %zu bytes: at most %zu",
+    /* UCX's own words (uct_iface.h, UCT_CHECK_LENGTH) */
+    ucs_error("rvt %s: Invalid %s length: %zu (expected: <= %zu)",
               e.owner->owner_md->port.device.c_str(), what, length, max);
     return UCS_ERR_INVALID_PARAM;
 }
