@@ -62,6 +62,36 @@ TEST(imm, control_round_trips)
     EXPECT_EQ(d->op, imm::control_op::keepalive);
 }
 
+TEST(imm, pause_and_resume_carry_their_subject_to_the_limits)
+{
+    for (auto op : {imm::control_op::pause, imm::control_op::resume}) {
+        for (uint32_t subject : {0u, 1u, imm::max_clients - 1}) {
+            auto v = imm::encode_control(op, subject);
+            ASSERT_TRUE(v.has_value()) << subject;
+            auto d = imm::decode(*v);
+            ASSERT_TRUE(d.has_value()) << subject;
+            EXPECT_EQ(d->what, imm::kind::control);
+            EXPECT_EQ(d->op, op);
+            EXPECT_EQ(d->subject, subject);
+            EXPECT_EQ(d->dst_client, 0u);
+        }
+        EXPECT_FALSE(imm::encode_control(op, imm::max_clients));
+        const uint32_t v = *imm::encode_control(op, imm::max_clients - 1);
+        for (unsigned bit = 0; bit < imm::subject_shift; ++bit) {
+            EXPECT_FALSE(imm::decode(v | (1u << bit)).has_value())
+                    << "pause/resume reserved bit " << bit;
+        }
+    }
+    /* pause at bit 12 with subject 5 at bit 3 */
+    EXPECT_EQ(imm::encode_control(imm::control_op::pause, 5),
+              0x00302000u | (5u << 3));
+    /* a keepalive names no subject */
+    EXPECT_FALSE(imm::encode_control(imm::control_op::keepalive, 1));
+    const uint32_t ka = *imm::encode_control(imm::control_op::keepalive);
+    EXPECT_FALSE(imm::decode(ka | (1u << imm::subject_shift)).has_value())
+            << "keepalive with a subject";
+}
+
 TEST(imm, encoders_refuse_values_that_do_not_fit)
 {
     EXPECT_FALSE(imm::encode_am(imm::max_clients, 0).has_value());

@@ -88,6 +88,7 @@ void client_channel::deliver(const inbound_message &msg,
         return;
     }
     m_late_inbound.push_back({msg, {data.begin(), data.end()}});
+    m_late_inbound_bytes += data.size();
 }
 
 void client_channel::flush_backlog()
@@ -100,6 +101,7 @@ void client_channel::flush_backlog()
     while (!m_late_inbound.empty() &&
            push_inbound(m_late_inbound.front().msg,
                         m_late_inbound.front().data)) {
+        m_late_inbound_bytes -= m_late_inbound.front().data.size();
         m_late_inbound.pop_front();
     }
 }

@@ -49,6 +49,16 @@ public:
     {
         return m_late_completions.size() + m_late_inbound.size();
     }
+    /* Inbound entries waiting in agent memory for room in the ring, and
+     * their bytes (what back-pressure bounds: engine.h). */
+    size_t inbound_waiting() const
+    {
+        return m_late_inbound.size();
+    }
+    size_t inbound_waiting_bytes() const
+    {
+        return m_late_inbound_bytes;
+    }
 
     /* complete() and deliver() only stage their entries: this shows the
      * client everything staged since the last call (one store of each
@@ -95,6 +105,7 @@ private:
     int m_wake_fd;
     std::deque<completion> m_late_completions;
     std::deque<late_inbound> m_late_inbound;
+    size_t m_late_inbound_bytes = 0;
     bool m_gave    = false; /* something published since the last wake */
     bool m_healthy = true;
 };

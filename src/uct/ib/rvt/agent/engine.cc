@@ -105,8 +105,13 @@ void engine::client_attached(const attached_client &c)
 void engine::client_gone(const attached_client &c)
 {
     client_state &s = m_clients[c.index];
-    s.attached      = false;
-    s.who           = nullptr;
+    if (s.paused) {
+        /* nothing may wait for it: what its peers parked comes now, and
+         * is counted as misrouted */
+        set_paused(c.index, false);
+    }
+    s.attached = false;
+    s.who      = nullptr;
     s.channel.reset();
     std::erase(m_attached, c.index);
     /* its MRs being released are in c.mr_handles: released with the rest */
@@ -173,6 +178,8 @@ bool engine::progress(time_point now)
     for (uint32_t i : m_attached) {
         m_clients[i].channel->flush_backlog();
     }
+    check_pauses();
+    post_marked(); /* control messages and released ops */
     publish_to_clients();
     return busy;
 }

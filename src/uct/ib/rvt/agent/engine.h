@@ -23,6 +23,24 @@
  * admits at most that many requests (client_channel keeps any excess of a
  * misbehaving client, and the engine stops reading its work meanwhile).
  *
+ * Back-pressure: a client that does not read its inbound ring would make
+ * its agent keep every message for it in memory (client_channel's late
+ * entries), and neither the shared receive buffers nor the shared QPs may
+ * be held for one client. So once a client's waiting entries reach
+ * engine_config::pause_messages or pause_bytes, its agent tells every
+ * connected peer agent "pause X" (a control message on lane 0); the peer
+ * parks every op it takes for X, in order, in a FIFO of its own instead
+ * of the lanes (ops of every other destination go on), and the sending
+ * processes, whose parked ops do not complete, run out of completion
+ * budget: the back-pressure reaches them, and the parked ops are bounded
+ * by the budgets. Once X's waiting entries are down to half of both
+ * bounds, "resume X" sends the parked ops to their lanes. A peer that
+ * connects (again) forgets what it had been told and is told again; a
+ * paused client that leaves is resumed; a failed peer's parked ops fail
+ * with its backlog. The agent's own node takes the same rules without
+ * messages (its loopback peer). What X's agent can still be sent while
+ * the pause travels is bounded by what its peers have posted.
+ *
  * Failures: an error completion on a connected peer's QP (or a lost
  * keepalive) makes peer_connection flush all K QPs; every flushed op is
  * completed to its client as failed, ops still in backlogs wait for the
@@ -80,6 +98,11 @@ struct engine_config {
     /* how often watch_lanes() looks ("Silent QPs" above); a lane is
      * suspect after one whole period with WRs posted and none retired */
     std::chrono::milliseconds lane_watch_period{1000};
+    /* back-pressure ("Back-pressure" above): a client is paused when the
+     * inbound entries waiting for room in its ring reach either bound,
+     * and resumed when they are down to half of both */
+    uint32_t pause_messages = 1024;
+    uint64_t pause_bytes    = uint64_t{8} << 20;
 };
 
 /* How many of one client's ops (queued or posted) name each lkey: an MR
@@ -205,6 +228,7 @@ private:
         uint32_t peer       = 0;
         uint16_t lane       = 0;
         bool in_use         = false;
+        uint32_t control    = 0; /* the agent's own message: its immediate */
     };
 
     struct lane {
@@ -242,6 +266,10 @@ private:
         std::vector<lane> lanes;
         uint32_t posted = 0; /* over all lanes */
         std::bitset<512> users; /* client indices that resolved it */
+        /* back-pressure: the peer's clients it asked us not to send to,
+         * and the ops taken for them meanwhile, FIFO per client */
+        std::bitset<512> paused_dst;
+        std::unordered_map<uint32_t, std::deque<uint32_t>> parked;
         peer_counters n;
         std::string last_error;
 
@@ -263,6 +291,7 @@ private:
         uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
         uint32_t posted         = 0; /* ops of this generation on a QP */
         lkey_uses lkeys_in_use; /* by its ops not yet freed */
+        bool paused = false; /* peers told to pause sending to it */
         /* the attach server's record of it (stable while attached: the
          * server detaches it only through client_gone) */
         const attached_client *who = nullptr;
@@ -321,6 +350,14 @@ private:
     void retire(peer &p, uint32_t op_index, const nic_completion &wc,
                 time_point now);
     void post_keepalive(peer &p);
+    /* back-pressure: an agent's message to `p` behind its lane 0 work */
+    uint32_t alloc_control(peer &p, uint32_t immediate);
+    void queue_control(peer &p, uint32_t immediate);
+    void set_paused(uint32_t index, bool paused);
+    void park(peer &p, uint32_t op_index);
+    void release_parked(peer &p, uint32_t dst_client);
+    void check_pauses();
+    void mark(peer &p, uint16_t lane_index);
     uint32_t alloc_op();
     void free_op(uint32_t op_index);
     void
@@ -373,8 +410,8 @@ private:
     time_point m_next_watch{}; /* watch_lanes() is due */
     trace *m_trace = nullptr; /* off: nullptr */
 
-    void traced(trace_stage stage, uint32_t client, uint64_t key,
-                uint64_t ns = 0)
+    void
+    traced(trace_stage stage, uint32_t client, uint64_t key, uint64_t ns = 0)
     {
         if (m_trace != nullptr) [[unlikely]] {
             m_trace->record(stage, client, key, ns != 0 ? ns : trace_now());
@@ -395,6 +432,9 @@ private:
         uint64_t mrs_released   = 0; /* by live clients' mr_release */
         uint64_t mrs_deferred   = 0; /* of those, after ops using them */
         uint64_t wakeups        = 0;
+        uint64_t pauses         = 0; /* of our clients (back-pressure) */
+        uint64_t resumes        = 0;
+        uint64_t ops_parked     = 0; /* for peers' paused clients */
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

@@ -194,7 +194,14 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         if (!d) {
             ++m_totals.bad_immediates;
         } else if (d->what == imm::kind::control) {
-            /* keepalive: the activity above is all it is for */
+            /* a keepalive: the activity above is all it is for; pause and
+             * resume: back-pressure for one of the peer's clients */
+            if (d->op == imm::control_op::pause) {
+                p->paused_dst.set(d->subject);
+            } else if (d->op == imm::control_op::resume) {
+                p->paused_dst.reset(d->subject);
+                release_parked(*p, d->subject);
+            }
         } else if (!m_clients[d->dst_client].attached) {
             ++m_totals.misrouted;
         } else {

@@ -104,8 +104,8 @@ void engine::run_one(peer &p, const action &a, time_point now)
         std::vector<wire::conn::qp_info> infos;
         for (uint32_t i = 0; i < a.num_qps; ++i) {
             const uint32_t psn = random_psn();
-            auto qp = p.loopback ? create_loopback_qp(p, psn) :
-                                   m_nic.create_qp();
+            auto qp            = p.loopback ? create_loopback_qp(p, psn) :
+                                              m_nic.create_qp();
             if (!qp) {
                 p.last_error = qp.error();
                 m_log(who + ": " + qp.error());
@@ -140,8 +140,8 @@ void engine::run_one(peer &p, const action &a, time_point now)
                 return;
             }
             p.active[i] = qpn;
-            auto r = m_nic.connect_qp(qpn, gid, a.peer_qps[i].qpn,
-                                      a.peer_qps[i].psn, a.local_qps[i].psn);
+            auto r      = m_nic.connect_qp(qpn, gid, a.peer_qps[i].qpn,
+                                           a.peer_qps[i].psn, a.local_qps[i].psn);
             if (!r) {
                 qp_failed(p, r.error(), now);
                 return;
@@ -184,6 +184,21 @@ void engine::run_one(peer &p, const action &a, time_point now)
     case action_kind::report_connected:
         m_log(who + ": connected with " + std::to_string(p.active.size()) +
               " RC QPs");
+        if (!p.loopback) {
+            /* back-pressure starts afresh: the peer tells us its paused
+             * clients again, and we tell it ours */
+            p.paused_dst.reset();
+            while (!p.parked.empty()) {
+                release_parked(p, p.parked.begin()->first);
+            }
+            for (uint32_t i : m_attached) {
+                if (m_clients[i].paused) {
+                    queue_control(p,
+                                  imm::encode_control(imm::control_op::pause, i)
+                                          .value_or(0));
+                }
+            }
+        }
         for (uint16_t i = 0; i < p.lanes.size(); ++i) {
             post_lane(p, i);
         }
@@ -236,6 +251,12 @@ void engine::destroy_all_qps(peer &p)
 
 void engine::fail_backlog(peer &p, completion_status why)
 {
+    for (auto &[dst, ops] : p.parked) {
+        for (uint32_t op : ops) {
+            complete_op(op, why, 0);
+        }
+    }
+    p.parked.clear();
     for (auto &l : p.lanes) {
         while (!l.backlog.empty()) {
             uint32_t op = l.backlog.front();

@@ -133,20 +133,118 @@ bool engine::take_work(uint32_t index, client_state &c)
         }
         op.lane = lane_of(index, wr.dst_client,
                           static_cast<uint32_t>(p.lanes.size()));
-        lane &l = p.lanes[op.lane];
-        l.backlog.push_back(op_index);
-        if (!l.marked) { /* posted once every ring was read: one chain */
-            l.marked = true;
-            m_marked.push_back({p.index, op.lane});
+        if (p.paused_dst.test(wr.dst_client) || p.parked.count(wr.dst_client)) {
+            park(p, op_index); /* behind the destination's pause */
+            continue;
         }
+        p.lanes[op.lane].backlog.push_back(op_index);
+        mark(p, op.lane);
     }
     return took;
+}
+
+/* Posted once every ring was read: one chain per lane and pass. */
+void engine::mark(peer &p, uint16_t lane_index)
+{
+    lane &l = p.lanes[lane_index];
+    if (!l.marked) {
+        l.marked = true;
+        m_marked.push_back({p.index, lane_index});
+    }
+}
+
+/* ---- back-pressure (engine.h) ---------------------------------------- */
+
+void engine::park(peer &p, uint32_t op_index)
+{
+    p.parked[m_ops[op_index].wr.dst_client].push_back(op_index);
+    ++m_totals.ops_parked;
+}
+
+void engine::release_parked(peer &p, uint32_t dst_client)
+{
+    auto it = p.parked.find(dst_client);
+    if (it == p.parked.end()) {
+        return;
+    }
+    for (uint32_t op_index : it->second) {
+        p.lanes[m_ops[op_index].lane].backlog.push_back(op_index);
+        mark(p, m_ops[op_index].lane);
+    }
+    p.parked.erase(it);
+}
+
+/* An op record for the agent's own message to `p` on lane 0. */
+uint32_t engine::alloc_control(peer &p, uint32_t immediate)
+{
+    const uint32_t op_index = alloc_op();
+    op_record &op           = m_ops[op_index];
+    op                      = {};
+    op.client               = no_client;
+    op.peer                 = p.index;
+    op.lane                 = 0;
+    op.in_use               = true;
+    op.control              = immediate;
+    return op_index;
+}
+
+void engine::queue_control(peer &p, uint32_t immediate)
+{
+    p.lanes[0].backlog.push_back(alloc_control(p, immediate));
+    mark(p, 0);
+}
+
+void engine::set_paused(uint32_t index, bool paused)
+{
+    client_state &c = m_clients[index];
+    c.paused        = paused;
+    ++(paused ? m_totals.pauses : m_totals.resumes);
+    if (paused) {
+        m_log("client index " + std::to_string(index) + ": " +
+              std::to_string(c.channel ? c.channel->inbound_waiting() : 0) +
+              " inbound entries wait for room in its ring: peers told to "
+              "pause sending to it");
+    }
+    const uint32_t immediate =
+            imm::encode_control(paused ? imm::control_op::pause :
+                                         imm::control_op::resume,
+                                index)
+                    .value_or(0);
+    for (auto &p : m_peers) {
+        if (p->loopback) { /* this node's own clients: no message */
+            p->paused_dst.set(index, paused);
+            if (!paused) {
+                release_parked(*p, index);
+            }
+        } else if (p->is(peer_state::connected)) {
+            queue_control(*p, immediate);
+        }
+    }
+}
+
+/* Pauses and resumes what the inbound backlogs call for. */
+void engine::check_pauses()
+{
+    for (uint32_t i : m_attached) {
+        client_state &c      = m_clients[i];
+        const size_t n       = c.channel->inbound_waiting();
+        const uint64_t bytes = c.channel->inbound_waiting_bytes();
+        const bool over      = n >= m_cfg.pause_messages ||
+                          bytes >= m_cfg.pause_bytes;
+        const bool under = n <= m_cfg.pause_messages / 2 &&
+                           bytes <= m_cfg.pause_bytes / 2;
+        if (!c.paused && over) {
+            set_paused(i, true);
+        } else if (c.paused && under) {
+            set_paused(i, false);
+        }
+    }
 }
 
 void engine::post_marked()
 {
     for (const auto &[peer_index, lane_index] : m_marked) {
-        peer &p = *m_peers[peer_index];
+        peer &p                    = *m_peers[peer_index];
         p.lanes[lane_index].marked = false;
         post_lane(p, lane_index);
     }
@@ -234,8 +332,8 @@ void engine::resume_cq_waiting()
 void engine::signal(lane &l, std::span<nic_send> chain)
 {
     for (size_t i = 0; i < chain.size(); ++i) {
-        const bool last     = i + 1 == chain.size();
-        chain[i].signaled   = last || ++l.unsignaled >= signal_interval;
+        const bool last   = i + 1 == chain.size();
+        chain[i].signaled = last || ++l.unsignaled >= signal_interval;
         if (chain[i].signaled) {
             l.unsignaled = 0;
         }
@@ -249,11 +347,11 @@ nic_send engine::make_send(uint32_t op_index) const
     nic_send s{};
     s.wr_id = tag::op | op_index;
     s.fence = (wr.flags & work_fence) != 0;
-    if (op.client == no_client) { /* the agent's keepalive */
+    if (op.client == no_client) { /* the agent's own: keepalive, pause */
         s.opcode  = nic_opcode::send_imm;
         s.sge[0]  = m_nic.control_buffer();
         s.num_sge = 1;
-        s.imm     = imm::encode_control(imm::control_op::keepalive).value_or(0);
+        s.imm     = op.control;
         return s;
     }
     /* an AM's head segment (checked like the rest) goes first */
@@ -307,22 +405,16 @@ void engine::account_posted(peer &p, uint16_t lane_index, uint32_t op_index)
 void engine::post_keepalive(peer &p)
 {
     if (!p.is(peer_state::connected) || p.active.empty() ||
-        p.lanes[0].inflight.size() >= m_sq_depth ||
-        m_cq_used >= m_cq_budget) {
+        p.lanes[0].inflight.size() >= m_sq_depth || m_cq_used >= m_cq_budget) {
         return; /* busy lanes show the peer is alive anyway */
     }
-    const uint32_t op_index = alloc_op();
-    op_record &op           = m_ops[op_index];
-    op                      = {};
-    op.client               = no_client;
-    op.peer                 = p.index;
-    op.lane                 = 0;
-    op.in_use               = true;
-    nic_send s              = make_send(op_index);
-    s.signaled              = true;
-    p.lanes[0].unsignaled   = 0;
-    size_t posted           = 0;
-    auto r = m_nic.post(p.active[0], std::span(&s, 1), posted);
+    const uint32_t op_index = alloc_control(
+            p, imm::encode_control(imm::control_op::keepalive).value_or(0));
+    nic_send s            = make_send(op_index);
+    s.signaled            = true;
+    p.lanes[0].unsignaled = 0;
+    size_t posted         = 0;
+    auto r                = m_nic.post(p.active[0], std::span(&s, 1), posted);
     if (!r) {
         free_op(op_index);
         qp_failed(p, r.error(), std::chrono::steady_clock::now());

@@ -62,6 +62,12 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.mrs_deferred),
                       m_deferred.size(),
                       static_cast<unsigned long long>(m_totals.mrs_leaked));
+        out += format("paused    %llu times, resumed %llu (clients that "
+                      "did not read); %llu ops parked for peers' paused "
+                      "clients\n",
+                      static_cast<unsigned long long>(m_totals.pauses),
+                      static_cast<unsigned long long>(m_totals.resumes),
+                      static_cast<unsigned long long>(m_totals.ops_parked));
         out += format("gone      %llu clients; their MRs deregistered %llu, "
                       "waiting %zu clients\n",
                       static_cast<unsigned long long>(m_totals.clients_gone),
@@ -75,7 +81,8 @@ std::string engine::status(bool human) const
                           p->index,
                           p->loopback ? "(this node)" :
                                         gid_text(p->addr.gid).c_str(),
-                          std::string(to_string(p->conn->state())).c_str(), p->qps.size(),
+                          std::string(to_string(p->conn->state())).c_str(),
+                          p->qps.size(),
                           static_cast<unsigned long long>(p->n.ops_posted),
                           static_cast<unsigned long long>(p->n.bytes_posted),
                           static_cast<unsigned long long>(p->n.ops_failed),
@@ -91,14 +98,14 @@ std::string engine::status(bool human) const
             }
             out += format("  client %u  ops %llu  bytes %llu  invalid %llu  "
                           "AMs in %llu  writes in %llu (%llu bytes)  "
-                          "held back %zu\n",
+                          "held back %zu%s\n",
                           i, static_cast<unsigned long long>(c.ops),
                           static_cast<unsigned long long>(c.bytes),
                           static_cast<unsigned long long>(c.invalid),
                           static_cast<unsigned long long>(c.am_in),
                           static_cast<unsigned long long>(c.writes_in),
                           static_cast<unsigned long long>(c.write_bytes_in),
-                          c.channel->backlog());
+                          c.channel->backlog(), c.paused ? "  paused" : "");
         }
         return out;
     }
@@ -109,7 +116,8 @@ std::string engine::status(bool human) const
     out += format("\"receive_pool\": {\"posted\": %u, \"count\": %u, "
                   "\"buffer_size\": %u}, \"misrouted\": %llu, "
                   "\"bad_immediates\": %llu, ",
-                  nc.receives_posted, nc.receive_buffers, m_layout.caps.slot_size,
+                  nc.receives_posted, nc.receive_buffers,
+                  m_layout.caps.slot_size,
                   static_cast<unsigned long long>(m_totals.misrouted),
                   static_cast<unsigned long long>(m_totals.bad_immediates));
     out += format("\"delivered\": {\"am\": %llu, \"writes\": %llu, "
@@ -126,37 +134,47 @@ std::string engine::status(bool human) const
                   "\"mrs_released\": %llu, "
                   "\"mrs_leaked\": %llu, \"mrs_deferred\": %llu, "
                   "\"releases_waiting\": %zu, \"gone_waiting\": %zu, "
-                  "\"wakeups\": %llu, \"peers\": [",
+                  "\"wakeups\": %llu, \"pauses\": %llu, "
+                  "\"resumes\": %llu, \"ops_parked\": %llu, \"peers\": [",
                   static_cast<unsigned long long>(m_totals.clients_gone),
                   static_cast<unsigned long long>(m_totals.mrs_cleaned),
                   static_cast<unsigned long long>(m_totals.mrs_released),
                   static_cast<unsigned long long>(m_totals.mrs_leaked),
                   static_cast<unsigned long long>(m_totals.mrs_deferred),
                   m_deferred.size(), m_gone.size(),
-                  static_cast<unsigned long long>(m_totals.wakeups));
+                  static_cast<unsigned long long>(m_totals.wakeups),
+                  static_cast<unsigned long long>(m_totals.pauses),
+                  static_cast<unsigned long long>(m_totals.resumes),
+                  static_cast<unsigned long long>(m_totals.ops_parked));
     for (size_t i = 0; i < m_peers.size(); ++i) {
         const peer &p = *m_peers[i];
         size_t queued = 0;
         for (const auto &l : p.lanes) {
             queued += l.backlog.size();
         }
-        out += format("%s{\"index\": %u, \"loopback\": %s, \"gid\": %s, "
-                      "\"ud_qpn\": %u, \"state\": %s, \"qps\": %zu, "
-                      "\"ops\": %llu, \"bytes\": %llu, \"failed\": %llu, "
-                      "\"received\": %llu, \"received_bytes\": %llu, "
-                      "\"qp_errors\": %llu, \"reconnects\": %llu, "
-                      "\"queued\": %zu, \"posted\": %u, \"last_error\": %s}",
-                      i ? ", " : "", p.index, p.loopback ? "true" : "false",
-                      json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
-                      json_string(std::string(to_string(p.conn->state()))).c_str(), p.qps.size(),
-                      static_cast<unsigned long long>(p.n.ops_posted),
-                      static_cast<unsigned long long>(p.n.bytes_posted),
-                      static_cast<unsigned long long>(p.n.ops_failed),
-                      static_cast<unsigned long long>(p.n.recv_msgs),
-                      static_cast<unsigned long long>(p.n.recv_bytes),
-                      static_cast<unsigned long long>(p.n.qp_errors),
-                      static_cast<unsigned long long>(reconnects_of(p)), queued,
-                      p.posted, json_string(p.last_error).c_str());
+        size_t parked = 0;
+        for (const auto &[dst, ops] : p.parked) {
+            parked += ops.size();
+        }
+        out += format(
+                "%s{\"index\": %u, \"loopback\": %s, \"gid\": %s, "
+                "\"ud_qpn\": %u, \"state\": %s, \"qps\": %zu, "
+                "\"ops\": %llu, \"bytes\": %llu, \"failed\": %llu, "
+                "\"received\": %llu, \"received_bytes\": %llu, "
+                "\"qp_errors\": %llu, \"reconnects\": %llu, "
+                "\"queued\": %zu, \"parked\": %zu, \"posted\": %u, "
+                "\"last_error\": %s}",
+                i ? ", " : "", p.index, p.loopback ? "true" : "false",
+                json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
+                json_string(std::string(to_string(p.conn->state()))).c_str(),
+                p.qps.size(), static_cast<unsigned long long>(p.n.ops_posted),
+                static_cast<unsigned long long>(p.n.bytes_posted),
+                static_cast<unsigned long long>(p.n.ops_failed),
+                static_cast<unsigned long long>(p.n.recv_msgs),
+                static_cast<unsigned long long>(p.n.recv_bytes),
+                static_cast<unsigned long long>(p.n.qp_errors),
+                static_cast<unsigned long long>(reconnects_of(p)), queued,
+                parked, p.posted, json_string(p.last_error).c_str());
     }
     out += "], \"client_traffic\": [";
     bool first = true;
@@ -167,7 +185,8 @@ std::string engine::status(bool human) const
         }
         out += format("%s{\"index\": %u, \"ops\": %llu, \"bytes\": %llu, "
                       "\"invalid\": %llu, \"am_in\": %llu, \"writes_in\": "
-                      "%llu, \"write_bytes_in\": %llu, \"held_back\": %zu}",
+                      "%llu, \"write_bytes_in\": %llu, \"held_back\": %zu, "
+                      "\"inbound_waiting\": %zu, \"paused\": %s}",
                       first ? "" : ", ", i,
                       static_cast<unsigned long long>(c.ops),
                       static_cast<unsigned long long>(c.bytes),
@@ -175,7 +194,8 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(c.am_in),
                       static_cast<unsigned long long>(c.writes_in),
                       static_cast<unsigned long long>(c.write_bytes_in),
-                      c.channel->backlog());
+                      c.channel->backlog(), c.channel->inbound_waiting(),
+                      c.paused ? "true" : "false");
         first = false;
     }
     return out + "]}";

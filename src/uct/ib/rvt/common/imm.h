@@ -20,9 +20,10 @@
  *  kind write   (RDMA WRITE WITH IMM into dst client's registered memory)
  *                   payload: [19:11] source client index on the sending
  *                   agent, [10:0] zero
- *  kind control (agent to agent: keepalive and connection management)
+ *  kind control (agent to agent: keepalive and back-pressure)
  *                   dst client is zero; payload: [19:12] control opcode,
- *                   [11:0] zero
+ *                   [11:3] subject client (pause, resume: a client of the
+ *                   sending agent; zero for keepalive), [2:0] zero
  *
  * Kind 0 is never valid, so an all-zero immediate (a missing or forgotten
  * value) is rejected instead of being delivered to client 0. Reserved bits
@@ -67,9 +68,11 @@ inline constexpr unsigned src_client_shift = payload_bits - client_bits;
 
 inline constexpr unsigned control_op_bits  = 8;
 inline constexpr unsigned control_op_shift = payload_bits - control_op_bits;
+/* pause and resume name a client of the agent that sends them */
+inline constexpr unsigned subject_shift = control_op_shift - client_bits;
 
 static_assert(am_id_bits <= payload_bits && client_bits <= payload_bits &&
-                      control_op_bits <= payload_bits,
+                      control_op_bits + client_bits <= payload_bits,
               "every kind's fields must fit the payload");
 
 enum class kind : uint8_t {
@@ -83,8 +86,16 @@ static_assert(kind_limit <= (1u << kind_bits), "kind values must fit");
 
 enum class control_op : uint8_t {
     keepalive = 1,
+    /* back-pressure (engine.h): stop / go on sending to the subject */
+    pause  = 2,
+    resume = 3,
 };
-inline constexpr uint16_t control_op_limit = 2;
+inline constexpr uint16_t control_op_limit = 4;
+/* Whether an opcode names a subject client. */
+constexpr bool has_subject(control_op op)
+{
+    return op == control_op::pause || op == control_op::resume;
+}
 static_assert(control_op_limit <= (1u << control_op_bits),
               "control opcodes must fit");
 
@@ -118,6 +129,7 @@ struct decoded {
     uint8_t am_id; /* am */
     uint32_t src_client; /* write */
     control_op op; /* control */
+    uint32_t subject; /* control pause, resume */
 
     friend bool operator==(const decoded &, const decoded &) = default;
 };
@@ -147,14 +159,18 @@ encode_write(uint32_t dst_client, uint32_t src_client)
            detail::place(src_client, src_client_shift, client_bits);
 }
 
-constexpr std::optional<uint32_t> encode_control(control_op op)
+/* subject: for pause and resume, a client index; else it must be 0 */
+constexpr std::optional<uint32_t>
+encode_control(control_op op, uint32_t subject = 0)
 {
     auto raw = static_cast<uint32_t>(op);
-    if (raw == 0 || raw >= control_op_limit) {
+    if (raw == 0 || raw >= control_op_limit || subject >= max_clients ||
+        (!has_subject(op) && subject != 0)) {
         return std::nullopt;
     }
     return detail::header(0, kind::control) |
-           detail::place(raw, control_op_shift, control_op_bits);
+           detail::place(raw, control_op_shift, control_op_bits) |
+           detail::place(subject, subject_shift, client_bits);
 }
 
 /*
@@ -191,12 +207,15 @@ constexpr std::optional<decoded> decode(uint32_t value)
         return d;
     case kind::control: {
         const uint32_t op = field(payload, control_op_shift, control_op_bits);
-        if (client != 0 || (payload & mask(control_op_shift)) != 0 || op == 0 ||
-            op >= control_op_limit) {
+        const uint32_t subject = field(payload, subject_shift, client_bits);
+        if (client != 0 || (payload & mask(subject_shift)) != 0 || op == 0 ||
+            op >= control_op_limit ||
+            (!has_subject(static_cast<control_op>(op)) && subject != 0)) {
             return std::nullopt;
         }
-        d.what = kind::control;
-        d.op   = static_cast<control_op>(op);
+        d.what    = kind::control;
+        d.op      = static_cast<control_op>(op);
+        d.subject = subject;
         return d;
     }
     default:
