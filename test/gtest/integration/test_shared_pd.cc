@@ -15,6 +15,7 @@
  * Skips without a device.
  */
 #include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/rdma_netlink.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
 #include "uct/ib/rvt/common/unique_fd.h"
@@ -138,23 +139,40 @@ protected:
         m_wake.reset(eventfd(0, EFD_CLOEXEC));
         ASSERT_TRUE(m_wake);
         grant.agent_wake_fd = m_wake.get();
-        auto srv            = agent::attach_server::create(
-                           cfg, grant,
-                           [](std::string_view line) {
-                    std::fprintf(stderr, "%.*s\n", (int)line.size(),
-                                            line.data());
-                },
-                           [this, driver_id](const agent::attached_client &c) {
+        auto log            = [](std::string_view line) {
+            std::fprintf(stderr, "%.*s\n", (int)line.size(), line.data());
+        };
+        /* what rvtd does with MRs, without a data path (no grace: no op
+         * of the client's is posted) */
+        m_mr_exec = {[this, driver_id](uint32_t h) {
+                         auto r = uverbs::dereg_mr(m_ctx->cmd_fd, driver_id, h);
+                         m_cleaned.push_back({h, r.ok()});
+                         return r;
+                     },
+                     [this](uint32_t index, uint32_t handle,
+                            const std::string &refusal) {
+                         m_server->answer_release(index, handle, refusal);
+                     },
+                     log};
+        auto srv  = agent::attach_server::create(
+                 cfg, grant, log, [this](const agent::attached_client &c) {
                     /* what rvtd does for a client that is gone */
                     std::lock_guard g(m_detach_lock);
-                    for (uint32_t h : c.mr_handles) {
-                        auto r = uverbs::dereg_mr(m_ctx->cmd_fd, driver_id, h);
-                        m_cleaned.push_back({h, r.ok()});
-                    }
+                    m_mrs.client_gone(c.index, 0, 0);
+                    m_mr_exec.run(m_mrs,
+                                   m_mrs.tick(std::chrono::steady_clock::now()));
                     m_detached = true;
                 });
         ASSERT_TRUE(srv.ok()) << srv.error();
-        m_server        = std::move(srv).value();
+        m_server = std::move(srv).value();
+        m_server->set_attach_handler([this](const agent::attached_client &c) {
+            m_mrs.attached(c.index);
+        });
+        m_server->set_mr_handler([this](const agent::attached_client &c,
+                                        const wire::mr_notice &n) {
+            std::lock_guard g(m_detach_lock);
+            m_mr_exec.run(m_mrs, m_mrs.on_notice(c.index, n, false));
+        });
         m_serving       = true;
         m_server_thread = std::thread([this] {
             while (m_serving) {
@@ -299,6 +317,8 @@ protected:
     std::atomic<bool> m_serving{false};
     std::thread m_server_thread;
     std::mutex m_detach_lock;
+    agent::mr_registry m_mrs{8, std::chrono::milliseconds(0)};
+    agent::mr_executor m_mr_exec;
     std::vector<std::pair<uint32_t, bool>> m_cleaned; /* handle, dereg ok */
     std::atomic<bool> m_detached{false};
 };

@@ -6,6 +6,7 @@
  * which the server keeps serving.
  */
 #include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/client/status.h"
@@ -21,6 +22,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -81,11 +83,24 @@ protected:
                                                          "\n";
                 },
                            [this](const agent::attached_client &c) {
+                    /* its MRs are deregistered at once (no grace) */
                     m_detached.push_back(c.index);
-                    m_detached_mrs.push_back(c.mr_handles);
+                    const size_t before = m_deregistered.size();
+                    m_mrs.client_gone(c.index, 0, 0);
+                    run_mrs(m_mrs.tick(std::chrono::steady_clock::now()));
+                    m_detached_mrs.emplace_back(m_deregistered.begin() + before,
+                                                           m_deregistered.end());
                 });
         ASSERT_TRUE(srv.ok()) << srv.error();
-        m_server  = std::move(srv).value();
+        m_server = std::move(srv).value();
+        /* the MR registry behind the socket, as the engine runs it */
+        m_server->set_attach_handler([this](const agent::attached_client &c) {
+            m_mrs.attached(c.index);
+        });
+        m_server->set_mr_handler([this](const agent::attached_client &c,
+                                        const wire::mr_notice &n) {
+            run_mrs(m_mrs.on_notice(c.index, n, m_ring_busy));
+        });
         m_running = true;
         m_thread  = std::thread([this] {
             while (m_running) {
@@ -159,6 +174,35 @@ protected:
                 << "reason \"" << rep.reason << "\" lacks \"" << needle << "\"";
     }
 
+    void run_mrs(agent::mr_actions acts)
+    {
+        const agent::mr_executor exec{
+                [this](uint32_t handle) {
+                    m_deregistered.push_back(handle);
+                    return m_dereg ? m_dereg(handle) : result<uint32_t>(handle);
+                },
+                [this](uint32_t index, uint32_t handle,
+                       const std::string &refusal) {
+                    m_server->answer_release(index, handle, refusal);
+                },
+                [this](std::string_view line) {
+                    m_log += std::string(line) + "\n";
+                }};
+        exec.run(m_mrs, std::move(acts));
+    }
+
+    /* The handles client `index` holds, by the registry (lkey = 1000 +
+     * handle, as announce() makes them). */
+    std::vector<uint32_t> handles_of(uint32_t index) const
+    {
+        std::vector<uint32_t> out;
+        for (const auto &[lkey, mr] : m_mrs.mrs_of(index)) {
+            out.push_back(mr.handle);
+        }
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+
     /* After any refusal the agent must still serve a good client. */
     void expect_still_serving()
     {
@@ -173,6 +217,12 @@ protected:
     std::string m_log;
     std::vector<uint32_t> m_detached;
     std::vector<std::vector<uint32_t>> m_detached_mrs;
+    /* the MRs: what the agent's device is asked to deregister (by the
+     * registry's actions) and what it answers (m_dereg; default: done) */
+    agent::mr_registry m_mrs{4, 0ms};
+    std::vector<uint32_t> m_deregistered;
+    std::function<result<uint32_t>(uint32_t)> m_dereg;
+    bool m_ring_busy = false; /* what the registry is told of the ring */
     std::atomic<bool> m_running{false};
     std::thread m_thread;
 };
@@ -396,16 +446,9 @@ void announce(const client::attachment &at, wire::msg_type type,
 
 } // namespace
 
-TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
+TEST_F(attach_fixture, announced_mrs_are_deregistered_when_their_client_dies)
 {
     start();
-    std::vector<uint32_t> released;
-    m_server->set_mr_releaser(
-            [&](const agent::attached_client &c,
-                const agent::client_mr &mr) -> std::optional<result<uint32_t>> {
-                released.push_back(c.index * 1000 + mr.handle);
-                return mr.handle;
-            });
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     auto b = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok() && b.ok());
@@ -419,15 +462,14 @@ TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
     announce(b.value(), wire::msg_type::mr_release, 6);
     announce(b.value(), wire::msg_type::mr_registered, 8);
     ASSERT_TRUE(eventually([&] {
-        return m_server->client(1) != nullptr &&
-               m_server->client(1)->mr_handles.size() == 1 &&
-               m_server->client(0)->mr_handles.size() == 1;
+        return m_server->client(1) != nullptr && m_mrs.held_by(1) == 1 &&
+               m_mrs.held_by(0) == 1;
     }));
     {
         std::lock_guard g(m_lock);
-        EXPECT_EQ(m_server->client(0)->mr_handles, std::vector<uint32_t>{6});
-        EXPECT_EQ(m_server->client(1)->mr_handles, std::vector<uint32_t>{8});
-        EXPECT_EQ(released, std::vector<uint32_t>{5})
+        EXPECT_EQ(handles_of(0), std::vector<uint32_t>{6});
+        EXPECT_EQ(handles_of(1), std::vector<uint32_t>{8});
+        EXPECT_EQ(m_deregistered, std::vector<uint32_t>{5})
                 << "only a's own release deregisters";
         EXPECT_NE(m_log.find("announced MR handle 6, which index 0 holds"),
                   std::string::npos)
@@ -453,28 +495,20 @@ TEST_F(attach_fixture, announced_mrs_are_handed_to_on_detach)
 TEST_F(attach_fixture, a_released_handle_reused_by_a_neighbour_is_theirs)
 {
     start();
-    std::atomic<int> deregistered{0};
-    m_server->set_mr_releaser(
-            [&](const agent::attached_client &,
-                const agent::client_mr &mr) -> std::optional<result<uint32_t>> {
-                ++deregistered;
-                return mr.handle;
-            });
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     auto b = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok() && b.ok());
     announce(a.value(), wire::msg_type::mr_registered, 33);
     announce(a.value(), wire::msg_type::mr_release, 33);
     /* as the kernel would: 33 is free only once the agent deregistered it */
-    ASSERT_TRUE(eventually([&] { return deregistered == 1; }));
+    ASSERT_TRUE(eventually([&] { return m_deregistered.size() == 1; }));
     announce(b.value(), wire::msg_type::mr_registered, 33);
     ASSERT_TRUE(eventually([&] {
-        return m_server->client(1) != nullptr &&
-               m_server->client(1)->mr_handles.size() == 1;
+        return m_server->client(1) != nullptr && m_mrs.held_by(1) == 1;
     }));
     std::lock_guard g(m_lock);
-    EXPECT_EQ(m_server->client(1)->mrs.count(1033), 1u) << "b's lkey is known";
-    EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+    EXPECT_EQ(m_mrs.mrs_of(1).count(1033), 1u) << "b's lkey is known";
+    EXPECT_TRUE(handles_of(0).empty());
     EXPECT_EQ(m_log.find("ignored"), std::string::npos) << m_log;
 }
 
@@ -482,19 +516,16 @@ TEST_F(attach_fixture, a_release_asking_for_a_reply_gets_one_after_the_dereg)
 {
     start();
     std::atomic<bool> fail_device{false};
-    std::vector<uint32_t> released;
-    m_server->set_mr_releaser(
-            [&](const agent::attached_client &,
-                const agent::client_mr &mr) -> std::optional<result<uint32_t>> {
-                const uint32_t h = mr.handle;
-                released.push_back(h);
-                if (fail_device) {
-                    return result<uint32_t>(
-                            failure{"DEREG_MR of handle " + std::to_string(h) +
-                                    ": Device or resource busy"});
-                }
-                return h;
-            });
+    {
+        std::lock_guard g(m_lock);
+        m_dereg = [&](uint32_t h) -> result<uint32_t> {
+            if (fail_device) {
+                return failure{"DEREG_MR of handle " + std::to_string(h) +
+                               ": Device or resource busy"};
+            }
+            return h;
+        };
+    }
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok());
     auto &at = a.value();
@@ -508,7 +539,7 @@ TEST_F(attach_fixture, a_release_asking_for_a_reply_gets_one_after_the_dereg)
     ASSERT_TRUE(r.ok()) << r.error();
     {
         std::lock_guard g(m_lock);
-        EXPECT_EQ(released, std::vector<uint32_t>{40})
+        EXPECT_EQ(m_deregistered, std::vector<uint32_t>{40})
                 << "answered only after the device dropped it";
     }
 
@@ -532,22 +563,21 @@ TEST_F(attach_fixture, a_release_asking_for_a_reply_gets_one_after_the_dereg)
     mr.handle   = 42;
     r           = client::deregister_memory(at, mr);
     ASSERT_TRUE(r.ok()) << r.error();
-    ASSERT_TRUE(eventually([&] { return released.size() == 3; }));
+    ASSERT_TRUE(eventually([&] { return m_deregistered.size() == 3; }));
     std::lock_guard g(m_lock);
-    EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+    EXPECT_TRUE(handles_of(0).empty());
 }
 
-/* The data path may put a release off (ops still use the MR): the
- * client that asked for an answer gets it only when the data path says
- * the MR is gone. */
+/* The registry may put a release off (the client's ring still holds work
+ * that may use the MR): the client that asked for an answer gets it only
+ * when the MR is gone. */
 TEST_F(attach_fixture, a_put_off_release_is_answered_when_it_is_finished)
 {
     start();
-    m_server->set_mr_releaser(
-            [&](const agent::attached_client &,
-                const agent::client_mr &) -> std::optional<result<uint32_t>> {
-                return std::nullopt;
-            });
+    {
+        std::lock_guard g(m_lock);
+        m_ring_busy = true;
+    }
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok());
     announce(a.value(), wire::msg_type::mr_registered, 50);
@@ -555,29 +585,31 @@ TEST_F(attach_fixture, a_put_off_release_is_answered_when_it_is_finished)
     std::optional<result<uint32_t>> r;
     std::thread waiter(
             [&] { r = client::deregister_memory(a.value(), mr, 10s); });
-    ASSERT_TRUE(eventually([&] {
-        return m_server->client(0) != nullptr &&
-               m_server->client(0)->mr_handles.size() == 1;
-    }));
+    ASSERT_TRUE(eventually([&] { return m_mrs.releases_waiting() == 1; }));
     std::this_thread::sleep_for(300ms);
     {
         std::lock_guard g(m_lock);
         EXPECT_FALSE(r.has_value()) << "answered before the release finished";
         /* until then the MR is still the client's: its work is checked
-         * against it, and a death hands it to on_detach */
-        EXPECT_EQ(m_server->client(0)->mr_handles, std::vector<uint32_t>{50});
-        m_server->release_finished(0, 51, 51); /* not awaited: ignored */
-        m_server->release_finished(0, 50, 50);
-        EXPECT_TRUE(m_server->client(0)->mr_handles.empty());
+         * against it, and a death deregisters it */
+        EXPECT_EQ(handles_of(0), std::vector<uint32_t>{50});
+        EXPECT_TRUE(m_deregistered.empty());
+        m_ring_busy = false;
+        run_mrs(m_mrs.releases_due([](uint32_t) { return false; }));
+        EXPECT_TRUE(handles_of(0).empty());
     }
     waiter.join();
     ASSERT_TRUE(r.has_value());
     EXPECT_TRUE(r->ok()) << r->error();
 }
 
-TEST_F(attach_fixture, without_a_releaser_a_release_is_refused)
+TEST_F(attach_fixture, without_an_mr_handler_a_release_is_refused)
 {
     start();
+    {
+        std::lock_guard g(m_lock);
+        m_server->set_mr_handler(nullptr);
+    }
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok());
     announce(a.value(), wire::msg_type::mr_registered, 7);

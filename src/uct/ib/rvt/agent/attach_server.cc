@@ -164,13 +164,6 @@ void attach_server::run_once(int timeout_ms)
             m_log("attach server: " + who(conn) + " (index " +
                   std::to_string(conn.client.index) + ") is gone");
             m_on_detach(conn.client);
-            for (uint32_t handle : conn.client.mr_handles) {
-                m_mr_owner.erase(handle);
-            }
-            /* its MRs being released go with the rest (on_detach) */
-            std::erase_if(m_releasing, [&](const auto &r) {
-                return r.index == conn.client.index;
-            });
             m_index_used[conn.client.index] = false;
             conn.attached                   = false;
         }
@@ -391,8 +384,8 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     }
     m_index_used[index] = true;
     conn.attached       = true;
-    conn.client         = {index, conn.peer.pid,  std::move(segment.map), {},
-                           {},    std::move(wake)};
+    conn.client         = {index, conn.peer.pid, std::move(segment.map),
+                           std::move(wake)};
     conn.buf.clear();
     m_log("attach server: " + who(conn) + " attached as index " +
           std::to_string(index));
@@ -430,10 +423,16 @@ bool attach_server::take_notices(connection &conn)
                   ": detaching it");
             return false;
         }
-        if (notice.value().hdr.type ==
-            static_cast<uint16_t>(wire::msg_type::mr_registered)) {
-            add_mr(conn, notice.value());
-        } else if (!release_mr(conn, notice.value())) {
+        if (m_on_mr) {
+            m_on_mr(conn.client, notice.value());
+            if (conn.broken) {
+                return false; /* an answer could not be sent */
+            }
+        } else if (notice.value().hdr.type ==
+                           static_cast<uint16_t>(wire::msg_type::mr_release) &&
+                   (notice.value().flags & wire::mr_release_reply_wanted) &&
+                   !send_release_reply(conn, notice.value().handle,
+                                       "this agent cannot deregister MRs")) {
             return false;
         }
         conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
@@ -441,107 +440,26 @@ bool attach_server::take_notices(connection &conn)
     return true;
 }
 
-void attach_server::add_mr(connection &conn, const wire::mr_notice &notice)
+void attach_server::answer_release(uint32_t index, uint32_t handle,
+                                   const std::string &refusal)
 {
-    auto owner = m_mr_owner.find(notice.handle);
-    if (owner != m_mr_owner.end()) {
-        m_log("attach server: " + who(conn) + " announced MR handle " +
-              std::to_string(notice.handle) + ", which index " +
-              std::to_string(owner->second) + " holds: ignored");
-        return;
-    }
-    m_mr_owner[notice.handle] = conn.client.index;
-    conn.client.mr_handles.push_back(notice.handle);
-    conn.client.mrs[notice.lkey] = {notice.handle, notice.lkey, notice.rkey,
-                                    notice.addr, notice.length};
-}
-
-/* Deregisters the MR for its owner (now or once its ops are done); false:
- * the client cannot be answered. */
-bool attach_server::release_mr(connection &conn, const wire::mr_notice &notice)
-{
-    const bool answer   = notice.flags & wire::mr_release_reply_wanted;
-    const uint32_t self = conn.client.index;
-    std::optional<result<uint32_t>> done;
-    auto owner = m_mr_owner.find(notice.handle);
-    auto mr    = std::find_if(conn.client.mrs.begin(), conn.client.mrs.end(),
-                              [&](const auto &entry) {
-                               return entry.second.handle == notice.handle;
-                           });
-    const bool in_release = std::any_of(m_releasing.begin(), m_releasing.end(),
-                                        [&](const auto &r) {
-                                            return r.index == self &&
-                                                   r.handle == notice.handle;
-                                        });
-    if (owner == m_mr_owner.end() || owner->second != self ||
-        mr == conn.client.mrs.end()) {
-        done = failure{"MR handle " + std::to_string(notice.handle) +
-                       " is not this client's: nothing deregistered"};
-    } else if (in_release) {
-        done = failure{"MR handle " + std::to_string(notice.handle) +
-                       " is being released already"};
-    } else if (!m_release_mr) {
-        done = failure{"this agent cannot deregister MRs"};
-    } else {
-        done = m_release_mr(conn.client, mr->second);
-        if (!done) {
-            /* the record stays until the data path is done with it: the
-             * client's work already in its ring is checked against it */
-            m_releasing.push_back({self, notice.handle, answer});
-            return true;
-        }
-        /* forgotten even if the device refused: the client is done with
-         * it, and a handle the kernel still holds cannot be reused */
-        forget_mr(conn.client, notice.handle);
-    }
-    if (!done->ok()) {
-        m_log("attach server: " + who(conn) + " released MR handle " +
-              std::to_string(notice.handle) + ": " + done->error());
-    }
-    return !answer || answer_release(conn, notice.handle, *done);
-}
-
-void attach_server::forget_mr(attached_client &client, uint32_t handle)
-{
-    m_mr_owner.erase(handle);
-    std::erase(client.mr_handles, handle);
-    std::erase_if(client.mrs, [&](const auto &entry) {
-        return entry.second.handle == handle;
-    });
-}
-
-void attach_server::release_finished(uint32_t index, uint32_t handle,
-                                     const result<uint32_t> &outcome)
-{
-    auto r = std::find_if(m_releasing.begin(), m_releasing.end(),
-                          [&](const auto &x) {
-                              return x.index == index && x.handle == handle;
-                          });
-    if (r == m_releasing.end()) {
-        return;
-    }
-    const bool answer = r->answer;
-    m_releasing.erase(r);
     for (auto &c : m_conns) {
-        if (c->attached && c->client.index == index) {
-            forget_mr(c->client, handle);
-            if (answer && !c->broken) {
-                c->broken = !answer_release(*c, handle, outcome);
-            }
+        if (c->attached && !c->broken && c->client.index == index) {
+            c->broken = !send_release_reply(*c, handle, refusal);
             return;
         }
     }
 }
 
-bool attach_server::answer_release(connection &conn, uint32_t handle,
-                                   const result<uint32_t> &outcome)
+bool attach_server::send_release_reply(connection &conn, uint32_t handle,
+                                       const std::string &refusal)
 {
     auto rep =
-            outcome ?
+            refusal.empty() ?
                     wire::make_mr_release_reply(wire::release_status::released,
                                                 handle, "") :
                     wire::make_mr_release_reply(wire::release_status::refused,
-                                                handle, outcome.error());
+                                                handle, refusal);
     return send_reply(conn, std::as_bytes(std::span(&rep, 1)),
                       "an MR release reply");
 }
@@ -592,9 +510,9 @@ void attach_server::set_peer_resolver(peer_fn resolve)
     m_resolve_peer = std::move(resolve);
 }
 
-void attach_server::set_mr_releaser(release_fn release)
+void attach_server::set_mr_handler(mr_fn on_mr)
 {
-    m_release_mr = std::move(release);
+    m_on_mr = std::move(on_mr);
 }
 
 void attach_server::take_pending(uint32_t index)

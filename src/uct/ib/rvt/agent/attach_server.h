@@ -12,26 +12,21 @@
  *                     shm segment; the socket stays open as the client's
  *                     lifeline: EOF or an error on it means the client is
  *                     gone (exit, crash, SIGKILL), and its index is freed
- *                     after on_detach has cleaned up after it (its MRs:
- *                     mr_handles). On the socket the client announces the
- *                     MRs it registers in the agent's PD, asks the agent
- *                     to deregister them (mr_release: the release
- *                     handler does it, and answers if asked), and asks
- *                     for peer indices (peer_request, answered at once);
- *                     a malformed message ends the attachment as if the
+ *                     after on_detach has cleaned up after it. On the
+ *                     socket the client announces the MRs it registers in
+ *                     the agent's PD and asks the agent to deregister them
+ *                     (mr_release): both are handed to the MR handler,
+ *                     whose owner (mr_registry) decides, and who answers
+ *                     a release through answer_release(); it asks for
+ *                     peer indices (peer_request, answered at once); a
+ *                     malformed message ends the attachment as if the
  *                     client had died.
  *
- * Invariants: an index belongs to at most one attached client; an MR
- * handle is recorded for at most one client (a claim on another client's
- * handle is ignored, so a confused client cannot make the agent
- * deregister a neighbour's memory when it dies); a handle leaves a
- * client's record only when the agent deregisters it (on the client's
- * release, or after it died), so the kernel reuses a handle only after
- * the agent forgot its owner; a release of a handle the client does not
- * hold deregisters nothing; a refused
+ * Invariants: an index belongs to at most one attached client; a refused
  * or dead connection never changes any other client's state; nothing a
  * peer sends is used before parse_* has accepted it; SO_PEERCRED, not the
- * message, says who the peer is.
+ * message, says who the peer is. Which client holds which MR is not kept
+ * here (mr_registry.h).
  *
  * Single-threaded: the agent's event loop calls run_once().
  */
@@ -54,7 +49,6 @@
 #include <string>
 #include <utility>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace rvt::agent {
@@ -80,21 +74,10 @@ struct attach_config {
     std::chrono::milliseconds request_timeout{5000};
 };
 
-/* An MR a client announced: what the agent checks its work against. */
-struct client_mr {
-    uint32_t handle;
-    uint32_t lkey;
-    uint32_t rkey;
-    uint64_t addr;
-    uint64_t length;
-};
-
 struct attached_client {
     uint32_t index;
     pid_t pid;
     shm_mapping shm; /* the agent's own mapping of the client's segment */
-    std::vector<uint32_t> mr_handles; /* announced, not yet deregistered */
-    std::unordered_map<uint32_t, client_mr> mrs; /* the same, by lkey */
     unique_fd wake_fd; /* the client's eventfd: written to wake it */
 };
 
@@ -106,15 +89,10 @@ public:
     /* A peer request from an attached client: the peer index, or why not. */
     using peer_fn = std::function<result<uint32_t>(
             const attached_client &, const wire::agent_address &)>;
-    /* Deregisters one of the client's MRs from the device: the handle,
-     * or why not; or nothing yet (std::nullopt), when the data path must
-     * first finish the client's ops that use it: it then calls
-     * release_finished() once it has deregistered it, and until then the
-     * MR stays in the client's record (if the client dies meanwhile, the
-     * MR is handed to on_detach with the rest, and release_finished is
-     * not to be called). */
-    using release_fn = std::function<std::optional<result<uint32_t>>(
-            const attached_client &, const client_mr &)>;
+    /* An MR notice or release (wire::mr_notice, parsed) from an attached
+     * client. */
+    using mr_fn = std::function<void(const attached_client &,
+                                     const wire::mr_notice &)>;
 
     /* Validates the config and binds the socket (an existing socket file
      * is replaced: the caller holds the agent lock, so it is stale). */
@@ -134,13 +112,15 @@ public:
     void set_attach_handler(attach_fn on_attach);
     /* Answers peer requests; without it they are refused. */
     void set_peer_resolver(peer_fn resolve);
-    /* Deregisters what clients release; without it a release is refused
-     * (and the MR stays registered until the agent closes its device). */
-    void set_mr_releaser(release_fn release);
-    /* A release the releaser put off is done: answers the client if it
-     * asked for an answer (and is still attached). */
-    void release_finished(uint32_t index, uint32_t handle,
-                          const result<uint32_t> &outcome);
+    /* Takes clients' MR notices and releases; without it notices are
+     * dropped and a release is refused (the MR stays registered until the
+     * agent closes its device). */
+    void set_mr_handler(mr_fn on_mr);
+    /* Answers client `index`'s release of `handle` (an mr_release_reply):
+     * released if `refusal` is empty, else refused with it as the reason.
+     * A client that cannot be sent it is detached at the next run_once(). */
+    void
+    answer_release(uint32_t index, uint32_t handle, const std::string &refusal);
 
     /* Reads what the client at `index` has sent so far (MR notices, peer
      * requests) without waiting: the data path calls it before refusing
@@ -167,11 +147,8 @@ private:
     bool take_notices(connection &conn);
     bool answer_peer(connection &conn, std::span<const std::byte> msg);
     bool answer_status(connection &conn, std::span<const std::byte> msg);
-    void add_mr(connection &conn, const wire::mr_notice &notice);
-    bool release_mr(connection &conn, const wire::mr_notice &notice);
-    bool answer_release(connection &conn, uint32_t handle,
-                        const result<uint32_t> &outcome);
-    void forget_mr(attached_client &client, uint32_t handle);
+    bool send_release_reply(connection &conn, uint32_t handle,
+                            const std::string &refusal);
     bool send_reply(connection &conn, std::span<const std::byte> reply,
                     std::string_view what);
     bool answer(connection &conn, std::span<const std::byte> message);
@@ -189,16 +166,7 @@ private:
     std::function<std::string(bool)> m_status;
     attach_fn m_on_attach;
     peer_fn m_resolve_peer;
-    release_fn m_release_mr;
-    /* releases the releaser put off: the MR stays recorded (and is handed
-     * to on_detach if the client dies) until release_finished() */
-    struct releasing {
-        uint32_t index;
-        uint32_t handle;
-        bool answer; /* the client waits for an mr_release_reply */
-    };
-    std::vector<releasing> m_releasing;
-    std::unordered_map<uint32_t, uint32_t> m_mr_owner; /* handle -> index */
+    mr_fn m_on_mr;
 };
 
 } // namespace rvt::agent

@@ -24,7 +24,8 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_job_key(std::move(job_key)),
     m_agent_id(agent_id),
     m_log(std::move(log)),
-    m_clients(imm::max_clients)
+    m_clients(imm::max_clients),
+    m_mrs(imm::max_clients, cfg.dead_client_grace)
 {
 }
 
@@ -76,9 +77,9 @@ void engine::serve(attach_server &server)
             [this](const attached_client &c, const wire::agent_address &a) {
                 return resolve_peer(c, a);
             });
-    server.set_mr_releaser(
-            [this](const attached_client &c, const client_mr &mr) {
-                return release_mr(c, mr);
+    server.set_mr_handler(
+            [this](const attached_client &c, const wire::mr_notice &n) {
+                on_mr_notice(c, n);
             });
 }
 
@@ -94,6 +95,7 @@ void engine::client_attached(const attached_client &c)
                                                  c.wake_fd.get());
     s.attached = true;
     s.who      = &c;
+    m_mrs.attached(c.index);
     m_attached.insert(std::upper_bound(m_attached.begin(), m_attached.end(),
                                        c.index),
                       c.index);
@@ -114,18 +116,13 @@ void engine::client_gone(const attached_client &c)
     s.who      = nullptr;
     s.channel.reset();
     std::erase(m_attached, c.index);
-    /* its MRs being released are in c.mr_handles: released with the rest */
-    std::erase_if(m_deferred, [&](const deferred_release &d) {
-        return d.index == c.index;
-    });
     for (auto &p : m_peers) {
         p->users.reset(c.index);
     }
     ++m_totals.clients_gone;
     /* its posted ops still complete; its queued ones are dropped as they
      * come to the front of their lanes (post_lane) */
-    m_gone.push_back(
-            {c.index, s.generation, s.posted, c.mr_handles, std::nullopt});
+    m_mrs.client_gone(c.index, s.generation, s.posted);
 }
 
 result<uint32_t> engine::resolve_peer(const attached_client &c,
@@ -171,10 +168,13 @@ bool engine::progress(time_point now)
         watch_lanes(now);
         m_next_watch = now + m_cfg.lane_watch_period;
     }
-    if (!m_deferred.empty()) {
-        finish_releases();
+    if (m_mrs.releases_waiting() > 0) {
+        run_mrs(m_mrs.releases_due([this](uint32_t index) {
+            const client_state &s = m_clients[index];
+            return s.channel && s.channel->has_work();
+        }));
     }
-    release_gone(now);
+    run_mrs(m_mrs.tick(now));
     for (uint32_t i : m_attached) {
         m_clients[i].channel->flush_backlog();
     }
@@ -243,15 +243,13 @@ std::optional<time_point> engine::next_timer() const
             take(p->conn->next_timer());
         }
     }
-    for (const auto &g : m_gone) {
-        take(g.release_at);
-    }
+    take(m_mrs.next_timer());
     return t;
 }
 
 bool engine::idle() const
 {
-    if (m_cq_used != 0 || !m_gone.empty() || !m_deferred.empty()) {
+    if (m_cq_used != 0 || !m_mrs.idle()) {
         return false;
     }
     for (const auto &p : m_peers) {
@@ -264,95 +262,33 @@ bool engine::idle() const
     return true;
 }
 
-std::optional<result<uint32_t>>
-engine::release_mr(const attached_client &c, const client_mr &mr)
+void engine::on_mr_notice(const attached_client &c,
+                          const wire::mr_notice &notice)
 {
-    /* the client posts before it releases: work still in its ring may
-     * name the MR, and is taken (and checked) at the next progress() */
-    client_state &s      = m_clients[c.index];
-    const bool ring_busy = s.attached && s.channel && s.channel->has_work();
-    if (ring_busy || s.lkeys_in_use.in_use(mr.lkey)) {
-        /* deregistering under a posted op would fail it with a local
-         * protection error and break the QP every client shares; one
-         * still queued would fail the same way when posted */
-        m_deferred.push_back({c.index, mr.handle, mr.lkey});
-        ++m_totals.mrs_deferred;
-        return std::nullopt;
-    }
-    s.lkeys_in_use.forget(mr.lkey);
-    return deregister(c.index, mr.handle);
+    /* a release: work still in its ring may name the MR, and is taken
+     * (and checked) at the next progress() */
+    const client_state &s = m_clients[c.index];
+    const bool ring_busy  = s.attached && s.channel && s.channel->has_work();
+    run_mrs(m_mrs.on_notice(c.index, notice, ring_busy));
 }
 
-result<uint32_t> engine::deregister(uint32_t index, uint32_t handle)
+void engine::run_mrs(mr_actions acts)
 {
-    auto r = m_nic.deregister(handle);
-    if (!r) {
-        ++m_totals.mrs_leaked;
-        return failure{"client index " + std::to_string(index) + ": " +
-                       r.error()};
+    if (acts.empty()) {
+        return;
     }
-    ++m_totals.mrs_released;
-    return r;
-}
-
-void engine::finish_releases()
-{
-    std::erase_if(m_deferred, [&](const deferred_release &d) {
-        client_state &s = m_clients[d.index];
-        if ((s.channel && s.channel->has_work()) ||
-            s.lkeys_in_use.in_use(d.lkey)) {
-            return false;
-        }
-        s.lkeys_in_use.forget(d.lkey);
-        auto r = deregister(d.index, d.handle);
-        if (!r) {
-            m_log(r.error());
-        }
-        if (m_server) {
-            m_server->release_finished(d.index, d.handle, r);
-        }
-        return true;
-    });
-}
-
-void engine::gone_op_retired(uint32_t index, uint32_t generation)
-{
-    for (auto &g : m_gone) {
-        if (g.index == index && g.generation == generation && g.posted > 0) {
-            --g.posted;
-            return;
-        }
-    }
-}
-
-void engine::release_gone(time_point now)
-{
-    for (auto &g : m_gone) {
-        if (!g.release_at && g.posted == 0) {
-            g.release_at = now + m_cfg.dead_client_grace;
-        }
-    }
-    std::erase_if(m_gone, [&](const gone_client &g) {
-        if (!g.release_at || now < *g.release_at) {
-            return false;
-        }
-        size_t freed = 0;
-        for (uint32_t h : g.mr_handles) {
-            auto r = m_nic.deregister(h);
-            if (r) {
-                ++freed;
-                ++m_totals.mrs_cleaned;
-            } else {
-                ++m_totals.mrs_leaked;
-                m_log("client index " + std::to_string(g.index) + ": " +
-                      r.error());
-            }
-        }
-        m_log("client index " + std::to_string(g.index) +
-              " is gone: deregistered " + std::to_string(freed) + " of its " +
-              std::to_string(g.mr_handles.size()) + " MRs");
-        return true;
-    });
+    const mr_executor exec{[this](uint32_t handle) {
+                               return m_nic.deregister(handle);
+                           },
+                           [this](uint32_t index, uint32_t handle,
+                                  const std::string &refusal) {
+                               if (m_server) {
+                                   m_server->answer_release(index, handle,
+                                                            refusal);
+                               }
+                           },
+                           m_log};
+    exec.run(m_mrs, std::move(acts));
 }
 
 void engine::shut_down(time_point now)

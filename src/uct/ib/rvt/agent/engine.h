@@ -59,7 +59,10 @@
  * Dead clients: their queued ops are dropped, their posted ops run to
  * completion, and only then (plus a grace time, for remote writes already
  * on the wire towards their memory) are their MRs deregistered: an MR
- * pulled from under an op would break the QP every client shares.
+ * pulled from under an op would break the QP every client shares. The
+ * clients' MRs, live, released or orphaned, have one owner, the engine's
+ * mr_registry (mr_registry.h): the engine feeds it what the attach server
+ * and the data path see and runs the actions it returns.
  *
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
  * when prepare_sleep() allows.
@@ -69,6 +72,7 @@
 
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
 #include "uct/ib/rvt/common/result.h"
@@ -103,49 +107,6 @@ struct engine_config {
      * and resumed when they are down to half of both */
     uint32_t pause_messages = 1024;
     uint64_t pause_bytes    = uint64_t{8} << 20;
-};
-
-/* How many of one client's ops (queued or posted) name each lkey: an MR
- * is released only when none does. */
-class lkey_uses {
-public:
-    void add(const work_request &wr)
-    {
-        change(wr, +1);
-    }
-    void remove(const work_request &wr)
-    {
-        change(wr, -1);
-    }
-    bool in_use(uint32_t lkey) const
-    {
-        auto it = m_count.find(lkey);
-        return it != m_count.end() && it->second > 0;
-    }
-    /* The MR is gone: its entry, kept at zero between ops so the data path
-     * allocates nothing, goes too. */
-    void forget(uint32_t lkey)
-    {
-        if (!in_use(lkey)) {
-            m_count.erase(lkey);
-        }
-    }
-
-private:
-    void change(const work_request &wr, int by)
-    {
-        if (wr.length > 0) {
-            bump(wr.lkey, by);
-        }
-        if (wr.head_length > 0) {
-            bump(wr.head_lkey, by);
-        }
-    }
-    void bump(uint32_t lkey, int by)
-    {
-        m_count[lkey] += by;
-    }
-    std::unordered_map<uint32_t, int> m_count;
 };
 
 class engine {
@@ -183,21 +144,25 @@ public:
         m_trace = t;
     }
 
-    /* Serves `server`'s clients: the engine reads their MRs from it and
-     * answers its attaches, peer requests and MR releases. (Its detach
-     * handler, given at its creation, must call client_gone.) */
+    /* Serves `server`'s clients: the engine takes their MR notices and
+     * releases from it (and answers the releases through it), and answers
+     * its attaches and peer requests. (Its detach handler, given at its
+     * creation, must call client_gone.) */
     void serve(attach_server &server);
     void client_attached(const attached_client &c);
     void client_gone(const attached_client &c);
     result<uint32_t>
     resolve_peer(const attached_client &c, const wire::agent_address &remote);
-    /* Deregisters an MR the client released (only the agent deregisters a
-     * live client's MRs: see attach_wire.h, mr_release). While any op of
-     * the client that names the MR is queued or on a QP, the MR stays:
-     * returns std::nullopt, and progress() deregisters it once those ops
-     * are done and tells the attach server (release_finished). */
-    std::optional<result<uint32_t>>
-    release_mr(const attached_client &c, const client_mr &mr);
+    /* An MR notice or release from client `c` (mr_registry.h: only the
+     * agent deregisters a live client's MRs, see attach_wire.h,
+     * mr_release; one that ops of the client still name stays until they
+     * are done, and the release is answered then). */
+    void on_mr_notice(const attached_client &c, const wire::mr_notice &notice);
+    /* The clients' MRs (for the status). */
+    const mr_registry &mrs() const
+    {
+        return m_mrs;
+    }
 
     /* One pass over CQs, rings and timers; true if anything happened. */
     bool progress(time_point now);
@@ -290,28 +255,10 @@ private:
         uint64_t writes_in      = 0;
         uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
         uint32_t posted         = 0; /* ops of this generation on a QP */
-        lkey_uses lkeys_in_use; /* by its ops not yet freed */
-        bool paused = false; /* peers told to pause sending to it */
+        bool paused             = false; /* peers told to pause sending to it */
         /* the attach server's record of it (stable while attached: the
          * server detaches it only through client_gone) */
         const attached_client *who = nullptr;
-    };
-
-    /* a released MR waiting for the client's ops that use it */
-    struct deferred_release {
-        uint32_t index;
-        uint32_t handle;
-        uint32_t lkey;
-    };
-
-    struct gone_client {
-        uint32_t index;
-        uint32_t generation;
-        /* its ops still on a QP: kept here, as its index may be taken by
-         * a new client (with counters of its own) before they are done */
-        uint32_t posted;
-        std::vector<uint32_t> mr_handles;
-        std::optional<time_point> release_at; /* set once drained */
     };
 
     engine(nic &n, const engine_config &cfg, const shm_layout &layout,
@@ -367,10 +314,9 @@ private:
     size_t poll_cq(time_point now);
     void on_send_completion(const nic_completion &wc, time_point now);
     void on_receive(const nic_completion &wc, time_point now);
-    void gone_op_retired(uint32_t index, uint32_t generation);
-    void release_gone(time_point now);
-    result<uint32_t> deregister(uint32_t index, uint32_t handle);
-    void finish_releases();
+
+    /* engine.cc: runs what the MR registry asks for */
+    void run_mrs(mr_actions acts);
 
     nic &m_nic;
     engine_config m_cfg;
@@ -404,8 +350,7 @@ private:
     std::vector<client_state> m_clients; /* by index */
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
                                          the loop visits only these */
-    std::vector<gone_client> m_gone;
-    std::vector<deferred_release> m_deferred;
+    mr_registry m_mrs;
     bool m_asleep = false;
     time_point m_next_watch{}; /* watch_lanes() is due */
     trace *m_trace = nullptr; /* off: nullptr */
@@ -427,10 +372,6 @@ private:
         uint64_t misrouted      = 0; /* receives for no live client */
         uint64_t bad_immediates = 0;
         uint64_t clients_gone   = 0;
-        uint64_t mrs_cleaned    = 0;
-        uint64_t mrs_leaked     = 0;
-        uint64_t mrs_released   = 0; /* by live clients' mr_release */
-        uint64_t mrs_deferred   = 0; /* of those, after ops using them */
         uint64_t wakeups        = 0;
         uint64_t pauses         = 0; /* of our clients (back-pressure) */
         uint64_t resumes        = 0;

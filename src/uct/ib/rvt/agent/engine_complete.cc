@@ -97,7 +97,7 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     if (op.client != no_client) {
         client_state &c = m_clients[op.client];
         if (!c.attached || c.generation != op.generation) {
-            gone_op_retired(op.client, op.generation);
+            m_mrs.gone_op_retired(op.client, op.generation);
         } else if (c.posted > 0) {
             --c.posted;
         }

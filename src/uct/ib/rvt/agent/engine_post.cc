@@ -51,7 +51,7 @@ void engine::free_op(uint32_t op_index)
     op_record &op = m_ops[op_index];
     if (op.client != no_client &&
         m_clients[op.client].generation == op.generation) {
-        m_clients[op.client].lkeys_in_use.remove(op.wr);
+        m_mrs.op_done(op.client, op.wr);
     }
     op.in_use = false;
     m_free_ops.push_back(op_index);
@@ -95,19 +95,19 @@ bool engine::take_work(uint32_t index, client_state &c)
     for (int n = 0; n < work_batch && c.channel->pop_work(wr); ++n) {
         took = true;
         traced(trace_stage::pop, index, wr.wr_id);
-        const attached_client *who = c.who;
-        if (who == nullptr) {
+        if (c.who == nullptr) {
             return took;
         }
         const work_limits limits{static_cast<uint32_t>(m_peers.size()),
                                  m_layout.caps.slot_size, max_message,
                                  m_nic.can_read()};
-        std::string why = check_work(wr, who->mrs, limits);
-        if (!why.empty() && wr.length > 0 && !who->mrs.count(wr.lkey)) {
+        const auto &mrs = m_mrs.mrs_of(index);
+        std::string why = check_work(wr, mrs, limits);
+        if (!why.empty() && wr.length > 0 && !mrs.count(wr.lkey)) {
             /* the client announces an MR on its socket before it posts
              * from it: read what it has sent, then look again */
             m_server->take_pending(index);
-            why = check_work(wr, who->mrs, limits);
+            why = check_work(wr, mrs, limits);
         }
         const uint32_t op_index = alloc_op();
         op_record &op           = m_ops[op_index];
@@ -116,7 +116,7 @@ bool engine::take_work(uint32_t index, client_state &c)
         op.generation           = c.generation;
         op.peer                 = wr.peer;
         op.in_use               = true;
-        c.lkeys_in_use.add(wr); /* until free_op */
+        m_mrs.op_queued(index, wr); /* until free_op */
         if (!why.empty()) {
             ++c.invalid;
             if (c.invalid <= 8) {

@@ -56,12 +56,13 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(nc.datagrams_sent),
                       static_cast<unsigned long long>(nc.datagrams_received),
                       static_cast<unsigned long long>(nc.datagrams_dropped));
-        out += format("MRs       %llu released by their clients (%llu after "
-                      "the ops using them, %zu waiting); failed %llu\n",
-                      static_cast<unsigned long long>(m_totals.mrs_released),
-                      static_cast<unsigned long long>(m_totals.mrs_deferred),
-                      m_deferred.size(),
-                      static_cast<unsigned long long>(m_totals.mrs_leaked));
+        out += format(
+                "MRs       %llu released by their clients (%llu after "
+                "the ops using them, %zu waiting); failed %llu\n",
+                static_cast<unsigned long long>(m_mrs.counters().released),
+                static_cast<unsigned long long>(m_mrs.counters().deferred),
+                m_mrs.releases_waiting(),
+                static_cast<unsigned long long>(m_mrs.counters().leaked));
         out += format("paused    %llu times, resumed %llu (clients that "
                       "did not read); %llu ops parked for peers' paused "
                       "clients\n",
@@ -71,8 +72,8 @@ std::string engine::status(bool human) const
         out += format("gone      %llu clients; their MRs deregistered %llu, "
                       "waiting %zu clients\n",
                       static_cast<unsigned long long>(m_totals.clients_gone),
-                      static_cast<unsigned long long>(m_totals.mrs_cleaned),
-                      m_gone.size());
+                      static_cast<unsigned long long>(m_mrs.counters().cleaned),
+                      m_mrs.gone_waiting());
         out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
                       rc_qps);
         for (const auto &p : m_peers) {
@@ -137,11 +138,11 @@ std::string engine::status(bool human) const
                   "\"wakeups\": %llu, \"pauses\": %llu, "
                   "\"resumes\": %llu, \"ops_parked\": %llu, \"peers\": [",
                   static_cast<unsigned long long>(m_totals.clients_gone),
-                  static_cast<unsigned long long>(m_totals.mrs_cleaned),
-                  static_cast<unsigned long long>(m_totals.mrs_released),
-                  static_cast<unsigned long long>(m_totals.mrs_leaked),
-                  static_cast<unsigned long long>(m_totals.mrs_deferred),
-                  m_deferred.size(), m_gone.size(),
+                  static_cast<unsigned long long>(m_mrs.counters().cleaned),
+                  static_cast<unsigned long long>(m_mrs.counters().released),
+                  static_cast<unsigned long long>(m_mrs.counters().leaked),
+                  static_cast<unsigned long long>(m_mrs.counters().deferred),
+                  m_mrs.releases_waiting(), m_mrs.gone_waiting(),
                   static_cast<unsigned long long>(m_totals.wakeups),
                   static_cast<unsigned long long>(m_totals.pauses),
                   static_cast<unsigned long long>(m_totals.resumes),

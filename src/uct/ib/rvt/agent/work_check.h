@@ -14,7 +14,7 @@
 #ifndef RVT_AGENT_WORK_CHECK_H
 #define RVT_AGENT_WORK_CHECK_H
 
-#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/common/work.h"
 
 #include <cstdint>

@@ -245,7 +245,7 @@ std::string status_text(const agent::agent_location &loc,
         for (const auto *c : clients) {
             out += "  index " + std::to_string(c->index) + "  pid " +
                    std::to_string(c->pid) + "  MRs " +
-                   std::to_string(c->mr_handles.size()) + "\n";
+                   std::to_string(eng.mrs().held_by(c->index)) + "\n";
         }
         return out + eng.status(true);
     }
@@ -266,9 +266,8 @@ std::string status_text(const agent::agent_location &loc,
     for (size_t i = 0; i < clients.size(); ++i) {
         out += std::string(i ? ", " : "") +
                "{\"index\": " + std::to_string(clients[i]->index) +
-               ", \"pid\": " + std::to_string(clients[i]->pid) +
-               ", \"mrs\": " + std::to_string(clients[i]->mr_handles.size()) +
-               "}";
+               ", \"pid\": " + std::to_string(clients[i]->pid) + ", \"mrs\": " +
+               std::to_string(eng.mrs().held_by(clients[i]->index)) + "}";
     }
     return out + "]}\n";
 }

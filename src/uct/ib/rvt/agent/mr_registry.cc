@@ -1,0 +1,291 @@
+/*
+ * The clients' MRs (see mr_registry.h for the states and the table).
+ */
+#include "uct/ib/rvt/agent/mr_registry.h"
+
+#include <algorithm>
+
+namespace rvt::agent {
+
+namespace {
+
+std::string client_text(uint32_t index)
+{
+    return "client index " + std::to_string(index);
+}
+
+std::string handle_text(uint32_t handle)
+{
+    return "MR handle " + std::to_string(handle);
+}
+
+} // namespace
+
+mr_registry::mr_registry(uint32_t max_clients,
+                         std::chrono::milliseconds grace) :
+    m_grace(grace), m_clients(max_clients)
+{
+}
+
+mr_action mr_registry::note(std::string text)
+{
+    return {mr_action_kind::note, 0, 0, std::move(text)};
+}
+
+void mr_registry::attached(uint32_t index)
+{
+    m_clients[index] = client{};
+}
+
+mr_actions mr_registry::announced(uint32_t index, const client_mr &mr)
+{
+    auto known = m_handles.find(mr.handle);
+    if (known != m_handles.end()) {
+        return {note(client_text(index) + " announced " +
+                     handle_text(mr.handle) + ", which index " +
+                     std::to_string(known->second.index) + " holds: ignored")};
+    }
+    m_handles.emplace(mr.handle, record{index, mr, state::live});
+    m_clients[index].mrs[mr.lkey] = mr;
+    return {};
+}
+
+mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
+                                          bool answer, bool ring_busy)
+{
+    mr_actions out;
+    auto it = m_handles.find(handle);
+    if (it == m_handles.end() || it->second.index != index ||
+        it->second.st == state::orphaned) {
+        refuse(index, handle, answer,
+               handle_text(handle) +
+                       " is not this client's: nothing deregistered",
+               out);
+        return out;
+    }
+    record &r = it->second;
+    if (r.st != state::live) {
+        refuse(index, handle, answer,
+               handle_text(handle) + " is being released already", out);
+        return out;
+    }
+    r.answer = answer;
+    /* the client posts before it releases: work still in its ring may
+     * name the MR; deregistering under a queued or posted op would fail
+     * it with a local protection error and break the shared QP */
+    if (ring_busy || m_clients[index].uses.in_use(r.mr.lkey)) {
+        r.st = state::deferred;
+        m_deferred.push_back(handle);
+        ++m_counters.deferred;
+        return out;
+    }
+    start_deregister(handle, r, out);
+    return out;
+}
+
+mr_actions mr_registry::on_notice(uint32_t index, const wire::mr_notice &notice,
+                                  bool ring_busy)
+{
+    if (notice.hdr.type ==
+        static_cast<uint16_t>(wire::msg_type::mr_registered)) {
+        return announced(index, {notice.handle, notice.lkey, notice.rkey,
+                                 notice.addr, notice.length});
+    }
+    return release_requested(index, notice.handle,
+                             notice.flags & wire::mr_release_reply_wanted,
+                             ring_busy);
+}
+
+void mr_registry::refuse(uint32_t index, uint32_t handle, bool answer,
+                         std::string reason, mr_actions &out)
+{
+    out.push_back(note(client_text(index) + " released " + handle_text(handle) +
+                       ": " + reason));
+    if (answer) {
+        out.push_back({mr_action_kind::answer_release, index, handle,
+                       std::move(reason)});
+    }
+}
+
+void mr_registry::start_deregister(uint32_t handle, record &r, mr_actions &out)
+{
+    r.st = state::deregistering;
+    out.push_back({mr_action_kind::deregister, r.index, handle, {}});
+}
+
+mr_actions
+mr_registry::releases_due(const std::function<bool(uint32_t)> &ring_busy)
+{
+    mr_actions out;
+    std::erase_if(m_deferred, [&](uint32_t handle) {
+        record &r = m_handles.at(handle);
+        if (ring_busy(r.index) || m_clients[r.index].uses.in_use(r.mr.lkey)) {
+            return false;
+        }
+        start_deregister(handle, r, out);
+        return true;
+    });
+    return out;
+}
+
+void mr_registry::client_gone(uint32_t index, uint32_t generation,
+                              uint32_t posted)
+{
+    gone_client g{index, generation, posted, {}, std::nullopt};
+    for (auto &[handle, r] : m_handles) {
+        if (r.index != index || r.gone) {
+            continue;
+        }
+        if (r.st == state::deregistering) {
+            r.answer = false; /* nobody left to answer */
+            continue;
+        }
+        r.st         = state::orphaned;
+        r.gone       = true;
+        r.generation = generation;
+        g.handles.push_back(handle);
+    }
+    std::sort(g.handles.begin(), g.handles.end());
+    std::erase_if(m_deferred, [&](uint32_t handle) {
+        return m_handles.at(handle).st == state::orphaned;
+    });
+    m_clients[index].mrs.clear(); /* its lkey uses: until attached() */
+    m_gone.push_back(std::move(g));
+}
+
+void mr_registry::gone_op_retired(uint32_t index, uint32_t generation)
+{
+    for (auto &g : m_gone) {
+        if (g.index == index && g.generation == generation && g.posted > 0) {
+            --g.posted;
+            return;
+        }
+    }
+}
+
+mr_actions mr_registry::tick(time_point now)
+{
+    mr_actions out;
+    for (auto &g : m_gone) {
+        if (!g.release_at && g.posted == 0) {
+            g.release_at = now + m_grace;
+        }
+    }
+    /* a record whose MRs are out for deregistering stays until the last
+     * outcome (finish_gone); one with none goes now */
+    std::erase_if(m_gone, [&](gone_client &g) {
+        if (!g.release_at || now < *g.release_at) {
+            return false;
+        }
+        if (g.handles.empty()) {
+            out.push_back(note(client_text(g.index) +
+                               " is gone: deregistered 0 of its 0 MRs"));
+            return true;
+        }
+        for (uint32_t handle : g.handles) {
+            record &r = m_handles.at(handle);
+            if (r.st == state::orphaned) {
+                start_deregister(handle, r, out);
+                ++g.left;
+            }
+        }
+        return false;
+    });
+    return out;
+}
+
+mr_actions
+mr_registry::deregistered(uint32_t handle, const result<uint32_t> &outcome)
+{
+    mr_actions out;
+    auto it = m_handles.find(handle);
+    if (it == m_handles.end() || it->second.st != state::deregistering) {
+        return out;
+    }
+    const record r = it->second;
+    /* forgotten even if the device refused: the client is done with it,
+     * and a handle the kernel still holds cannot be reused */
+    forget(handle, r);
+    if (!outcome) {
+        ++m_counters.leaked;
+        out.push_back(note(client_text(r.index) + ": " + outcome.error()));
+    }
+    if (r.gone) {
+        finish_gone(r, outcome, out);
+        return out;
+    }
+    if (outcome) {
+        ++m_counters.released;
+    }
+    if (r.answer) {
+        out.push_back({mr_action_kind::answer_release, r.index, handle,
+                       outcome ? std::string() : outcome.error()});
+    }
+    return out;
+}
+
+void mr_registry::forget(uint32_t handle, const record &r)
+{
+    m_handles.erase(handle);
+    if (!r.gone) {
+        client &c = m_clients[r.index];
+        c.mrs.erase(r.mr.lkey);
+        c.uses.forget(r.mr.lkey);
+    }
+}
+
+void mr_registry::finish_gone(const record &r, const result<uint32_t> &outcome,
+                              mr_actions &out)
+{
+    auto g = std::find_if(m_gone.begin(), m_gone.end(), [&](const auto &x) {
+        return x.index == r.index && x.generation == r.generation;
+    });
+    if (g == m_gone.end()) {
+        return;
+    }
+    if (outcome) {
+        ++m_counters.cleaned;
+        ++g->freed;
+    }
+    if (--g->left > 0) {
+        return;
+    }
+    out.push_back(note(client_text(g->index) + " is gone: deregistered " +
+                       std::to_string(g->freed) + " of its " +
+                       std::to_string(g->handles.size()) + " MRs"));
+    m_gone.erase(g);
+}
+
+std::optional<mr_registry::time_point> mr_registry::next_timer() const
+{
+    std::optional<time_point> t;
+    for (const auto &g : m_gone) {
+        if (g.release_at && g.left == 0 && (!t || *g.release_at < *t)) {
+            t = g.release_at;
+        }
+    }
+    return t;
+}
+
+void mr_executor::run(mr_registry &reg, mr_actions acts) const
+{
+    for (size_t i = 0; i < acts.size(); ++i) {
+        const mr_action a = acts[i];
+        switch (a.kind) {
+        case mr_action_kind::deregister: {
+            auto more = reg.deregistered(a.handle, dereg(a.handle));
+            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
+                        more.begin(), more.end());
+            break;
+        }
+        case mr_action_kind::answer_release:
+            answer(a.index, a.handle, a.text);
+            break;
+        case mr_action_kind::note:
+            log(a.text);
+            break;
+        }
+    }
+}
+
+} // namespace rvt::agent

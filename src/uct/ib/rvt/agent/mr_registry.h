@@ -1,0 +1,297 @@
+/*
+ * The one owner of the clients' MRs in the agent's PD: which client holds
+ * which handle, what its work is checked against (by lkey), which of its
+ * ops name which lkey, the releases that wait for those ops, and the MRs
+ * of clients that died, which wait for their posted ops and a grace time.
+ *
+ * Why it is careful: the agent's QPs are shared by every client, and an
+ * MR deregistered under a posted op fails it with a local protection error
+ * and breaks the QP for all (engine.h, "Dead clients"); and the kernel
+ * hands a deregistered handle to the next REG_MR at once, so a handle is
+ * forgotten only once it is deregistered (attach_wire.h, mr_release):
+ * then the agent never sees one handle announced by two clients.
+ *
+ * This is a pure state machine, as peer_connection is: no device calls,
+ * no I/O, no clock reads. Every input is an event method; every effect
+ * comes back as a list of mr_actions the caller executes in order
+ * (run_mr_actions below is that executor): deregister a handle and report
+ * the outcome with deregistered(), answer a client's release, log a line.
+ * The engine owns it and feeds it; the attach server only parses notices
+ * and releases off the socket and sends the answers.
+ *
+ * States of a handle:
+ *   live           announced by its client, which may use it
+ *   deferred       its client released it, but ops of the client (queued
+ *                  or posted, or still in its work ring) may name it
+ *   deregistering  a deregister action is out; deregistered() is owed
+ *   orphaned       its client died; waits in the client's gone record
+ * A handle in no state is unknown: never announced, or forgotten after
+ * deregistered(). A client's work is checked against its live, deferred
+ * and deregistering MRs (mrs_of).
+ *
+ * Events -> transitions and actions (i: a client index):
+ *
+ *   attached(i)          i's lkey uses start at zero (a new holder of i)
+ *   announced(i, mr)     unknown -> live (i's); known, in any state and
+ *                        whoever holds it -> note "... ignored", nothing
+ *                        changes (a confused client cannot make the agent
+ *                        deregister a neighbour's memory)
+ *   release_requested(i, h, answer, ring_busy)
+ *                        live of i, ring empty, no op of i names its lkey
+ *                            -> deregistering: deregister
+ *                        live of i, otherwise -> deferred (mrs_deferred+1)
+ *                        deferred or deregistering of i -> refused "being
+ *                            released already"
+ *                        unknown, another client's, orphaned -> refused
+ *                            "not this client's": nothing deregistered
+ *                        (refused: a note, and answer_release with the
+ *                        reason if the client asked for an answer)
+ *   op_queued(i, wr)     i's uses of wr's lkeys + 1 (no actions)
+ *   op_done(i, wr)       - 1 (no actions)
+ *   releases_due(busy)   deferred, busy(i) false, no op of i names it
+ *                            -> deregistering: deregister
+ *   client_gone(i, generation, posted)
+ *                        live and deferred of i -> orphaned, in a gone
+ *                        record with i's posted ops; deregistering of i:
+ *                        no answer is owed any more (no actions)
+ *   gone_op_retired(i, generation)
+ *                        that gone record's posted ops - 1 (no actions)
+ *   tick(now)            a gone record with no posted ops left: due at
+ *                        now + grace (once); a due record's orphaned ->
+ *                        deregistering: deregister each (a record with
+ *                        none: its summary note, dropped)
+ *   deregistered(h, outcome)
+ *                        deregistering for a release -> unknown;
+ *                            answer_release if owed; mrs_released or
+ *                            mrs_leaked (and a note) + 1
+ *                        deregistering for a gone client -> unknown;
+ *                            mrs_cleaned or mrs_leaked (and a note) + 1;
+ *                            the record's last: summary note, dropped
+ *                        otherwise: nothing
+ *
+ * Generations are the caller's: a gone record is (index, generation), so
+ * the ops of a dead client are told apart from those of the next holder
+ * of its index, and its MRs wait for its own ops only.
+ */
+#ifndef RVT_AGENT_MR_REGISTRY_H
+#define RVT_AGENT_MR_REGISTRY_H
+
+#include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/result.h"
+#include "uct/ib/rvt/common/work.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace rvt::agent {
+
+/* An MR a client announced: what the agent checks its work against. */
+struct client_mr {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+    uint64_t addr;
+    uint64_t length;
+};
+
+/* How many of one client's ops (queued or posted) name each lkey: an MR
+ * is released only when none does. */
+class lkey_uses {
+public:
+    void add(const work_request &wr)
+    {
+        change(wr, +1);
+    }
+    void remove(const work_request &wr)
+    {
+        change(wr, -1);
+    }
+    bool in_use(uint32_t lkey) const
+    {
+        auto it = m_count.find(lkey);
+        return it != m_count.end() && it->second > 0;
+    }
+    /* The MR is gone: its entry, kept at zero between ops so the data path
+     * allocates nothing, goes too. */
+    void forget(uint32_t lkey)
+    {
+        if (!in_use(lkey)) {
+            m_count.erase(lkey);
+        }
+    }
+
+private:
+    void change(const work_request &wr, int by)
+    {
+        if (wr.length > 0) {
+            bump(wr.lkey, by);
+        }
+        if (wr.head_length > 0) {
+            bump(wr.head_lkey, by);
+        }
+    }
+    void bump(uint32_t lkey, int by)
+    {
+        m_count[lkey] += by;
+    }
+    std::unordered_map<uint32_t, int> m_count;
+};
+
+enum class mr_action_kind : uint8_t {
+    deregister, /* deregister `handle` from the device, then call
+                   deregistered() with the outcome */
+    answer_release, /* send client `index` an mr_release_reply for
+                       `handle`: released if `text` is empty, else refused
+                       with `text` as the reason */
+    note, /* a line for the agent's log: `text` */
+};
+
+struct mr_action {
+    mr_action_kind kind;
+    uint32_t index  = 0;
+    uint32_t handle = 0;
+    std::string text;
+};
+using mr_actions = std::vector<mr_action>;
+
+struct mr_counters {
+    uint64_t released = 0; /* by live clients' releases */
+    uint64_t deferred = 0; /* of those, put off for ops using them */
+    uint64_t cleaned  = 0; /* of dead clients */
+    uint64_t leaked   = 0; /* the device refused to deregister */
+};
+
+class mr_registry {
+public:
+    using time_point = std::chrono::steady_clock::time_point;
+
+    mr_registry(uint32_t max_clients, std::chrono::milliseconds grace);
+
+    void attached(uint32_t index);
+    mr_actions announced(uint32_t index, const client_mr &mr);
+    mr_actions release_requested(uint32_t index, uint32_t handle, bool answer,
+                                 bool ring_busy);
+    /* A notice off the socket (attach_server's MR handler): announced()
+     * or release_requested(), as its type says. */
+    mr_actions
+    on_notice(uint32_t index, const wire::mr_notice &notice, bool ring_busy);
+    /* The data path: an op of the client's taken from its ring, and freed
+     * (completed, refused or dropped). Inline: once per op. */
+    void op_queued(uint32_t index, const work_request &wr)
+    {
+        m_clients[index].uses.add(wr);
+    }
+    void op_done(uint32_t index, const work_request &wr)
+    {
+        m_clients[index].uses.remove(wr);
+    }
+    /* ring_busy(i): client i's work ring still holds requests, which may
+     * name what it released. */
+    mr_actions releases_due(const std::function<bool(uint32_t)> &ring_busy);
+    void client_gone(uint32_t index, uint32_t generation, uint32_t posted);
+    void gone_op_retired(uint32_t index, uint32_t generation);
+    mr_actions tick(time_point now);
+    mr_actions deregistered(uint32_t handle, const result<uint32_t> &outcome);
+
+    /* What client `index`'s work is checked against, by lkey. */
+    const std::unordered_map<uint32_t, client_mr> &mrs_of(uint32_t index) const
+    {
+        return m_clients[index].mrs;
+    }
+    /* The handles client `index` holds (any state but orphaned). */
+    size_t held_by(uint32_t index) const
+    {
+        return m_clients[index].mrs.size();
+    }
+    size_t releases_waiting() const
+    {
+        return m_deferred.size();
+    }
+    size_t gone_waiting() const
+    {
+        return m_gone.size();
+    }
+    const mr_counters &counters() const
+    {
+        return m_counters;
+    }
+    /* When tick() is next due, if a gone record waits for its grace. */
+    std::optional<time_point> next_timer() const;
+    /* No release deferred, no gone client's MRs waiting. */
+    bool idle() const
+    {
+        return m_deferred.empty() && m_gone.empty();
+    }
+
+private:
+    enum class state : uint8_t {
+        live,
+        deferred,
+        deregistering,
+        orphaned
+    };
+
+    struct record {
+        uint32_t index; /* the client that announced it */
+        client_mr mr;
+        state st;
+        bool answer = false; /* the client waits for an mr_release_reply */
+        bool gone   = false; /* orphaned, or deregistering for a dead
+                                client: then generation is its */
+        uint32_t generation = 0;
+    };
+
+    struct client {
+        std::unordered_map<uint32_t, client_mr> mrs; /* by lkey */
+        lkey_uses uses;
+    };
+
+    struct gone_client {
+        uint32_t index;
+        uint32_t generation;
+        uint32_t posted; /* its ops still on a QP */
+        std::vector<uint32_t> handles; /* orphaned */
+        std::optional<time_point> release_at; /* set once drained */
+        size_t left  = 0; /* deregister actions not yet reported */
+        size_t freed = 0;
+    };
+
+    void start_deregister(uint32_t handle, record &r, mr_actions &out);
+    void refuse(uint32_t index, uint32_t handle, bool answer,
+                std::string reason, mr_actions &out);
+    void forget(uint32_t handle, const record &r);
+    void finish_gone(const record &r, const result<uint32_t> &outcome,
+                     mr_actions &out);
+    static mr_action note(std::string text);
+
+    std::chrono::milliseconds m_grace;
+    std::vector<client> m_clients; /* by index */
+    std::unordered_map<uint32_t, record> m_handles;
+    std::vector<uint32_t> m_deferred; /* handles, in release order */
+    std::vector<gone_client> m_gone;
+    mr_counters m_counters;
+};
+
+/* The executor: runs `acts` in order, deregistering through `dereg` and
+ * feeding each outcome back to `reg` at once (the actions that returns
+ * run next), answering through `answer` (refusal empty: released), and
+ * logging notes through `log`. */
+struct mr_executor {
+    std::function<result<uint32_t>(uint32_t handle)> dereg;
+    std::function<void(uint32_t index, uint32_t handle,
+                       const std::string &refusal)>
+            answer;
+    std::function<void(std::string_view)> log;
+
+    void run(mr_registry &reg, mr_actions acts) const;
+};
+
+} // namespace rvt::agent
+
+#endif

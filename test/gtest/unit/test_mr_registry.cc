@@ -1,0 +1,467 @@
+/*
+ * Unit tests of the clients' MR registry (agent/mr_registry.h), one or
+ * more per row of its table: events in, actions out, no device and no
+ * socket. The test plays the engine: it feeds the events and, where a row
+ * needs it, reports deregistrations with deregistered(). Time is a number
+ * the test advances.
+ */
+#include "uct/ib/rvt/agent/mr_registry.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using rvt::failure;
+using rvt::result;
+using rvt::work_request;
+using rvt::agent::client_mr;
+using rvt::agent::mr_action;
+using rvt::agent::mr_action_kind;
+using rvt::agent::mr_actions;
+using rvt::agent::mr_executor;
+using rvt::agent::mr_registry;
+using namespace std::chrono_literals;
+
+namespace {
+
+const mr_registry::time_point t0 = mr_registry::time_point{} + 1h;
+constexpr auto grace             = 100ms;
+
+/* lkeys are unique among live MRs, as the kernel makes them */
+client_mr mr(uint32_t handle)
+{
+    return {handle, 1000 + handle, 2000 + handle, 0x100000 * handle, 4096};
+}
+
+/* An op of the client's reading from MR `handle`. */
+work_request op_on(uint32_t handle)
+{
+    work_request wr{};
+    wr.length = 8;
+    wr.lkey   = 1000 + handle;
+    return wr;
+}
+
+bool is(const mr_action &a, mr_action_kind kind, uint32_t handle)
+{
+    return a.kind == kind && a.handle == handle;
+}
+
+/* The actions of one kind. */
+mr_actions only(const mr_actions &acts, mr_action_kind kind)
+{
+    mr_actions out;
+    for (const auto &a : acts) {
+        if (a.kind == kind) {
+            out.push_back(a);
+        }
+    }
+    return out;
+}
+
+class mr_registry_test : public ::testing::Test {
+protected:
+    mr_registry reg{8, grace};
+
+    void SetUp() override
+    {
+        reg.attached(0);
+        reg.attached(1);
+    }
+
+    /* Client `index` announces `handle`: accepted. */
+    void announce(uint32_t index, uint32_t handle)
+    {
+        EXPECT_TRUE(reg.announced(index, mr(handle)).empty());
+        ASSERT_EQ(reg.mrs_of(index).count(1000 + handle), 1u);
+    }
+
+    /* A release that must come back as exactly one deregister. */
+    void
+    expect_deregister(const mr_actions &acts, uint32_t index, uint32_t handle)
+    {
+        ASSERT_EQ(acts.size(), 1u);
+        EXPECT_TRUE(is(acts[0], mr_action_kind::deregister, handle));
+        EXPECT_EQ(acts[0].index, index);
+    }
+
+    /* A refusal: a note naming `why`, and an answer iff `answer`. */
+    void expect_refused(const mr_actions &acts, uint32_t index, uint32_t handle,
+                        bool answer, const std::string &why)
+    {
+        EXPECT_TRUE(only(acts, mr_action_kind::deregister).empty())
+                << "a refused release deregistered something";
+        auto notes = only(acts, mr_action_kind::note);
+        ASSERT_EQ(notes.size(), 1u);
+        EXPECT_NE(notes[0].text.find(why), std::string::npos) << notes[0].text;
+        auto answers = only(acts, mr_action_kind::answer_release);
+        ASSERT_EQ(answers.size(), answer ? 1u : 0u);
+        if (answer) {
+            EXPECT_EQ(answers[0].index, index);
+            EXPECT_EQ(answers[0].handle, handle);
+            EXPECT_NE(answers[0].text.find(why), std::string::npos)
+                    << answers[0].text;
+        }
+    }
+};
+
+/* ---- announced ------------------------------------------------------- */
+
+TEST_F(mr_registry_test, an_announced_mr_is_checked_for_its_client_only)
+{
+    announce(0, 5);
+    const auto &m = reg.mrs_of(0).at(1005);
+    EXPECT_EQ(m.handle, 5u);
+    EXPECT_EQ(m.rkey, 2005u);
+    EXPECT_EQ(m.addr, 0x500000u);
+    EXPECT_EQ(m.length, 4096u);
+    EXPECT_EQ(reg.held_by(0), 1u);
+    EXPECT_TRUE(reg.mrs_of(1).empty());
+}
+
+TEST_F(mr_registry_test, a_claim_on_a_known_handle_is_ignored)
+{
+    announce(0, 6);
+    for (uint32_t who : {1u, 0u}) { /* a neighbour, and the owner again */
+        client_mr other = mr(6);
+        other.lkey      = 1777;
+        auto acts       = reg.announced(who, other);
+        ASSERT_EQ(acts.size(), 1u);
+        EXPECT_EQ(acts[0].kind, mr_action_kind::note);
+        EXPECT_NE(acts[0].text.find("announced MR handle 6, which index 0 "
+                                    "holds: ignored"),
+                  std::string::npos)
+                << acts[0].text;
+        EXPECT_EQ(reg.mrs_of(who).count(1777), 0u);
+    }
+    EXPECT_EQ(reg.mrs_of(0).count(1006), 1u) << "the owner's record changed";
+}
+
+/* ---- release_requested ------------------------------------------------ */
+
+TEST_F(mr_registry_test, an_unused_release_deregisters_and_answers_after)
+{
+    announce(0, 5);
+    auto acts = reg.release_requested(0, 5, true, false);
+    expect_deregister(acts, 0, 5);
+    EXPECT_EQ(reg.mrs_of(0).count(1005), 1u)
+            << "forgotten before the device dropped it";
+    acts = reg.deregistered(5, 5u);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_TRUE(is(acts[0], mr_action_kind::answer_release, 5));
+    EXPECT_EQ(acts[0].index, 0u);
+    EXPECT_TRUE(acts[0].text.empty()) << "refused: " << acts[0].text;
+    EXPECT_TRUE(reg.mrs_of(0).empty());
+    EXPECT_EQ(reg.counters().released, 1u);
+    EXPECT_EQ(reg.counters().deferred, 0u);
+    EXPECT_TRUE(reg.idle());
+}
+
+TEST_F(mr_registry_test, a_release_without_a_wish_for_an_answer_gets_none)
+{
+    announce(0, 5);
+    expect_deregister(reg.release_requested(0, 5, false, false), 0, 5);
+    EXPECT_TRUE(reg.deregistered(5, 5u).empty());
+    EXPECT_EQ(reg.counters().released, 1u);
+}
+
+TEST_F(mr_registry_test, a_release_waits_for_the_work_still_in_the_ring)
+{
+    announce(0, 5);
+    EXPECT_TRUE(reg.release_requested(0, 5, true, true).empty());
+    EXPECT_EQ(reg.counters().deferred, 1u);
+    EXPECT_EQ(reg.releases_waiting(), 1u);
+    EXPECT_FALSE(reg.idle());
+    EXPECT_EQ(reg.mrs_of(0).count(1005), 1u)
+            << "the work in the ring is checked against it";
+    EXPECT_TRUE(reg.releases_due([](uint32_t) { return true; }).empty());
+    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    EXPECT_EQ(reg.releases_waiting(), 0u);
+    auto acts = reg.deregistered(5, 5u);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_TRUE(is(acts[0], mr_action_kind::answer_release, 5));
+    EXPECT_EQ(reg.counters().released, 1u);
+}
+
+TEST_F(mr_registry_test, a_release_waits_for_the_ops_that_name_the_mr)
+{
+    announce(0, 5);
+    announce(0, 6);
+    announce(1, 7);
+    work_request am = op_on(9); /* payload elsewhere, head in MR 5 */
+    am.head_length  = 16;
+    am.head_lkey    = 1005;
+    reg.op_queued(0, am);
+    reg.op_queued(0, op_on(6));
+    reg.op_queued(0, op_on(6));
+    reg.op_queued(1, op_on(5)); /* another client's op on that lkey */
+    EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
+    EXPECT_TRUE(reg.release_requested(0, 6, true, false).empty());
+    expect_deregister(reg.release_requested(1, 7, true, false), 1, 7);
+    auto idle_ring = [](uint32_t) { return false; };
+    EXPECT_TRUE(reg.releases_due(idle_ring).empty());
+    reg.op_done(0, am);
+    reg.op_done(0, op_on(6));
+    expect_deregister(reg.releases_due(idle_ring), 0, 5);
+    reg.op_done(0, op_on(6));
+    expect_deregister(reg.releases_due(idle_ring), 0, 6);
+    EXPECT_EQ(reg.counters().deferred, 2u);
+}
+
+TEST_F(mr_registry_test, a_second_release_of_one_mr_is_refused)
+{
+    announce(0, 5);
+    announce(0, 6);
+    EXPECT_TRUE(reg.release_requested(0, 5, true, true).empty()); /* deferred */
+    expect_refused(reg.release_requested(0, 5, true, false), 0, 5, true,
+                   "MR handle 5 is being released already");
+    expect_deregister(reg.release_requested(0, 6, false, false), 0, 6);
+    expect_refused(reg.release_requested(0, 6, false, false), 0, 6, false,
+                   "MR handle 6 is being released already");
+    EXPECT_EQ(reg.releases_waiting(), 1u);
+}
+
+TEST_F(mr_registry_test, a_release_of_a_handle_not_the_clients_is_refused)
+{
+    announce(0, 5);
+    expect_refused(reg.release_requested(1, 77, true, false), 1, 77, true,
+                   "MR handle 77 is not this client's: nothing deregistered");
+    expect_refused(reg.release_requested(1, 5, false, false), 1, 5, false,
+                   "MR handle 5 is not this client's");
+    EXPECT_EQ(reg.mrs_of(0).count(1005), 1u);
+    EXPECT_EQ(reg.counters().released, 0u);
+}
+
+/* ---- deregistered ------------------------------------------------------ */
+
+TEST_F(mr_registry_test, a_handle_is_forgotten_only_once_deregistered)
+{
+    announce(0, 33);
+    expect_deregister(reg.release_requested(0, 33, false, false), 0, 33);
+    /* still the agent's to deregister: a claim now is a confused client */
+    EXPECT_EQ(reg.announced(1, mr(33)).size(), 1u);
+    EXPECT_TRUE(reg.deregistered(33, 33u).empty());
+    /* the kernel may now give 33 to anyone */
+    announce(1, 33);
+}
+
+TEST_F(mr_registry_test, a_refused_deregistration_is_answered_and_counted)
+{
+    announce(0, 41);
+    expect_deregister(reg.release_requested(0, 41, true, false), 0, 41);
+    auto acts = reg.deregistered(
+            41, failure{"DEREG_MR of handle 41: Device or resource busy"});
+    auto answers = only(acts, mr_action_kind::answer_release);
+    ASSERT_EQ(answers.size(), 1u);
+    EXPECT_NE(answers[0].text.find("Device or resource busy"),
+              std::string::npos);
+    EXPECT_EQ(only(acts, mr_action_kind::note).size(), 1u);
+    EXPECT_EQ(reg.counters().leaked, 1u);
+    EXPECT_EQ(reg.counters().released, 0u);
+    EXPECT_TRUE(reg.mrs_of(0).empty())
+            << "the client is done with it: forgotten all the same";
+}
+
+TEST_F(mr_registry_test, an_outcome_nobody_waits_for_changes_nothing)
+{
+    announce(0, 5);
+    EXPECT_TRUE(reg.deregistered(5, 5u).empty()) << "a live MR";
+    EXPECT_TRUE(reg.deregistered(99, 99u).empty()) << "an unknown one";
+    EXPECT_EQ(reg.mrs_of(0).count(1005), 1u);
+    EXPECT_EQ(reg.counters().released, 0u);
+}
+
+/* ---- attached ---------------------------------------------------------- */
+
+TEST_F(mr_registry_test, a_new_holder_of_an_index_starts_with_no_uses)
+{
+    /* the dead holder's ops on lkey 1005 end after it is gone, and before
+     * and after the new holder of the index takes it: none of this may
+     * show in the new holder's uses */
+    reg.op_queued(0, op_on(5));
+    reg.op_queued(0, op_on(5));
+    reg.op_queued(0, op_on(5));
+    reg.client_gone(0, 1, 0);
+    reg.op_done(0, op_on(5));
+    reg.attached(0);
+    announce(0, 5);
+    reg.op_queued(0, op_on(5));
+    EXPECT_TRUE(reg.release_requested(0, 5, false, false).empty())
+            << "released under the new holder's op";
+    reg.op_done(0, op_on(5));
+    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+}
+
+/* ---- client_gone, gone_op_retired, tick ------------------------------- */
+
+TEST_F(mr_registry_test, a_dead_clients_mrs_go_after_its_ops_and_the_grace)
+{
+    announce(0, 5);
+    announce(0, 6);
+    announce(1, 8);
+    EXPECT_TRUE(reg.release_requested(0, 6, true, true).empty()); /* put off */
+    reg.client_gone(0, 1, 2);
+    EXPECT_TRUE(reg.mrs_of(0).empty());
+    EXPECT_EQ(reg.releases_waiting(), 0u) << "its release went with it";
+    EXPECT_EQ(reg.gone_waiting(), 1u);
+    EXPECT_FALSE(reg.idle());
+
+    EXPECT_TRUE(reg.tick(t0).empty());
+    EXPECT_FALSE(reg.next_timer()) << "due before its ops are done";
+    reg.gone_op_retired(0, 1);
+    EXPECT_TRUE(reg.tick(t0 + 1h).empty()) << "one op still posted";
+    reg.gone_op_retired(0, 1);
+    EXPECT_TRUE(reg.tick(t0 + 2h).empty()) << "the grace starts now";
+    ASSERT_TRUE(reg.next_timer());
+    EXPECT_EQ(*reg.next_timer(), t0 + 2h + grace);
+    EXPECT_TRUE(reg.tick(t0 + 2h + grace - 1ms).empty());
+
+    auto acts = reg.tick(t0 + 2h + grace);
+    ASSERT_EQ(acts.size(), 2u);
+    EXPECT_TRUE(is(acts[0], mr_action_kind::deregister, 5));
+    EXPECT_TRUE(is(acts[1], mr_action_kind::deregister, 6));
+    EXPECT_FALSE(reg.next_timer()) << "due again while deregistering";
+    EXPECT_TRUE(reg.tick(t0 + 3h).empty()) << "deregistered twice";
+    EXPECT_TRUE(reg.deregistered(5, 5u).empty());
+    acts = reg.deregistered(6, 6u);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_EQ(acts[0].kind, mr_action_kind::note);
+    EXPECT_NE(acts[0].text.find("client index 0 is gone: deregistered 2 of "
+                                "its 2 MRs"),
+              std::string::npos)
+            << acts[0].text;
+    EXPECT_EQ(reg.counters().cleaned, 2u);
+    EXPECT_EQ(reg.counters().released, 0u);
+    EXPECT_EQ(reg.gone_waiting(), 0u);
+    EXPECT_EQ(reg.mrs_of(1).count(1008), 1u) << "the neighbour's MR";
+    EXPECT_TRUE(reg.idle());
+}
+
+TEST_F(mr_registry_test, a_reused_index_does_not_free_the_dead_ones_mrs_early)
+{
+    announce(0, 5);
+    reg.client_gone(0, 1, 1);
+    reg.attached(0); /* a new client, generation 2, takes index 0 */
+    /* its handle 5 is still the dead client's: neither claimable nor
+     * releasable by the new holder of the index */
+    EXPECT_EQ(reg.announced(0, mr(5)).size(), 1u);
+    expect_refused(reg.release_requested(0, 5, true, false), 0, 5, true,
+                   "not this client's");
+    reg.gone_op_retired(0, 2); /* the new client's op */
+    EXPECT_TRUE(reg.tick(t0).empty());
+    EXPECT_TRUE(reg.tick(t0 + 1h).empty());
+    reg.gone_op_retired(0, 1);
+    EXPECT_TRUE(reg.tick(t0 + 2h).empty());
+    expect_deregister(reg.tick(t0 + 2h + grace), 0, 5);
+}
+
+TEST_F(mr_registry_test, two_dead_holders_of_one_index_are_cleaned_apart)
+{
+    announce(0, 5);
+    reg.client_gone(0, 1, 1);
+    reg.attached(0);
+    announce(0, 6);
+    reg.client_gone(0, 2, 0);
+    EXPECT_TRUE(reg.tick(t0).empty());
+    expect_deregister(reg.tick(t0 + grace), 0, 6);
+    auto acts = reg.deregistered(6, 6u);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_NE(acts[0].text.find("deregistered 1 of its 1 MRs"),
+              std::string::npos);
+    EXPECT_EQ(reg.gone_waiting(), 1u) << "the first holder still waits";
+    reg.gone_op_retired(0, 1);
+    EXPECT_TRUE(reg.tick(t0 + grace).empty());
+    expect_deregister(reg.tick(t0 + 2 * grace), 0, 5);
+}
+
+TEST_F(mr_registry_test, a_dead_client_without_mrs_is_noted_and_dropped)
+{
+    reg.client_gone(1, 1, 0);
+    EXPECT_TRUE(reg.tick(t0).empty());
+    auto acts = reg.tick(t0 + grace);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_EQ(acts[0].kind, mr_action_kind::note);
+    EXPECT_NE(acts[0].text.find("client index 1 is gone: deregistered 0 of "
+                                "its 0 MRs"),
+              std::string::npos);
+    EXPECT_TRUE(reg.idle());
+}
+
+TEST_F(mr_registry_test, a_dead_clients_refused_deregistration_is_a_leak)
+{
+    announce(0, 5);
+    reg.client_gone(0, 1, 0);
+    reg.tick(t0);
+    expect_deregister(reg.tick(t0 + grace), 0, 5);
+    auto acts = reg.deregistered(5, failure{"DEREG_MR: Invalid argument"});
+    ASSERT_EQ(acts.size(), 2u);
+    EXPECT_NE(acts[0].text.find("Invalid argument"), std::string::npos);
+    EXPECT_NE(acts[1].text.find("deregistered 0 of its 1 MRs"),
+              std::string::npos);
+    EXPECT_EQ(reg.counters().leaked, 1u);
+    EXPECT_EQ(reg.counters().cleaned, 0u);
+    EXPECT_TRUE(reg.idle());
+}
+
+TEST_F(mr_registry_test, a_client_that_dies_while_its_mr_goes_is_not_answered)
+{
+    announce(0, 5);
+    expect_deregister(reg.release_requested(0, 5, true, false), 0, 5);
+    reg.client_gone(0, 1, 0);
+    EXPECT_TRUE(reg.deregistered(5, 5u).empty()) << "an answer to the dead";
+    EXPECT_EQ(reg.counters().released, 1u);
+    auto acts = reg.tick(t0 + grace);
+    EXPECT_TRUE(only(acts, mr_action_kind::deregister).empty())
+            << "deregistered twice";
+}
+
+/* ---- on_notice and the executor ---------------------------------------- */
+
+TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
+{
+    auto n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_registered, 5,
+                                       1005, 2005, 0x500000, 4096);
+    EXPECT_TRUE(reg.on_notice(0, n, false).empty());
+    EXPECT_EQ(reg.mrs_of(0).count(1005), 1u);
+    n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_release, 5, 1005,
+                                  2005, 0x500000, 4096,
+                                  rvt::wire::mr_release_reply_wanted);
+    EXPECT_TRUE(reg.on_notice(0, n, true).empty()) << "the ring is busy";
+    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    auto acts = reg.deregistered(5, 5u);
+    ASSERT_EQ(acts.size(), 1u) << "the wish for an answer was lost";
+}
+
+TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
+{
+    announce(0, 5);
+    announce(0, 6);
+    std::vector<std::string> seen;
+    const mr_executor exec{
+            [&](uint32_t handle) -> result<uint32_t> {
+                seen.push_back("dereg " + std::to_string(handle));
+                if (handle == 6) {
+                    return failure{"busy"};
+                }
+                return handle;
+            },
+            [&](uint32_t index, uint32_t handle, const std::string &refusal) {
+                seen.push_back("answer " + std::to_string(index) + "/" +
+                               std::to_string(handle) + " " + refusal);
+            },
+            [&](std::string_view line) {
+                seen.push_back("log " + std::string(line));
+            }};
+    mr_actions acts = reg.release_requested(0, 5, true, false);
+    auto more       = reg.release_requested(0, 6, true, false);
+    acts.insert(acts.end(), more.begin(), more.end());
+    exec.run(reg, acts);
+    const std::vector<std::string> want{"dereg 5", "answer 0/5 ", "dereg 6",
+                                        "log client index 0: busy",
+                                        "answer 0/6 busy"};
+    EXPECT_EQ(seen, want);
+    EXPECT_TRUE(reg.mrs_of(0).empty());
+}
+
+} // namespace
