@@ -68,7 +68,7 @@ struct options {
     long idle_yield   = 1;
     long trace_events = 0;
     std::string trace_file;
-    bool daemon       = false;
+    bool daemon = false;
 };
 
 /* One row per option: the only place its name, default and meaning are
@@ -337,13 +337,13 @@ int run(const options &opt)
     agent::device &d = *dev.value();
 
     agent::verbs_nic_config ncfg;
-    ncfg.qp.sq_depth   = static_cast<uint32_t>(opt.sq_depth);
-    ncfg.qp.timeout    = static_cast<uint8_t>(opt.qp_timeout);
-    ncfg.srq_size      = static_cast<uint32_t>(opt.srq_size);
-    ncfg.buffer_size   = caps.slot_size;
-    ncfg.cq_size       = static_cast<uint32_t>(opt.srq_size +
+    ncfg.qp.sq_depth = static_cast<uint32_t>(opt.sq_depth);
+    ncfg.qp.timeout  = static_cast<uint8_t>(opt.qp_timeout);
+    ncfg.srq_size    = static_cast<uint32_t>(opt.srq_size);
+    ncfg.buffer_size = caps.slot_size;
+    ncfg.cq_size     = static_cast<uint32_t>(opt.srq_size +
                                          16 * opt.sq_depth * opt.num_qps);
-    auto nic = agent::verbs_nic::create(d, ncfg);
+    auto nic         = agent::verbs_nic::create(d, ncfg);
     if (!nic) {
         return start_failed(nic.error());
     }
@@ -423,7 +423,6 @@ int run(const options &opt)
     auto idle_since  = clock::now();
     auto last_busy   = clock::now();
     unsigned counter = 0;
-    std::vector<int> fds;
     std::vector<pollfd> pfds;
     while (!g_stop) {
         auto now = clock::now();
@@ -469,14 +468,10 @@ int run(const options &opt)
             timeout_ms = static_cast<int>(
                     std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
         }
-        fds.clear();
-        srv.poll_fds(fds);
-        fds.push_back(e.completion_fd());
-        fds.push_back(e.wake_fd());
         pfds.clear();
-        for (int fd : fds) {
-            pfds.push_back({fd, POLLIN, 0});
-        }
+        srv.poll_fds(pfds); /* POLLOUT too, where a reader is behind */
+        pfds.push_back({e.completion_fd(), POLLIN, 0});
+        pfds.push_back({e.wake_fd(), POLLIN, 0});
         (void)poll(pfds.data(), pfds.size(), timeout_ms);
         e.end_sleep();
         last_busy = clock::now(); /* spin again after any wake-up */
