@@ -19,9 +19,9 @@
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/agent/verbs_nic.h"
-#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/status_json.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
@@ -249,28 +249,29 @@ std::string status_text(const agent::agent_location &loc,
         }
         return out + eng.status(true);
     }
-    out += "{\"pid\": " + std::to_string(getpid()) +
-           ", \"agent_id\": " + std::to_string(agent_id) +
-           ", \"job_key\": " + json_string(loc.job_key) +
-           ", \"job_key_source\": " + json_string(loc.job_key_source) +
-           ", \"device\": " + json_string(loc.device) +
-           ", \"port\": " + std::to_string(loc.port) +
-           ", \"driver_id\": " + std::to_string(d.driver_id()) +
-           ", \"pd_handle\": " + std::to_string(d.pd()->handle) +
-           ", \"registration\": " +
-           (d.reg_mode() == wire::reg_mode::import_pd ? "\"import_pd\"" :
-                                                        "\"uverbs_ioctl\"") +
-           ", \"registration_reason\": " + json_string(d.reg_mode_reason()) +
-           ", \"socket\": " + json_string(loc.paths.socket) +
-           ", \"data_path\": " + eng.status(false) + ", \"clients\": [";
-    for (size_t i = 0; i < clients.size(); ++i) {
-        out += std::string(i ? ", " : "") +
-               "{\"index\": " + std::to_string(clients[i]->index) +
-               ", \"pid\": " + std::to_string(clients[i]->pid) +
-               ", \"mrs\": " + std::to_string(clients[i]->mr_handles.size()) +
-               "}";
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto *c : clients) {
+        list.push_back({{"index", c->index},
+                        {"pid", c->pid},
+                        {"mrs", c->mr_handles.size()}});
     }
-    return out + "]}\n";
+    const nlohmann::ordered_json status = {
+            {"pid", getpid()},
+            {"agent_id", agent_id},
+            {"job_key", loc.job_key},
+            {"job_key_source", loc.job_key_source},
+            {"device", loc.device},
+            {"port", loc.port},
+            {"driver_id", d.driver_id()},
+            {"pd_handle", d.pd()->handle},
+            {"registration", d.reg_mode() == wire::reg_mode::import_pd ?
+                                     "import_pd" :
+                                     "uverbs_ioctl"},
+            {"registration_reason", d.reg_mode_reason()},
+            {"socket", loc.paths.socket},
+            {"data_path", eng.status_json()},
+            {"clients", std::move(list)}};
+    return status_json_text(status) + "\n";
 }
 
 int run(const options &opt)
