@@ -26,6 +26,7 @@
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/fd_passing.h"
+#include "uct/ib/rvt/common/status_json.h"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -261,16 +262,34 @@ struct test_client {
     }
 };
 
-/* A number from the engine's status JSON: the first `"key": N`. */
+/* The first member named `key` in `j`, depth first in document order. */
+inline const nlohmann::ordered_json *
+json_find(const nlohmann::ordered_json &j, std::string_view key)
+{
+    if (!j.is_structured()) {
+        return nullptr;
+    }
+    for (auto it = j.begin(); it != j.end(); ++it) {
+        if (j.is_object() && it.key() == key) {
+            return &it.value();
+        }
+        if (const auto *found = json_find(it.value(), key)) {
+            return found;
+        }
+    }
+    return nullptr;
+}
+
+/* A number from the engine's status JSON: the first member `key`. */
 inline uint64_t json_number(const std::string &json, std::string_view key)
 {
-    const std::string k = "\"" + std::string(key) + "\": ";
-    const size_t at     = json.find(k);
-    if (at == std::string::npos) {
-        ADD_FAILURE() << "no " << k << " in " << json;
+    const auto j    = nlohmann::ordered_json::parse(json);
+    const auto *one = json_find(j, key);
+    if (one == nullptr || !one->is_number_unsigned()) {
+        ADD_FAILURE() << "no number \"" << key << "\" in " << json;
         return 0;
     }
-    return std::strtoull(json.c_str() + at + k.size(), nullptr, 10);
+    return one->get<uint64_t>();
 }
 
 /* An endpoint as the tests name it: the peer index and the client there. */

@@ -14,6 +14,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -70,7 +71,9 @@ protected:
                                  getuid(),
                                  max_clients,
                                  shm_layout::make({64, 128, 32, 256}).value(),
-                                 timeout};
+                                 timeout,
+                                 m_reply_timeout,
+                                 m_max_pending};
         agent::device_grant grant{m_null.get(), 7, 11,
                                   wire::reg_mode::uverbs_ioctl, 0xabcdef};
         grant.address       = test_address();
@@ -137,9 +140,8 @@ protected:
         return false;
     }
 
-    /* Sends raw bytes as a client and returns the agent's reply. */
-    wire::attach_reply
-    raw_exchange(std::span<const std::byte> bytes, bool half_close = false)
+    /* Connects as a raw client (no library code in between). */
+    unique_fd raw_connect()
     {
         unique_fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
         sockaddr_un addr{};
@@ -147,6 +149,33 @@ protected:
         std::string path = m_dir + "/agent.sock";
         path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
         EXPECT_EQ(connect(s.get(), (sockaddr *)&addr, sizeof(addr)), 0);
+        return s;
+    }
+
+    /* Status requests are answered with `json` (and "human text"). */
+    void serve_status(std::string json)
+    {
+        std::lock_guard g(m_lock);
+        m_server->set_status_source([json](bool human) {
+            return human ? std::string("human text") : json;
+        });
+    }
+
+    /* Asks for the JSON status as a raw client that reads nothing yet. */
+    unique_fd ask_status()
+    {
+        unique_fd s = raw_connect();
+        auto req    = wire::make_status_request(0);
+        EXPECT_EQ(send(s.get(), &req, sizeof(req), MSG_NOSIGNAL),
+                  (ssize_t)sizeof(req));
+        return s;
+    }
+
+    /* Sends raw bytes as a client and returns the agent's reply. */
+    wire::attach_reply
+    raw_exchange(std::span<const std::byte> bytes, bool half_close = false)
+    {
+        unique_fd s = raw_connect();
         EXPECT_EQ(send(s.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
                   (ssize_t)bytes.size());
         if (half_close) {
@@ -210,6 +239,8 @@ protected:
         EXPECT_TRUE(a.ok()) << a.error();
     }
 
+    std::chrono::milliseconds m_reply_timeout{5000};
+    size_t m_max_pending = wire::max_status_size;
     std::string m_dir;
     unique_fd m_null;
     std::unique_ptr<agent::attach_server> m_server;
@@ -668,4 +699,215 @@ TEST_F(attach_fixture, an_agent_without_status_says_so)
     EXPECT_NE(a.error().find("refused: this agent gives no status"),
               std::string::npos)
             << a.error();
+}
+
+namespace {
+
+/* A status text far larger than a socket buffer, every byte telling its
+ * position (so a lost, repeated or reordered piece shows). */
+std::string large_status()
+{
+    std::string text(wire::max_status_size - 4096, ' ');
+    for (size_t i = 0; i < text.size(); ++i) {
+        text[i] = static_cast<char>('a' + (i / 4096 + i) % 26);
+    }
+    return text;
+}
+
+/* Everything the agent sends on `fd` until it closes it, read `chunk`
+ * bytes at a time with `pause` between reads; stops after 10 s of
+ * silence. */
+std::string
+read_until_closed(int fd, size_t chunk, std::chrono::microseconds pause)
+{
+    std::string got;
+    std::vector<char> buf(chunk);
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 10000) != 1) {
+            ADD_FAILURE() << "the agent neither sent nor closed for 10 s";
+            return got;
+        }
+        ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+        if (n <= 0) {
+            return got;
+        }
+        got.append(buf.data(), static_cast<size_t>(n));
+        std::this_thread::sleep_for(pause);
+    }
+}
+
+std::string status_reply_bytes(const std::string &text)
+{
+    auto hdr = wire::make_status_reply_header(text.size());
+    return std::string(reinterpret_cast<const char *>(&hdr), sizeof(hdr)) +
+           text;
+}
+
+/* Equal, or where the first difference is (not a megabyte of diff). */
+::testing::AssertionResult
+same_bytes(const std::string &got, const std::string &want)
+{
+    auto diff = std::mismatch(got.begin(), got.end(), want.begin(), want.end());
+    if (got.size() == want.size() && diff.first == got.end()) {
+        return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << "got " << got.size() << " bytes, expected " << want.size()
+           << "; first difference at byte " << (diff.first - got.begin());
+}
+
+} // namespace
+
+/* A status client that asks and never reads must not hold the agent's
+ * loop: with the reply timeout far longer than the clients' own, a loop
+ * held until it ran out would make the second status query and the
+ * attach below fail. */
+TEST_F(attach_fixture, a_status_reader_that_never_reads_holds_no_one)
+{
+    m_reply_timeout = 10min;
+    start();
+    const std::string big = large_status();
+    serve_status(big);
+    unique_fd slow = ask_status();
+    pollfd p{slow.get(), POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1) << "the agent did not start answering";
+    int queued = 0;
+    ASSERT_EQ(ioctl(slow.get(), FIONREAD, &queued), 0);
+    ASSERT_LT(static_cast<size_t>(queued), big.size())
+            << "the answer fit the socket: nothing was left pending";
+
+    auto h = client::query_status(m_dir + "/agent.sock", true);
+    ASSERT_TRUE(h.ok()) << h.error();
+    EXPECT_EQ(h.value(), "human text");
+    expect_still_serving();
+
+    /* and the slow reader, once it reads, gets all of it */
+    EXPECT_TRUE(same_bytes(read_until_closed(slow.get(), 1 << 16, 0us),
+                           status_reply_bytes(big)));
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_log.find("dropping"), std::string::npos) << m_log;
+}
+
+TEST_F(attach_fixture,
+       a_reader_too_slow_for_too_long_is_dropped_with_the_reason)
+{
+    m_reply_timeout = 300ms;
+    start();
+    const std::string big = large_status();
+    serve_status(big);
+    unique_fd slow = ask_status();
+    ASSERT_TRUE(eventually([&] {
+        return m_log.find("too slow a reader") != std::string::npos;
+    })) << m_log;
+    {
+        std::lock_guard g(m_lock);
+        EXPECT_NE(m_log.find("bytes of its status answer still pending after"),
+                  std::string::npos)
+                << m_log;
+        EXPECT_NE(m_log.find("(limit 300 ms): dropping the connection"),
+                  std::string::npos)
+                << m_log;
+    }
+    /* what it gets is cut short, then the connection is closed */
+    EXPECT_LT(read_until_closed(slow.get(), 1 << 16, 0us).size(),
+              sizeof(wire::msg_header) + big.size());
+    expect_still_serving();
+}
+
+TEST_F(attach_fixture, output_pending_beyond_the_limit_drops_the_connection)
+{
+    m_max_pending = 64 * 1024;
+    start();
+    const std::string big = large_status();
+    serve_status(big);
+    unique_fd slow = ask_status();
+    EXPECT_LT(read_until_closed(slow.get(), 1 << 16, 0us).size(),
+              sizeof(wire::msg_header) + big.size());
+    std::lock_guard g(m_lock);
+    EXPECT_NE(m_log.find("more than the limit of 65536: dropping the "
+                         "connection"),
+              std::string::npos)
+            << m_log;
+}
+
+TEST_F(attach_fixture, a_large_answer_read_slowly_arrives_whole)
+{
+    start();
+    const std::string big = large_status();
+    serve_status(big);
+    unique_fd reader = ask_status();
+    EXPECT_TRUE(same_bytes(read_until_closed(reader.get(), 4096, 200us),
+                           status_reply_bytes(big)));
+    auto again = client::query_status(m_dir + "/agent.sock", false);
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_TRUE(same_bytes(again.value(), big));
+}
+
+namespace {
+
+/* Sends `count` peer requests on an attached client's socket without
+ * reading any reply; returns how many went out before an error. */
+size_t send_peer_requests(int sock, size_t count)
+{
+    auto req = wire::make_peer_request(test_address());
+    for (size_t i = 0; i < count; ++i) {
+        if (send(sock, &req, sizeof(req), MSG_NOSIGNAL) != sizeof(req)) {
+            return i;
+        }
+    }
+    return count;
+}
+
+} // namespace
+
+/* Replies to an attached client share the status answer's path: what its
+ * socket does not take waits, in order, until the client reads. */
+TEST_F(attach_fixture, replies_a_client_is_slow_to_read_wait_in_order)
+{
+    m_reply_timeout = 10min;
+    start();
+    auto next = std::make_shared<uint32_t>(0); /* under m_lock */
+    {
+        std::lock_guard g(m_lock);
+        m_server->set_peer_resolver(
+                [next](const agent::attached_client &,
+                       const wire::agent_address &) -> result<uint32_t> {
+                    return (*next)++;
+                });
+    }
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok()) << a.error();
+    const int sock = a.value().sock.get();
+    /* far more replies than a socket buffer holds */
+    constexpr size_t count = 4000;
+    ASSERT_EQ(send_peer_requests(sock, count), count);
+    ASSERT_TRUE(eventually([&] { return *next == count; }));
+    for (uint32_t i = 0; i < count; ++i) {
+        wire::peer_reply rep{};
+        ASSERT_EQ(recv(sock, &rep, sizeof(rep), MSG_WAITALL),
+                  (ssize_t)sizeof(rep))
+                << "reply " << i;
+        auto parsed = wire::parse_peer_reply(std::as_bytes(std::span(&rep, 1)));
+        ASSERT_TRUE(parsed.ok()) << "reply " << i << ": " << parsed.error();
+        ASSERT_EQ(rep.peer, i);
+    }
+    std::lock_guard g(m_lock);
+    EXPECT_TRUE(m_detached.empty()) << m_log;
+}
+
+TEST_F(attach_fixture, a_client_with_replies_beyond_the_limit_is_detached)
+{
+    m_reply_timeout = 10min;
+    m_max_pending   = 4096;
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok()) << a.error();
+    (void)send_peer_requests(a.value().sock.get(), 4000);
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 1; })) << m_log;
+    std::lock_guard g(m_lock);
+    EXPECT_NE(m_log.find("(a peer reply of 152 bytes added), more than "
+                         "the limit of 4096: dropping the connection"),
+              std::string::npos)
+            << m_log;
 }

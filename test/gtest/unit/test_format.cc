@@ -16,8 +16,3 @@ TEST(format, short_and_long_results_are_whole)
     EXPECT_EQ(out.front(), '[');
     EXPECT_EQ(out.substr(out.size() - 2), "]7");
 }
-
-TEST(format, json_strings_are_escaped)
-{
-    EXPECT_EQ(rvt::json_string("a\"b\\c\n"), "\"a\\\"b\\\\c?\"");
-}

@@ -27,9 +27,18 @@ struct attach_server::connection {
     ucred peer{};
     clock::time_point accepted;
     std::vector<std::byte> buf; /* request bytes so far */
-    bool attached = false;
-    bool broken   = false; /* found malformed outside run_once: close it */
+    bool attached  = false;
+    bool answering = false; /* a status answer is going out: then close */
+    bool broken    = false; /* found malformed outside run_once: close it */
     attached_client client{};
+    std::vector<std::byte> out; /* output the socket has not taken yet */
+    size_t out_sent = 0; /* of out, already sent */
+    clock::time_point out_since; /* when output last became pending */
+
+    size_t pending() const
+    {
+        return out.size() - out_sent;
+    }
 };
 
 namespace {
@@ -121,15 +130,18 @@ std::string attach_server::who(const connection &conn) const
 void attach_server::run_once(int timeout_ms)
 {
     std::vector<pollfd> fds;
-    fds.push_back({m_listener.get(), POLLIN, 0});
+    poll_fds(fds);
+    /* wake in time for the earliest request or reply timeout */
     for (const auto &c : m_conns) {
-        fds.push_back({c->sock.get(), POLLIN, 0});
-    }
-    /* wake in time for the earliest request timeout */
-    for (const auto &c : m_conns) {
-        if (!c->attached) {
+        std::optional<clock::time_point> until;
+        if (c->pending() > 0) {
+            until = c->out_since + m_config.reply_timeout;
+        } else if (!c->attached && !c->answering) {
+            until = c->accepted + m_config.request_timeout;
+        }
+        if (until) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    c->accepted + m_config.request_timeout - clock::now());
+                    *until - clock::now());
             timeout_ms = std::max(0, std::min<int>(timeout_ms, left.count()));
         }
     }
@@ -144,10 +156,21 @@ void attach_server::run_once(int timeout_ms)
     std::vector<bool> closed(m_conns.size(), false);
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn = *m_conns[i];
-        if (conn.broken) {
+        const short ev   = fds[i + 1].revents;
+        bool open        = !conn.broken;
+        if (open && conn.pending() > 0 &&
+            (ev & (POLLOUT | POLLERR | POLLHUP))) {
+            open = flush(conn);
+        }
+        if (open && !conn.answering && (ev & (POLLIN | POLLERR | POLLHUP))) {
+            open = service(conn);
+        }
+        if (!open) {
             closed[i] = true;
-        } else if (fds[i + 1].revents != 0) {
-            closed[i] = !service(conn);
+        } else if (conn.pending() > 0) {
+            closed[i] = timed_out(conn);
+        } else if (conn.answering) {
+            closed[i] = true; /* all of the answer is sent */
         } else if (!conn.attached &&
                    clock::now() >= conn.accepted + m_config.request_timeout) {
             closed[i] = !refuse(
@@ -278,23 +301,9 @@ bool attach_server::answer_status(connection &conn,
     auto hdr = wire::make_status_reply_header(text.size());
     std::memcpy(out.data(), &hdr, sizeof(hdr));
     std::memcpy(out.data() + sizeof(hdr), text.data(), text.size());
-    /* the socket is non-blocking: a reply larger than its buffer is
-     * written as the peer reads, for at most the request timeout */
-    size_t done = 0;
-    auto until  = clock::now() + m_config.request_timeout;
-    while (done < out.size() && clock::now() < until) {
-        ssize_t n = send(conn.sock.get(), out.data() + done, out.size() - done,
-                         MSG_NOSIGNAL);
-        if (n > 0) {
-            done += static_cast<size_t>(n);
-        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            break;
-        } else {
-            pollfd p{conn.sock.get(), POLLOUT, 0};
-            poll(&p, 1, 10);
-        }
-    }
-    return false; /* one answer, then close */
+    /* one answer, then close (run_once, once it is all sent) */
+    conn.answering = true;
+    return send_reply(conn, out, "its status answer");
 }
 
 void attach_server::set_status_source(
@@ -464,20 +473,77 @@ bool attach_server::send_release_reply(connection &conn, uint32_t handle,
                       "an MR release reply");
 }
 
-/* Replies are small, and the client waits for them: a full socket buffer
- * means the client is not reading its lifeline, which it must. */
+/* Queues a reply behind any pending output and writes what the socket
+ * takes; false: the connection is to be closed (the reason is logged). */
 bool attach_server::send_reply(connection &conn,
                                std::span<const std::byte> reply,
                                std::string_view what)
 {
-    ssize_t n = send(conn.sock.get(), reply.data(), reply.size(),
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n != static_cast<ssize_t>(reply.size())) {
-        m_log("attach server: " + who(conn) + ": cannot send " +
-              std::string(what) + ": detaching it");
+    if (conn.pending() == 0) {
+        conn.out.clear();
+        conn.out_sent  = 0;
+        conn.out_since = clock::now();
+    }
+    conn.out.insert(conn.out.end(), reply.begin(), reply.end());
+    if (!flush(conn)) {
+        return false;
+    }
+    if (conn.pending() > m_config.max_pending_output) {
+        m_log("attach server: " + who(conn) + ": " +
+              std::to_string(conn.pending()) + " bytes of output pending (" +
+              std::string(what) + " of " + std::to_string(reply.size()) +
+              " bytes added), more than the limit of " +
+              std::to_string(m_config.max_pending_output) +
+              ": dropping the connection");
         return false;
     }
     return true;
+}
+
+/* Writes pending output until the socket takes no more; false: the
+ * connection is to be closed (the reason is logged). */
+bool attach_server::flush(connection &conn)
+{
+    while (conn.pending() > 0) {
+        ssize_t n = send(conn.sock.get(), conn.out.data() + conn.out_sent,
+                         conn.pending(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            conn.out_sent += static_cast<size_t>(n);
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return true;
+        } else if (n < 0 && errno != EINTR) {
+            m_log("attach server: " + who(conn) + ": cannot send " +
+                  output_what(conn) + ": " + errno_text() +
+                  ": dropping the connection");
+            return false;
+        }
+    }
+    conn.out.clear();
+    conn.out_sent = 0;
+    return true;
+}
+
+/* True (and logged) when the reader has left output pending too long. */
+bool attach_server::timed_out(const connection &conn)
+{
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+            clock::now() - conn.out_since);
+    if (waited < m_config.reply_timeout) {
+        return false;
+    }
+    m_log("attach server: " + who(conn) +
+          ": too slow a reader: " + output_what(conn) +
+          " still pending after " + std::to_string(waited.count()) +
+          " ms (limit " + std::to_string(m_config.reply_timeout.count()) +
+          " ms): dropping the connection");
+    return true;
+}
+
+std::string attach_server::output_what(const connection &conn) const
+{
+    return std::to_string(conn.pending()) + " of " +
+           std::to_string(conn.out.size()) + " bytes of " +
+           (conn.answering ? "its status answer" : "replies");
 }
 
 bool attach_server::answer_peer(connection &conn,
@@ -531,11 +597,14 @@ void attach_server::take_pending(uint32_t index)
     }
 }
 
-void attach_server::poll_fds(std::vector<int> &out) const
+void attach_server::poll_fds(std::vector<pollfd> &out) const
 {
-    out.push_back(m_listener.get());
+    out.push_back({m_listener.get(), POLLIN, 0});
     for (const auto &c : m_conns) {
-        out.push_back(c->sock.get());
+        /* an answering connection is only written to */
+        const short in     = c->answering ? 0 : POLLIN;
+        const short out_ev = c->pending() > 0 ? POLLOUT : 0;
+        out.push_back({c->sock.get(), static_cast<short>(in | out_ev), 0});
     }
 }
 

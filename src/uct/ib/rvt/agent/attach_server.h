@@ -5,9 +5,11 @@
  * Connection states, per accepted socket:
  *   awaiting_request  bytes are collected until a whole message is there
  *                     (an attach request, or a status request, which is
- *                     answered with the status text and closed)
+ *                     answered with the status text: answering)
  *                     (or the request timeout passes, or it is malformed:
  *                     then a refusal with the reason, and close)
+ *   answering         the status answer goes out as the reader takes it;
+ *                     nothing more is read; closed once it is all sent
  *   attached          the client holds an index, the command fd and its
  *                     shm segment; the socket stays open as the client's
  *                     lifeline: EOF or an error on it means the client is
@@ -21,6 +23,15 @@
  *                     peer indices (peer_request, answered at once); a
  *                     malformed message ends the attachment as if the
  *                     client had died.
+ *
+ * Output never waits: every reply (status answer, peer and release
+ * replies) is written as far as the socket takes it, and the rest waits in
+ * the connection's output buffer until poll() says the socket is writable
+ * (POLLOUT). A reader too slow to take its pending output within the reply
+ * timeout, or output pending beyond max_pending_output bytes, loses its
+ * connection (an attached client is detached), with the reason logged:
+ * one slow reader never holds the agent's loop, so every other client's
+ * data keeps moving.
  *
  * Invariants: an index belongs to at most one attached client; a refused
  * or dead connection never changes any other client's state; nothing a
@@ -39,6 +50,7 @@
 #include "uct/ib/rvt/common/shm_mapping.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -72,6 +84,12 @@ struct attach_config {
     uint32_t max_clients;
     shm_layout layout;
     std::chrono::milliseconds request_timeout{5000};
+    /* How long output may stay pending (not taken by the reader) before
+     * the connection is dropped. */
+    std::chrono::milliseconds reply_timeout{5000};
+    /* Most bytes of output kept for one connection: a status answer of the
+     * largest size the protocol allows fits. */
+    size_t max_pending_output = wire::max_status_size;
 };
 
 struct attached_client {
@@ -129,9 +147,10 @@ public:
      * at the next run_once(). */
     void take_pending(uint32_t index);
 
-    /* The descriptors run_once() polls, for callers that sleep in their
-     * own poll() (POLLIN on each). */
-    void poll_fds(std::vector<int> &out) const;
+    /* The descriptors run_once() polls, with the events it waits for
+     * (POLLIN; POLLOUT where output is pending), for callers that sleep in
+     * their own poll(). */
+    void poll_fds(std::vector<pollfd> &out) const;
 
     size_t attached_count() const;
     std::vector<const attached_client *> clients() const;
@@ -151,6 +170,9 @@ private:
                             const std::string &refusal);
     bool send_reply(connection &conn, std::span<const std::byte> reply,
                     std::string_view what);
+    bool flush(connection &conn);
+    bool timed_out(const connection &conn);
+    std::string output_what(const connection &conn) const;
     bool answer(connection &conn, std::span<const std::byte> message);
     bool refuse(connection &conn, wire::attach_status status,
                 const std::string &reason);

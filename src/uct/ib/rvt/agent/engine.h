@@ -80,6 +80,8 @@
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/work.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <bitset>
 #include <chrono>
 #include <cstdint>
@@ -179,6 +181,8 @@ public:
     bool idle() const;
     /* What rvt-status shows, JSON or text. */
     std::string status(bool human) const;
+    /* The same as JSON (rvt-status's "data_path"). */
+    nlohmann::ordered_json status_json() const;
     /* Closes every peer (disconnect datagrams) before exit. */
     void shut_down(time_point now);
 

@@ -5,6 +5,7 @@
 #include "uct/ib/rvt/agent/engine.h"
 
 #include "uct/ib/rvt/common/format.h"
+#include "uct/ib/rvt/common/status_json.h"
 
 #include <arpa/inet.h>
 
@@ -110,96 +111,92 @@ std::string engine::status(bool human) const
         }
         return out;
     }
-    out += format("{\"gid\": %s, \"ud_qpn\": %u, \"num_qps\": %u, "
-                  "\"rc_qps\": %u, ",
-                  json_string(gid_text(address().gid)).c_str(), m_nic.ud_qpn(),
-                  m_cfg.peers.num_qps, rc_qps);
-    out += format("\"receive_pool\": {\"posted\": %u, \"count\": %u, "
-                  "\"buffer_size\": %u}, \"misrouted\": %llu, "
-                  "\"bad_immediates\": %llu, ",
-                  nc.receives_posted, nc.receive_buffers,
-                  m_layout.caps.slot_size,
-                  static_cast<unsigned long long>(m_totals.misrouted),
-                  static_cast<unsigned long long>(m_totals.bad_immediates));
-    out += format("\"delivered\": {\"am\": %llu, \"writes\": %llu, "
-                  "\"write_bytes\": %llu}, ",
-                  static_cast<unsigned long long>(m_totals.am_in),
-                  static_cast<unsigned long long>(m_totals.writes_in),
-                  static_cast<unsigned long long>(m_totals.write_bytes_in));
-    out += format("\"handshake\": {\"sent\": %llu, \"received\": %llu, "
-                  "\"dropped\": %llu}, ",
-                  static_cast<unsigned long long>(nc.datagrams_sent),
-                  static_cast<unsigned long long>(nc.datagrams_received),
-                  static_cast<unsigned long long>(nc.datagrams_dropped));
-    out += format("\"clients_gone\": %llu, \"mrs_cleaned\": %llu, "
-                  "\"mrs_released\": %llu, "
-                  "\"mrs_leaked\": %llu, \"mrs_deferred\": %llu, "
-                  "\"releases_waiting\": %zu, \"gone_waiting\": %zu, "
-                  "\"wakeups\": %llu, \"pauses\": %llu, "
-                  "\"resumes\": %llu, \"ops_parked\": %llu, \"peers\": [",
-                  static_cast<unsigned long long>(m_totals.clients_gone),
-                  static_cast<unsigned long long>(m_mrs.counters().cleaned),
-                  static_cast<unsigned long long>(m_mrs.counters().released),
-                  static_cast<unsigned long long>(m_mrs.counters().leaked),
-                  static_cast<unsigned long long>(m_mrs.counters().deferred),
-                  m_mrs.releases_waiting(), m_mrs.gone_waiting(),
-                  static_cast<unsigned long long>(m_totals.wakeups),
-                  static_cast<unsigned long long>(m_totals.pauses),
-                  static_cast<unsigned long long>(m_totals.resumes),
-                  static_cast<unsigned long long>(m_totals.ops_parked));
-    for (size_t i = 0; i < m_peers.size(); ++i) {
-        const peer &p = *m_peers[i];
+    return status_json_text(status_json());
+}
+
+nlohmann::ordered_json engine::status_json() const
+{
+    const nic_counters nc = m_nic.counters();
+    uint32_t rc_qps       = 0;
+    for (const auto &p : m_peers) {
+        rc_qps += static_cast<uint32_t>(p->qps.size());
+    }
+    nlohmann::ordered_json peers = nlohmann::ordered_json::array();
+    for (const auto &p : m_peers) {
         size_t queued = 0;
-        for (const auto &l : p.lanes) {
+        for (const auto &l : p->lanes) {
             queued += l.backlog.size();
         }
         size_t parked = 0;
-        for (const auto &[dst, ops] : p.parked) {
+        for (const auto &[dst, ops] : p->parked) {
             parked += ops.size();
         }
-        out += format(
-                "%s{\"index\": %u, \"loopback\": %s, \"gid\": %s, "
-                "\"ud_qpn\": %u, \"state\": %s, \"qps\": %zu, "
-                "\"ops\": %llu, \"bytes\": %llu, \"failed\": %llu, "
-                "\"received\": %llu, \"received_bytes\": %llu, "
-                "\"qp_errors\": %llu, \"reconnects\": %llu, "
-                "\"queued\": %zu, \"parked\": %zu, \"posted\": %u, "
-                "\"last_error\": %s}",
-                i ? ", " : "", p.index, p.loopback ? "true" : "false",
-                json_string(gid_text(p.addr.gid)).c_str(), p.addr.ud_qpn,
-                json_string(std::string(to_string(p.conn->state()))).c_str(),
-                p.qps.size(), static_cast<unsigned long long>(p.n.ops_posted),
-                static_cast<unsigned long long>(p.n.bytes_posted),
-                static_cast<unsigned long long>(p.n.ops_failed),
-                static_cast<unsigned long long>(p.n.recv_msgs),
-                static_cast<unsigned long long>(p.n.recv_bytes),
-                static_cast<unsigned long long>(p.n.qp_errors),
-                static_cast<unsigned long long>(reconnects_of(p)), queued,
-                parked, p.posted, json_string(p.last_error).c_str());
+        peers.push_back({{"index", p->index},
+                         {"loopback", p->loopback},
+                         {"gid", gid_text(p->addr.gid)},
+                         {"ud_qpn", p->addr.ud_qpn},
+                         {"state", std::string(to_string(p->conn->state()))},
+                         {"qps", p->qps.size()},
+                         {"ops", p->n.ops_posted},
+                         {"bytes", p->n.bytes_posted},
+                         {"failed", p->n.ops_failed},
+                         {"received", p->n.recv_msgs},
+                         {"received_bytes", p->n.recv_bytes},
+                         {"qp_errors", p->n.qp_errors},
+                         {"reconnects", reconnects_of(*p)},
+                         {"queued", queued},
+                         {"parked", parked},
+                         {"posted", p->posted},
+                         {"last_error", p->last_error}});
     }
-    out += "], \"client_traffic\": [";
-    bool first = true;
+    nlohmann::ordered_json traffic = nlohmann::ordered_json::array();
     for (uint32_t i = 0; i < m_clients.size(); ++i) {
         const client_state &c = m_clients[i];
         if (!c.attached) {
             continue;
         }
-        out += format("%s{\"index\": %u, \"ops\": %llu, \"bytes\": %llu, "
-                      "\"invalid\": %llu, \"am_in\": %llu, \"writes_in\": "
-                      "%llu, \"write_bytes_in\": %llu, \"held_back\": %zu, "
-                      "\"inbound_waiting\": %zu, \"paused\": %s}",
-                      first ? "" : ", ", i,
-                      static_cast<unsigned long long>(c.ops),
-                      static_cast<unsigned long long>(c.bytes),
-                      static_cast<unsigned long long>(c.invalid),
-                      static_cast<unsigned long long>(c.am_in),
-                      static_cast<unsigned long long>(c.writes_in),
-                      static_cast<unsigned long long>(c.write_bytes_in),
-                      c.channel->backlog(), c.channel->inbound_waiting(),
-                      c.paused ? "true" : "false");
-        first = false;
+        traffic.push_back({{"index", i},
+                           {"ops", c.ops},
+                           {"bytes", c.bytes},
+                           {"invalid", c.invalid},
+                           {"am_in", c.am_in},
+                           {"writes_in", c.writes_in},
+                           {"write_bytes_in", c.write_bytes_in},
+                           {"held_back", c.channel->backlog()},
+                           {"inbound_waiting", c.channel->inbound_waiting()},
+                           {"paused", c.paused}});
     }
-    return out + "]}";
+    return {{"gid", gid_text(address().gid)},
+            {"ud_qpn", m_nic.ud_qpn()},
+            {"num_qps", m_cfg.peers.num_qps},
+            {"rc_qps", rc_qps},
+            {"receive_pool",
+             {{"posted", nc.receives_posted},
+              {"count", nc.receive_buffers},
+              {"buffer_size", m_layout.caps.slot_size}}},
+            {"misrouted", m_totals.misrouted},
+            {"bad_immediates", m_totals.bad_immediates},
+            {"delivered",
+             {{"am", m_totals.am_in},
+              {"writes", m_totals.writes_in},
+              {"write_bytes", m_totals.write_bytes_in}}},
+            {"handshake",
+             {{"sent", nc.datagrams_sent},
+              {"received", nc.datagrams_received},
+              {"dropped", nc.datagrams_dropped}}},
+            {"clients_gone", m_totals.clients_gone},
+            {"mrs_cleaned", m_mrs.counters().cleaned},
+            {"mrs_released", m_mrs.counters().released},
+            {"mrs_leaked", m_mrs.counters().leaked},
+            {"mrs_deferred", m_mrs.counters().deferred},
+            {"releases_waiting", m_mrs.releases_waiting()},
+            {"gone_waiting", m_mrs.gone_waiting()},
+            {"wakeups", m_totals.wakeups},
+            {"pauses", m_totals.pauses},
+            {"resumes", m_totals.resumes},
+            {"ops_parked", m_totals.ops_parked},
+            {"peers", std::move(peers)},
+            {"client_traffic", std::move(traffic)}};
 }
 
 } // namespace rvt::agent

@@ -29,16 +29,4 @@ std::string format(const char *fmt, ...)
     return out;
 }
 
-std::string json_string(std::string_view v)
-{
-    std::string out = "\"";
-    for (char c : v) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-        }
-        out += (static_cast<unsigned char>(c) < 0x20) ? '?' : c;
-    }
-    return out + "\"";
-}
-
 } // namespace rvt

@@ -19,9 +19,9 @@
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/agent/verbs_nic.h"
-#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/status_json.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
@@ -68,7 +68,7 @@ struct options {
     long idle_yield   = 1;
     long trace_events = 0;
     std::string trace_file;
-    bool daemon       = false;
+    bool daemon = false;
 };
 
 /* One row per option: the only place its name, default and meaning are
@@ -249,27 +249,29 @@ std::string status_text(const agent::agent_location &loc,
         }
         return out + eng.status(true);
     }
-    out += "{\"pid\": " + std::to_string(getpid()) +
-           ", \"agent_id\": " + std::to_string(agent_id) +
-           ", \"job_key\": " + json_string(loc.job_key) +
-           ", \"job_key_source\": " + json_string(loc.job_key_source) +
-           ", \"device\": " + json_string(loc.device) +
-           ", \"port\": " + std::to_string(loc.port) +
-           ", \"driver_id\": " + std::to_string(d.driver_id()) +
-           ", \"pd_handle\": " + std::to_string(d.pd()->handle) +
-           ", \"registration\": " +
-           (d.reg_mode() == wire::reg_mode::import_pd ? "\"import_pd\"" :
-                                                        "\"uverbs_ioctl\"") +
-           ", \"registration_reason\": " + json_string(d.reg_mode_reason()) +
-           ", \"socket\": " + json_string(loc.paths.socket) +
-           ", \"data_path\": " + eng.status(false) + ", \"clients\": [";
-    for (size_t i = 0; i < clients.size(); ++i) {
-        out += std::string(i ? ", " : "") +
-               "{\"index\": " + std::to_string(clients[i]->index) +
-               ", \"pid\": " + std::to_string(clients[i]->pid) + ", \"mrs\": " +
-               std::to_string(eng.mrs().held_by(clients[i]->index)) + "}";
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto *c : clients) {
+        list.push_back({{"index", c->index},
+                        {"pid", c->pid},
+                        {"mrs", eng.mrs().held_by(c->index)}});
     }
-    return out + "]}\n";
+    const nlohmann::ordered_json status = {
+            {"pid", getpid()},
+            {"agent_id", agent_id},
+            {"job_key", loc.job_key},
+            {"job_key_source", loc.job_key_source},
+            {"device", loc.device},
+            {"port", loc.port},
+            {"driver_id", d.driver_id()},
+            {"pd_handle", d.pd()->handle},
+            {"registration", d.reg_mode() == wire::reg_mode::import_pd ?
+                                     "import_pd" :
+                                     "uverbs_ioctl"},
+            {"registration_reason", d.reg_mode_reason()},
+            {"socket", loc.paths.socket},
+            {"data_path", eng.status_json()},
+            {"clients", std::move(list)}};
+    return status_json_text(status) + "\n";
 }
 
 int run(const options &opt)
@@ -336,13 +338,13 @@ int run(const options &opt)
     agent::device &d = *dev.value();
 
     agent::verbs_nic_config ncfg;
-    ncfg.qp.sq_depth   = static_cast<uint32_t>(opt.sq_depth);
-    ncfg.qp.timeout    = static_cast<uint8_t>(opt.qp_timeout);
-    ncfg.srq_size      = static_cast<uint32_t>(opt.srq_size);
-    ncfg.buffer_size   = caps.slot_size;
-    ncfg.cq_size       = static_cast<uint32_t>(opt.srq_size +
+    ncfg.qp.sq_depth = static_cast<uint32_t>(opt.sq_depth);
+    ncfg.qp.timeout  = static_cast<uint8_t>(opt.qp_timeout);
+    ncfg.srq_size    = static_cast<uint32_t>(opt.srq_size);
+    ncfg.buffer_size = caps.slot_size;
+    ncfg.cq_size     = static_cast<uint32_t>(opt.srq_size +
                                          16 * opt.sq_depth * opt.num_qps);
-    auto nic = agent::verbs_nic::create(d, ncfg);
+    auto nic         = agent::verbs_nic::create(d, ncfg);
     if (!nic) {
         return start_failed(nic.error());
     }
@@ -422,7 +424,6 @@ int run(const options &opt)
     auto idle_since  = clock::now();
     auto last_busy   = clock::now();
     unsigned counter = 0;
-    std::vector<int> fds;
     std::vector<pollfd> pfds;
     while (!g_stop) {
         auto now = clock::now();
@@ -468,14 +469,10 @@ int run(const options &opt)
             timeout_ms = static_cast<int>(
                     std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
         }
-        fds.clear();
-        srv.poll_fds(fds);
-        fds.push_back(e.completion_fd());
-        fds.push_back(e.wake_fd());
         pfds.clear();
-        for (int fd : fds) {
-            pfds.push_back({fd, POLLIN, 0});
-        }
+        srv.poll_fds(pfds); /* POLLOUT too, where a reader is behind */
+        pfds.push_back({e.completion_fd(), POLLIN, 0});
+        pfds.push_back({e.wake_fd(), POLLIN, 0});
         (void)poll(pfds.data(), pfds.size(), timeout_ms);
         e.end_sleep();
         last_busy = clock::now(); /* spin again after any wake-up */
