@@ -21,6 +21,8 @@
 #               the rendezvous
 #   trace       where an 8-byte active message's time goes, per hop, from
 #               the agents' and the processes' traces (rvt-trace-report)
+#   bench       rvt_host_bench in this guest: the same hops with the agent
+#               and its client on a vCPU each, nothing else running
 #
 # Every run is a check (PASS when it ends with a figure and no UCX error);
 # the ratios are printed with "met" or "not met", never judged: under TCG
@@ -307,6 +309,24 @@ if [ -s "$work/agent.1.trace" ] && [ -s "$work/agent.2.trace" ] &&
     fi
 else
     fail "no traces to report: $(cd "$work" && echo *trace*)"
+fi
+
+section "the same hops with a vCPU each: rvt_host_bench in this guest"
+# The hops of the trace above pass 4 busy processes (2 agents, 2
+# ucx_perftest) on the guest's 2 vCPUs. The host benchmark runs the same
+# software path (attach, rings, doorbells, engine; the loopback nic at the
+# device end) with the agent and its client on a vCPU each and nothing else
+# running: what a hop costs this emulator when no process waits for a CPU.
+bench=$build/test/bench/rvt_host_bench
+if [ ! -x "$bench" ]; then
+    fail "$bench not built (make check builds it)"
+elif on 1 timeout 300 "$bench" --messages=2000 --seconds=1 \
+    >"$work/bench.out" 2>&1; then
+    grep -v '^agent: ' "$work/bench.out"
+    pass "rvt_host_bench in the guest"
+else
+    tail -5 "$work/bench.out"
+    fail "rvt_host_bench in the guest failed"
 fi
 echo "guest time: $((SECONDS - t_start)) s"
 finish perf
