@@ -844,6 +844,27 @@ TEST_F(attach_fixture, a_large_answer_read_slowly_arrives_whole)
     EXPECT_TRUE(same_bytes(again.value(), big));
 }
 
+/* The reply timeout counts from the reader's last progress, not from the
+ * start of the answer: a reader that keeps taking bytes is never dropped,
+ * however long the whole answer takes it. */
+TEST_F(attach_fixture, a_reader_that_keeps_reading_outlasts_the_reply_timeout)
+{
+    m_reply_timeout = 200ms;
+    start();
+    const std::string big = large_status();
+    serve_status(big);
+    unique_fd reader = ask_status();
+    const auto t0    = std::chrono::steady_clock::now();
+    /* 64 KiB every 50 ms: about 16 reads, well over the 200 ms timeout in
+     * all, each far within it */
+    EXPECT_TRUE(same_bytes(read_until_closed(reader.get(), 1 << 16, 50ms),
+                           status_reply_bytes(big)));
+    EXPECT_GT(std::chrono::steady_clock::now() - t0, 2 * m_reply_timeout)
+            << "the answer was read too fast to test the timeout";
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_log.find("too slow a reader"), std::string::npos) << m_log;
+}
+
 namespace {
 
 /* Sends `count` peer requests on an attached client's socket without

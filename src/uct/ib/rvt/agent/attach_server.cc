@@ -33,7 +33,8 @@ struct attach_server::connection {
     attached_client client{};
     std::vector<std::byte> out; /* output the socket has not taken yet */
     size_t out_sent = 0; /* of out, already sent */
-    clock::time_point out_since; /* when output last became pending */
+    clock::time_point out_since; /* when output became pending, or the
+                                    reader last took some */
 
     size_t pending() const
     {
@@ -509,6 +510,7 @@ bool attach_server::flush(connection &conn)
                          conn.pending(), MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             conn.out_sent += static_cast<size_t>(n);
+            conn.out_since = clock::now(); /* the reader is reading */
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return true;
         } else if (n < 0 && errno != EINTR) {
@@ -523,7 +525,8 @@ bool attach_server::flush(connection &conn)
     return true;
 }
 
-/* True (and logged) when the reader has left output pending too long. */
+/* True (and logged) when the reader has taken none of its pending output
+ * for the reply timeout. */
 bool attach_server::timed_out(const connection &conn)
 {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -27,7 +27,7 @@
  * Output never waits: every reply (status answer, peer and release
  * replies) is written as far as the socket takes it, and the rest waits in
  * the connection's output buffer until poll() says the socket is writable
- * (POLLOUT). A reader too slow to take its pending output within the reply
+ * (POLLOUT). A reader that takes none of its pending output for the reply
  * timeout, or output pending beyond max_pending_output bytes, loses its
  * connection (an attached client is detached), with the reason logged:
  * one slow reader never holds the agent's loop, so every other client's
@@ -84,8 +84,8 @@ struct attach_config {
     uint32_t max_clients;
     shm_layout layout;
     std::chrono::milliseconds request_timeout{5000};
-    /* How long output may stay pending (not taken by the reader) before
-     * the connection is dropped. */
+    /* How long pending output may go without the reader taking any of it
+     * before the connection is dropped. */
     std::chrono::milliseconds reply_timeout{5000};
     /* Most bytes of output kept for one connection: a status answer of the
      * largest size the protocol allows fits. */
