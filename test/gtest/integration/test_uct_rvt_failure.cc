@@ -9,6 +9,8 @@
  */
 #include "uct_rvt_route.h"
 
+#include <nlohmann/json.hpp>
+
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
 
@@ -158,14 +160,16 @@ protected:
         if (!st) {
             return "status: " + st.error();
         }
-        const std::string key = "\"ud_qpn\": " + std::to_string(ud_qpn) +
-                                ", \"state\": \"";
-        const auto at = st.value().find(key);
-        if (at == std::string::npos) {
-            return "no such peer";
+        const auto status = nlohmann::json::parse(st.value(), nullptr, false);
+        if (status.is_discarded()) {
+            return "not the agent's status JSON: " + st.value();
         }
-        const auto from = at + key.size();
-        return st.value().substr(from, st.value().find('"', from) - from);
+        for (const auto &p : status["data_path"]["peers"]) {
+            if (p.value("ud_qpn", uint32_t{0}) == ud_qpn) {
+                return p.value("state", std::string("no state"));
+            }
+        }
+        return "no such peer";
     }
 };
 

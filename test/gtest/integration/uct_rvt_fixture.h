@@ -19,6 +19,8 @@
 
 #include "test_paths.h"
 
+#include <nlohmann/json.hpp>
+
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -550,13 +552,17 @@ protected:
             ADD_FAILURE() << st.error();
             return -1;
         }
-        const std::string key = "\"pid\": " + std::to_string(getpid()) +
-                                ", \"mrs\": ";
-        const auto at = st.value().find(key);
-        if (at == std::string::npos) {
+        const auto status = nlohmann::json::parse(st.value(), nullptr, false);
+        if (status.is_discarded() || !status.contains("clients")) {
+            ADD_FAILURE() << "not the agent's status JSON: " << st.value();
             return -1;
         }
-        return std::atoi(st.value().c_str() + at + key.size());
+        for (const auto &c : status["clients"]) {
+            if (c.value("pid", -1) == getpid()) {
+                return c.value("mrs", -1);
+            }
+        }
+        return -1;
     }
 
     inline static void *s_module = nullptr;
