@@ -151,11 +151,24 @@ bool deregister_region(md &m, const memh &mh) noexcept
     }
 }
 
+/* One invalidating deregistration through the registration cache: the
+ * cache calls its callback after rcache_mem_dereg and before it frees the
+ * region, so the callback can read what the agent answered. */
+struct invalidation {
+    uct_completion_t *comp;
+    const rcache_region *region;
+};
+
 /* The registration cache has destroyed an invalidated region (after
- * rcache_mem_dereg, which waited for the agent). */
+ * rcache_mem_dereg, which waited for the agent): the completion says
+ * whether the agent confirmed that the MR is gone. */
 void region_invalidated(void *arg) noexcept
 {
-    uct_invoke_completion(static_cast<uct_completion_t *>(arg), UCS_OK);
+    auto *inv = static_cast<invalidation *>(arg);
+    uct_invoke_completion(inv->comp, inv->region->handle.unconfirmed ?
+                                             UCS_ERR_IO_ERROR :
+                                             UCS_OK);
+    delete inv;
 }
 
 /* ---- the registration cache's callbacks -------------------------------- */
@@ -177,9 +190,9 @@ ucs_status_t rcache_mem_reg(void *context, ucs_rcache_t *, void *arg,
 void rcache_mem_dereg(void *context, ucs_rcache_t *,
                       ucs_rcache_region_t *rregion) noexcept
 {
-    auto &m = *static_cast<md *>(context);
-    (void)deregister_region(m,
-                            reinterpret_cast<rcache_region *>(rregion)->handle);
+    auto &m            = *static_cast<md *>(context);
+    memh &handle       = reinterpret_cast<rcache_region *>(rregion)->handle;
+    handle.unconfirmed = !deregister_region(m, handle);
 }
 
 void rcache_dump_region(void *, ucs_rcache_t *, ucs_rcache_region_t *rregion,
@@ -273,11 +286,15 @@ md_mem_dereg_rcache(uct_md_h handle,
     ucs_rcache_t *rcache  = to_md(handle).rcache.get();
     rcache_region &region = region_of(params->memh);
     if (invalidating(params)) {
+        auto *inv = new (std::nothrow) invalidation{params->comp, &region};
+        if (inv == nullptr) {
+            return UCS_ERR_NO_MEMORY; /* nothing changed: the caller may retry */
+        }
         /* the cache deregisters it (rcache_mem_dereg, waiting for the
          * agent) once its last user lets go, then calls back */
         region.handle.invalidate = true;
         ucs_rcache_region_invalidate(rcache, &region.super, region_invalidated,
-                                     params->comp);
+                                     inv);
     }
     ucs_rcache_region_put(rcache, &region.super);
     return UCS_OK;

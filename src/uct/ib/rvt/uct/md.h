@@ -47,6 +47,10 @@ struct memh {
     /* deregistering waits until the agent says the MR is gone (set by a
      * dereg with UCT_MD_MEM_DEREG_FLAG_INVALIDATE) */
     bool invalidate = false;
+    /* an invalidating deregistration the agent did not confirm (refused,
+     * or no answer in time): the region's invalidation completions then
+     * report an error, since a peer may still reach the memory */
+    bool unconfirmed = false;
 };
 
 struct packed_rkey {
