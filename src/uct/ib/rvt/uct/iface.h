@@ -91,6 +91,7 @@ struct iface {
     bool agent_lost;
     uint32_t fence_generation;
     ucs_time_t next_liveness_check;
+    unsigned liveness_countdown = 1; /* progress calls until the next look */
 
     /* inbound, for the debug log at close */
     uint64_t rx_am, rx_am_bytes, rx_writes, rx_write_bytes;
