@@ -215,6 +215,24 @@ TEST_F(uct_rvt, md_dereg_under_an_op_in_flight_waits_for_the_op)
     uct_ep_destroy(ep);
 }
 
+namespace {
+
+/* The parameters of a deregistration with invalidate, completing `c`. */
+uct_md_mem_dereg_params_t
+invalidating_dereg(uct_mem_h memh, counted_completion &c)
+{
+    uct_md_mem_dereg_params_t params{};
+    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
+                        UCT_MD_MEM_DEREG_FIELD_FLAGS |
+                        UCT_MD_MEM_DEREG_FIELD_COMPLETION;
+    params.memh  = memh;
+    params.flags = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+    params.comp  = &c.comp;
+    return params;
+}
+
+} // namespace
+
 /* Deregistering with UCT_MD_MEM_DEREG_FLAG_INVALIDATE (UCP asks for it
  * when a peer may have failed): the completion must not come before the
  * agent has deregistered the MR, since until then a peer holding the rkey
@@ -225,11 +243,7 @@ TEST_F(uct_rvt, md_invalidate_completes_only_after_the_agent_dropped_the_mr)
     start_agent();
     for (const char *method : {"rcache", "direct"}) {
         SCOPED_TRACE(method);
-        if (m_md != nullptr) {
-            uct_md_close(m_md);
-            m_md = nullptr;
-        }
-        open_md(method);
+        reopen_md(method);
         uct_md_attr_t attr;
         ASSERT_EQ(uct_md_query(m_md, &attr), UCS_OK);
         EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE);
@@ -242,13 +256,7 @@ TEST_F(uct_rvt, md_invalidate_completes_only_after_the_agent_dropped_the_mr)
         ASSERT_EQ(agent_mrs(), 1);
 
         counted_completion c;
-        uct_md_mem_dereg_params_t params{};
-        params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
-                            UCT_MD_MEM_DEREG_FIELD_FLAGS |
-                            UCT_MD_MEM_DEREG_FIELD_COMPLETION;
-        params.memh  = memh;
-        params.flags = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
-        params.comp  = &c.comp;
+        uct_md_mem_dereg_params_t params = invalidating_dereg(memh, c);
         ASSERT_EQ(kill(m_agent, SIGSTOP), 0);
         ucs_status_t status = UCS_ERR_LAST;
         std::thread dereg([&] { status = uct_md_mem_dereg_v2(m_md, &params); });
@@ -295,24 +303,14 @@ TEST_F(uct_rvt, md_invalidate_the_agent_does_not_confirm_reports_an_error)
     m_env.set("UCX_RVT_CONNECT_TIMEOUT", "1s");
     for (const char *method : {"rcache", "direct"}) {
         SCOPED_TRACE(method);
-        if (m_md != nullptr) {
-            uct_md_close(m_md);
-            m_md = nullptr;
-        }
-        open_md(method);
+        reopen_md(method);
         std::vector<char> memory(64 * 1024);
         uct_mem_h memh;
         ASSERT_EQ(uct_md_mem_reg(m_md, memory.data(), memory.size(),
                                  UCT_MD_MEM_ACCESS_ALL, &memh),
                   UCS_OK);
         counted_completion c;
-        uct_md_mem_dereg_params_t params{};
-        params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
-                            UCT_MD_MEM_DEREG_FIELD_FLAGS |
-                            UCT_MD_MEM_DEREG_FIELD_COMPLETION;
-        params.memh  = memh;
-        params.flags = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
-        params.comp  = &c.comp;
+        uct_md_mem_dereg_params_t params = invalidating_dereg(memh, c);
         ASSERT_EQ(kill(m_agent, SIGSTOP), 0);
         const ucs_status_t status = uct_md_mem_dereg_v2(m_md, &params);
         ASSERT_EQ(kill(m_agent, SIGCONT), 0);

@@ -472,6 +472,15 @@ protected:
         m_md = open_md_handle();
         ASSERT_NE(m_md, nullptr);
     }
+    /* closes the MD if one is open, and opens it again */
+    void reopen_md(const char *reg_methods)
+    {
+        if (m_md != nullptr) {
+            uct_md_close(m_md);
+            m_md = nullptr;
+        }
+        open_md(reg_methods);
+    }
 
     void open_iface_on(uct_md_h md, opened_iface &oi,
                        ucs_status_t expect          = UCS_OK,
