@@ -18,7 +18,7 @@ failed=0
 
 # The arguments this build was configured with (CXX=..., --with-ucx=...),
 # shell-quoted, so the scratch runs look at the same system; ours come last
-# and win.
+# and win (--srcdir too: make distcheck configures with --srcdir=../..).
 config_args=$("$abs_top_builddir/config.status" --config) || exit 99
 
 # configure refuses a VPATH build from a source dir that is configured
@@ -32,7 +32,8 @@ run_configure() {
     rm -rf "$tmp/build" && mkdir "$tmp/build" &&
         (cd "$tmp/build" &&
             eval "\"\$tmp/src/configure\" $config_args" \
-                '--with-ucx-src="$1" --disable-gtest') >"$tmp/out" 2>&1
+                '--srcdir="$tmp/src" --with-ucx-src="$1" --disable-gtest') \
+        >"$tmp/out" 2>&1
 }
 
 # expect_failure NAME TREE TEXT...: configure fails and its error line
