@@ -175,7 +175,9 @@ struct [[gnu::packed]] rvt_iface_address {
     uint32_t ud_qpn;
     uint32_t reserved;
     uint64_t agent_id;
-    uint32_t client_index;
+    uint16_t client_index;
+    uint8_t client_generation;
+    uint8_t reserved0;
 };
 static_assert(sizeof(rvt_iface_address) == 36);
 

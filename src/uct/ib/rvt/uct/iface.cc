@@ -109,11 +109,12 @@ const char *completion_status_name(uint32_t status)
 ucs_status_t
 iface::post(ep &e, work_request &wr, uct_completion_t *comp, int32_t b)
 {
-    const bool fence = e.fence_next || e.fence_generation != fence_generation;
-    wr.flags         = work_signaled | (fence ? work_fence : 0);
-    wr.peer          = e.peer;
-    wr.dst_client    = e.dst_client;
-    wr.wr_id         = ops.take(&e, comp, b);
+    const bool fence  = e.fence_next || e.fence_generation != fence_generation;
+    wr.flags          = work_signaled | (fence ? work_fence : 0);
+    wr.peer           = e.peer;
+    wr.dst_client     = e.dst_client;
+    wr.dst_generation = e.dst_generation;
+    wr.wr_id          = ops.take(&e, comp, b);
     if (session->post(wr) != client::post_status::posted) {
         ops.untake(wr.wr_id);
         if (b >= 0) {
@@ -487,6 +488,22 @@ iface::~iface()
     }
 }
 
+std::string iface_address_error(const iface_address &a)
+{
+    std::string err = wire::agent_address_error(a.agent);
+    if (!err.empty()) {
+        return err;
+    }
+    if (a.client_index >= imm::max_clients) {
+        return "client index " + std::to_string(a.client_index) +
+               ": expected below " + std::to_string(imm::max_clients);
+    }
+    if (a.reserved != 0) {
+        return "reserved byte " + std::to_string(a.reserved) + ": expected 0";
+    }
+    return {};
+}
+
 namespace {
 
 /* ---- interface operations ----------------------------------------------- */
@@ -581,7 +598,8 @@ iface_get_address(uct_iface_h handle, uct_iface_addr_t *addr) noexcept
 {
     const iface &i = to_iface(handle);
     const iface_address a{i.session->agent_address(),
-                          i.session->client_index()};
+                          static_cast<uint16_t>(i.session->client_index()),
+                          i.session->attached().client_generation, 0};
     std::memcpy(addr, &a, sizeof(a));
     return UCS_OK;
 }
@@ -606,8 +624,7 @@ int iface_is_reachable(const uct_iface_h, const uct_device_addr_t *,
     iface_address a;
     std::memcpy(&a, iface_addr, sizeof(a));
     try {
-        return wire::agent_address_error(a.agent).empty() &&
-               a.client_index < imm::max_clients;
+        return iface_address_error(a).empty();
     } catch (const std::exception &) {
         return 0;
     }
