@@ -225,15 +225,16 @@ client_side open_client(const std::string &socket_path)
 work_request request(const client_side &c, work_op op)
 {
     work_request wr{};
-    wr.op          = static_cast<uint8_t>(op);
-    wr.flags       = work_signaled;
-    wr.peer        = c.peer;
-    wr.dst_client  = c.session->client_index();
-    wr.length      = 8;
-    wr.local_addr  = reinterpret_cast<uintptr_t>(c.buffer.data());
-    wr.lkey        = c.lkey;
-    wr.rkey        = c.lkey;
-    wr.remote_addr = wr.local_addr;
+    wr.op             = static_cast<uint8_t>(op);
+    wr.flags          = work_signaled;
+    wr.peer           = c.peer;
+    wr.dst_client     = c.session->client_index();
+    wr.dst_generation = c.session->attached().client_generation;
+    wr.length         = 8;
+    wr.local_addr     = reinterpret_cast<uintptr_t>(c.buffer.data());
+    wr.lkey           = c.lkey;
+    wr.rkey           = c.lkey;
+    wr.remote_addr    = wr.local_addr;
     return wr;
 }
 
@@ -427,7 +428,7 @@ int main(int argc, char **argv)
     /* the agent's own stamps cost a clock read each (tens of ns on a VM)
      * and sit between a staged entry and its publication: the round trip
      * a user gets is measured again with only the client's two stamps */
-    agent  = spawn(o.agent_cpu, [&] { run_agent(socket_path, agent_trace, 0); });
+    agent = spawn(o.agent_cpu, [&] { run_agent(socket_path, agent_trace, 0); });
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
     client = spawn(o.client_cpu,

@@ -63,6 +63,7 @@ struct options {
 struct card {
     wire::agent_address agent;
     uint32_t client_index;
+    uint32_t client_generation; /* imm.h */
     uint64_t addr;
     uint32_t rkey;
 };
@@ -186,6 +187,7 @@ int main(int argc, char **argv)
         die(!recv_mr ? recv_mr.error() : send_mr.error());
     }
     card mine{s.agent_address(), s.client_index(),
+              s.attached().client_generation,
               reinterpret_cast<uint64_t>(recv.data()), recv_mr.value().rkey};
     if (!publish(o, mine)) {
         die("cannot publish in " + o.dir);
@@ -224,25 +226,27 @@ int main(int argc, char **argv)
                 src[k] = pattern(o.id, d, r, k);
             }
             work_request w{};
-            w.op          = static_cast<uint8_t>(work_op::rdma_write_imm);
-            w.flags       = work_signaled;
-            w.peer        = peer_of[d];
-            w.dst_client  = cards[d].client_index;
-            w.length      = o.size;
-            w.local_addr  = reinterpret_cast<uint64_t>(src);
-            w.lkey        = send_mr.value().lkey;
-            w.rkey        = cards[d].rkey;
-            w.remote_addr = cards[d].addr +
+            w.op             = static_cast<uint8_t>(work_op::rdma_write_imm);
+            w.flags          = work_signaled;
+            w.peer           = peer_of[d];
+            w.dst_client     = cards[d].client_index;
+            w.dst_generation = static_cast<uint8_t>(cards[d].client_generation);
+            w.length         = o.size;
+            w.local_addr     = reinterpret_cast<uint64_t>(src);
+            w.lkey           = send_mr.value().lkey;
+            w.rkey           = cards[d].rkey;
+            w.remote_addr    = cards[d].addr +
                             (size_t{o.id} * o.rounds + r) * slot;
             todo.push_back(w);
 
             work_request a{};
-            a.op         = static_cast<uint8_t>(work_op::send_am);
-            a.flags      = work_signaled;
-            a.am_id      = am_id;
-            a.peer       = peer_of[d];
-            a.dst_client = cards[d].client_index;
-            a.length     = sizeof(am_body);
+            a.op             = static_cast<uint8_t>(work_op::send_am);
+            a.flags          = work_signaled;
+            a.am_id          = am_id;
+            a.peer           = peer_of[d];
+            a.dst_client     = cards[d].client_index;
+            a.dst_generation = static_cast<uint8_t>(cards[d].client_generation);
+            a.length         = sizeof(am_body);
             /* each (destination, round) has its own AM body */
             uint8_t *body = send.data() + bodies +
                             (size_t{d} * o.rounds + r) * sizeof(am_body);

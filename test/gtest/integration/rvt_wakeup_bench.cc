@@ -76,15 +76,16 @@ int main(int argc, char **argv)
 
     auto one_trip = [&](uint64_t id) {
         work_request w{};
-        w.wr_id       = id;
-        w.op          = static_cast<uint8_t>(work_op::send_am);
-        w.am_id       = 1;
-        w.peer        = self.value();
-        w.dst_client  = s.client_index();
-        w.length      = 8;
-        w.local_addr  = reinterpret_cast<uint64_t>(buf.data());
-        w.lkey        = mr.value().lkey;
-        const auto t0 = clock_type::now();
+        w.wr_id          = id;
+        w.op             = static_cast<uint8_t>(work_op::send_am);
+        w.am_id          = 1;
+        w.peer           = self.value();
+        w.dst_client     = s.client_index();
+        w.dst_generation = s.attached().client_generation;
+        w.length         = 8;
+        w.local_addr     = reinterpret_cast<uint64_t>(buf.data());
+        w.lkey           = mr.value().lkey;
+        const auto t0    = clock_type::now();
         while (s.post(w) == client::post_status::busy) {
         }
         bool got_msg = false, got_done = false;

@@ -179,7 +179,9 @@ struct [[gnu::packed]] rvt_iface_address {
     uint32_t ud_qpn;
     uint32_t reserved;
     uint64_t agent_id;
-    uint32_t client_index;
+    uint16_t client_index;
+    uint8_t client_generation;
+    uint8_t reserved0;
 };
 static_assert(sizeof(rvt_iface_address) == 36);
 
@@ -352,4 +354,53 @@ TEST_P(uct_rvt_peer_death, a_peer_agent_killed)
     std::printf("[ INFO     ] closing the interface of the dead agent: "
                 "%.2f s\n",
                 seconds_since(c0));
+}
+
+/* The process behind an endpoint goes away (its interface and MD close:
+ * it detaches from its agent) while its agent lives on: the endpoint's
+ * next message reaches nobody (the index is free, or someone else's), and
+ * the endpoint fails with UCS_ERR_ENDPOINT_TIMEOUT within a bounded time
+ * (engine.h, "Departed clients"), the connection between the agents
+ * unharmed. */
+TEST_P(uct_rvt_peer_death, a_peer_interface_closed)
+{
+    ASSERT_NO_FATAL_FAILURE(open_route(GetParam(), fast_failure));
+    if (IsSkipped()) {
+        return;
+    }
+    const uint32_t qpn_b = ud_qpn_of(m_to->iface);
+    ASSERT_EQ(retry([&] { return uct_ep_am_short(m_ep, am_id, 1, "hi", 2); }),
+              UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return m_received.size() == 1; }));
+    EXPECT_EQ(peer_state(qpn_b), "connected");
+
+    m_to = nullptr;
+    m_other.reset(); /* interface and MD: the process is gone */
+    const auto t0      = std::chrono::steady_clock::now();
+    ucs_status_t first = retry(
+            [&] { return uct_ep_am_short(m_ep, am_id, 2, "lost", 4); });
+    EXPECT_TRUE(first == UCS_OK || first < 0) << ucs_status_string(first);
+    call_counter flush;
+    const ucs_status_t flush_started = uct_ep_flush(m_ep, 0, &flush.comp);
+    EXPECT_TRUE(progress_until([&] { return m_errors.count(m_ep) > 0; }, 10s))
+            << "no endpoint error within 10 s of the peer's departure";
+    std::printf("[ INFO     ] endpoint error after %.2f s\n",
+                seconds_since(t0));
+    EXPECT_EQ(m_errors.count(m_ep), 1);
+    for (const auto &[e, status] : m_errors.calls) {
+        if (e == m_ep) {
+            EXPECT_EQ(status, UCS_ERR_ENDPOINT_TIMEOUT)
+                    << ucs_status_string(status);
+        }
+    }
+    if (flush_started == UCS_INPROGRESS) {
+        EXPECT_TRUE(progress_until([&] { return flush.calls > 0; }, 10s))
+                << "the flush never completed";
+    }
+    const ucs_status_t later = uct_ep_am_short(m_ep, am_id, 3, nullptr, 0);
+    EXPECT_TRUE(later != UCS_OK && later != UCS_ERR_NO_RESOURCE)
+            << "an AM on the failed endpoint: " << ucs_status_string(later);
+    /* one process left, not the agent: the connection stays */
+    EXPECT_EQ(peer_state(qpn_b), "connected");
+    expect_loopback_works();
 }

@@ -66,6 +66,9 @@ struct agent_options {
     loopback_options nic{};
     agent::engine_config engine{};
     shm_capacities caps{64, 32, 16, 256}; /* work, completion, inbound, AM */
+    /* attach_config::index_quarantine: none, so that tests can have an
+     * index reused at once */
+    std::chrono::milliseconds index_quarantine{0};
 
     agent_options()
     {
@@ -136,6 +139,10 @@ struct am_payload {
 struct test_client {
     uint32_t id      = 0; /* the fixture's number for it, unique */
     agent_node *home = nullptr;
+    /* its address on its agent (what its UCT iface address carries),
+     * kept after it dies */
+    uint32_t attached_index     = 0;
+    uint8_t attached_generation = 0;
     std::unique_ptr<client::session> session;
     std::vector<uint8_t> memory = std::vector<uint8_t>(64 * 1024);
     loopback_mr mr{};
@@ -145,7 +152,11 @@ struct test_client {
 
     uint32_t index() const
     {
-        return session->client_index();
+        return attached_index;
+    }
+    uint8_t generation() const
+    {
+        return attached_generation;
     }
     uint64_t addr(size_t offset = 0) const
     {
@@ -226,21 +237,28 @@ struct test_client {
         return (wr_id % (landing / 16)) * 16;
     }
     work_request
-    am(uint32_t peer, uint32_t dst_client, uint64_t wr_id, uint32_t seq)
+    am(uint32_t peer, const test_client &dst, uint64_t wr_id, uint32_t seq)
+    {
+        return am(peer, dst.index(), dst.generation(), wr_id, seq);
+    }
+    /* to an address, live or not */
+    work_request am(uint32_t peer, uint32_t dst_client, uint8_t dst_generation,
+                    uint64_t wr_id, uint32_t seq)
     {
         const size_t offset = slot(wr_id);
         const am_payload p{id, seq};
         std::memcpy(memory.data() + offset, &p, sizeof(p));
         work_request wr{};
-        wr.wr_id      = wr_id;
-        wr.op         = static_cast<uint8_t>(work_op::send_am);
-        wr.flags      = work_signaled;
-        wr.am_id      = 7;
-        wr.peer       = peer;
-        wr.dst_client = dst_client;
-        wr.length     = sizeof(p);
-        wr.local_addr = addr(offset);
-        wr.lkey       = mr.lkey;
+        wr.wr_id          = wr_id;
+        wr.op             = static_cast<uint8_t>(work_op::send_am);
+        wr.flags          = work_signaled;
+        wr.am_id          = 7;
+        wr.peer           = peer;
+        wr.dst_client     = dst_client;
+        wr.length         = sizeof(p);
+        wr.dst_generation = dst_generation;
+        wr.local_addr     = addr(offset);
+        wr.lkey           = mr.lkey;
         return wr;
     }
     work_request write(uint32_t peer, const test_client &dst, uint64_t wr_id,
@@ -248,16 +266,17 @@ struct test_client {
     {
         const size_t offset = slot(wr_id);
         work_request wr{};
-        wr.wr_id       = wr_id;
-        wr.op          = static_cast<uint8_t>(work_op::rdma_write);
-        wr.flags       = work_signaled;
-        wr.peer        = peer;
-        wr.dst_client  = dst.index();
-        wr.length      = length;
-        wr.local_addr  = addr(offset);
-        wr.lkey        = mr.lkey;
-        wr.rkey        = dst.mr.rkey;
-        wr.remote_addr = dst.addr(landing + offset);
+        wr.wr_id          = wr_id;
+        wr.op             = static_cast<uint8_t>(work_op::rdma_write);
+        wr.flags          = work_signaled;
+        wr.peer           = peer;
+        wr.dst_client     = dst.index();
+        wr.dst_generation = dst.generation();
+        wr.length         = length;
+        wr.local_addr     = addr(offset);
+        wr.lkey           = mr.lkey;
+        wr.rkey           = dst.mr.rkey;
+        wr.remote_addr    = dst.addr(landing + offset);
         return wr;
     }
 };
@@ -365,9 +384,11 @@ protected:
         grant.num_qps       = a->engine->num_qps();
         grant.agent_wake_fd = a->engine->wake_fd();
         agent::engine *eng  = a->engine.get();
-        auto srv            = agent::attach_server::create(
-                           {a->socket, job_key, getuid(), 64, layout.value(), 5000ms},
-                           grant, log, [eng](const agent::attached_client &c) {
+        agent::attach_config cfg{a->socket, job_key,        getuid(),
+                                 64,        layout.value(), 5000ms};
+        cfg.index_quarantine = o.index_quarantine;
+        auto srv             = agent::attach_server::create(
+                            cfg, grant, log, [eng](const agent::attached_client &c) {
                     eng->client_gone(c);
                 });
         EXPECT_TRUE(srv.ok()) << srv.error();
@@ -400,9 +421,11 @@ protected:
         EXPECT_TRUE(at.ok()) << at.error();
         auto s = client::session::open(std::move(at).value());
         EXPECT_TRUE(s.ok()) << s.error();
-        c->session = std::move(s).value();
-        c->mr      = a.nic->register_memory(c->memory.data(), c->memory.size(),
-                                            remote_rw);
+        c->session             = std::move(s).value();
+        c->attached_index      = c->session->client_index();
+        c->attached_generation = c->session->attached().client_generation;
+        c->mr = a.nic->register_memory(c->memory.data(), c->memory.size(),
+                                       remote_rw);
         c->announce(c->mr, c->memory.data(), c->memory.size());
         clients.push_back(std::move(c));
         return *clients.back();

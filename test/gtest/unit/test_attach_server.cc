@@ -73,7 +73,8 @@ protected:
                                  shm_layout::make({64, 128, 32, 256}).value(),
                                  timeout,
                                  m_reply_timeout,
-                                 m_max_pending};
+                                 m_max_pending,
+                                 m_quarantine};
         agent::device_grant grant{m_null.get(), 7, 11,
                                   wire::reg_mode::uverbs_ioctl, 0xabcdef};
         grant.address       = test_address();
@@ -241,6 +242,8 @@ protected:
 
     std::chrono::milliseconds m_reply_timeout{5000};
     size_t m_max_pending = wire::max_status_size;
+    /* none by default: the tests reuse indices at once */
+    std::chrono::milliseconds m_quarantine{0};
     std::string m_dir;
     unique_fd m_null;
     std::unique_ptr<agent::attach_server> m_server;
@@ -329,6 +332,52 @@ TEST_F(attach_fixture, a_dead_clients_index_is_cleaned_up_and_reused)
     auto c = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(c.ok()) << c.error();
     EXPECT_EQ(c.value().client_index, 0u) << "the lowest free index";
+}
+
+/* Each attachment of an index has its generation (imm.h): a reused index
+ * comes with the next one, and other indices count their own. */
+TEST_F(attach_fixture, a_reused_index_comes_with_its_next_generation)
+{
+    start();
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    auto b = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a.value().client_generation, 1u);
+    EXPECT_EQ(b.value().client_generation, 1u);
+    for (uint32_t round = 2; round <= 4; ++round) {
+        const size_t before = m_detached.size();
+        a                   = failure{"closed"};
+        ASSERT_TRUE(
+                eventually([&] { return m_detached.size() == before + 1; }));
+        a = client::attach(m_dir + "/agent.sock", "job.1");
+        ASSERT_TRUE(a.ok()) << a.error();
+        EXPECT_EQ(a.value().client_index, 0u);
+        EXPECT_EQ(a.value().client_generation, round);
+    }
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_server->client(0)->generation, 4u);
+    EXPECT_EQ(m_server->client(1)->generation, 1u);
+}
+
+/* A detached index waits out its quarantine before anyone gets it again
+ * (what keeps its generation from wrapping quickly); with every free
+ * index in quarantine, an attach is refused, saying so. */
+TEST_F(attach_fixture, a_detached_index_is_quarantined)
+{
+    m_quarantine = 1h;
+    start(2);
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok()) << a.error();
+    a = failure{"closed"};
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 1; }));
+    auto b = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(b.ok()) << b.error();
+    EXPECT_EQ(b.value().client_index, 1u) << "index 0 is in quarantine";
+    auto c = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().find("1 of them detached less than 3600000 ms ago"),
+              std::string::npos)
+            << c.error();
 }
 
 TEST_F(attach_fixture, wrong_job_key_is_refused_with_both_keys)

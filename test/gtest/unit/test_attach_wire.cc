@@ -162,6 +162,13 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     rep.client_index = 512;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)), "client index 512");
 
+    rep                   = accepted_reply();
+    rep.client_generation = 256;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)),
+                   "client generation 256: expected below 256");
+    rep.client_generation = 255;
+    EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
+
     rep          = accepted_reply();
     rep.reg_mode = 3;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)), "mode 3");

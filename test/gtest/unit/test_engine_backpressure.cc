@@ -40,7 +40,7 @@ protected:
         const auto until = steady::now() + d;
         while (steady::now() < until) {
             const uint64_t wr_id = m_next_wr[&from];
-            if (from.session->post(from.am(p, to.index(), wr_id, seq)) ==
+            if (from.session->post(from.am(p, to, wr_id, seq)) ==
                 client::post_status::posted) {
                 ++m_next_wr[&from];
                 ++seq;
@@ -175,7 +175,7 @@ TEST_F(backpressure, each_endpoint_keeps_its_order_across_a_pause)
     while (steady::now() < until) {
         const uint64_t wr_id  = m_next_wr[&from];
         const bool as_am      = wr_id % 3 != 2;
-        const work_request wr = as_am ? from.am(p, to.index(), wr_id, seq) :
+        const work_request wr = as_am ? from.am(p, to, wr_id, seq) :
                                         from.write(p, to, wr_id);
         if (from.session->post(wr) == client::post_status::posted) {
             ++m_next_wr[&from];

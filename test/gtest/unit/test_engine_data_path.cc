@@ -34,8 +34,7 @@ protected:
         const uint64_t wr_id        = m_next_wr[&from]++;
         m_endpoint_of[&from][wr_id] = endpoint(p, to.index());
         uint32_t &seq               = m_seq[{from.id, to.id}];
-        return as_am ? post_when_possible(from, from.am(p, to.index(), wr_id,
-                                                        seq++)) :
+        return as_am ? post_when_possible(from, from.am(p, to, wr_id, seq++)) :
                        post_when_possible(from, from.write(p, to, wr_id));
     }
 

@@ -39,7 +39,7 @@ TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
     test_client &cb     = attach(b);
     const uint32_t to_b = peer(ca, b);
     const uint32_t to_a = peer(cb, a);
-    ca.post(ca.am(to_b, cb.index(), 1, 0));
+    ca.post(ca.am(to_b, cb, 1, 0));
     ASSERT_TRUE(run_until([&] {
         return ca.done.size() == 1 && cb.inbound.size() == 1;
     })) << a.status();
@@ -51,7 +51,7 @@ TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
         ASSERT_TRUE(a.nic->fail_next(q, IBV_WC_RETRY_EXC_ERR).ok());
     }
     a.nic->drop_datagrams(1000000);
-    ca.post(ca.am(to_b, cb.index(), 2, 1));
+    ca.post(ca.am(to_b, cb, 2, 1));
     ASSERT_TRUE(run_until([&] { return ca.done.size() == 2; }));
     EXPECT_EQ(ca.done[1].status,
               static_cast<uint32_t>(completion_status::failed));
@@ -59,7 +59,7 @@ TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
 
     /* ops posted while it tries wait, and fail as peer_failed when it
      * gives up; its client is told */
-    ca.post(ca.am(to_b, cb.index(), 3, 2));
+    ca.post(ca.am(to_b, cb, 3, 2));
     ca.post(ca.write(to_b, cb, 4));
     ASSERT_TRUE(run_until([&] {
         return ca.done.size() == 4 && has_peer_failed(ca, to_b);
@@ -76,7 +76,7 @@ TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
     EXPECT_FALSE(has_peer_failed(cb, to_a)) << "b gave up on a as well";
 
     /* a new op for a failed peer fails at once */
-    ca.post(ca.am(to_b, cb.index(), 5, 3));
+    ca.post(ca.am(to_b, cb, 5, 3));
     ASSERT_TRUE(run_until([&] { return ca.done.size() == 5; }));
     EXPECT_EQ(ca.done[4].status,
               static_cast<uint32_t>(completion_status::peer_failed));
@@ -85,8 +85,8 @@ TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
      * same index, connected anew, both ways */
     a.nic->drop_datagrams(0);
     EXPECT_EQ(peer(ca, b), to_b);
-    ca.post(ca.am(to_b, cb.index(), 6, 4));
-    cb.post(cb.am(to_a, ca.index(), 1, 0));
+    ca.post(ca.am(to_b, cb, 6, 4));
+    cb.post(cb.am(to_a, ca, 1, 0));
     ASSERT_TRUE(run_until([&] {
         return ca.done.size() == 6 && cb.done.size() == 1 &&
                ca.ams_by_sender().count(cb.id) == 1 &&

@@ -22,7 +22,7 @@ protected:
     void expect_round(test_client &c, uint32_t self, uint64_t wr_id)
     {
         const size_t done = c.done.size(), got = c.inbound.size();
-        c.post(c.am(self, c.index(), wr_id, static_cast<uint32_t>(wr_id)));
+        c.post(c.am(self, c, wr_id, static_cast<uint32_t>(wr_id)));
         ASSERT_TRUE(run_until([&] {
             return c.done.size() == done + 1 && c.inbound.size() == got + 1;
         })) << c.home->status();
@@ -44,7 +44,7 @@ TEST_F(watchdog, a_flush_that_is_not_ours_fails_the_peer_and_it_recovers)
     for (uint32_t q : a.loopback_qps()) {
         ASSERT_TRUE(a.nic->fail_next(q, IBV_WC_WR_FLUSH_ERR).ok());
     }
-    c.post(c.am(self, c.index(), 2, 2));
+    c.post(c.am(self, c, 2, 2));
     ASSERT_TRUE(run_until([&] { return c.done.size() == 2; })) << a.status();
     EXPECT_EQ(c.done[1].status,
               static_cast<uint32_t>(completion_status::failed));
@@ -67,8 +67,8 @@ TEST_F(watchdog, a_qp_in_error_without_any_completion_is_found_and_given_up)
     for (uint32_t q : a.loopback_qps()) {
         ASSERT_TRUE(a.nic->break_silently(q).ok());
     }
-    c.post(c.am(self, c.index(), 2, 2));
-    c.post(c.am(self, c.index(), 3, 3));
+    c.post(c.am(self, c, 2, 2));
+    c.post(c.am(self, c, 3, 3));
     ASSERT_TRUE(run_until([&] { return c.done.size() == 3; }, 5s))
             << "the ops of a silent QP never completed: " << a.status();
     for (size_t i = 1; i < 3; ++i) {
@@ -94,7 +94,7 @@ TEST_F(watchdog, a_slow_lane_whose_qp_is_fine_is_left_alone)
     /* no completion for many watch periods, but the QPs are in RTS: a
      * slow link or a busy peer, not a failure */
     a.hold(a.loopback_qps(), true);
-    c.post(c.am(self, c.index(), 2, 2));
+    c.post(c.am(self, c, 2, 2));
     run_for(400ms);
     EXPECT_EQ(c.done.size(), 1u) << "a held op completed";
     a.hold(a.loopback_qps(), false);

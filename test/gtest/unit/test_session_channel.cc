@@ -68,7 +68,8 @@ protected:
                               std::move(map).value(),
                               std::move(agent_wake),
                               std::move(client_wake),
-                              nullptr};
+                              nullptr,
+                              0};
         auto s = client::session::open(std::move(at));
         ASSERT_TRUE(s.ok()) << s.error();
         m_session = std::move(s).value();

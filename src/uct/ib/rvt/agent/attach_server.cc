@@ -94,7 +94,9 @@ attach_server::attach_server(attach_config config, device_grant grant,
     m_log(std::move(log)),
     m_on_detach(std::move(on_detach)),
     m_listener(std::move(listener)),
-    m_index_used(m_config.max_clients, false)
+    m_index_used(m_config.max_clients, false),
+    m_generation(m_config.max_clients, 0),
+    m_freed_at(m_config.max_clients)
 {
 }
 
@@ -189,6 +191,7 @@ void attach_server::run_once(int timeout_ms)
                   std::to_string(conn.client.index) + ") is gone");
             m_on_detach(conn.client);
             m_index_used[conn.client.index] = false;
+            m_freed_at[conn.client.index]   = clock::now();
             conn.attached                   = false;
         }
     }
@@ -342,15 +345,31 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
                               "': this agent serves job '" + m_config.job_key +
                               "'");
     }
-    uint32_t index = 0;
-    while (index < m_config.max_clients && m_index_used[index]) {
-        ++index;
+    /* the lowest index free for long enough (attach_server.h) */
+    const auto now       = clock::now();
+    uint32_t index       = 0;
+    uint32_t quarantined = 0;
+    for (; index < m_config.max_clients; ++index) {
+        if (m_index_used[index]) {
+            continue;
+        }
+        if (m_generation[index] == 0 ||
+            now - m_freed_at[index] >= m_config.index_quarantine) {
+            break;
+        }
+        ++quarantined;
     }
     if (index == m_config.max_clients) {
         return refuse(conn, wire::attach_status::agent_full,
                       "all " + std::to_string(m_config.max_clients) +
-                              " client indices are in use");
+                              " client indices are in use (" +
+                              std::to_string(quarantined) +
+                              " of them detached less than " +
+                              std::to_string(
+                                      m_config.index_quarantine.count()) +
+                              " ms ago, in quarantine)");
     }
+    const uint32_t generation = m_generation[index] + 1;
     auto seg = create_shm_segment("rvt-client-" + std::to_string(index),
                                   m_config.layout.size);
     if (!seg) {
@@ -375,6 +394,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
                                                 "");
     rep.client_index       = index;
+    rep.client_generation  = imm::wire_generation(generation);
     rep.pd_handle          = m_grant.pd_handle;
     rep.reg_mode           = static_cast<uint32_t>(m_grant.mode);
     rep.driver_id          = m_grant.driver_id;
@@ -393,12 +413,14 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
         return false;
     }
     m_index_used[index] = true;
+    m_generation[index] = generation;
     conn.attached       = true;
     conn.client         = {index, conn.peer.pid, std::move(segment.map),
-                           std::move(wake)};
+                           std::move(wake), generation};
     conn.buf.clear();
     m_log("attach server: " + who(conn) + " attached as index " +
-          std::to_string(index));
+          std::to_string(index) + " generation " +
+          std::to_string(imm::wire_generation(generation)));
     if (m_on_attach) {
         m_on_attach(conn.client);
     }

@@ -33,6 +33,18 @@
  * one slow reader never holds the agent's loop, so every other client's
  * data keeps moving.
  *
+ * Indices and generations: a new client gets the lowest free index that
+ * has been free for at least attach_config::index_quarantine, and that
+ * index's next generation (imm.h: the agent's count of attaches of the
+ * index, whose low bits the immediates carry; the reply tells the client,
+ * which publishes it in its UCT address). Peers name (index, generation),
+ * and the agent drops whatever names a generation that is not attached
+ * (engine.h, "Departed clients"). The quarantine is what keeps the 8-bit
+ * generation from wrapping quickly: 256 attaches of one index take at
+ * least 255 quarantines, far longer than the first stale message needs
+ * to fail its sender's endpoint. With every free index still in
+ * quarantine, an attach is refused (agent_full) rather than hurried.
+ *
  * Invariants: an index belongs to at most one attached client; a refused
  * or dead connection never changes any other client's state; nothing a
  * peer sends is used before parse_* has accepted it; SO_PEERCRED, not the
@@ -90,6 +102,9 @@ struct attach_config {
     /* Most bytes of output kept for one connection: a status answer of the
      * largest size the protocol allows fits. */
     size_t max_pending_output = wire::max_status_size;
+    /* How long a detached index stays unused ("Indices and generations"
+     * above); 0: reused at once. */
+    std::chrono::milliseconds index_quarantine{1000};
 };
 
 struct attached_client {
@@ -97,6 +112,9 @@ struct attached_client {
     pid_t pid;
     shm_mapping shm; /* the agent's own mapping of the client's segment */
     unique_fd wake_fd; /* the client's eventfd: written to wake it */
+    /* attaches of this index so far, this one included (imm.h sends its
+     * low bits: imm::wire_generation) */
+    uint32_t generation = 0;
 };
 
 class attach_server {
@@ -185,6 +203,9 @@ private:
     unique_fd m_listener;
     std::vector<std::unique_ptr<connection>> m_conns;
     std::vector<bool> m_index_used;
+    std::vector<uint32_t> m_generation; /* attaches per index */
+    /* when each free index was freed (epoch: never used) */
+    std::vector<std::chrono::steady_clock::time_point> m_freed_at;
     std::function<std::string(bool)> m_status;
     attach_fn m_on_attach;
     peer_fn m_resolve_peer;

@@ -25,7 +25,8 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_agent_id(agent_id),
     m_log(std::move(log)),
     m_clients(imm::max_clients),
-    m_mrs(imm::max_clients, cfg.dead_client_grace)
+    m_mrs(imm::max_clients, cfg.dead_client_grace),
+    m_departures(cfg.departure_memory)
 {
 }
 
@@ -86,11 +87,12 @@ void engine::serve(attach_server &server)
 void engine::client_attached(const attached_client &c)
 {
     client_state &s = m_clients[c.index];
-    /* fresh counters; only the generation carries over, so completions of
-     * an earlier holder of this index are told apart */
-    const uint32_t generation = s.generation + 1;
-    s                         = client_state{};
-    s.generation              = generation;
+    /* fresh counters; the generation (the attach server's count) tells
+     * completions of an earlier holder of this index apart, and what
+     * peers send to one */
+    s            = client_state{};
+    s.generation = c.generation;
+    m_departures.reattached(c.index, imm::wire_generation(c.generation));
     s.channel  = std::make_unique<client_channel>(c.shm, m_layout,
                                                  c.wake_fd.get());
     s.attached = true;
@@ -175,6 +177,7 @@ bool engine::progress(time_point now)
         }));
     }
     run_mrs(m_mrs.tick(now));
+    m_departures.tick(now);
     for (uint32_t i : m_attached) {
         m_clients[i].channel->flush_backlog();
     }
@@ -244,6 +247,7 @@ std::optional<time_point> engine::next_timer() const
         }
     }
     take(m_mrs.next_timer());
+    take(m_departures.next_timer());
     return t;
 }
 

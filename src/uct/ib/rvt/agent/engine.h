@@ -64,6 +64,43 @@
  * mr_registry (mr_registry.h): the engine feeds it what the attach server
  * and the data path see and runs the actions it returns.
  *
+ * Departed clients: a client index is reused, so every attachment of it
+ * has a generation (attach_server.h), the iface address a process
+ * publishes carries (agent, index, generation), its senders' work
+ * requests name the generation (work_request::dst_generation) and their
+ * agent puts it in the immediate (imm.h). A receive whose destination is
+ * not attached, or attached in another generation, is dropped (counted:
+ * status "stale", by reason, and "misrouted", their sum) and never
+ * reaches whoever holds the index now; the agent tells the sending peer
+ * client_gone(index, generation), once per (peer, index, generation)
+ * (departures.h: again after a reconnection, or after its memory). The
+ * peer then gives each of its clients that use us an inbound client_gone
+ * entry naming (peer, index, generation), and completes their further
+ * work for that destination as peer_failed without posting it, queued
+ * work included as it reaches the front of its lane. The agent's own
+ * node does the same without a message. Races:
+ *   - ops posted before the notice arrives complete normally at the
+ *     sender (RC acked them); the receiver drops them (told once);
+ *   - a new holder of the index (another generation) gets nothing meant
+ *     for the old one, and its own senders' traffic flows: the notice
+ *     names the old generation only;
+ *   - the generation field wraps after 256 attaches of one index: the
+ *     attach server's quarantine makes that take minutes, and the
+ *     sending end forgets a departure before then (departures.h);
+ *   - a notice lost with a connection: the receiving end forgets what it
+ *     told a peer that reconnects, and tells it again at the next stale
+ *     message;
+ *   - a malformed control immediate is counted (bad_immediates) and
+ *     dropped; a client_gone on a loopback QP (which this agent never
+ *     sends) is counted as a bad control and dropped. A peer is trusted
+ *     about its own clients only: a notice can fail nothing but
+ *     endpoints to the peer that sent it.
+ * What the generation cannot guard: an RDMA WRITE's bytes land, by rkey,
+ * before the immediate is looked at, and a plain RDMA WRITE or READ
+ * carries none. Their protection is the sender-side failure after the
+ * first stale message, and the dead client's MRs outliving its posted
+ * ops (the grace above).
+ *
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
  * when prepare_sleep() allows.
  */
@@ -72,6 +109,7 @@
 
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/agent/departures.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
@@ -109,6 +147,9 @@ struct engine_config {
      * and resumed when they are down to half of both */
     uint32_t pause_messages = 1024;
     uint64_t pause_bytes    = uint64_t{8} << 20;
+    /* how long a departed client is remembered, on both ends
+     * ("Departed clients" above, departures.h) */
+    std::chrono::milliseconds departure_memory{60000};
 };
 
 class engine {
@@ -308,6 +349,17 @@ private:
     void park(peer &p, uint32_t op_index);
     void release_parked(peer &p, uint32_t dst_client);
     void check_pauses();
+    /* departed clients ("Departed clients" above) */
+    void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
+                  time_point now);
+    void destination_gone(peer &p, uint32_t index, uint8_t generation,
+                          time_point now);
+    bool destination_is_gone(const op_record &op) const
+    {
+        return m_departures.gone_count() != 0 && op.client != no_client &&
+               m_departures.is_gone(op.peer, op.wr.dst_client,
+                                    op.wr.dst_generation);
+    }
     void mark(peer &p, uint16_t lane_index);
     uint32_t alloc_op();
     void free_op(uint32_t op_index);
@@ -355,6 +407,7 @@ private:
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
                                          the loop visits only these */
     mr_registry m_mrs;
+    departures m_departures;
     bool m_asleep = false;
     time_point m_next_watch{}; /* watch_lanes() is due */
     trace *m_trace = nullptr; /* off: nullptr */
@@ -373,13 +426,19 @@ private:
     }
 
     struct totals {
-        uint64_t misrouted      = 0; /* receives for no live client */
-        uint64_t bad_immediates = 0;
-        uint64_t clients_gone   = 0;
-        uint64_t wakeups        = 0;
-        uint64_t pauses         = 0; /* of our clients (back-pressure) */
-        uint64_t resumes        = 0;
-        uint64_t ops_parked     = 0; /* for peers' paused clients */
+        uint64_t misrouted        = 0; /* receives for no live client: */
+        uint64_t stale_detached   = 0; /* ... its index is not attached */
+        uint64_t stale_generation = 0; /* ... attached, another generation */
+        uint64_t gone_told        = 0; /* client_gone sent (or applied) */
+        uint64_t gone_heard       = 0; /* client_gone news from peers */
+        uint64_t gone_ops_failed  = 0; /* ops for a departed destination */
+        uint64_t bad_controls     = 0; /* well-formed, but out of place */
+        uint64_t bad_immediates   = 0;
+        uint64_t clients_gone     = 0;
+        uint64_t wakeups          = 0;
+        uint64_t pauses           = 0; /* of our clients (back-pressure) */
+        uint64_t resumes          = 0;
+        uint64_t ops_parked       = 0; /* for peers' paused clients */
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

@@ -195,15 +195,31 @@ void engine::on_receive(const nic_completion &wc, time_point now)
             ++m_totals.bad_immediates;
         } else if (d->what == imm::kind::control) {
             /* a keepalive: the activity above is all it is for; pause and
-             * resume: back-pressure for one of the peer's clients */
+             * resume: back-pressure for one of the peer's clients;
+             * client_gone: one of its clients left */
             if (d->op == imm::control_op::pause) {
                 p->paused_dst.set(d->subject);
             } else if (d->op == imm::control_op::resume) {
                 p->paused_dst.reset(d->subject);
                 release_parked(*p, d->subject);
+            } else if (d->op == imm::control_op::client_gone) {
+                if (p->loopback) {
+                    /* never sent on loopback QPs: forged or confused */
+                    ++m_totals.bad_controls;
+                    m_log("client_gone for client " +
+                          std::to_string(d->subject) + " generation " +
+                          std::to_string(d->generation) +
+                          " on a loopback QP, where this agent sends "
+                          "none: dropped");
+                } else {
+                    destination_gone(*p, d->subject, d->generation, now);
+                }
             }
         } else if (!m_clients[d->dst_client].attached) {
-            ++m_totals.misrouted;
+            on_stale(*p, d->dst_client, d->generation, true, now);
+        } else if (imm::wire_generation(m_clients[d->dst_client].generation) !=
+                   d->generation) {
+            on_stale(*p, d->dst_client, d->generation, false, now);
         } else {
             traced(trace_stage::receive, d->dst_client, wc.imm);
             client_state &c = m_clients[d->dst_client];
@@ -243,6 +259,56 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         }
     }
     m_repost.push_back(buffer);
+}
+
+/* A receive named (index, generation), which is not attached here: it is
+ * dropped, and its sender told (engine.h, "Departed clients"). */
+void engine::on_stale(peer &p, uint32_t index, uint8_t generation,
+                      bool detached, time_point now)
+{
+    ++m_totals.misrouted;
+    ++(detached ? m_totals.stale_detached : m_totals.stale_generation);
+    if (!m_departures.stale(p.index, index, generation, now)) {
+        return; /* told already */
+    }
+    ++m_totals.gone_told;
+    if (p.loopback) { /* this node's own senders: no message */
+        destination_gone(p, index, generation, now);
+        return;
+    }
+    queue_control(p, imm::encode_control(imm::control_op::client_gone, index,
+                                         generation)
+                             .value_or(0));
+}
+
+/* Peer p's client (index, generation) is gone: our clients that use p
+ * hear of it, and work for it fails from now on (post_lane, take_work). */
+void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
+                              time_point now)
+{
+    if (!m_departures.gone(p.index, index, generation, now)) {
+        return; /* a repeat */
+    }
+    ++m_totals.gone_heard;
+    m_log("peer " + std::to_string(p.index) + ": its client " +
+          std::to_string(index) + " generation " + std::to_string(generation) +
+          " is gone: endpoints to it fail");
+    inbound_message m{};
+    m.kind       = static_cast<uint8_t>(inbound_kind::client_gone);
+    m.peer       = p.index;
+    m.src_client = index;
+    m.generation = generation;
+    for (uint32_t i : m_attached) {
+        if (p.users.test(i)) {
+            m_clients[i].channel->deliver(m, {});
+        }
+    }
+    /* what waits in the lanes for it fails as it comes to the front */
+    for (uint16_t i = 0; i < p.lanes.size(); ++i) {
+        if (!p.lanes[i].backlog.empty()) {
+            mark(p, i);
+        }
+    }
 }
 
 } // namespace rvt::agent

@@ -185,6 +185,9 @@ void engine::run_one(peer &p, const action &a, time_point now)
         m_log(who + ": connected with " + std::to_string(p.active.size()) +
               " RC QPs");
         if (!p.loopback) {
+            /* what we told it of our departed clients may have been lost
+             * with the last connection: told again when it comes up */
+            m_departures.peer_connected(p.index);
             /* back-pressure starts afresh: the peer tells us its paused
              * clients again, and we tell it ours */
             p.paused_dst.reset();

@@ -131,6 +131,11 @@ bool engine::take_work(uint32_t index, client_state &c)
             complete_op(op_index, completion_status::peer_failed, 0);
             continue;
         }
+        if (destination_is_gone(op)) {
+            ++m_totals.gone_ops_failed;
+            complete_op(op_index, completion_status::peer_failed, 0);
+            continue;
+        }
         op.lane = lane_of(index, wr.dst_client,
                           static_cast<uint32_t>(p.lanes.size()));
         if (p.paused_dst.test(wr.dst_client) || p.parked.count(wr.dst_client)) {
@@ -271,6 +276,11 @@ void engine::post_lane(peer &p, uint16_t lane_index)
                 free_op(op_index); /* its client died: drop it */
                 continue;
             }
+            if (destination_is_gone(op)) {
+                ++m_totals.gone_ops_failed;
+                complete_op(op_index, completion_status::peer_failed, 0);
+                continue;
+            }
             chain[n] = make_send(op_index);
             ops[n++] = op_index;
         }
@@ -368,11 +378,13 @@ nic_send engine::make_send(uint32_t op_index) const
         break;
     case work_op::rdma_write_imm:
         s.opcode = nic_opcode::rdma_write_imm;
-        s.imm    = imm::encode_write(wr.dst_client, op.client).value_or(0);
+        s.imm = imm::encode_write(wr.dst_client, wr.dst_generation, op.client)
+                        .value_or(0);
         break;
     case work_op::send_am:
         s.opcode = nic_opcode::send_imm;
-        s.imm    = imm::encode_am(wr.dst_client, wr.am_id).value_or(0);
+        s.imm    = imm::encode_am(wr.dst_client, wr.dst_generation, wr.am_id)
+                        .value_or(0);
         break;
     case work_op::rdma_read:
         s.opcode = nic_opcode::rdma_read;

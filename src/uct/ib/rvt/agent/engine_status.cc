@@ -42,11 +42,22 @@ std::string engine::status(bool human) const
                       gid_text(address().gid).c_str(), m_nic.ud_qpn(),
                       m_cfg.peers.num_qps);
         out += format("receive   %u of %u buffers posted (%u bytes each); "
-                      "misrouted %llu, bad immediates %llu\n",
+                      "misrouted %llu (detached %llu, old generation "
+                      "%llu), bad immediates %llu\n",
                       nc.receives_posted, nc.receive_buffers,
                       m_layout.caps.slot_size,
                       static_cast<unsigned long long>(m_totals.misrouted),
+                      static_cast<unsigned long long>(m_totals.stale_detached),
+                      static_cast<unsigned long long>(
+                              m_totals.stale_generation),
                       static_cast<unsigned long long>(m_totals.bad_immediates));
+        out += format("departed  %llu told to peers, %llu heard from "
+                      "peers, %llu ops failed for them, %llu bad "
+                      "controls\n",
+                      static_cast<unsigned long long>(m_totals.gone_told),
+                      static_cast<unsigned long long>(m_totals.gone_heard),
+                      static_cast<unsigned long long>(m_totals.gone_ops_failed),
+                      static_cast<unsigned long long>(m_totals.bad_controls));
         out += format("delivered %llu AMs, %llu writes with immediate "
                       "(%llu bytes) to clients, gone ones included\n",
                       static_cast<unsigned long long>(m_totals.am_in),
@@ -175,6 +186,15 @@ nlohmann::ordered_json engine::status_json() const
               {"count", nc.receive_buffers},
               {"buffer_size", m_layout.caps.slot_size}}},
             {"misrouted", m_totals.misrouted},
+            {"stale",
+             {{"detached", m_totals.stale_detached},
+              {"generation", m_totals.stale_generation},
+              {"told", m_totals.gone_told}}},
+            {"departed",
+             {{"heard", m_totals.gone_heard},
+              {"ops_failed", m_totals.gone_ops_failed},
+              {"bad_controls", m_totals.bad_controls},
+              {"remembered", m_departures.gone_count()}}},
             {"bad_immediates", m_totals.bad_immediates},
             {"delivered",
              {{"am", m_totals.am_in},

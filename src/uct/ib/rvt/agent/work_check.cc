@@ -39,10 +39,8 @@ std::string check_work(const work_request &wr,
         return format("operation %u: expected 1 to %u", wr.op,
                       work_op_limit - 1);
     }
-    if ((wr.flags & ~(work_signaled | work_fence)) != 0 || wr.reserved0 != 0) {
-        return format("flags 0x%x, reserved 0x%x: expected only signaled and "
-                      "fence, and 0",
-                      wr.flags, wr.reserved0);
+    if ((wr.flags & ~(work_signaled | work_fence)) != 0) {
+        return format("flags 0x%x: expected only signaled and fence", wr.flags);
     }
     if (wr.peer >= limits.num_peers) {
         return format("peer %u: this client's agent knows %u peers", wr.peer,

@@ -104,14 +104,15 @@ result<attachment> attach(const std::string &socket_path,
             mode = wire::reg_mode::uverbs_ioctl;
         }
     }
-    return attachment{rep.client_index,   rep.pd_handle,
-                      rep.driver_id,      mode,
-                      rep.agent_id,       rep.address,
-                      rep.num_qps,        rep.max_am_size,
-                      layout.value(),     std::move(sock),
-                      std::move(fds[0]),  std::move(map).value(),
-                      std::move(fds[2]),  std::move(fds[3]),
-                      std::move(imported)};
+    return attachment{
+            rep.client_index,    rep.pd_handle,
+            rep.driver_id,       mode,
+            rep.agent_id,        rep.address,
+            rep.num_qps,         rep.max_am_size,
+            layout.value(),      std::move(sock),
+            std::move(fds[0]),   std::move(map).value(),
+            std::move(fds[2]),   std::move(fds[3]),
+            std::move(imported), static_cast<uint8_t>(rep.client_generation)};
 }
 
 } // namespace rvt::client

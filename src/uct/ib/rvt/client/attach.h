@@ -47,6 +47,10 @@ struct attachment {
     /* set when mode is import_pd and the import worked here; else
      * registration uses the uverbs ioctl path (which works everywhere) */
     std::shared_ptr<imported_pd> imported;
+    /* which attachment of client_index this is (imm.h): peers name it
+     * with the index, so that nothing meant for an earlier or later
+     * holder of the index reaches this process */
+    uint8_t client_generation;
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

@@ -116,11 +116,10 @@ public:
      * IMM into this process (off after attach: see shm_doorbells). */
     void set_write_notices(bool on)
     {
-        m_doorbells->write_notices.store(on ? 1 : 0,
-                                         std::memory_order_relaxed);
+        m_doorbells->write_notices.store(on ? 1 : 0, std::memory_order_relaxed);
     }
 
-    /* The request is copied; reserved fields are zeroed here. */
+    /* The request is copied into the work ring. */
     post_status post(const work_request &wr);
 
     /* Copies out up to out.size() completions; returns how many. */

@@ -157,16 +157,16 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes)
         return failure{format("attach status %u: expected below %u", rep.status,
                               attach_status_limit)};
     }
-    if (rep.reserved != 0) {
-        return failure{format("reserved reply field is 0x%x: expected 0",
-                              rep.reserved)};
-    }
     if (rep.status != static_cast<uint32_t>(attach_status::accepted)) {
         return msg; /* a refusal: only status and reason mean anything */
     }
     if (rep.client_index >= imm::max_clients) {
         return failure{format("client index %u: expected below %u",
                               rep.client_index, imm::max_clients)};
+    }
+    if (rep.client_generation >= imm::max_generations) {
+        return failure{format("client generation %u: expected below %u",
+                              rep.client_generation, imm::max_generations)};
     }
     if (rep.reg_mode != static_cast<uint32_t>(reg_mode::import_pd) &&
         rep.reg_mode != static_cast<uint32_t>(reg_mode::uverbs_ioctl)) {

@@ -29,8 +29,9 @@
 
 namespace rvt::wire {
 
-inline constexpr uint32_t magic            = 0x41545652; /* "RVTA" */
-inline constexpr uint16_t protocol_version = 3;
+inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
+/* 4: the reply carries the client's generation */
+inline constexpr uint16_t protocol_version = 4;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -112,7 +113,9 @@ struct attach_reply {
     uint32_t pd_handle; /* the agent's PD, in the shared fd's table */
     uint32_t reg_mode; /* reg_mode */
     uint32_t driver_id; /* rdma driver id for the ioctl header */
-    uint32_t reserved; /* zero */
+    /* which attachment of client_index this is (imm.h: the generation
+     * bits of its immediates), < imm::max_generations; zero in a refusal */
+    uint32_t client_generation;
     uint64_t shm_size; /* bytes of the memfd segment */
     uint64_t agent_id; /* random per agent instance */
     char reason[reason_size]; /* NUL-terminated; empty if accepted */

@@ -51,8 +51,9 @@ namespace rvt::wire::conn {
 static_assert(std::endian::native == std::endian::little,
               "the connection datagrams are little-endian host order");
 
-inline constexpr uint32_t magic            = 0x43545652; /* "RVTC" */
-inline constexpr uint16_t protocol_version = 1;
+inline constexpr uint32_t magic = 0x43545652; /* "RVTC" */
+/* 2: the immediates carry the destination's generation (imm.h) */
+inline constexpr uint16_t protocol_version = 2;
 inline constexpr size_t message_size       = 256;
 inline constexpr size_t gid_size           = 16;
 /* K, the number of shared RC QPs per pair of agents: 1..max_qps. */

@@ -16,15 +16,29 @@
  *  +----------------+-------+--------------------------------------+
  *
  *  kind am      (SEND WITH IMM, an active message for dst client)
- *                   payload: [19:14] UCT AM id, [13:0] zero
+ *                   payload: [19:14] UCT AM id, [13:6] dst generation,
+ *                   [5:0] zero
  *  kind write   (RDMA WRITE WITH IMM into dst client's registered memory)
  *                   payload: [19:11] source client index on the sending
- *                   agent, [10:0] zero
- *  kind control (agent to agent: keepalive and back-pressure)
- *                   dst client is zero; payload: [19:12] control opcode,
- *                   [11:3] subject client (pause, resume: a client of the
- *                   sending agent; zero for keepalive), [2:0] zero
+ *                   agent, [10:3] dst generation, [2:0] zero
+ *  kind control (agent to agent: keepalive, back-pressure, departures)
+ *                   dst client is zero; payload: [19:17] control opcode,
+ *                   [16:8] subject client (pause, resume, client_gone: a
+ *                   client of the agent that sends it; zero for
+ *                   keepalive), [7:0] subject generation (client_gone;
+ *                   zero for the others)
  *
+ * A client index is reused once its holder has detached, so an index
+ * alone does not name a process: each attachment of an index has a
+ * generation (the agent counts attaches per index; the client learns its
+ * generation when it attaches and publishes it in its UCT address), and
+ * a message names the generation it was meant for. The receiving agent
+ * delivers only to that generation; a message for another one is dropped
+ * and its sender told, once, with client_gone (engine.h, "Departed
+ * clients"). The field is the low generation_bits of the agent's count,
+ * so it wraps after 256 attaches of one index: the agent's quarantine of
+ * a detached index (attach_server.h) bounds how soon that can happen.
+
  * Kind 0 is never valid, so an all-zero immediate (a missing or forgotten
  * value) is rejected instead of being delivered to client 0. Reserved bits
  * must be zero on the wire and are checked on receipt, so a peer speaking a
@@ -63,17 +77,33 @@ inline constexpr unsigned am_id_bits  = 6;
 inline constexpr uint32_t max_am_ids  = 1u << am_id_bits;
 inline constexpr unsigned am_id_shift = payload_bits - am_id_bits;
 
-/* A write carries the sender's client index, for per-source accounting. */
-inline constexpr unsigned src_client_shift = payload_bits - client_bits;
+/* Which attachment of the destination index a message is for. */
+inline constexpr unsigned generation_bits = 8;
+inline constexpr uint32_t max_generations = 1u << generation_bits;
 
-inline constexpr unsigned control_op_bits  = 8;
+/* An AM's generation follows its id. */
+inline constexpr unsigned am_generation_shift = am_id_shift - generation_bits;
+
+/* A write carries the sender's client index, for per-source accounting,
+ * then the destination's generation. */
+inline constexpr unsigned src_client_shift       = payload_bits - client_bits;
+inline constexpr unsigned write_generation_shift = src_client_shift -
+                                                   generation_bits;
+
+inline constexpr unsigned control_op_bits  = 3;
 inline constexpr unsigned control_op_shift = payload_bits - control_op_bits;
-/* pause and resume name a client of the agent that sends them */
+/* pause, resume and client_gone name a client of the agent that sends
+ * them (control_op), client_gone with that client's generation */
 inline constexpr unsigned subject_shift = control_op_shift - client_bits;
+inline constexpr unsigned subject_generation_shift = subject_shift -
+                                                     generation_bits;
 
-static_assert(am_id_bits <= payload_bits && client_bits <= payload_bits &&
-                      control_op_bits + client_bits <= payload_bits,
-              "every kind's fields must fit the payload");
+static_assert(am_id_bits + generation_bits <= payload_bits,
+              "an AM's id and generation must fit the payload");
+static_assert(client_bits + generation_bits <= payload_bits,
+              "a write's source and generation must fit the payload");
+static_assert(control_op_bits + client_bits + generation_bits == payload_bits,
+              "a control's opcode, subject and generation fill the payload");
 
 enum class kind : uint8_t {
     invalid = 0, /* never sent: catches all-zero immediates */
@@ -86,15 +116,26 @@ static_assert(kind_limit <= (1u << kind_bits), "kind values must fit");
 
 enum class control_op : uint8_t {
     keepalive = 1,
-    /* back-pressure (engine.h): stop / go on sending to the subject */
+    /* back-pressure (engine.h): stop / go on sending to the subject, a
+     * client of the agent that sends the message */
     pause  = 2,
     resume = 3,
+    /* the subject, a client of the agent that sends the message, in that
+     * generation, is gone: a message for it arrived after it detached
+     * (engine.h, "Departed clients") */
+    client_gone = 4,
 };
-inline constexpr uint16_t control_op_limit = 4;
+inline constexpr uint16_t control_op_limit = 5;
 /* Whether an opcode names a subject client. */
 constexpr bool has_subject(control_op op)
 {
-    return op == control_op::pause || op == control_op::resume;
+    return op == control_op::pause || op == control_op::resume ||
+           op == control_op::client_gone;
+}
+/* Whether an opcode names the subject's generation. */
+constexpr bool has_generation(control_op op)
+{
+    return op == control_op::client_gone;
 }
 static_assert(control_op_limit <= (1u << control_op_bits),
               "control opcodes must fit");
@@ -129,7 +170,9 @@ struct decoded {
     uint8_t am_id; /* am */
     uint32_t src_client; /* write */
     control_op op; /* control */
-    uint32_t subject; /* control pause, resume */
+    uint32_t subject; /* control pause, resume, client_gone */
+    /* am, write: the destination's; control client_gone: the subject's */
+    uint8_t generation;
 
     friend bool operator==(const decoded &, const decoded &) = default;
 };
@@ -140,37 +183,53 @@ struct decoded {
  * programming error they turn into a failed operation, never a wrapped
  * value that would reach the wrong process.
  */
-constexpr std::optional<uint32_t> encode_am(uint32_t dst_client, uint32_t am_id)
+constexpr std::optional<uint32_t>
+encode_am(uint32_t dst_client, uint32_t dst_generation, uint32_t am_id)
 {
-    if (dst_client >= max_clients || am_id >= max_am_ids) {
+    if (dst_client >= max_clients || dst_generation >= max_generations ||
+        am_id >= max_am_ids) {
         return std::nullopt;
     }
     return detail::header(dst_client, kind::am) |
-           detail::place(am_id, am_id_shift, am_id_bits);
+           detail::place(am_id, am_id_shift, am_id_bits) |
+           detail::place(dst_generation, am_generation_shift, generation_bits);
 }
 
 constexpr std::optional<uint32_t>
-encode_write(uint32_t dst_client, uint32_t src_client)
+encode_write(uint32_t dst_client, uint32_t dst_generation, uint32_t src_client)
 {
-    if (dst_client >= max_clients || src_client >= max_clients) {
+    if (dst_client >= max_clients || dst_generation >= max_generations ||
+        src_client >= max_clients) {
         return std::nullopt;
     }
     return detail::header(dst_client, kind::write) |
-           detail::place(src_client, src_client_shift, client_bits);
+           detail::place(src_client, src_client_shift, client_bits) |
+           detail::place(dst_generation, write_generation_shift,
+                         generation_bits);
 }
 
-/* subject: for pause and resume, a client index; else it must be 0 */
+/* subject: for pause, resume and client_gone, a client index; else it
+ * must be 0. generation: for client_gone, the subject's; else 0. */
 constexpr std::optional<uint32_t>
-encode_control(control_op op, uint32_t subject = 0)
+encode_control(control_op op, uint32_t subject = 0, uint32_t generation = 0)
 {
     auto raw = static_cast<uint32_t>(op);
     if (raw == 0 || raw >= control_op_limit || subject >= max_clients ||
-        (!has_subject(op) && subject != 0)) {
+        generation >= max_generations || (!has_subject(op) && subject != 0) ||
+        (!has_generation(op) && generation != 0)) {
         return std::nullopt;
     }
     return detail::header(0, kind::control) |
            detail::place(raw, control_op_shift, control_op_bits) |
-           detail::place(subject, subject_shift, client_bits);
+           detail::place(subject, subject_shift, client_bits) |
+           detail::place(generation, subject_generation_shift, generation_bits);
+}
+
+/* The generation field of an attachment: the low bits of the agent's
+ * count of attaches of that index. */
+constexpr uint8_t wire_generation(uint32_t attach_count)
+{
+    return static_cast<uint8_t>(attach_count & detail::mask(generation_bits));
 }
 
 /*
@@ -192,30 +251,41 @@ constexpr std::optional<decoded> decode(uint32_t value)
     d.dst_client = client;
     switch (static_cast<kind>(k)) {
     case kind::am:
-        if ((payload & mask(am_id_shift)) != 0) {
+        if ((payload & mask(am_generation_shift)) != 0) {
             return std::nullopt;
         }
         d.what  = kind::am;
         d.am_id = static_cast<uint8_t>(field(payload, am_id_shift, am_id_bits));
+        d.generation = static_cast<uint8_t>(
+                field(payload, am_generation_shift, generation_bits));
         return d;
     case kind::write:
-        if ((payload & mask(src_client_shift)) != 0) {
+        if ((payload & mask(write_generation_shift)) != 0) {
             return std::nullopt;
         }
         d.what       = kind::write;
         d.src_client = field(payload, src_client_shift, client_bits);
+        d.generation = static_cast<uint8_t>(
+                field(payload, write_generation_shift, generation_bits));
         return d;
     case kind::control: {
         const uint32_t op = field(payload, control_op_shift, control_op_bits);
-        const uint32_t subject = field(payload, subject_shift, client_bits);
-        if (client != 0 || (payload & mask(subject_shift)) != 0 || op == 0 ||
-            op >= control_op_limit ||
-            (!has_subject(static_cast<control_op>(op)) && subject != 0)) {
+        const uint32_t subject    = field(payload, subject_shift, client_bits);
+        const uint32_t generation = field(payload, subject_generation_shift,
+                                          generation_bits);
+        if (client != 0 || (payload & mask(subject_generation_shift)) != 0 ||
+            op == 0 || op >= control_op_limit) {
             return std::nullopt;
         }
-        d.what    = kind::control;
-        d.op      = static_cast<control_op>(op);
-        d.subject = subject;
+        const auto o = static_cast<control_op>(op);
+        if ((!has_subject(o) && subject != 0) ||
+            (!has_generation(o) && generation != 0)) {
+            return std::nullopt;
+        }
+        d.what       = kind::control;
+        d.op         = o;
+        d.subject    = subject;
+        d.generation = static_cast<uint8_t>(generation);
         return d;
     }
     default:

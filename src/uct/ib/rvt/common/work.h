@@ -1,7 +1,8 @@
 /*
  * The entries of a client's rings (ring.h): work requests from a client to
  * its agent, completions from the agent back, and inbound messages (active
- * messages, write notifications, peer failures) from the agent. Both cross a trust boundary:
+ * messages, write notifications, peer and client departures) from the
+ * agent. Both cross a trust boundary:
  * the agent copies a work request out of the ring, then validates every
  * field before it touches a QP; the immediate value is never taken from
  * the client but encoded by the agent (imm.h), so a client cannot claim to
@@ -42,7 +43,10 @@ struct work_request {
     uint8_t op; /* work_op */
     uint8_t flags; /* work_flags */
     uint8_t am_id; /* send_am: UCT AM id */
-    uint8_t reserved0; /* zero */
+    /* which attachment of dst_client the request is for (imm.h: the
+     * generation from its UCT address); the remote agent delivers an AM
+     * or a write's notice only to that one */
+    uint8_t dst_generation;
     uint32_t peer; /* remote node, as numbered by this agent */
     uint32_t dst_client; /* client index on the remote agent */
     uint32_t length; /* bytes */
@@ -89,8 +93,12 @@ enum class inbound_kind : uint8_t {
     am          = 1, /* an active message; its bytes are in the entry's slot */
     write       = 2, /* an RDMA WRITE WITH IMM landed in our memory */
     peer_failed = 3, /* the agent gave up on `peer`: its endpoints are dead */
+    /* one client of `peer` is gone: src_client (its index there) in
+     * `generation`; endpoints to it are dead, and work for it completes
+     * as peer_failed (engine.h, "Departed clients") */
+    client_gone = 4,
 };
-inline constexpr uint8_t inbound_kind_limit = 4;
+inline constexpr uint8_t inbound_kind_limit = 5;
 
 /*
  * Agent to client. An active message's bytes are in the data slot with the
@@ -101,9 +109,12 @@ inline constexpr uint8_t inbound_kind_limit = 4;
 struct inbound_message {
     uint8_t kind; /* inbound_kind */
     uint8_t am_id; /* am */
-    uint16_t reserved0; /* zero */
+    uint8_t generation; /* client_gone: of the departed client */
+    uint8_t reserved0; /* zero */
     uint32_t peer; /* the sending node, as numbered by this agent */
-    uint32_t src_client; /* write: the sender's client index on its agent */
+    /* write: the sender's client index on its agent; client_gone: the
+     * departed client's index on its agent */
+    uint32_t src_client;
     uint32_t length; /* am: bytes in the slot; write: bytes written */
     uint32_t imm; /* the immediate as received, host order (imm.h) */
     uint32_t reserved[3];

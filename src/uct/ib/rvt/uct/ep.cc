@@ -278,10 +278,9 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
     try {
         iface_address a;
         std::memcpy(&a, params->iface_addr, sizeof(a));
-        const std::string err = wire::agent_address_error(a.agent);
-        if (!err.empty() || a.client_index >= imm::max_clients) {
-            ucs_error("rvt %s: bad interface address: %s", dev,
-                      err.empty() ? "client index out of range" : err.c_str());
+        const std::string err = iface_address_error(a);
+        if (!err.empty()) {
+            ucs_error("rvt %s: bad interface address: %s", dev, err.c_str());
             return UCS_ERR_INVALID_ADDR;
         }
         auto peer = i.link->peer_index(a.agent);
@@ -300,6 +299,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
         e->owner            = &i;
         e->peer             = peer.value();
         e->dst_client       = a.client_index;
+        e->dst_generation   = a.client_generation;
         e->fence_generation = i.fence_generation;
         e->error            = UCS_OK;
         /* so that progress never allocates to list an endpoint */
@@ -308,10 +308,11 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
         i.failed_eps.reserve(n);
         i.graveyard.reserve(n);
         i.eps.push_back(e.get());
-        ucs_debug("rvt %s: endpoint %p to agent %016llx (peer %u) client %u",
+        ucs_debug("rvt %s: endpoint %p to agent %016llx (peer %u) client %u "
+                  "generation %u",
                   dev, static_cast<void *>(e.get()),
                   static_cast<unsigned long long>(a.agent.agent_id), e->peer,
-                  e->dst_client);
+                  e->dst_client, e->dst_generation);
         *ep_p = handle_of(*e.release());
         return UCS_OK;
     } catch (const std::exception &ex) {

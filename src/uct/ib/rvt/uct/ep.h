@@ -36,6 +36,7 @@ struct ep {
     iface *owner;
     uint32_t peer; /* the remote node, as the local agent numbers it */
     uint32_t dst_client; /* the remote process, as its agent numbers it */
+    uint8_t dst_generation; /* ... and which attachment of that index */
 
     uint64_t posted;
     uint64_t completed;

@@ -111,11 +111,12 @@ const char *completion_status_name(uint32_t status)
 ucs_status_t
 iface::post(ep &e, work_request &wr, uct_completion_t *comp, int32_t b)
 {
-    const bool fence = e.fence_next || e.fence_generation != fence_generation;
-    wr.flags         = work_signaled | (fence ? work_fence : 0);
-    wr.peer          = e.peer;
-    wr.dst_client    = e.dst_client;
-    wr.wr_id         = ops.take(&e, comp, b);
+    const bool fence  = e.fence_next || e.fence_generation != fence_generation;
+    wr.flags          = work_signaled | (fence ? work_fence : 0);
+    wr.peer           = e.peer;
+    wr.dst_client     = e.dst_client;
+    wr.dst_generation = e.dst_generation;
+    wr.wr_id          = ops.take(&e, comp, b);
     if (session->post(wr) != client::post_status::posted) {
         ops.untake(wr.wr_id);
         if (b >= 0) {
@@ -236,6 +237,21 @@ unsigned poll_inbound(iface &i)
             i.link->forget_peer(v.msg.peer);
             for (ep *e : i.eps) {
                 if (e->peer == v.msg.peer) {
+                    i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
+                }
+            }
+            break;
+        case inbound_kind::client_gone:
+            /* the process behind these endpoints went away: what UCP
+             * expects of a peer that did (its in-flight ops complete
+             * from the agent, further ones as peer_failed) */
+            ucs_debug("rvt %s: client %u generation %u of peer %u is gone",
+                      i.owner_md->port.device.c_str(), v.msg.src_client,
+                      v.msg.generation, v.msg.peer);
+            for (ep *e : i.eps) {
+                if (e->peer == v.msg.peer &&
+                    e->dst_client == v.msg.src_client &&
+                    e->dst_generation == v.msg.generation) {
                     i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
                 }
             }
@@ -497,6 +513,22 @@ iface::~iface()
     }
 }
 
+std::string iface_address_error(const iface_address &a)
+{
+    std::string err = wire::agent_address_error(a.agent);
+    if (!err.empty()) {
+        return err;
+    }
+    if (a.client_index >= imm::max_clients) {
+        return "client index " + std::to_string(a.client_index) +
+               ": expected below " + std::to_string(imm::max_clients);
+    }
+    if (a.reserved != 0) {
+        return "reserved byte " + std::to_string(a.reserved) + ": expected 0";
+    }
+    return {};
+}
+
 namespace {
 
 /* ---- interface operations ----------------------------------------------- */
@@ -591,7 +623,8 @@ iface_get_address(uct_iface_h handle, uct_iface_addr_t *addr) noexcept
 {
     const iface &i = to_iface(handle);
     const iface_address a{i.session->agent_address(),
-                          i.session->client_index()};
+                          static_cast<uint16_t>(i.session->client_index()),
+                          i.session->attached().client_generation, 0};
     std::memcpy(addr, &a, sizeof(a));
     return UCS_OK;
 }
@@ -616,8 +649,7 @@ int iface_is_reachable(const uct_iface_h, const uct_device_addr_t *,
     iface_address a;
     std::memcpy(&a, iface_addr, sizeof(a));
     try {
-        return wire::agent_address_error(a.agent).empty() &&
-               a.client_index < imm::max_clients;
+        return iface_address_error(a).empty();
     } catch (const std::exception &) {
         return 0;
     }

@@ -5,12 +5,17 @@
  * Addresses (CONNECT_TO_IFACE; no endpoint address):
  *   device address  16 bytes: the agent's port GID
  *   iface address   36 bytes, packed: wire::agent_address of the agent,
- *                   then the 32-bit client index of this process on it
+ *                   then this process's client index on it (16 bits) and
+ *                   its generation (imm.h; 8 bits), and a zero byte: a
+ *                   stale address (its process gone, the index maybe
+ *                   someone else's) reaches nobody, and its endpoints
+ *                   fail (inbound client_gone)
  *
  * Progress, one call: the completion ring (user completions, bounce
  * buffers back, endpoint flushes, failures), then the inbound ring (active
  * messages handed to UCT's handlers in place, write notices counted, peer
- * failures failing the endpoints to that peer), then the pending queues;
+ * failures failing the endpoints to that peer, client departures the
+ * endpoints to that client), then the pending queues;
  * endpoint failures are reported to UCP last, once nothing of ours is
  * half-done. Endpoints destroyed meanwhile (from a callback) are freed at
  * the end of the call.
@@ -20,6 +25,7 @@
 
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/work.h"
 #include "uct/ib/rvt/uct/agent_link.h"
 #include "uct/ib/rvt/uct/base.h"
@@ -32,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -54,9 +61,17 @@ extern ucs_config_field_t iface_config_table[];
 
 struct [[gnu::packed]] iface_address {
     wire::agent_address agent;
-    uint32_t client_index;
+    uint16_t client_index; /* < imm::max_clients */
+    uint8_t client_generation; /* imm.h */
+    uint8_t reserved; /* zero */
 };
 static_assert(sizeof(iface_address) == 36);
+static_assert(imm::max_clients <= UINT16_MAX + 1u &&
+                      imm::max_generations <= UINT8_MAX + 1u,
+              "the address fields hold an index and a generation");
+
+/* Empty if `a` is a well-formed address, else what is wrong with it. */
+std::string iface_address_error(const iface_address &a);
 
 struct iface {
     base_iface base; /* first: the uct_iface_h */

@@ -1,0 +1,221 @@
+/*
+ * Departed clients (engine.h, "Departed clients"), through the real engine
+ * and real sessions (engine_fixture.h): a process detaches, another takes
+ * its index, and a sender that still uses the old address (index and
+ * generation) reaches nobody: the new holder gets nothing, the receiving
+ * agent counts the drops and tells the sending agent once, the sender's
+ * client gets a client_gone entry, and its further work to that address
+ * fails unposted. Forged control messages are counted and dropped.
+ */
+#include "test/gtest/unit/engine_fixture.h"
+
+#include "uct/ib/rvt/agent/engine_tags.h"
+#include "uct/ib/rvt/common/imm.h"
+
+namespace engine_test {
+namespace {
+
+using agent::nic_opcode;
+using agent::nic_send;
+using json = nlohmann::ordered_json;
+
+uint64_t stat(const agent_node &a, const char *group, const char *name)
+{
+    const json s = json::parse(a.status());
+    if (!s.contains(group) || !s[group].contains(name)) {
+        ADD_FAILURE() << "no " << group << "." << name << " in " << s;
+        return 0;
+    }
+    return s[group][name].get<uint64_t>();
+}
+
+size_t inbound_of(const test_client &c, inbound_kind k)
+{
+    size_t n = 0;
+    for (const auto &r : c.inbound) {
+        n += r.msg.kind == static_cast<uint8_t>(k);
+    }
+    return n;
+}
+
+class departures_fixture : public engine_fixture {
+protected:
+    /* y (attached to `at`) dies, and z takes its index: returns z. */
+    test_client &replace(agent_node &at, test_client &y)
+    {
+        const uint32_t index = y.index();
+        const auto gone      = json_number(at.status(), "clients_gone");
+        kill(y);
+        EXPECT_TRUE(run_until([&] {
+            return json_number(at.status(), "clients_gone") == gone + 1;
+        }));
+        test_client &z = attach(at);
+        EXPECT_EQ(z.index(), index) << "the test needs the index reused";
+        EXPECT_NE(z.generation(), y.generation());
+        /* a write notice delivered to z would show */
+        z.session->set_write_notices(true);
+        return z;
+    }
+
+    /* A write with immediate to `y`'s address whose bytes land in a
+     * buffer of the receiving agent's nic that no client owns: what the
+     * generation guards is the notice (engine.h). */
+    work_request stale_write(test_client &from, uint32_t peer,
+                             const test_client &y, uint64_t wr_id)
+    {
+        work_request wr = from.write(peer, y, wr_id);
+        wr.op           = static_cast<uint8_t>(work_op::rdma_write_imm);
+        wr.rkey         = m_scratch_mr.rkey;
+        wr.remote_addr  = reinterpret_cast<uintptr_t>(m_scratch.data());
+        return wr;
+    }
+    void make_scratch(agent_node &at)
+    {
+        m_scratch_mr = at.nic->register_memory(m_scratch.data(),
+                                               m_scratch.size(), remote_rw);
+    }
+
+    std::vector<uint8_t> m_scratch = std::vector<uint8_t>(4096);
+    loopback_mr m_scratch_mr{};
+};
+
+TEST_F(departures_fixture, an_old_address_reaches_nobody_and_fails_its_sender)
+{
+    agent_node &a     = add_agent();
+    agent_node &b     = add_agent();
+    test_client &x    = attach(a);
+    test_client &y    = attach(b);
+    const uint32_t to = peer(x, b);
+    make_scratch(b);
+
+    /* the address works while y lives */
+    x.post(x.am(to, y, 1, 0));
+    ASSERT_TRUE(run_until([&] { return y.inbound.size() == 1; }));
+
+    test_client &z = replace(b, y);
+    /* x still uses y's address: an AM and a write with immediate */
+    x.post(x.am(to, y, 2, 1));
+    x.post(stale_write(x, to, y, 3));
+    ASSERT_TRUE(run_until([&] {
+        return x.done.size() == 3 &&
+               inbound_of(x, inbound_kind::client_gone) == 1;
+    })) << a.status()
+        << b.status();
+    run_for(20ms);
+    EXPECT_TRUE(z.inbound.empty())
+            << "the index's new holder got " << z.inbound.size() << " entries";
+    const uint64_t dropped = stat(b, "stale", "generation");
+    EXPECT_GE(dropped, 1u) << b.status();
+    EXPECT_EQ(json_number(b.status(), "misrouted"), dropped);
+    EXPECT_EQ(stat(b, "stale", "detached"), 0u);
+    EXPECT_EQ(stat(b, "stale", "told"), 1u) << "told once";
+    EXPECT_EQ(stat(a, "departed", "heard"), 1u);
+
+    /* the entry names the destination */
+    for (const auto &r : x.inbound) {
+        if (r.msg.kind == static_cast<uint8_t>(inbound_kind::client_gone)) {
+            EXPECT_EQ(r.msg.peer, to);
+            EXPECT_EQ(r.msg.src_client, y.index());
+            EXPECT_EQ(r.msg.generation, y.generation());
+        }
+    }
+    /* ops that went out before the news complete normally (RC acked
+     * them); those after it fail unposted */
+    const uint64_t failed_before = stat(a, "departed", "ops_failed");
+    x.post(x.am(to, y, 4, 2));
+    ASSERT_TRUE(run_until([&] { return x.done.size() == 4; }));
+    EXPECT_EQ(x.done.back().wr_id, 4u);
+    EXPECT_EQ(x.done.back().status,
+              static_cast<uint32_t>(completion_status::peer_failed));
+    EXPECT_EQ(stat(a, "departed", "ops_failed"), failed_before + 1);
+    EXPECT_EQ(stat(b, "stale", "generation"), dropped) << "never posted";
+
+    /* the new holder's address works, from the same sender */
+    x.post(x.am(to, z, 5, 3));
+    ASSERT_TRUE(run_until(
+            [&] { return z.inbound.size() == 1 && x.done.size() == 5; }));
+    EXPECT_EQ(z.inbound[0].msg.kind, static_cast<uint8_t>(inbound_kind::am));
+    EXPECT_EQ(x.done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+}
+
+TEST_F(departures_fixture, a_detached_index_fails_its_senders_on_this_node_too)
+{
+    agent_node &a       = add_agent();
+    test_client &x      = attach(a);
+    test_client &y      = attach(a);
+    const uint32_t self = peer(x, a);
+    const uint32_t gone = json_number(a.status(), "clients_gone");
+    kill(y);
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "clients_gone") == gone + 1;
+    }));
+    /* no new holder: the index is simply detached */
+    x.post(x.am(self, y, 1, 0));
+    ASSERT_TRUE(run_until([&] {
+        return x.done.size() == 1 &&
+               inbound_of(x, inbound_kind::client_gone) == 1;
+    })) << a.status();
+    EXPECT_EQ(stat(a, "stale", "detached"), 1u);
+    EXPECT_EQ(stat(a, "stale", "told"), 1u);
+    EXPECT_EQ(stat(a, "departed", "heard"), 1u);
+    x.post(x.am(self, y, 2, 1));
+    ASSERT_TRUE(run_until([&] { return x.done.size() == 2; }));
+    EXPECT_EQ(x.done.back().status,
+              static_cast<uint32_t>(completion_status::peer_failed));
+    EXPECT_EQ(stat(a, "stale", "detached"), 1u) << "never posted";
+}
+
+TEST_F(departures_fixture,
+       forged_and_misplaced_controls_are_counted_and_dropped)
+{
+    agent_node &a     = add_agent();
+    agent_node &b     = add_agent();
+    test_client &x    = attach(a);
+    test_client &y    = attach(b);
+    const uint32_t to = peer(x, b);
+    (void)peer(y, a);
+    (void)peer(y, b);
+    x.post(x.am(to, y, 1, 0));
+    ASSERT_TRUE(run_until([&] { return y.inbound.size() == 1; }));
+    const uint64_t bad = json_number(b.status(), "bad_immediates");
+
+    auto forge = [&](agent_node &from, uint32_t qpn, uint32_t immediate) {
+        nic_send s{};
+        s.wr_id       = agent::tag::op | 0xfffff0; /* no op of the engine */
+        s.opcode      = nic_opcode::send_imm;
+        s.signaled    = true;
+        s.sge[0]      = from.nic->control_buffer();
+        s.num_sge     = 1;
+        s.imm         = immediate;
+        size_t posted = 0;
+        ASSERT_TRUE(from.nic->post(qpn, std::span(&s, 1), posted).ok());
+        ASSERT_EQ(posted, 1u);
+    };
+    const uint32_t gone_y = *imm::encode_control(imm::control_op::client_gone,
+                                                 y.index(), y.generation());
+    /* a control naming a destination client, and an unknown opcode */
+    forge(a, a.qps_to(b).at(0), gone_y | (1u << imm::client_shift));
+    forge(a, a.qps_to(b).at(0),
+          (3u << imm::kind_shift) | (7u << imm::control_op_shift));
+    /* a well-formed client_gone on b's own loopback QP, which b never
+     * sends: it must not fail b's own senders to y */
+    forge(b, b.loopback_qps().at(0), gone_y);
+    ASSERT_TRUE(run_until([&] {
+        return json_number(b.status(), "bad_immediates") == bad + 2 &&
+               stat(b, "departed", "bad_controls") == 1;
+    })) << b.status();
+    run_for(20ms);
+    EXPECT_EQ(stat(b, "departed", "heard"), 0u);
+    EXPECT_EQ(inbound_of(y, inbound_kind::client_gone), 0u);
+    EXPECT_EQ(inbound_of(x, inbound_kind::client_gone), 0u);
+    /* y still reaches itself, x still reaches y */
+    const uint32_t self = peer(y, b);
+    y.post(y.am(self, y, 1, 0));
+    x.post(x.am(to, y, 2, 1));
+    ASSERT_TRUE(run_until([&] { return y.inbound.size() == 3; }));
+    EXPECT_EQ(y.count(completion_status::success), 1u);
+}
+
+} // namespace
+} // namespace engine_test
