@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 
 namespace rvt::agent::testing {
@@ -113,6 +115,12 @@ loopback_nic::loopback_nic(loopback_fabric &fabric,
         throw std::system_error(errno, std::generic_category(),
                                 "loopback nic: eventfd");
     }
+    if (options.max_inline > loopback_inline_capacity) {
+        throw std::invalid_argument("loopback nic: max_inline " +
+                                    std::to_string(options.max_inline) +
+                                    ": expected at most " +
+                                    std::to_string(loopback_inline_capacity));
+    }
     for (uint32_t i = 0; i < options.receive_buffers; ++i) {
         m_srq.push_back(i);
     }
@@ -163,6 +171,11 @@ nic_sge loopback_nic::control_buffer() const
 {
     return {reinterpret_cast<uintptr_t>(m_control.data()),
             static_cast<uint32_t>(m_control.size()), m_control_mr.lkey};
+}
+
+uint32_t loopback_nic::max_inline() const
+{
+    return m_options.max_inline;
 }
 
 std::string loopback_nic::name(uint32_t qpn) const
@@ -274,6 +287,14 @@ loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
     if (read && !m_options.can_read) {
         return std::string("RDMA READ on a nic without can_read");
     }
+    if (wr.inline_payload && read) {
+        return std::string("an inline RDMA READ: a read has no payload to "
+                           "carry");
+    }
+    if (wr.inline_payload && payload_length(wr) > max_inline()) {
+        return "inline payload of " + std::to_string(payload_length(wr)) +
+               " bytes: max_inline is " + std::to_string(max_inline());
+    }
     if (qp.outstanding >= m_options.sq_depth) {
         return "send queue full: " + std::to_string(qp.outstanding) +
                " WRs not retired, sq_depth " +
@@ -305,7 +326,10 @@ result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
         ++qp->outstanding;
         ++posted;
         if (!qp->silent) {
-            qp->queue.push_back({wr});
+            queued_wr &q = qp->queue.emplace_back(wr);
+            if (wr.inline_payload) { /* the caller's bytes, now */
+                gather(wr, q.bytes.data());
+            }
         }
     }
     kick(*qp);

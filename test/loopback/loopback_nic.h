@@ -30,6 +30,11 @@
  *            posted the WR waits (receiver not ready, as with rnr_retry 7)
  *            and is tried again on every poll() and arm() of any nic; the
  *            WRs behind it wait too.
+ *   Inline   an inline_payload WR's bytes are copied in post() (the caller
+ *            may overwrite them as soon as it returns) and carried with the
+ *            WR; they check no lkey. One longer than max_inline, or an
+ *            inline RDMA READ, is refused by post() (ibv_post_send's
+ *            EINVAL).
  *   Errors   a bad lkey, or one that does not cover the SGE:
  *            IBV_WC_LOC_PROT_ERR, this QP to ERROR. A bad rkey, one that
  *            does not cover the range or lacks the access:
@@ -112,7 +117,12 @@ struct loopback_options {
     memory_mode memory       = memory_mode::copy;
     bool execute_on_post     = true; /* false: WRs run at the next poll() */
     uint32_t datagram_slots  = 64; /* datagrams waiting; more are lost */
+    /* bytes an inline WR may carry: at most loopback_inline_capacity */
+    uint32_t max_inline = 256;
 };
+
+/* What a queued WR has room for: the most max_inline can be. */
+inline constexpr uint32_t loopback_inline_capacity = 256;
 
 /* What register_memory returns: verbs' MR handle and keys. */
 struct loopback_mr {
@@ -173,6 +183,7 @@ public:
     uint32_t sq_depth() const override;
     uint32_t send_budget() const override;
     nic_sge control_buffer() const override;
+    uint32_t max_inline() const override;
     result<uint32_t> create_qp() override;
     result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
                             uint32_t remote_qpn, uint32_t remote_psn,
@@ -240,7 +251,13 @@ private:
     };
 
     struct queued_wr {
+        /* `bytes` left uninitialised: only an inline WR's are used */
+        explicit queued_wr(const nic_send &w) : wr(w)
+        {
+        }
         nic_send wr;
+        /* an inline WR's payload, copied at post */
+        std::array<std::byte, loopback_inline_capacity> bytes;
     };
 
     struct rc_qp {
@@ -296,7 +313,8 @@ private:
     bool local_ok(const nic_send &wr) const;
     bool remote_ok(const nic_send &wr, uint64_t length, int access) const;
     const memory_region *find_mr(uint32_t key, bool remote) const;
-    void gather(const queued_wr &q, std::byte *to) const;
+    void gather(const nic_send &wr, std::byte *to) const;
+    void payload_to(const queued_wr &q, std::byte *to) const;
     void scatter(const nic_send &wr, const std::byte *from) const;
     std::optional<uint32_t> take_receive_buffer();
     std::byte *buffer(uint32_t index);
