@@ -29,8 +29,10 @@
 
 namespace rvt::wire {
 
-inline constexpr uint32_t magic            = 0x41545652; /* "RVTA" */
-inline constexpr uint16_t protocol_version = 3;
+inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
+/* 4: inline work requests and the segment's work-data area (shm_layout.h
+ * version 4) */
+inline constexpr uint16_t protocol_version = 4;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */

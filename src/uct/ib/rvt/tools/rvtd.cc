@@ -342,6 +342,7 @@ int run(const options &opt)
     ncfg.qp.timeout  = static_cast<uint8_t>(opt.qp_timeout);
     ncfg.srq_size    = static_cast<uint32_t>(opt.srq_size);
     ncfg.buffer_size = caps.slot_size;
+    ncfg.inline_size = caps.inline_size;
     ncfg.cq_size     = static_cast<uint32_t>(opt.srq_size +
                                          16 * opt.sq_depth * opt.num_qps);
     auto nic         = agent::verbs_nic::create(d, ncfg);
