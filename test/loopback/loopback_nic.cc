@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 #include <system_error>
 
@@ -114,12 +113,6 @@ loopback_nic::loopback_nic(loopback_fabric &fabric,
     if (!m_event_fd) {
         throw std::system_error(errno, std::generic_category(),
                                 "loopback nic: eventfd");
-    }
-    if (options.max_inline > loopback_inline_capacity) {
-        throw std::invalid_argument("loopback nic: max_inline " +
-                                    std::to_string(options.max_inline) +
-                                    ": expected at most " +
-                                    std::to_string(loopback_inline_capacity));
     }
     for (uint32_t i = 0; i < options.receive_buffers; ++i) {
         m_srq.push_back(i);
@@ -326,10 +319,17 @@ result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
         ++qp->outstanding;
         ++posted;
         if (!qp->silent) {
-            queued_wr &q = qp->queue.emplace_back(wr);
+            queued_wr q{wr};
             if (wr.inline_payload) { /* the caller's bytes, now */
-                gather(wr, q.bytes.data());
+                if (qp->inline_store.empty()) {
+                    qp->inline_store.resize(size_t{m_options.sq_depth} *
+                                            m_options.max_inline);
+                }
+                q.inline_at = size_t{qp->inline_next++ % m_options.sq_depth} *
+                              m_options.max_inline;
+                gather(wr, qp->inline_store.data() + q.inline_at);
             }
+            qp->queue.push_back(q);
         }
     }
     kick(*qp);

@@ -31,8 +31,8 @@
  *            and is tried again on every poll() and arm() of any nic; the
  *            WRs behind it wait too.
  *   Inline   an inline_payload WR's bytes are copied in post() (the caller
- *            may overwrite them as soon as it returns) and carried with the
- *            WR; they check no lkey. One longer than max_inline, or an
+ *            may overwrite them as soon as it returns) into a store of the
+ *            QP's, allocated once (a WQE's room); they check no lkey. One longer than max_inline, or an
  *            inline RDMA READ, is refused by post() (ibv_post_send's
  *            EINVAL).
  *   Errors   a bad lkey, or one that does not cover the SGE:
@@ -117,12 +117,8 @@ struct loopback_options {
     memory_mode memory       = memory_mode::copy;
     bool execute_on_post     = true; /* false: WRs run at the next poll() */
     uint32_t datagram_slots  = 64; /* datagrams waiting; more are lost */
-    /* bytes an inline WR may carry: at most loopback_inline_capacity */
-    uint32_t max_inline = 256;
+    uint32_t max_inline      = 256; /* bytes an inline WR may carry */
 };
-
-/* What a queued WR has room for: the most max_inline can be. */
-inline constexpr uint32_t loopback_inline_capacity = 256;
 
 /* What register_memory returns: verbs' MR handle and keys. */
 struct loopback_mr {
@@ -251,13 +247,9 @@ private:
     };
 
     struct queued_wr {
-        /* `bytes` left uninitialised: only an inline WR's are used */
-        explicit queued_wr(const nic_send &w) : wr(w)
-        {
-        }
         nic_send wr;
-        /* an inline WR's payload, copied at post */
-        std::array<std::byte, loopback_inline_capacity> bytes;
+        /* an inline WR's payload: at this offset of its QP's inline_store */
+        size_t inline_at = 0;
     };
 
     struct rc_qp {
@@ -268,6 +260,12 @@ private:
         uint32_t send_psn   = 0; /* what this QP sends with */
         uint32_t recv_psn   = 0; /* what it expects from its peer */
         std::deque<queued_wr> queue{}; /* posted, not run yet */
+        /* inline payloads, copied at post: sq_depth slots of max_inline
+         * bytes used in turn (a slot comes round again only after
+         * sq_depth more posts, and the QP holds at most sq_depth WRs, so
+         * its last user has run); allocated at the first inline post */
+        std::vector<std::byte> inline_store{};
+        uint32_t inline_next      = 0;
         uint32_t outstanding      = 0; /* toward sq_depth */
         uint32_t retired_silently = 0; /* freed by the next completion */
         bool held                 = false;
@@ -314,7 +312,7 @@ private:
     bool remote_ok(const nic_send &wr, uint64_t length, int access) const;
     const memory_region *find_mr(uint32_t key, bool remote) const;
     void gather(const nic_send &wr, std::byte *to) const;
-    void payload_to(const queued_wr &q, std::byte *to) const;
+    void payload_to(const rc_qp &qp, const queued_wr &q, std::byte *to) const;
     void scatter(const nic_send &wr, const std::byte *from) const;
     std::optional<uint32_t> take_receive_buffer();
     std::byte *buffer(uint32_t index);

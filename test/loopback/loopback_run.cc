@@ -158,7 +158,7 @@ loopback_nic::outcome loopback_nic::execute(rc_qp &qp, const queued_wr &q)
             return {outcome::wait};
         }
         if (copy) {
-            payload_to(q, pointer(wr.remote_addr));
+            payload_to(qp, q, pointer(wr.remote_addr));
         }
         if (imm) {
             const uint32_t index = *target.take_receive_buffer();
@@ -180,7 +180,7 @@ loopback_nic::outcome loopback_nic::execute(rc_qp &qp, const queued_wr &q)
             return {outcome::error, IBV_WC_REM_INV_REQ_ERR, peer};
         }
         if (copy) {
-            payload_to(q, target.buffer(index));
+            payload_to(qp, q, target.buffer(index));
         }
         target.receive_completion(peer.qp->qpn, index,
                                   static_cast<uint32_t>(bytes), wr.imm,
@@ -282,10 +282,12 @@ void loopback_nic::gather(const nic_send &wr, std::byte *to) const
 }
 
 /* What the WR carries: its inline copy, or what its SGEs name now. */
-void loopback_nic::payload_to(const queued_wr &q, std::byte *to) const
+void loopback_nic::payload_to(const rc_qp &qp, const queued_wr &q,
+                              std::byte *to) const
 {
     if (q.wr.inline_payload) {
-        std::memcpy(to, q.bytes.data(), payload_length(q.wr));
+        std::memcpy(to, qp.inline_store.data() + q.inline_at,
+                    payload_length(q.wr));
     } else {
         gather(q.wr, to);
     }

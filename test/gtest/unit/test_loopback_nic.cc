@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 #include <string>
 
 using namespace loopback_test;
@@ -456,8 +455,6 @@ TEST_F(loopback_pair, inline_beyond_max_inline_or_on_a_read_is_refused)
     EXPECT_EQ(posted, 0u);
     EXPECT_NE(r.error().find("inline RDMA READ"), std::string::npos)
             << r.error();
-    options.max_inline = rvt::agent::testing::loopback_inline_capacity + 1;
-    EXPECT_THROW(loopback_nic(fabric, options), std::invalid_argument);
 }
 
 TEST_F(loopback_pair, repost_refuses_a_buffer_on_the_srq_or_outside_the_pool)
