@@ -57,6 +57,7 @@
 #include <utility>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 namespace rvt {
@@ -159,23 +160,18 @@ struct shm_layout {
                                ": expected a power of two from 2 to 2^24"};
             }
         }
-        if (caps.slot_size < min_inbound_slot ||
-            caps.slot_size > max_inbound_slot ||
-            caps.slot_size % cache_line != 0) {
-            return failure{"inbound slot size " +
-                           std::to_string(caps.slot_size) +
-                           ": expected a multiple of 64 from " +
-                           std::to_string(min_inbound_slot) + " to " +
-                           std::to_string(max_inbound_slot)};
-        }
-        if (caps.inline_size < min_work_inline ||
-            caps.inline_size > max_work_inline ||
-            caps.inline_size % cache_line != 0) {
-            return failure{"work inline size " +
-                           std::to_string(caps.inline_size) +
-                           ": expected a multiple of 64 from " +
-                           std::to_string(min_work_inline) + " to " +
-                           std::to_string(max_work_inline)};
+        const std::tuple<const char *, uint32_t, uint32_t, uint32_t> slots[] = {
+                {"inbound slot size", caps.slot_size, min_inbound_slot,
+                 max_inbound_slot},
+                {"work inline size", caps.inline_size, min_work_inline,
+                 max_work_inline}};
+        for (const auto &[name, size, low, high] : slots) {
+            if (size < low || size > high || size % cache_line != 0) {
+                return failure{std::string(name) + " " + std::to_string(size) +
+                               ": expected a multiple of 64 from " +
+                               std::to_string(low) + " to " +
+                               std::to_string(high)};
+            }
         }
         shm_layout l{caps, 0, 0, 0, 0, 0, 0, 0};
         l.doorbell_offset   = sizeof(shm_header);
