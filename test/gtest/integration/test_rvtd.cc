@@ -250,6 +250,20 @@ TEST_F(rvtd_test, bad_options_are_refused_naming_them)
     EXPECT_NE(slurp(m_log).find("unknown option --no-such-thing"),
               std::string::npos)
             << slurp(m_log);
+    p = start_rvtd({"--inline-size=100"});
+    EXPECT_EQ(wait_exit(p, 20s), 2);
+    forget(p);
+    EXPECT_NE(slurp(m_log).find("work inline size 100: expected a multiple "
+                                "of 64 from 64 to 256"),
+              std::string::npos)
+            << slurp(m_log);
+    p = start_rvtd({"--inline-size=512"});
+    EXPECT_EQ(wait_exit(p, 10s), 2);
+    forget(p);
+    EXPECT_NE(slurp(m_log).find("--inline-size=512: expected a whole number "
+                                "from 64 to 256"),
+              std::string::npos)
+            << slurp(m_log);
     p = start_rvtd({"--device=nosuchdev9"});
     EXPECT_EQ(wait_exit(p, 20s), 1);
     forget(p);
