@@ -20,9 +20,14 @@
  *      8-byte RDMA WRITEs to the node's own peer for a while: posts per
  *      second through the one agent core, all clients together.
  *
+ * The 8 bytes travel inline (in the work ring's data slot, as UCT's short
+ * operations send them), or with --sge from the client's registered
+ * memory (as its bcopy and zcopy operations do, and short ones did before
+ * inline requests).
+ *
  * Figures are printed, never judged (no timed test). Usage:
  *   rvt_host_bench [--messages=N] [--seconds=S] [--agent-cpu=C]
- *                  [--client-cpu=C]
+ *                  [--client-cpu=C] [--sge]
  */
 #include "test/loopback/loopback_nic.h"
 #include "uct/ib/rvt/agent/attach_server.h"
@@ -59,6 +64,7 @@ struct options {
     double seconds    = 2.0;
     int agent_cpu     = 0;
     int client_cpu    = 1;
+    bool sge          = false; /* payloads from memory, not inline */
 };
 
 [[noreturn]] void die(const std::string &why)
@@ -84,9 +90,12 @@ options parse(int argc, char **argv)
             o.agent_cpu = std::atoi(v3);
         } else if (const char *v4 = value("client-cpu")) {
             o.client_cpu = std::atoi(v4);
+        } else if (a == "--sge") {
+            o.sge = true;
         } else {
             die("unknown argument '" + a +
-                "' (--messages=N --seconds=S --agent-cpu=C --client-cpu=C)");
+                "' (--messages=N --seconds=S --agent-cpu=C --client-cpu=C "
+                "--sge)");
         }
     }
     if (o.messages == 0 || o.seconds <= 0) {
@@ -182,7 +191,7 @@ struct client_side {
     std::unique_ptr<client::session> session;
     uint32_t peer                = 0;
     std::vector<uint64_t> buffer = std::vector<uint64_t>(8);
-    uint32_t lkey                = 0x1000;
+    uint32_t lkey                = 0x1000; /* + the pid */
 };
 
 /* Attaches, finds the node's own peer and announces one MR; the loopback
@@ -208,7 +217,11 @@ client_side open_client(const std::string &socket_path)
         die(peer.error());
     }
     c.peer = peer.value();
-    c.lkey += c.session->client_index();
+    /* one handle per process: a client index comes back while the MR of
+     * its last holder waits out the dead-client grace in the agent, and an
+     * MR handle still held there would be ignored (mr_registry.h), every
+     * request naming it refused as invalid */
+    c.lkey += static_cast<uint32_t>(getpid());
     auto notice = wire::make_mr_notice(wire::msg_type::mr_registered, c.lkey,
                                        c.lkey, c.lkey,
                                        reinterpret_cast<uintptr_t>(
@@ -238,9 +251,19 @@ work_request request(const client_side &c, work_op op)
     return wr;
 }
 
+/* Posts wr: its 8 bytes inline, or (sge) from the client's memory. */
+client::post_status post(client_side &c, const work_request &wr, bool sge)
+{
+    if (sge) {
+        return c.session->post(wr);
+    }
+    return c.session->post_inline(wr,
+                                  std::as_bytes(std::span(c.buffer.data(), 1)));
+}
+
 /* Latency client: one 8-byte AM to itself at a time. */
 [[noreturn]] void
-run_pingpong(const std::string &socket_path, unsigned messages)
+run_pingpong(const std::string &socket_path, unsigned messages, bool sge)
 {
     client_side c      = open_client(socket_path);
     client::session &s = *c.session;
@@ -248,7 +271,7 @@ run_pingpong(const std::string &socket_path, unsigned messages)
     std::array<completion, 16> done;
     for (unsigned i = 0; i < messages + 100; ++i) {
         wr.wr_id = i;
-        while (s.post(wr) != client::post_status::posted) {
+        while (post(c, wr, sge) != client::post_status::posted) {
             (void)s.poll_completions(done);
         }
         client::inbound_view v;
@@ -268,7 +291,7 @@ run_pingpong(const std::string &socket_path, unsigned messages)
  * prints its completions to `out_fd`. */
 [[noreturn]] void run_stream(const std::string &socket_path, int out_fd,
                              clock_type::time_point start,
-                             clock_type::time_point until)
+                             clock_type::time_point until, bool sge)
 {
     client_side c      = open_client(socket_path);
     client::session &s = *c.session;
@@ -281,7 +304,7 @@ run_pingpong(const std::string &socket_path, unsigned messages)
     while (clock_type::now() < until) {
         for (int k = 0; k < 32; ++k) {
             wr.wr_id = posted;
-            if (s.post(wr) != client::post_status::posted) {
+            if (post(c, wr, sge) != client::post_status::posted) {
                 break;
             }
             ++posted;
@@ -383,8 +406,10 @@ int main(int argc, char **argv)
     const std::string agent_trace  = std::string(dir) + "/agent.trace";
     const std::string client_trace = std::string(dir) + "/client.trace";
     std::printf("rvt_host_bench: agent on CPU %d, clients on CPU %d; the "
-                "loopback nic at the device end\n",
-                o.agent_cpu, o.client_cpu);
+                "loopback nic at the device end; payloads %s\n",
+                o.agent_cpu, o.client_cpu,
+                o.sge ? "from registered memory (--sge)" :
+                        "inline (the work ring's data slot)");
 
     /* 1. latency */
     const size_t events = (o.messages + 100) * 6;
@@ -393,7 +418,7 @@ int main(int argc, char **argv)
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
     pid_t client = spawn(o.client_cpu,
-                         [&] { run_pingpong(socket_path, o.messages); });
+                         [&] { run_pingpong(socket_path, o.messages, o.sge); });
     reap(client, "the latency client");
     unsetenv("RVT_TRACE");
     kill(agent, SIGTERM);
@@ -432,7 +457,7 @@ int main(int argc, char **argv)
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
     client = spawn(o.client_cpu,
-                   [&] { run_pingpong(socket_path, o.messages); });
+                   [&] { run_pingpong(socket_path, o.messages, o.sge); });
     reap(client, "the latency client");
     unsetenv("RVT_TRACE");
     kill(agent, SIGTERM);
@@ -461,7 +486,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < n; ++k) {
             kids.push_back(spawn(o.client_cpu, [&] {
                 close(fds[0]);
-                run_stream(socket_path, fds[1], start, until);
+                run_stream(socket_path, fds[1], start, until, o.sge);
             }));
         }
         close(fds[1]);

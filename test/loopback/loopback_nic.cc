@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <system_error>
 
 namespace rvt::agent::testing {
@@ -165,6 +166,11 @@ nic_sge loopback_nic::control_buffer() const
             static_cast<uint32_t>(m_control.size()), m_control_mr.lkey};
 }
 
+uint32_t loopback_nic::max_inline() const
+{
+    return m_options.max_inline;
+}
+
 std::string loopback_nic::name(uint32_t qpn) const
 {
     return "loopback nic " + std::to_string(m_node) + ": QP " +
@@ -274,6 +280,14 @@ loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
     if (read && !m_options.can_read) {
         return std::string("RDMA READ on a nic without can_read");
     }
+    if (wr.inline_payload && read) {
+        return std::string("an inline RDMA READ: a read has no payload to "
+                           "carry");
+    }
+    if (wr.inline_payload && payload_length(wr) > max_inline()) {
+        return "inline payload of " + std::to_string(payload_length(wr)) +
+               " bytes: max_inline is " + std::to_string(max_inline());
+    }
     if (qp.outstanding >= m_options.sq_depth) {
         return "send queue full: " + std::to_string(qp.outstanding) +
                " WRs not retired, sq_depth " +
@@ -305,7 +319,17 @@ result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
         ++qp->outstanding;
         ++posted;
         if (!qp->silent) {
-            qp->queue.push_back({wr});
+            queued_wr q{wr};
+            if (wr.inline_payload) { /* the caller's bytes, now */
+                if (qp->inline_store.empty()) {
+                    qp->inline_store.resize(size_t{m_options.sq_depth} *
+                                            m_options.max_inline);
+                }
+                q.inline_at = size_t{qp->inline_next++ % m_options.sq_depth} *
+                              m_options.max_inline;
+                gather(wr, qp->inline_store.data() + q.inline_at);
+            }
+            qp->queue.push_back(q);
         }
     }
     kick(*qp);

@@ -30,6 +30,11 @@
  *            posted the WR waits (receiver not ready, as with rnr_retry 7)
  *            and is tried again on every poll() and arm() of any nic; the
  *            WRs behind it wait too.
+ *   Inline   an inline_payload WR's bytes are copied in post() (the caller
+ *            may overwrite them as soon as it returns) into a store of the
+ *            QP's, allocated once (a WQE's room); they check no lkey. One longer than max_inline, or an
+ *            inline RDMA READ, is refused by post() (ibv_post_send's
+ *            EINVAL).
  *   Errors   a bad lkey, or one that does not cover the SGE:
  *            IBV_WC_LOC_PROT_ERR, this QP to ERROR. A bad rkey, one that
  *            does not cover the range or lacks the access:
@@ -112,6 +117,7 @@ struct loopback_options {
     memory_mode memory       = memory_mode::copy;
     bool execute_on_post     = true; /* false: WRs run at the next poll() */
     uint32_t datagram_slots  = 64; /* datagrams waiting; more are lost */
+    uint32_t max_inline      = 256; /* bytes an inline WR may carry */
 };
 
 /* What register_memory returns: verbs' MR handle and keys. */
@@ -173,6 +179,7 @@ public:
     uint32_t sq_depth() const override;
     uint32_t send_budget() const override;
     nic_sge control_buffer() const override;
+    uint32_t max_inline() const override;
     result<uint32_t> create_qp() override;
     result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
                             uint32_t remote_qpn, uint32_t remote_psn,
@@ -241,6 +248,8 @@ private:
 
     struct queued_wr {
         nic_send wr;
+        /* an inline WR's payload: at this offset of its QP's inline_store */
+        size_t inline_at = 0;
     };
 
     struct rc_qp {
@@ -251,6 +260,12 @@ private:
         uint32_t send_psn   = 0; /* what this QP sends with */
         uint32_t recv_psn   = 0; /* what it expects from its peer */
         std::deque<queued_wr> queue{}; /* posted, not run yet */
+        /* inline payloads, copied at post: sq_depth slots of max_inline
+         * bytes used in turn (a slot comes round again only after
+         * sq_depth more posts, and the QP holds at most sq_depth WRs, so
+         * its last user has run); allocated at the first inline post */
+        std::vector<std::byte> inline_store{};
+        uint32_t inline_next      = 0;
         uint32_t outstanding      = 0; /* toward sq_depth */
         uint32_t retired_silently = 0; /* freed by the next completion */
         bool held                 = false;
@@ -296,7 +311,8 @@ private:
     bool local_ok(const nic_send &wr) const;
     bool remote_ok(const nic_send &wr, uint64_t length, int access) const;
     const memory_region *find_mr(uint32_t key, bool remote) const;
-    void gather(const queued_wr &q, std::byte *to) const;
+    void gather(const nic_send &wr, std::byte *to) const;
+    void payload_to(const rc_qp &qp, const queued_wr &q, std::byte *to) const;
     void scatter(const nic_send &wr, const std::byte *from) const;
     std::optional<uint32_t> take_receive_buffer();
     std::byte *buffer(uint32_t index);

@@ -158,7 +158,7 @@ loopback_nic::outcome loopback_nic::execute(rc_qp &qp, const queued_wr &q)
             return {outcome::wait};
         }
         if (copy) {
-            gather(q, pointer(wr.remote_addr));
+            payload_to(qp, q, pointer(wr.remote_addr));
         }
         if (imm) {
             const uint32_t index = *target.take_receive_buffer();
@@ -180,7 +180,7 @@ loopback_nic::outcome loopback_nic::execute(rc_qp &qp, const queued_wr &q)
             return {outcome::error, IBV_WC_REM_INV_REQ_ERR, peer};
         }
         if (copy) {
-            gather(q, target.buffer(index));
+            payload_to(qp, q, target.buffer(index));
         }
         target.receive_completion(peer.qp->qpn, index,
                                   static_cast<uint32_t>(bytes), wr.imm,
@@ -241,6 +241,9 @@ loopback_nic::find_mr(uint32_t key, bool remote) const
 bool loopback_nic::local_ok(const nic_send &wr) const
 {
     const bool read = wr.opcode == nic_opcode::rdma_read;
+    if (wr.inline_payload) {
+        return true; /* copied at post: no lkey */
+    }
     for (size_t i = 0; i < wr.num_sge; ++i) {
         const nic_sge &sge = wr.sge[i];
         if (sge.length == 0) {
@@ -269,11 +272,24 @@ bool loopback_nic::remote_ok(const nic_send &wr, uint64_t length,
            covers(mr->addr, mr->length, wr.remote_addr, length);
 }
 
-void loopback_nic::gather(const queued_wr &q, std::byte *to) const
+/* The bytes the SGEs name, one after the other. */
+void loopback_nic::gather(const nic_send &wr, std::byte *to) const
 {
-    for (size_t i = 0; i < q.wr.num_sge; ++i) {
-        std::memmove(to, pointer(q.wr.sge[i].addr), q.wr.sge[i].length);
-        to += q.wr.sge[i].length;
+    for (size_t i = 0; i < wr.num_sge; ++i) {
+        std::memmove(to, pointer(wr.sge[i].addr), wr.sge[i].length);
+        to += wr.sge[i].length;
+    }
+}
+
+/* What the WR carries: its inline copy, or what its SGEs name now. */
+void loopback_nic::payload_to(const rc_qp &qp, const queued_wr &q,
+                              std::byte *to) const
+{
+    if (q.wr.inline_payload) {
+        std::memcpy(to, qp.inline_store.data() + q.inline_at,
+                    payload_length(q.wr));
+    } else {
+        gather(q.wr, to);
     }
 }
 

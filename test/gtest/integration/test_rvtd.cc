@@ -241,23 +241,20 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
 
 TEST_F(rvtd_test, bad_options_are_refused_naming_them)
 {
-    pid_t p = start_rvtd({"--port=0"});
-    EXPECT_EQ(wait_exit(p, 10s), 2);
-    forget(p);
-    EXPECT_NE(slurp(m_log).find("--port=0: expected a whole number from 1 to "
-                                "255"),
-              std::string::npos)
-            << slurp(m_log);
-    p = start_rvtd({"--no-such-thing=1"});
-    EXPECT_EQ(wait_exit(p, 10s), 2);
-    forget(p);
-    EXPECT_NE(slurp(m_log).find("unknown option --no-such-thing"),
-              std::string::npos)
-            << slurp(m_log);
-    p = start_rvtd({"--device=nosuchdev9"});
-    EXPECT_EQ(wait_exit(p, 20s), 1);
-    forget(p);
-    EXPECT_NE(slurp(m_log).find("device nosuchdev9 port 1: cannot open it"),
-              std::string::npos)
-            << slurp(m_log);
+    /* rvtd started with `option` exits with `code`, its log saying `why` */
+    auto refused = [&](const std::string &option, int code,
+                       const std::string &why) {
+        const pid_t p = start_rvtd({option});
+        EXPECT_EQ(wait_exit(p, 20s), code) << option;
+        forget(p);
+        EXPECT_NE(slurp(m_log).find(why), std::string::npos) << slurp(m_log);
+    };
+    refused("--port=0", 2, "--port=0: expected a whole number from 1 to 255");
+    refused("--no-such-thing=1", 2, "unknown option --no-such-thing");
+    refused("--inline-size=100", 2,
+            "work inline size 100: expected a multiple of 64 from 64 to 256");
+    refused("--inline-size=512", 2,
+            "--inline-size=512: expected a whole number from 64 to 256");
+    refused("--device=nosuchdev9", 1,
+            "device nosuchdev9 port 1: cannot open it");
 }

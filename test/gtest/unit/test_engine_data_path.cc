@@ -6,6 +6,8 @@
  */
 #include "test/gtest/unit/engine_fixture.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <utility>
@@ -288,6 +290,155 @@ TEST_F(data_path, ops_waiting_behind_a_broken_qp_complete_after_its_failures)
                                          IBV_WC_SUCCESS;
         EXPECT_EQ(c.done[i].detail, detail) << "wr_id " << i + 1;
     }
+}
+
+/* The payload of an inline request (n bytes, all derived from its
+ * number). */
+std::vector<std::byte> inline_payload(uint64_t n)
+{
+    std::vector<std::byte> p(24 + n % 97);
+    for (size_t k = 0; k < p.size(); ++k) {
+        p[k] = static_cast<std::byte>(n * 31 + k);
+    }
+    return p;
+}
+
+/* Inline AMs and writes: the agent copies each payload out of the
+ * client's work-data slot when it takes the request, so the client may
+ * reuse the slot at once, even while the op waits in a lane backlog for
+ * send-queue room; every byte delivered is the one posted. */
+TEST_F(data_path, inline_payloads_are_the_agents_own_once_taken)
+{
+    agent_options o;
+    o.caps              = {8, 32, 32, 256}; /* the 8 slots are reused 4 times */
+    o.nic.sq_depth      = 2;
+    agent_node &a       = add_agent(o);
+    test_client &c      = attach(a);
+    test_client &d      = attach(a);
+    const uint32_t me   = peer(c, a);
+    const shm_layout &l = c.session->attached().layout;
+    std::byte *slots    = c.session->attached().shm.at<std::byte>(
+            l.work_data_offset);
+    a.hold(a.loopback_qps(), true); /* 2 WRs per QP, the rest wait */
+    constexpr uint64_t total = 32;
+    uint64_t most_queued     = 0;
+    for (uint64_t i = 0; i < total; ++i) {
+        work_request wr{};
+        wr.wr_id      = i;
+        wr.flags      = work_signaled;
+        wr.peer           = me;
+        wr.dst_client     = d.index();
+        wr.dst_generation = d.generation();
+        if (i % 2 == 0) {
+            wr.op    = static_cast<uint8_t>(work_op::send_am);
+            wr.am_id = 7;
+        } else {
+            wr.op          = static_cast<uint8_t>(work_op::rdma_write);
+            wr.rkey        = d.mr.rkey;
+            wr.remote_addr = d.addr(test_client::landing + i * 128);
+        }
+        ASSERT_EQ(c.session->post_inline(wr, inline_payload(i)),
+                  client::post_status::posted)
+                << i;
+        if (i % l.caps.work == l.caps.work - 1) {
+            pump(); /* the agent takes the ring's 8 */
+            most_queued = std::max(most_queued,
+                                   json_number(a.status(), "queued"));
+            /* a client reusing its slots: nothing it writes now may
+             * reach the wire */
+            std::memset(slots, 0xee, size_t{l.caps.work} * l.caps.inline_size);
+        }
+    }
+    EXPECT_GE(most_queued, total - 2 * a.engine->num_qps() - l.caps.work)
+            << "the ops did not wait in the lane backlogs";
+    a.hold(a.loopback_qps(), false);
+    ASSERT_TRUE(run_until([&] {
+        return c.done.size() == total && d.inbound.size() == total / 2;
+    })) << c.done.size()
+        << " done, " << d.inbound.size() << " AMs; " << a.status();
+    EXPECT_EQ(c.count(completion_status::success), total);
+    for (uint64_t i = 0; i < total; ++i) {
+        const auto want = inline_payload(i);
+        if (i % 2 == 0) {
+            const received &r = d.inbound[i / 2];
+            EXPECT_EQ(r.msg.am_id, 7);
+            EXPECT_EQ(r.data, want) << "AM " << i;
+        } else {
+            const auto *at = reinterpret_cast<const std::byte *>(
+                    d.memory.data() + test_client::landing + i * 128);
+            EXPECT_TRUE(std::equal(want.begin(), want.end(), at))
+                    << "write " << i;
+        }
+    }
+}
+
+/* Inline requests that break the rules complete `invalid`, naming the
+ * value; the client's other requests go on. */
+TEST_F(data_path, a_bad_inline_request_completes_invalid_naming_the_value)
+{
+    agent_node &a       = add_agent();
+    test_client &c      = attach(a);
+    const uint32_t me   = peer(c, a);
+    const uint32_t slot = c.session->max_inline();
+    auto inl            = [&](uint64_t id, uint32_t length) {
+        work_request wr{};
+        wr.wr_id      = id;
+        wr.op         = static_cast<uint8_t>(work_op::send_am);
+        wr.flags      = work_signaled | work_inline;
+        wr.peer       = me;
+        wr.dst_client = c.index();
+        wr.length     = length;
+        return wr;
+    };
+    c.post(inl(1, slot + 1));
+    work_request keyed = inl(2, 8);
+    keyed.lkey         = c.mr.lkey; /* a real MR of the client's, even */
+    c.post(keyed);
+    work_request read = inl(3, 8);
+    read.op           = static_cast<uint8_t>(work_op::rdma_read);
+    read.rkey         = c.mr.rkey;
+    read.remote_addr  = c.addr();
+    c.post(read);
+    c.post(inl(4, slot)); /* the largest that fits */
+    ASSERT_TRUE(run_until([&] {
+        return c.done.size() == 4 && c.inbound.size() == 1;
+    })) << a.status();
+    const completion_status want[] = {completion_status::invalid,
+                                      completion_status::invalid,
+                                      completion_status::invalid,
+                                      completion_status::success};
+    for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(c.done[i].wr_id, i + 1);
+        EXPECT_EQ(c.done[i].status, static_cast<uint32_t>(want[i]))
+                << "wr_id " << i + 1;
+    }
+    EXPECT_EQ(a.logged("inline length " + std::to_string(slot + 1) +
+                       ": the work-data slot holds " + std::to_string(slot)),
+              1u);
+    EXPECT_EQ(a.logged("lkey 0x" +
+                       [&] {
+                           char hex[16];
+                           std::snprintf(hex, sizeof(hex), "%x", c.mr.lkey);
+                           return std::string(hex);
+                       }()),
+              1u);
+    EXPECT_EQ(a.logged("inline operation 4"), 1u);
+}
+
+TEST(engine_inline, a_nic_that_carries_less_than_the_slot_is_refused)
+{
+    agent::testing::loopback_fabric fabric;
+    agent::testing::loopback_options o;
+    o.max_inline = 64;
+    agent::testing::loopback_nic nic(fabric, o);
+    auto layout = shm_layout::make({64, 32, 16, 256, 128}).value();
+    auto e      = agent::engine::create(nic, {}, layout, job_key, 1,
+                                        [](std::string_view) {});
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.error().find("the work-data slot is 128 bytes and the nic "
+                             "carries at most 64 inline"),
+              std::string::npos)
+            << e.error();
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -393,6 +394,67 @@ TEST_F(loopback_pair, deferred_execution_runs_wrs_at_the_next_poll)
     EXPECT_EQ(drain(*a).size(), 1u);
     post_ok(*a, qa, {send_imm(2, {}, 2)});
     EXPECT_FALSE(a->arm()) << "arm() runs them too";
+}
+
+TEST_F(loopback_pair, inline_bytes_are_copied_at_post_and_check_no_lkey)
+{
+    loopback_options options;
+    options.execute_on_post = false; /* they run after the source changed */
+    options.max_inline      = 32;
+    start(options);
+    std::vector<uint8_t> src(32, 0x3c); /* not registered anywhere */
+    const uint64_t at = reinterpret_cast<uintptr_t>(src.data());
+    region dst(*b, 64, remote_rw, 0);
+    nic_send w       = rdma(nic_opcode::rdma_write_imm, 1, {at, 32, 0}, dst);
+    w.inline_payload = true;
+    nic_send s       = send_imm(2, {{at, 8, 0}, {at + 8, 8, 0}}, 5);
+    s.inline_payload = true;
+    post_ok(*a, qa, {w, s});
+    std::fill(src.begin(), src.end(), 0xee); /* reused once post returned */
+    EXPECT_EQ(a->queued(qa), 2u);
+    auto got = drain(*b);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(std::vector<uint8_t>(dst.bytes.begin(), dst.bytes.begin() + 32),
+              std::vector<uint8_t>(32, 0x3c));
+    EXPECT_EQ(dst.bytes[32], 0);
+    EXPECT_EQ(got[1].byte_len, 16u);
+    auto data = b->receive_data(static_cast<uint32_t>(got[1].wr_id), 16);
+    ASSERT_EQ(data.size(), 16u);
+    for (std::byte x : data) {
+        EXPECT_EQ(x, std::byte{0x3c});
+    }
+    auto sent = drain(*a);
+    ASSERT_EQ(sent.size(), 2u);
+    expect_send(sent[1], 2, qa, nic_status::success, IBV_WC_SUCCESS);
+}
+
+TEST_F(loopback_pair, inline_beyond_max_inline_or_on_a_read_is_refused)
+{
+    loopback_options options;
+    options.max_inline = 32;
+    start(options);
+    std::vector<uint8_t> src(33, 1);
+    const uint64_t at = reinterpret_cast<uintptr_t>(src.data());
+    region dst(*b, 64, remote_rw, 0);
+    nic_send ok         = rdma(nic_opcode::rdma_write, 1, {at, 32, 0}, dst);
+    ok.inline_payload   = true;
+    nic_send over       = rdma(nic_opcode::rdma_write, 2, {at, 33, 0}, dst);
+    over.inline_payload = true;
+    std::vector<nic_send> chain{ok, over};
+    size_t posted = 99;
+    auto r        = a->post(qa, chain, posted);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(posted, 1u);
+    EXPECT_NE(r.error().find("inline payload of 33 bytes: max_inline is 32"),
+              std::string::npos)
+            << r.error();
+    nic_send read       = rdma(nic_opcode::rdma_read, 3, {at, 8, 0}, dst);
+    read.inline_payload = true;
+    r                   = a->post(qa, {&read, 1}, posted);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(posted, 0u);
+    EXPECT_NE(r.error().find("inline RDMA READ"), std::string::npos)
+            << r.error();
 }
 
 TEST_F(loopback_pair, repost_refuses_a_buffer_on_the_srq_or_outside_the_pool)

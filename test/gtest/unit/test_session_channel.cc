@@ -17,8 +17,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
 
 using namespace rvt;
 
@@ -212,4 +215,125 @@ TEST_F(session_channel, a_corrupt_work_index_stops_the_agent_reading)
     EXPECT_FALSE(m_channel->pop_work(w));
     EXPECT_FALSE(m_channel->healthy());
     EXPECT_FALSE(m_channel->has_work());
+}
+
+/* An inline request's payload goes into the work-data slot of its ring
+ * position; the agent's end copies it out before it frees the position,
+ * which the client then reuses for the next payload. */
+TEST_F(session_channel, inline_payloads_travel_in_the_slot_of_their_position)
+{
+    EXPECT_EQ(m_session->max_inline(), m_layout.caps.inline_size);
+    std::vector<std::byte> got(m_layout.caps.inline_size);
+    for (uint64_t i = 1; i <= 3 * m_layout.caps.work; ++i) {
+        std::vector<std::byte> payload(16 + i % 100, std::byte(i));
+        work_request wr = request(i);
+        wr.local_addr   = 0x1234; /* ignored: inline names no memory */
+        wr.lkey         = 9;
+        ASSERT_EQ(m_session->post_inline(wr, payload),
+                  client::post_status::posted);
+        work_request w;
+        ASSERT_TRUE(m_channel->peek_work(w));
+        EXPECT_EQ(w.wr_id, i);
+        EXPECT_EQ(w.flags & work_inline, work_inline);
+        EXPECT_EQ(w.length, payload.size());
+        EXPECT_EQ(w.local_addr, 0u);
+        EXPECT_EQ(w.lkey, 0u);
+        std::fill(got.begin(), got.end(), std::byte{0});
+        m_channel->release_work({got.data(), w.length});
+        EXPECT_TRUE(std::equal(payload.begin(), payload.end(), got.begin()))
+                << "request " << i;
+        EXPECT_EQ(got[payload.size()], std::byte{0}) << "copied only length";
+        m_channel->complete({w.wr_id, 0, 0, 0, 0, {}});
+        m_channel->publish_and_wake();
+        completion c[4];
+        ASSERT_EQ(m_session->poll_completions(c), 1u);
+    }
+}
+
+TEST_F(session_channel, inline_slot_is_null_when_a_post_would_be_busy)
+{
+    std::vector<std::byte> payload(8, std::byte{1});
+    for (uint64_t i = 1; i <= 4; ++i) { /* the completion budget */
+        ASSERT_NE(m_session->inline_slot(), nullptr);
+        ASSERT_EQ(m_session->post_inline(request(i), payload),
+                  client::post_status::posted);
+    }
+    EXPECT_EQ(m_session->inline_slot(), nullptr);
+    EXPECT_EQ(m_session->post_inline(request(5), payload),
+              client::post_status::busy);
+    /* a payload over the slot is not written past it: the agent refuses
+     * the request by its length */
+    completion c[8];
+    work_request w;
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_TRUE(m_channel->pop_work(w));
+        m_channel->complete({w.wr_id, 0, 0, 0, 0, {}});
+    }
+    m_channel->publish_and_wake();
+    ASSERT_EQ(m_session->poll_completions(c), 4u);
+    const size_t next_slot = 4 % m_layout.caps.work + 1;
+    std::byte *after       = m_seg->map.at<std::byte>(
+            m_layout.work_data_offset + next_slot * m_layout.caps.inline_size);
+    std::memset(after, 0x5a, m_layout.caps.inline_size);
+    std::vector<std::byte> big(m_layout.caps.inline_size + 64, std::byte{7});
+    ASSERT_EQ(m_session->post_inline(request(6), big),
+              client::post_status::posted);
+    ASSERT_TRUE(m_channel->pop_work(w));
+    EXPECT_EQ(w.length, big.size());
+    EXPECT_EQ(after[0], std::byte{0x5a}) << "written past its slot";
+}
+
+TEST(shm_layout, the_work_data_area_follows_the_work_ring_slot_per_position)
+{
+    const shm_layout l = shm_layout::make({16, 64, 8, 1024, 192}).value();
+    EXPECT_EQ(l.work_data_offset,
+              l.work_offset + sizeof(ring_indices) + 16 * sizeof(work_request));
+    EXPECT_EQ(l.completion_offset, l.work_data_offset + 16 * 192);
+    for (uint64_t off : {l.doorbell_offset, l.work_offset, l.work_data_offset,
+                         l.completion_offset, l.inbound_offset}) {
+        EXPECT_EQ(off % cache_line, 0u) << off;
+    }
+    EXPECT_EQ(l.inbound_data_offset % shm_layout::page, 0u);
+    EXPECT_GE(l.inbound_offset, l.completion_offset + sizeof(ring_indices) +
+                                        64 * sizeof(completion));
+    const shm_header h = l.header(5);
+    EXPECT_EQ(h.work_inline_size, 192u);
+    EXPECT_EQ(h.work_data_offset, l.work_data_offset);
+    auto back = shm_layout::from_header(h);
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(back.value().caps, l.caps);
+}
+
+TEST(shm_layout, inline_sizes_and_headers_that_disagree_are_refused)
+{
+    for (uint32_t bad : {0u, 32u, 100u, 320u}) {
+        auto r = shm_layout::make({16, 64, 8, 1024, bad});
+        ASSERT_FALSE(r.ok()) << bad;
+        EXPECT_NE(r.error().find("work inline size " + std::to_string(bad) +
+                                 ": expected a multiple of 64 from 64 to 256"),
+                  std::string::npos)
+                << r.error();
+    }
+    const shm_header good =
+            shm_layout::make({16, 64, 8, 1024, 128}).value().header(5);
+    shm_header h       = good;
+    h.work_inline_size = 100; /* not a size at all */
+    auto r             = shm_layout::from_header(h);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("work inline size 100"), std::string::npos)
+            << r.error();
+    h                  = good;
+    h.work_inline_size = 256; /* a size, but not the one the offsets say */
+    r                  = shm_layout::from_header(h);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("offsets or size differ"), std::string::npos)
+            << r.error();
+    h = good;
+    h.work_data_offset += cache_line;
+    EXPECT_FALSE(shm_layout::from_header(h).ok());
+    h         = good;
+    h.version = shm_version - 1; /* a segment without the work-data area */
+    r         = shm_layout::from_header(h);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("magic/version"), std::string::npos) << r.error();
 }

@@ -17,7 +17,7 @@ namespace {
 const std::unordered_map<uint32_t, agent::client_mr> mrs = {
         {0x100, {7, 0x100, 0x200, 0x10000, 0x1000}},
 };
-const agent::work_limits limits{3, 8192, 1u << 30, true};
+const agent::work_limits limits{3, 8192, 1u << 30, true, 128};
 
 work_request good_write()
 {
@@ -104,11 +104,11 @@ TEST(work_check, active_messages_fit_the_receivers_slot)
     w.length     = 8192;
     w.local_addr = 0x10000;
     w.length     = 0x1000;
-    EXPECT_EQ(agent::check_work(w, mrs, {3, 0x1000, 1u << 30, true}), "");
+    EXPECT_EQ(agent::check_work(w, mrs, {3, 0x1000, 1u << 30, true, 128}), "");
     expect_refused(w, "active message of 4096 bytes",
-                   {3, 2048, 1u << 30, true});
+                   {3, 2048, 1u << 30, true, 128});
     w.am_id = 64;
-    expect_refused(w, "AM id 64", {3, 0x1000, 1u << 30, true});
+    expect_refused(w, "AM id 64", {3, 0x1000, 1u << 30, true, 128});
 }
 
 TEST(work_check, an_am_head_is_checked_like_the_payload)
@@ -124,7 +124,7 @@ TEST(work_check, an_am_head_is_checked_like_the_payload)
     EXPECT_EQ(agent::check_work(w, mrs, limits), "");
     /* head and payload together must fit the receiver's slot */
     expect_refused(w, "active message of 2176 bytes (head 128 + 2048)",
-                   {3, 0x800, 1u << 30, true});
+                   {3, 0x800, 1u << 30, true, 128});
     auto h      = w;
     h.head_lkey = 0x101;
     expect_refused(h, "head lkey 0x101");
@@ -146,5 +146,56 @@ TEST(work_check, reads_need_a_device_that_reads)
     auto w = good_write();
     w.op   = static_cast<uint8_t>(work_op::rdma_read);
     EXPECT_EQ(agent::check_work(w, mrs, limits), "");
-    expect_refused(w, "RDMA READ", {3, 8192, 1u << 30, false});
+    expect_refused(w, "RDMA READ", {3, 8192, 1u << 30, false, 128});
+}
+
+TEST(work_check, an_inline_request_names_no_memory_and_fits_the_slot)
+{
+    agent::work_limits l = limits;
+    l.max_inline         = 128;
+    auto inl             = [] {
+        auto w       = good_write();
+        w.flags      = work_signaled | work_inline;
+        w.length     = 128;
+        w.local_addr = 0;
+        w.lkey       = 0;
+        return w;
+    };
+    EXPECT_EQ(agent::check_work(inl(), mrs, l), "");
+    auto w = inl();
+    w.op   = static_cast<uint8_t>(work_op::rdma_write);
+    EXPECT_EQ(agent::check_work(w, mrs, l), "");
+    w       = inl();
+    w.op    = static_cast<uint8_t>(work_op::send_am);
+    w.rkey  = 0;
+    w.am_id = 3;
+    EXPECT_EQ(agent::check_work(w, mrs, l), "");
+    w.length = 0;
+    EXPECT_EQ(agent::check_work(w, mrs, l), "") << "an empty AM";
+
+    w        = inl();
+    w.length = 129;
+    expect_refused(w, "inline length 129: the work-data slot holds 128", l);
+    w      = inl();
+    w.lkey = 0x100; /* an MR of the client's, but inline names none */
+    expect_refused(w, "lkey 0x100", l);
+    w            = inl();
+    w.local_addr = 0x10800;
+    expect_refused(w, "local address 0x10800", l);
+    w    = inl();
+    w.op = static_cast<uint8_t>(work_op::rdma_read);
+    expect_refused(w, "inline operation 4", l);
+    w             = inl();
+    w.op          = static_cast<uint8_t>(work_op::send_am);
+    w.head_addr   = 0x10000;
+    w.head_lkey   = 0x100;
+    w.head_length = 8;
+    w.length      = 16;
+    expect_refused(w, "head length 8", l);
+    /* the AM limit still holds when it is below the slot */
+    l.max_am_size = 64;
+    w             = inl();
+    w.op          = static_cast<uint8_t>(work_op::send_am);
+    w.length      = 65;
+    expect_refused(w, "active message of 65 bytes", l);
 }

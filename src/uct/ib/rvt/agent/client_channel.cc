@@ -24,6 +24,8 @@ client_channel::client_channel(const shm_mapping &shm, const shm_layout &layout,
     m_work_idx(shm.at<ring_indices>(layout.work_offset)),
     m_work(*m_work_idx,
            slots<work_request>(shm, layout.work_offset, layout.caps.work)),
+    m_work_data(shm.at<std::byte>(layout.work_data_offset)),
+    m_inline_size(layout.caps.inline_size),
     m_completions(*shm.at<ring_indices>(layout.completion_offset),
                   slots<completion>(shm, layout.completion_offset,
                                     layout.caps.completion)),
@@ -36,16 +38,37 @@ client_channel::client_channel(const shm_mapping &shm, const shm_layout &layout,
 {
 }
 
-bool client_channel::pop_work(work_request &out)
+bool client_channel::peek_work(work_request &out)
 {
     if (!m_healthy) {
         return false;
     }
-    ring_pop r = m_work.try_pop(out);
+    ring_pop r = m_work.try_peek(out);
     if (r == ring_pop::corrupt) {
         m_healthy = false;
     }
     return r == ring_pop::item;
+}
+
+void client_channel::release_work(std::span<std::byte> into)
+{
+    const size_t n = std::min<size_t>(into.size(), m_inline_size);
+    if (n > 0) {
+        /* the client wrote the slot before it published the entry (the
+         * peek's acquire load of the head orders this read after it) */
+        std::memcpy(into.data(),
+                    m_work_data + size_t{m_work.position()} * m_inline_size, n);
+    }
+    m_work.release();
+}
+
+bool client_channel::pop_work(work_request &out)
+{
+    if (!peek_work(out)) {
+        return false;
+    }
+    release_work();
+    return true;
 }
 
 bool client_channel::has_work() const

@@ -32,7 +32,16 @@ public:
     client_channel(const client_channel &)            = delete;
     client_channel &operator=(const client_channel &) = delete;
 
-    /* The next work request, if any (copied out: validate the copy). */
+    /* The next work request, if any (copied out: validate the copy). Its
+     * ring position and work-data slot stay the agent's until
+     * release_work(), which must follow a true before the next peek. */
+    bool peek_work(work_request &out);
+    /* Copies the first into.size() bytes (at most a slot) of the peeked
+     * request's work-data slot into `into` (shm_layout.h: the payload of
+     * a work_inline request), then gives the position back to the client,
+     * which may reuse entry and slot from then on. */
+    void release_work(std::span<std::byte> into = {});
+    /* peek_work and release_work, copying no data. */
     bool pop_work(work_request &out);
     bool has_work() const;
 
@@ -98,6 +107,8 @@ private:
     shm_doorbells *m_bells;
     ring_indices *m_work_idx;
     ring_consumer<work_request> m_work;
+    std::byte *m_work_data;
+    uint32_t m_inline_size;
     ring_producer<completion> m_completions;
     ring_producer<inbound_message> m_inbound;
     std::byte *m_inbound_data;

@@ -46,6 +46,13 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
     if (std::string e = config_error(cfg.peers); !e.empty()) {
         return failure{e};
     }
+    if (n.max_inline() < layout.caps.inline_size) {
+        return failure{"engine: the work-data slot is " +
+                       std::to_string(layout.caps.inline_size) +
+                       " bytes and the nic carries at most " +
+                       std::to_string(n.max_inline()) +
+                       " inline: expected a slot no larger"};
+    }
     std::unique_ptr<engine> e(new engine(n, cfg, layout, std::move(job_key),
                                          agent_id, std::move(log)));
     e->m_wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -15,6 +15,13 @@
  * is the endpoint's ordering, and ops wait in the lane's FIFO backlog
  * while the peer is not connected or the QP's send queue is full.
  *
+ * Inline requests (work.h, work_inline): their payload is in the
+ * client's work-data slot (shm_layout.h), which the client may reuse as
+ * soon as the agent frees the ring position. So take_work copies it into
+ * the op record (a fixed buffer of max_work_inline bytes: no allocation)
+ * before it frees the position, and the op is posted from that copy as an
+ * inline send (nic.h), however long it waits in a backlog first.
+ *
  * Credits: a lane posts at most sq_depth WRs; all lanes together post at
  * most the CQ size minus the SRQ size, so the CQ never overflows (a lane
  * that finds none of those left waits in line, and the lanes in line are
@@ -120,7 +127,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <bitset>
+#include <cstddef>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -239,6 +248,10 @@ private:
         uint16_t lane       = 0;
         bool in_use         = false;
         uint32_t control    = 0; /* the agent's own message: its immediate */
+        /* a work_inline request's payload, copied out of the client's
+         * work-data slot at pop: the op may wait in a backlog long after
+         * the client reused the slot */
+        std::array<std::byte, max_work_inline> inline_data;
     };
 
     struct lane {

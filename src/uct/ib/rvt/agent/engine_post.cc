@@ -92,18 +92,20 @@ bool engine::take_work(uint32_t index, client_state &c)
     }
     bool took = false;
     work_request wr;
-    for (int n = 0; n < work_batch && c.channel->pop_work(wr); ++n) {
+    for (int n = 0; n < work_batch && c.channel->peek_work(wr); ++n) {
         took = true;
         traced(trace_stage::pop, index, wr.wr_id);
         if (c.who == nullptr) {
+            c.channel->release_work();
             return took;
         }
         const work_limits limits{static_cast<uint32_t>(m_peers.size()),
                                  m_layout.caps.slot_size, max_message,
-                                 m_nic.can_read()};
+                                 m_nic.can_read(), m_layout.caps.inline_size};
         const auto &mrs = m_mrs.mrs_of(index);
         std::string why = check_work(wr, mrs, limits);
-        if (!why.empty() && wr.length > 0 && !mrs.count(wr.lkey)) {
+        if (!why.empty() && wr.length > 0 && (wr.flags & work_inline) == 0 &&
+            !mrs.count(wr.lkey)) {
             /* the client announces an MR on its socket before it posts
              * from it: read what it has sent, then look again */
             m_server->take_pending(index);
@@ -111,11 +113,16 @@ bool engine::take_work(uint32_t index, client_state &c)
         }
         const uint32_t op_index = alloc_op();
         op_record &op           = m_ops[op_index];
-        op.wr                   = wr;
-        op.client               = index;
-        op.generation           = c.generation;
-        op.peer                 = wr.peer;
-        op.in_use               = true;
+        /* an inline payload (checked: at most a slot) becomes the op's
+         * own before the client may reuse the slot */
+        const bool inline_ok = why.empty() && (wr.flags & work_inline) != 0;
+        c.channel->release_work(
+                std::span(op.inline_data.data(), inline_ok ? wr.length : 0));
+        op.wr         = wr;
+        op.client     = index;
+        op.generation = c.generation;
+        op.peer       = wr.peer;
+        op.in_use     = true;
         m_mrs.op_queued(index, wr); /* until free_op */
         if (!why.empty()) {
             ++c.invalid;
@@ -368,7 +375,16 @@ nic_send engine::make_send(uint32_t op_index) const
     if (wr.head_length > 0) {
         s.sge[s.num_sge++] = {wr.head_addr, wr.head_length, wr.head_lkey};
     }
-    if (wr.length > 0) {
+    if ((wr.flags & work_inline) != 0) {
+        /* the op's copy of the client's work-data slot: the nic copies it
+         * again into the WQE before post() returns (nic.h, inline) */
+        s.inline_payload = true;
+        if (wr.length > 0) {
+            s.sge[s.num_sge++] = {reinterpret_cast<uintptr_t>(
+                                          op.inline_data.data()),
+                                  wr.length, 0};
+        }
+    } else if (wr.length > 0) {
         s.sge[s.num_sge++] = {wr.local_addr, wr.length, wr.lkey};
     }
     /* check_work vouched for the fields: the encoders accept them */
@@ -390,9 +406,11 @@ nic_send engine::make_send(uint32_t op_index) const
         s.opcode = nic_opcode::rdma_read;
         break;
     }
-    /* never inline: an inline send is copied by the CPU of the process
-     * that posts it, from its own address space, and a client's buffers
-     * are mapped only in the client (the device reads them via the MR) */
+    /* a request from client memory is never inline: an inline send is
+     * copied by the CPU of the process that posts it, from its own address
+     * space, and a client's buffers are mapped only in the client (the
+     * device reads them via the MR); work_inline payloads come through
+     * the segment, which the agent has mapped */
     s.remote_addr = wr.remote_addr;
     s.rkey        = wr.rkey;
     return s;

@@ -49,7 +49,18 @@ enum class nic_opcode : uint8_t {
     rdma_read,
 };
 
-/* A send work request as the engine builds it. */
+/*
+ * A send work request as the engine builds it.
+ *
+ * Inline: with `inline_payload` set, the SGEs name bytes in the agent's
+ * own memory (their lkeys are ignored), at most max_inline() of them in
+ * all, and the nic copies them before post() returns: the engine may
+ * reuse that memory at once, whatever becomes of the WR. That is what a
+ * device's inline send is (the CPU writes the bytes into the WQE, and the
+ * device reads no payload by DMA); a nic whose device carries fewer
+ * inline bytes copies them into registered memory of its own instead,
+ * which stays unchanged until the WR completes.
+ */
 struct nic_send {
     uint64_t wr_id; /* below 2^63: the top bit is the nic's own */
     nic_opcode opcode;
@@ -58,6 +69,7 @@ struct nic_send {
                       of its QP, and holds its send queue slot until then;
                       a WR that fails or is flushed always completes */
     bool fence; /* wait for earlier RDMA READs of the QP */
+    bool inline_payload; /* see above; not for rdma_read */
     uint8_t num_sge;
     std::array<nic_sge, 2> sge;
     uint64_t remote_addr; /* rdma ops */
@@ -104,6 +116,9 @@ struct rc_qp_params {
     uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
     uint8_t min_rnr     = 12; /* 0.64 ms */
     uint8_t rd_atomic   = 4; /* outstanding RDMA READs each way */
+    /* inline payload bytes asked of each QP (cap.max_inline_data); a
+     * device that refuses gets a QP without, and the nic stages */
+    uint32_t max_inline = 0;
 };
 
 struct nic_counters {
@@ -131,6 +146,8 @@ public:
     /* A few bytes of registered memory the engine's own sends (keepalives)
      * carry. */
     virtual nic_sge control_buffer() const = 0;
+    /* The most payload bytes an inline_payload WR may carry (nic_send). */
+    virtual uint32_t max_inline() const = 0;
 
     /* RC QPs, on the shared CQ and SRQ. create: INIT, remote write and
      * read allowed; connect: RTR then RTS towards (gid, remote_qpn), the
@@ -147,7 +164,9 @@ public:
     virtual nic_qp_state query_qp(uint32_t qpn) = 0;
 
     /* Posts `chain` on QP `qpn` with one doorbell. On failure, the first
-     * `posted` WRs were accepted and the rest were not. */
+     * `posted` WRs were accepted and the rest were not. The engine never
+     * has more than sq_depth() WRs of a QP outstanding (posted, and not
+     * yet retired by a polled completion). */
     virtual result<done>
     post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted) = 0;
 

@@ -17,17 +17,27 @@ failure verbs_failure(const char *what, uint32_t qpn, int err)
 } // namespace
 
 result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
-                                   const rc_qp_params &params)
+                                   const rc_qp_params &params,
+                                   uint32_t &max_inline)
 {
     ibv_qp_init_attr init{};
-    init.send_cq          = cq;
-    init.recv_cq          = cq;
-    init.srq              = srq;
-    init.qp_type          = IBV_QPT_RC;
-    init.cap.max_send_wr  = params.sq_depth;
-    init.cap.max_send_sge = 2; /* an AM's head, then its payload */
-    init.sq_sig_all       = 0;
+    init.send_cq             = cq;
+    init.recv_cq             = cq;
+    init.srq                 = srq;
+    init.qp_type             = IBV_QPT_RC;
+    init.cap.max_send_wr     = params.sq_depth;
+    init.cap.max_send_sge    = 2; /* an AM's head, then its payload */
+    init.sq_sig_all          = 0;
+    init.cap.max_inline_data = params.max_inline;
     verbs::qp_ptr qp(ibv_create_qp(dev.pd(), &init));
+    if (!qp && params.max_inline > 0) {
+        /* more inline bytes than the device does: none (the nic stages
+         * inline payloads in registered memory instead) */
+        init.cap.max_inline_data = 0;
+        qp.reset(ibv_create_qp(dev.pd(), &init));
+    }
+    /* ibv_create_qp wrote back what the QP has */
+    max_inline = qp ? init.cap.max_inline_data : 0;
     if (!qp) {
         return failure{"ibv_create_qp (RC, " + std::to_string(params.sq_depth) +
                        " send WRs) failed: " + std::strerror(errno)};

@@ -16,9 +16,13 @@
 
 namespace rvt::agent {
 
-/* A QP in INIT, with remote write and read access. */
+/* A QP in INIT, with remote write and read access, asking for
+ * params.max_inline inline bytes; a device that refuses that gets asked
+ * again without. `max_inline` is what the QP has (the device may give
+ * more than asked, or nothing). */
 result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
-                                   const rc_qp_params &params);
+                                   const rc_qp_params &params,
+                                   uint32_t &max_inline);
 
 /* INIT -> RTR -> RTS towards (gid, remote_qpn); the receive PSN is the
  * peer's send PSN. */

@@ -130,20 +130,42 @@ nic_sge verbs_nic::control_buffer() const
             sizeof(m_control_bytes), m_control_mr->lkey};
 }
 
+verbs_nic::rc_entry *verbs_nic::entry_of(uint32_t qpn)
+{
+    auto it = m_qps.find(qpn);
+    return it == m_qps.end() ? nullptr : &it->second;
+}
+
 ibv_qp *verbs_nic::qp_of(uint32_t qpn) const
 {
     auto it = m_qps.find(qpn);
-    return it == m_qps.end() ? nullptr : it->second.get();
+    return it == m_qps.end() ? nullptr : it->second.qp.get();
 }
 
 result<uint32_t> verbs_nic::create_qp()
 {
-    auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), m_cfg.qp);
+    rc_qp_params params = m_cfg.qp;
+    params.max_inline   = m_cfg.inline_size;
+    rc_entry e;
+    auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), params,
+                           e.max_inline);
     if (!qp) {
         return failure{qp.error()};
     }
-    const uint32_t qpn = qp.value()->qp_num;
-    m_qps[qpn]         = std::move(qp).value();
+    e.qp = std::move(qp).value();
+    if (e.max_inline < m_cfg.inline_size) {
+        e.staging.resize(size_t{m_cfg.qp.sq_depth} * m_cfg.inline_size);
+        e.staging_mr.reset(
+                ibv_reg_mr(m_dev.pd(), e.staging.data(), e.staging.size(), 0));
+        if (!e.staging_mr) {
+            return failure{
+                    "QP " + std::to_string(e.qp->qp_num) +
+                    ": inline staging (" + std::to_string(e.staging.size()) +
+                    " bytes): ibv_reg_mr failed: " + std::strerror(errno)};
+        }
+    }
+    const uint32_t qpn = e.qp->qp_num;
+    m_qps[qpn]         = std::move(e);
     return qpn;
 }
 
@@ -189,47 +211,107 @@ nic_qp_state verbs_nic::query_qp(uint32_t qpn)
 result<done>
 verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
 {
-    posted     = 0;
-    ibv_qp *qp = qp_of(qpn);
-    if (qp == nullptr) {
+    posted        = 0;
+    rc_entry *qpe = entry_of(qpn);
+    if (qpe == nullptr) {
         return failure{"post: QP " + std::to_string(qpn) + " is unknown"};
     }
+    ibv_qp *qp = qpe->qp.get();
     while (!chain.empty()) {
-        const size_t n = std::min(chain.size(), m_per_post);
+        size_t n = std::min(chain.size(), m_per_post);
+        std::string refused;
         for (size_t i = 0; i < n; ++i) {
             const nic_send &s = chain[i];
             ibv_send_wr &w    = m_wrs[i];
             w                 = {};
             w.wr_id           = s.wr_id;
-            for (uint8_t k = 0; k < s.num_sge; ++k) {
-                m_sges[i][k] = {s.sge[k].addr, s.sge[k].length, s.sge[k].lkey};
-            }
-            w.sg_list    = s.num_sge > 0 ? m_sges[i].data() : nullptr;
-            w.num_sge    = s.num_sge;
-            w.opcode     = verbs_opcode(s.opcode);
-            unsigned flags = 0;
+            w.opcode          = verbs_opcode(s.opcode);
+            unsigned flags    = 0;
             flags |= s.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u;
             flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
             w.send_flags = flags;
+            if (s.inline_payload) {
+                if (!inline_sges(*qpe, s, i, w, refused)) {
+                    n = i; /* post what came before it, then fail */
+                    break;
+                }
+            } else {
+                for (uint8_t k = 0; k < s.num_sge; ++k) {
+                    m_sges[i][k] = {s.sge[k].addr, s.sge[k].length,
+                                    s.sge[k].lkey};
+                }
+                w.sg_list = s.num_sge > 0 ? m_sges[i].data() : nullptr;
+                w.num_sge = s.num_sge;
+            }
             w.wr.rdma.remote_addr = s.remote_addr;
             w.wr.rdma.rkey        = s.rkey;
             if (s.opcode == nic_opcode::rdma_write_imm ||
                 s.opcode == nic_opcode::send_imm) {
                 w.imm_data = imm::to_wire(s.imm);
             }
-            w.next = i + 1 < n ? &m_wrs[i + 1] : nullptr;
+            w.next = m_wrs.data() + i + 1; /* the last one: below */
         }
-        ibv_send_wr *bad = nullptr;
-        const int err    = ibv_post_send(qp, m_wrs.data(), &bad);
-        if (err != 0) {
-            posted += static_cast<size_t>(bad - m_wrs.data());
-            return failure{"ibv_post_send on QP " + std::to_string(qpn) +
-                           " failed: " + std::strerror(err)};
+        if (n > 0) {
+            m_wrs[n - 1].next = nullptr;
+            ibv_send_wr *bad  = nullptr;
+            const int err     = ibv_post_send(qp, m_wrs.data(), &bad);
+            if (err != 0) {
+                posted += static_cast<size_t>(bad - m_wrs.data());
+                return failure{"ibv_post_send on QP " + std::to_string(qpn) +
+                               " failed: " + std::strerror(err)};
+            }
+            posted += n;
         }
-        posted += n;
+        if (!refused.empty()) {
+            return failure{"post on QP " + std::to_string(qpn) + ": " +
+                           refused};
+        }
         chain = chain.subspan(n);
     }
     return done{};
+}
+
+bool verbs_nic::inline_sges(rc_entry &qp, const nic_send &s, size_t i,
+                            ibv_send_wr &w, std::string &why)
+{
+    uint64_t total = 0;
+    for (uint8_t k = 0; k < s.num_sge; ++k) {
+        total += s.sge[k].length;
+    }
+    if (s.opcode == nic_opcode::rdma_read || total > m_cfg.inline_size) {
+        why = "inline WR (opcode " + std::to_string(int(s.opcode)) + ", " +
+              std::to_string(total) +
+              " bytes): expected a send or write of "
+              "at most " +
+              std::to_string(m_cfg.inline_size) + " bytes";
+        return false;
+    }
+    if (total <= qp.max_inline) {
+        /* the provider copies the bytes into the WQE in ibv_post_send:
+         * the lkeys are not used */
+        for (uint8_t k = 0; k < s.num_sge; ++k) {
+            m_sges[i][k] = {s.sge[k].addr, s.sge[k].length, 0};
+        }
+        w.sg_list = s.num_sge > 0 ? m_sges[i].data() : nullptr;
+        w.num_sge = s.num_sge;
+        w.send_flags |= IBV_SEND_INLINE;
+        return true;
+    }
+    /* the device carries fewer inline bytes: a staging slot of this QP's
+     * (rc_entry), which the device reads by DMA as any payload */
+    const uint32_t slot = qp.next_staging++ % m_cfg.qp.sq_depth;
+    std::byte *to       = qp.staging.data() + size_t{slot} * m_cfg.inline_size;
+    std::byte *at       = to;
+    for (uint8_t k = 0; k < s.num_sge; ++k) {
+        std::memcpy(at, reinterpret_cast<const void *>(s.sge[k].addr),
+                    s.sge[k].length);
+        at += s.sge[k].length;
+    }
+    m_sges[i][0] = {reinterpret_cast<uintptr_t>(to),
+                    static_cast<uint32_t>(total), qp.staging_mr->lkey};
+    w.sg_list    = total > 0 ? m_sges[i].data() : nullptr;
+    w.num_sge    = total > 0 ? 1 : 0;
+    return true;
 }
 
 size_t verbs_nic::poll(std::span<nic_completion> out)
@@ -241,20 +323,20 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
         return 0;
     }
     for (int i = 0; i < n; ++i) {
-        const ibv_wc &w = wc[static_cast<size_t>(i)];
+        const ibv_wc &w   = wc[static_cast<size_t>(i)];
         nic_completion &c = out[static_cast<size_t>(i)];
         /* the SRQ's receives say so in their wr_id (and only they: a
          * flushed WC's opcode is undefined) */
-        c.receive = (w.wr_id & receive_pool::wr_id_flag) != 0;
-        c.wr_id   = w.wr_id & ~receive_pool::wr_id_flag;
-        c.qpn             = w.qp_num;
-        c.byte_len        = w.byte_len;
-        c.has_imm         = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
-        c.imm             = c.has_imm ? imm::from_wire(w.imm_data) : 0;
-        c.status  = w.status == IBV_WC_SUCCESS      ? nic_status::success :
-                    w.status == IBV_WC_WR_FLUSH_ERR ? nic_status::flushed :
-                                                      nic_status::error;
-        c.vendor  = w.status;
+        c.receive  = (w.wr_id & receive_pool::wr_id_flag) != 0;
+        c.wr_id    = w.wr_id & ~receive_pool::wr_id_flag;
+        c.qpn      = w.qp_num;
+        c.byte_len = w.byte_len;
+        c.has_imm  = (w.wc_flags & IBV_WC_WITH_IMM) != 0;
+        c.imm      = c.has_imm ? imm::from_wire(w.imm_data) : 0;
+        c.status   = w.status == IBV_WC_SUCCESS      ? nic_status::success :
+                     w.status == IBV_WC_WR_FLUSH_ERR ? nic_status::flushed :
+                                                       nic_status::error;
+        c.vendor   = w.status;
         if (c.receive) {
             m_pool->consumed();
         }
@@ -288,8 +370,7 @@ void verbs_nic::disarm()
 
 result<uint32_t> verbs_nic::deregister(uint32_t handle)
 {
-    return uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(),
-                            handle);
+    return uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(), handle);
 }
 
 nic_counters verbs_nic::counters() const

@@ -15,7 +15,9 @@
 #include "uct/ib/rvt/agent/verbs_ptr.h"
 
 #include <array>
+#include <cstddef>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -23,9 +25,14 @@ namespace rvt::agent {
 
 struct verbs_nic_config {
     rc_qp_params qp;
-    uint32_t srq_size = 1024; /* receive buffers of the node */
+    uint32_t srq_size    = 1024; /* receive buffers of the node */
     uint32_t buffer_size = 8192; /* each: the largest active message */
-    uint32_t cq_size  = 8192; /* clamped to the device's */
+    uint32_t cq_size     = 8192; /* clamped to the device's */
+    /* the most bytes an inline WR carries (nic::max_inline): the work-data
+     * slot size. Each QP asks the device for that much (qp.max_inline is
+     * set from it); a QP that got less stages the payloads it cannot
+     * carry inline in registered memory of its own. */
+    uint32_t inline_size = 128;
 };
 
 class verbs_nic final : public nic {
@@ -52,6 +59,10 @@ public:
         return m_send_budget;
     }
     nic_sge control_buffer() const override;
+    uint32_t max_inline() const override
+    {
+        return m_cfg.inline_size;
+    }
 
     result<uint32_t> create_qp() override;
     result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
@@ -98,7 +109,28 @@ private:
     verbs_nic(device &dev, const verbs_nic_config &cfg) : m_dev(dev), m_cfg(cfg)
     {
     }
+    /*
+     * One RC QP. A QP whose device carries fewer inline bytes than
+     * inline_size copies an inline WR's payload into `staging` instead:
+     * sq_depth slots of inline_size bytes, registered, used in turn. A
+     * slot is reused sq_depth staged WRs later, and the engine never has
+     * more than sq_depth WRs of a QP outstanding (nic.h, post), so the WR
+     * that used it before has completed: the device has read it.
+     * Destroyed in reverse: the QP before the memory it may read.
+     */
+    struct rc_entry {
+        std::vector<std::byte> staging;
+        verbs::mr_ptr staging_mr;
+        uint32_t next_staging = 0;
+        uint32_t max_inline   = 0; /* what the QP carries inline */
+        verbs::qp_ptr qp;
+    };
+    rc_entry *entry_of(uint32_t qpn);
     ibv_qp *qp_of(uint32_t qpn) const;
+    /* Fills m_sges[i] and w's gather list and flags for an inline WR;
+     * false (with why) if s cannot be posted inline. */
+    bool inline_sges(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
+                     std::string &why);
 
     /* a chain is built here, at most this long per doorbell */
     static constexpr size_t max_chain = 64;
@@ -117,7 +149,7 @@ private:
      * zero-length SEND WITH IMM into an SRQ) */
     std::array<uint64_t, 1> m_control_bytes{};
     verbs::mr_ptr m_control_mr;
-    std::unordered_map<uint32_t, verbs::qp_ptr> m_qps;
+    std::unordered_map<uint32_t, rc_entry> m_qps;
     std::array<ibv_send_wr, max_chain> m_wrs{};
     std::array<std::array<ibv_sge, 2>, max_chain> m_sges{};
 };

@@ -29,6 +29,33 @@ std::string check_range(const char *what, uint64_t addr, uint32_t length,
     return {};
 }
 
+/* The rest of a work_inline request: its payload is in the work-data
+ * slot, so it names no local memory. */
+std::string check_inline(const work_request &wr, const work_limits &limits)
+{
+    const auto op = static_cast<work_op>(wr.op);
+    if (op != work_op::send_am && op != work_op::rdma_write &&
+        op != work_op::rdma_write_imm) {
+        return format("inline operation %u: expected send_am (%u), "
+                      "rdma_write (%u) or rdma_write_imm (%u)",
+                      wr.op, static_cast<unsigned>(work_op::send_am),
+                      static_cast<unsigned>(work_op::rdma_write),
+                      static_cast<unsigned>(work_op::rdma_write_imm));
+    }
+    if (wr.length > limits.max_inline) {
+        return format("inline length %u: the work-data slot holds %u",
+                      wr.length, limits.max_inline);
+    }
+    if (wr.local_addr != 0 || wr.lkey != 0 || wr.head_length != 0) {
+        return format("inline request with local address 0x%llx, lkey 0x%x, "
+                      "head length %u: expected all zero (the payload is in "
+                      "the work-data slot)",
+                      static_cast<unsigned long long>(wr.local_addr), wr.lkey,
+                      wr.head_length);
+    }
+    return {};
+}
+
 } // namespace
 
 std::string check_work(const work_request &wr,
@@ -39,8 +66,9 @@ std::string check_work(const work_request &wr,
         return format("operation %u: expected 1 to %u", wr.op,
                       work_op_limit - 1);
     }
-    if ((wr.flags & ~(work_signaled | work_fence)) != 0) {
-        return format("flags 0x%x: expected only signaled and fence", wr.flags);
+    if ((wr.flags & ~(work_signaled | work_fence | work_inline)) != 0) {
+        return format("flags 0x%x: expected only signaled, fence and inline",
+                      wr.flags);
     }
     if (wr.peer >= limits.num_peers) {
         return format("peer %u: this client's agent knows %u peers", wr.peer,
@@ -86,6 +114,9 @@ std::string check_work(const work_request &wr,
     if (wr.length > limits.max_message) {
         return format("length %u: the device's largest message is %u",
                       wr.length, limits.max_message);
+    }
+    if ((wr.flags & work_inline) != 0) {
+        return check_inline(wr, limits);
     }
     if (wr.length == 0) {
         return {}; /* no local memory is touched */

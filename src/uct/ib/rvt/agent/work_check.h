@@ -28,6 +28,7 @@ struct work_limits {
     uint32_t max_am_size; /* the inbound slot size */
     uint32_t max_message; /* the device's largest message */
     bool can_read; /* the device does RDMA READ */
+    uint32_t max_inline; /* the work-data slot size (work_inline) */
 };
 
 /* Empty when the request may be posted, else why not. */

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -43,6 +44,7 @@ session::session(attachment at) :
     m_work(*m_at.shm.at<ring_indices>(m_at.layout.work_offset),
            ring_slots<work_request>(m_at.shm, m_at.layout.work_offset,
                                     m_at.layout.caps.work)),
+    m_work_data(m_at.shm.at<std::byte>(m_at.layout.work_data_offset)),
     m_completions(*m_at.shm.at<ring_indices>(m_at.layout.completion_offset),
                   ring_slots<completion>(m_at.shm,
                                          m_at.layout.completion_offset,
@@ -140,6 +142,32 @@ post_status session::post(const work_request &wr)
     traced(trace_stage::submit, wr.wr_id, submitted);
     wake_agent();
     return post_status::posted;
+}
+
+std::byte *session::inline_slot()
+{
+    if (m_outstanding >= m_at.layout.caps.completion ||
+        m_work.free_slots() == 0) {
+        return nullptr;
+    }
+    return m_work_data + size_t{m_work.position()} * max_inline();
+}
+
+post_status
+session::post_inline(const work_request &wr, std::span<const std::byte> payload)
+{
+    std::byte *slot = inline_slot();
+    if (slot == nullptr) {
+        return post_status::busy;
+    }
+    std::memcpy(slot, payload.data(),
+                std::min<size_t>(payload.size(), max_inline()));
+    work_request copy = wr;
+    copy.flags |= work_inline;
+    copy.length     = static_cast<uint32_t>(payload.size());
+    copy.local_addr = 0;
+    copy.lkey       = 0;
+    return post(copy);
 }
 
 void session::wake_agent()

@@ -5,6 +5,9 @@
  *   connect_peer()     a remote (or this node's) agent -> a peer index
  *   register_memory()  own memory into the agent's PD (registration.h)
  *   post()             a work request into the work ring
+ *   post_inline()      one whose payload travels in the ring's work-data
+ *                      slot (no registered memory; the agent posts it
+ *                      as an inline send)
  *   poll_completions() one completion per work request, in order per
  *                      endpoint (source client, peer, destination client)
  *                      for requests that were posted; a request refused
@@ -122,6 +125,24 @@ public:
     /* The request is copied into the work ring. */
     post_status post(const work_request &wr);
 
+    /* Largest payload of an inline request: the work-data slot. */
+    uint32_t max_inline() const
+    {
+        return m_at.layout.caps.inline_size;
+    }
+    /* Inline requests (work.h, work_inline). inline_slot(): the work-data
+     * slot of the next post, max_inline() bytes, or nullptr when a post
+     * now would be `busy`. Write the payload there, then post() the
+     * request with work_inline set before anything else is posted: the
+     * slot belongs to the ring position that post fills. */
+    std::byte *inline_slot();
+    /* Both steps: copies `payload` into the slot and posts `wr` with
+     * work_inline, its length payload.size() and no local memory. A
+     * payload over max_inline() is not copied past the slot: the agent
+     * refuses the request (`invalid`). */
+    post_status
+    post_inline(const work_request &wr, std::span<const std::byte> payload);
+
     /* Copies out up to out.size() completions; returns how many. */
     size_t poll_completions(std::span<completion> out);
 
@@ -177,6 +198,7 @@ private:
     std::string m_trace_path;
     shm_doorbells *m_doorbells;
     ring_producer<work_request> m_work;
+    std::byte *m_work_data;
     ring_consumer<completion> m_completions;
     ring_consumer<inbound_message> m_inbound;
     const std::byte *m_inbound_data;

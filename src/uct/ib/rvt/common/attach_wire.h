@@ -30,7 +30,8 @@
 namespace rvt::wire {
 
 inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
-/* 4: the reply carries the client's generation */
+/* 4: the reply carries the client's generation; inline work requests and
+ * the segment's work-data area (shm_layout.h version 4) */
 inline constexpr uint16_t protocol_version = 4;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;

@@ -12,9 +12,11 @@
  * Indices are free-running 32-bit counters (wrapping is fine: only their
  * difference is used); slot = index & (capacity - 1).
  *
- * Ordering: the producer fills a slot, then publishes it with a release
- * store of head; the consumer loads head with acquire, copies the slot out,
- * then frees it with a release store of tail. Each side caches the other's
+ * Ordering: the producer fills a slot (and any data stored alongside it:
+ * shm_layout.h's work-data and inbound slots of the same position), then
+ * publishes it with a release store of head; the consumer loads head with
+ * acquire, copies the slot (and that data) out, then frees it with a
+ * release store of tail, after which the producer may reuse both. Each side caches the other's
  * index and re-reads it only when its cached view says full/empty, so the
  * fast path touches no line the other side writes.
  *

@@ -7,6 +7,9 @@
  *   doorbell_offset     shm_doorbells: who is asleep (see below)
  *   work_offset         ring_indices + work_request[work_capacity]
  *                       (client produces, agent consumes)
+ *   work_data_offset    work_capacity slots of work_inline_size bytes:
+ *                       slot i holds the payload of the work request at
+ *                       ring position i when it has work_inline (work.h)
  *   completion_offset   ring_indices + completion[completion_capacity]
  *                       (agent produces, client consumes)
  *   inbound_offset      ring_indices + inbound_message[inbound_capacity]
@@ -20,6 +23,14 @@
  * a client that stops polling can fill only its own area and never starves
  * the node's receive queue; and no client can read messages meant for
  * another.
+ *
+ * Why inline payloads in the segment: the agent has it mapped, so it can
+ * copy a short payload into the WQE itself (an inline send) and the
+ * device reads no payload by DMA; a client buffer is mapped only in the
+ * client, so the device would have to. The client writes the slot before
+ * it publishes the entry; the agent copies the slot out when it pops the
+ * entry, before it frees the ring position (the client may then reuse
+ * it), so an op that waits in the agent afterwards owns its own copy.
  *
  * Both sides compute the layout with shm_layout::make() from the
  * capacities; the client checks that the header agrees and that the
@@ -46,12 +57,13 @@
 #include <utility>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 namespace rvt {
 
 inline constexpr uint32_t shm_magic   = 0x4d485352; /* "RSHM" */
-inline constexpr uint32_t shm_version = 3;
+inline constexpr uint32_t shm_version = 4; /* 4: the work-data area */
 
 struct shm_header {
     uint32_t magic;
@@ -61,14 +73,15 @@ struct shm_header {
     uint32_t completion_capacity;
     uint32_t inbound_capacity;
     uint32_t inbound_slot_size;
-    uint32_t reserved0;
+    uint32_t work_inline_size; /* bytes per work-data slot */
     uint64_t doorbell_offset;
     uint64_t work_offset;
+    uint64_t work_data_offset;
     uint64_t completion_offset;
     uint64_t inbound_offset;
     uint64_t inbound_data_offset;
     uint64_t size; /* the whole segment */
-    uint8_t reserved1[48]; /* zero */
+    uint8_t reserved1[40]; /* zero */
 };
 static_assert(sizeof(shm_header) == 2 * cache_line);
 static_assert(std::is_trivially_copyable_v<shm_header> &&
@@ -96,11 +109,18 @@ static_assert(std::is_standard_layout_v<shm_doorbells>);
 inline constexpr uint32_t min_inbound_slot = 64;
 inline constexpr uint32_t max_inbound_slot = 65536;
 
+/* An inline payload fits one work-data slot: 64 B up to 256 B (the agent
+ * keeps a copy of that size in each op it holds, and devices carry a few
+ * hundred bytes inline at most). */
+inline constexpr uint32_t min_work_inline = 64;
+inline constexpr uint32_t max_work_inline = 256;
+
 struct shm_capacities {
-    uint32_t work       = 256;
-    uint32_t completion = 1024;
-    uint32_t inbound    = 256;
-    uint32_t slot_size  = 8192; /* largest active message */
+    uint32_t work        = 256;
+    uint32_t completion  = 1024;
+    uint32_t inbound     = 256;
+    uint32_t slot_size   = 8192; /* largest active message */
+    uint32_t inline_size = 128; /* largest inline payload (work_inline) */
 
     friend bool
     operator==(const shm_capacities &, const shm_capacities &) = default;
@@ -110,6 +130,7 @@ struct shm_layout {
     shm_capacities caps;
     uint64_t doorbell_offset;
     uint64_t work_offset;
+    uint64_t work_data_offset;
     uint64_t completion_offset;
     uint64_t inbound_offset;
     uint64_t inbound_data_offset;
@@ -122,8 +143,9 @@ struct shm_layout {
         return (v + to - 1) / to * to;
     }
 
-    /* Ring capacities must be powers of two (ring.h); the slot size a
-     * multiple of 64 from min_inbound_slot to max_inbound_slot. */
+    /* Ring capacities must be powers of two (ring.h); the slot sizes
+     * multiples of 64, from min_inbound_slot to max_inbound_slot and from
+     * min_work_inline to max_work_inline. */
     static result<shm_layout> make(const shm_capacities &caps)
     {
         const std::pair<const char *, uint32_t> rings[] = {{"work", caps.work},
@@ -138,20 +160,26 @@ struct shm_layout {
                                ": expected a power of two from 2 to 2^24"};
             }
         }
-        if (caps.slot_size < min_inbound_slot ||
-            caps.slot_size > max_inbound_slot ||
-            caps.slot_size % cache_line != 0) {
-            return failure{"inbound slot size " +
-                           std::to_string(caps.slot_size) +
-                           ": expected a multiple of 64 from " +
-                           std::to_string(min_inbound_slot) + " to " +
-                           std::to_string(max_inbound_slot)};
+        const std::tuple<const char *, uint32_t, uint32_t, uint32_t> slots[] = {
+                {"inbound slot size", caps.slot_size, min_inbound_slot,
+                 max_inbound_slot},
+                {"work inline size", caps.inline_size, min_work_inline,
+                 max_work_inline}};
+        for (const auto &[name, size, low, high] : slots) {
+            if (size < low || size > high || size % cache_line != 0) {
+                return failure{std::string(name) + " " + std::to_string(size) +
+                               ": expected a multiple of 64 from " +
+                               std::to_string(low) + " to " +
+                               std::to_string(high)};
+            }
         }
-        shm_layout l{caps, 0, 0, 0, 0, 0, 0};
-        l.doorbell_offset     = sizeof(shm_header);
-        l.work_offset         = l.doorbell_offset + sizeof(shm_doorbells);
-        l.completion_offset   = ring_end(l.work_offset, caps.work,
-                                         sizeof(work_request));
+        shm_layout l{caps, 0, 0, 0, 0, 0, 0, 0};
+        l.doorbell_offset   = sizeof(shm_header);
+        l.work_offset       = l.doorbell_offset + sizeof(shm_doorbells);
+        l.work_data_offset  = ring_end(l.work_offset, caps.work,
+                                       sizeof(work_request));
+        l.completion_offset = l.work_data_offset +
+                              uint64_t{caps.work} * caps.inline_size;
         l.inbound_offset      = ring_end(l.completion_offset, caps.completion,
                                          sizeof(completion));
         l.inbound_data_offset = round_up(ring_end(l.inbound_offset,
@@ -177,7 +205,8 @@ struct shm_layout {
                            std::to_string(shm_version)};
         }
         auto l = make({h.work_capacity, h.completion_capacity,
-                       h.inbound_capacity, h.inbound_slot_size});
+                       h.inbound_capacity, h.inbound_slot_size,
+                       h.work_inline_size});
         if (!l) {
             return failure{"shared segment header: " + l.error()};
         }
@@ -198,8 +227,10 @@ struct shm_layout {
         h.completion_capacity = caps.completion;
         h.inbound_capacity    = caps.inbound;
         h.inbound_slot_size   = caps.slot_size;
+        h.work_inline_size    = caps.inline_size;
         h.doorbell_offset     = doorbell_offset;
         h.work_offset         = work_offset;
+        h.work_data_offset    = work_data_offset;
         h.completion_offset   = completion_offset;
         h.inbound_offset      = inbound_offset;
         h.inbound_data_offset = inbound_data_offset;

@@ -28,9 +28,21 @@ inline constexpr uint8_t work_op_limit = 5;
 enum work_flags : uint8_t {
     work_signaled = 1u << 0, /* the client wants a completion */
     work_fence    = 1u << 1, /* wait for earlier reads on this endpoint */
+    /* the payload is the first `length` bytes of the work-data slot of
+     * this entry's ring position (shm_layout.h), not client memory:
+     * local_addr, lkey and the head segment are zero. For send_am,
+     * rdma_write and rdma_write_imm; length at most the slot size (and
+     * the largest AM for send_am). The agent posts it as an inline send. */
+    work_inline = 1u << 2,
 };
 
 /*
+ * Client to agent. The client fills the entry (and, for work_inline, its
+ * work-data slot) and then publishes it (ring.h: a release store of the
+ * head); the agent copies the entry out, and the slot's payload into the
+ * op it keeps, before it frees the position (a release store of the
+ * tail), so the client may reuse both as soon as the tail moves.
+ *
  * Every work request gets exactly one completion, in ring order per
  * endpoint (source client, peer, destination client) for the requests the
  * agent posts (an `invalid` or not-yet-posted `peer_failed` one completes
@@ -50,8 +62,8 @@ struct work_request {
     uint32_t peer; /* remote node, as numbered by this agent */
     uint32_t dst_client; /* client index on the remote agent */
     uint32_t length; /* bytes */
-    uint64_t local_addr; /* the client's address, inside its MR */
-    uint32_t lkey; /* of that MR (registered in the agent's PD) */
+    uint64_t local_addr; /* the client's address, inside its MR; 0 inline */
+    uint32_t lkey; /* of that MR (registered in the agent's PD); 0 inline */
     uint32_t rkey; /* rdma ops: the remote MR */
     uint64_t remote_addr; /* rdma ops */
     /* send_am only: an optional first gather segment, sent before

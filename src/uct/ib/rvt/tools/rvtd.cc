@@ -56,6 +56,7 @@ struct options {
     long compl_ring   = 1024;
     long inbound_ring = 256;
     long am_size      = 8192;
+    long inline_size  = 128;
     long num_qps      = 4;
     long gid_index    = -1;
     long srq_size     = 1024;
@@ -139,6 +140,11 @@ const std::vector<option_row> &option_table()
             number("am-size", "8192",
                    "largest active message, bytes (64-65536, multiple of 64)",
                    &options::am_size, 64, 65536),
+            number("inline-size", "128",
+                   "largest payload a request carries in the work ring "
+                   "(UCT's short operations), posted inline, bytes (64-256, "
+                   "multiple of 64)",
+                   &options::inline_size, 64, 256),
             number("num-qps", "4", "K: shared RC QPs per remote node (1-16)",
                    &options::num_qps, 1, 16),
             number("gid-index", "-1",
@@ -323,7 +329,8 @@ int run(const options &opt)
     shm_capacities caps{static_cast<uint32_t>(opt.work_ring),
                         static_cast<uint32_t>(opt.compl_ring),
                         static_cast<uint32_t>(opt.inbound_ring),
-                        static_cast<uint32_t>(opt.am_size)};
+                        static_cast<uint32_t>(opt.am_size),
+                        static_cast<uint32_t>(opt.inline_size)};
     auto layout = shm_layout::make(caps);
     if (!layout) {
         start_failed(layout.error());
@@ -342,6 +349,7 @@ int run(const options &opt)
     ncfg.qp.timeout  = static_cast<uint8_t>(opt.qp_timeout);
     ncfg.srq_size    = static_cast<uint32_t>(opt.srq_size);
     ncfg.buffer_size = caps.slot_size;
+    ncfg.inline_size = caps.inline_size;
     ncfg.cq_size     = static_cast<uint32_t>(opt.srq_size +
                                          16 * opt.sq_depth * opt.num_qps);
     auto nic         = agent::verbs_nic::create(d, ncfg);

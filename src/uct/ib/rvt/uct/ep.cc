@@ -3,13 +3,19 @@
  *
  * Every operation is one work request, so one message or one RDMA
  * operation on the wire:
- *   am_short, am_short_iov, am_bcopy  SEND from a bounce buffer: the bytes
- *                                     the handler gets (am_short: the
- *                                     8-byte header, then the payload)
+ *   am_short, am_short_iov            SEND of the bytes the handler gets
+ *                                     (am_short: the 8-byte header, then
+ *                                     the payload): in the work ring's
+ *                                     data slot (work_inline, posted
+ *                                     inline by the agent) when they fit
+ *                                     it, else from a bounce buffer
+ *   am_bcopy                          SEND from a bounce buffer
  *   am_zcopy                          SEND gathering the header (copied
  *                                     to a bounce buffer) and the caller's
  *                                     registered buffer
- *   put_short, put_bcopy              RDMA WRITE from a bounce buffer
+ *   put_short                         RDMA WRITE: inline when it fits
+ *                                     the slot, as am_short
+ *   put_bcopy                         RDMA WRITE from a bounce buffer
  *   put_zcopy                         RDMA WRITE WITH IMM from the caller's
  *                                     buffer: the target's agent sees it
  *                                     and tells the target process
@@ -108,6 +114,30 @@ ucs_status_t post_bounce(ep &e, work_op op, uint8_t am_id, uint32_t b,
     work_request wr = bounce_request(i, op, am_id, b, length, remote_addr,
                                      rkey);
     return i.post(e, wr, nullptr, static_cast<int32_t>(b));
+}
+
+/* Posts `length` bytes (at most the session's max_inline()) in the work
+ * ring's data slot: fill(slot) writes them there. No bounce buffer: the
+ * agent copies the slot when it takes the request. */
+template<class Fill>
+ucs_status_t post_inline(ep &e, work_op op, uint8_t am_id, size_t length,
+                         uint64_t remote_addr, uct_rkey_t rkey, Fill &&fill)
+{
+    iface &i        = *e.owner;
+    std::byte *slot = i.session->inline_slot();
+    if (slot == nullptr) { /* as a refused post() */
+        i.tx_blocked = true;
+        return UCS_ERR_NO_RESOURCE;
+    }
+    fill(slot);
+    work_request wr{};
+    wr.op          = static_cast<uint8_t>(op);
+    wr.flags       = work_inline;
+    wr.am_id       = am_id;
+    wr.length      = static_cast<uint32_t>(length);
+    wr.rkey        = static_cast<uint32_t>(rkey);
+    wr.remote_addr = remote_addr;
+    return i.post(e, wr, nullptr, -1);
 }
 
 size_t iov_length(const uct_iov_t *iov, size_t iovcnt)
@@ -352,11 +382,16 @@ ucs_status_t ep_am_short(uct_ep_h handle, uint8_t id, uint64_t header,
     if (status != UCS_OK) {
         return status;
     }
+    auto fill = [&](std::byte *buf) {
+        std::memcpy(buf, &header, sizeof(header));
+        std::memcpy(buf + sizeof(header), payload, length);
+        trace_am_send(i, id, buf, total, "AM_SHORT");
+    };
+    if (total <= i.session->max_inline()) {
+        return post_inline(e, work_op::send_am, id, total, 0, 0, fill);
+    }
     const uint32_t b = i.bounce->get();
-    std::byte *buf   = i.bounce->at(b);
-    std::memcpy(buf, &header, sizeof(header));
-    std::memcpy(buf + sizeof(header), payload, length);
-    trace_am_send(i, id, buf, total, "AM_SHORT");
+    fill(i.bounce->at(b));
     return post_bounce(e, work_op::send_am, id, b, total, 0, 0);
 }
 
@@ -376,9 +411,15 @@ ucs_status_t ep_am_short_iov(uct_ep_h handle, uint8_t id, const uct_iov_t *iov,
     if (status != UCS_OK) {
         return status;
     }
+    auto fill = [&](std::byte *buf) {
+        gather(iov, iovcnt, buf);
+        trace_am_send(i, id, buf, total, "AM_SHORT_IOV");
+    };
+    if (total <= i.session->max_inline()) {
+        return post_inline(e, work_op::send_am, id, total, 0, 0, fill);
+    }
     const uint32_t b = i.bounce->get();
-    gather(iov, iovcnt, i.bounce->at(b));
-    trace_am_send(i, id, i.bounce->at(b), total, "AM_SHORT_IOV");
+    fill(i.bounce->at(b));
     return post_bounce(e, work_op::send_am, id, b, total, 0, 0);
 }
 
@@ -439,9 +480,14 @@ ucs_status_t ep_put_short(uct_ep_h handle, const void *buffer, unsigned length,
     if (status != UCS_OK) {
         return status;
     }
-    const uint32_t b = copy_to_bounce(i,
-                                      {static_cast<const std::byte *>(buffer),
-                                       length});
+    const std::span bytes(static_cast<const std::byte *>(buffer), length);
+    if (length <= i.session->max_inline()) {
+        return post_inline(e, work_op::rdma_write, 0, length, remote_addr, rkey,
+                           [&](std::byte *slot) {
+                               std::memcpy(slot, bytes.data(), bytes.size());
+                           });
+    }
+    const uint32_t b = copy_to_bounce(i, bytes);
     return post_bounce(e, work_op::rdma_write, 0, b, length, remote_addr, rkey);
 }
 

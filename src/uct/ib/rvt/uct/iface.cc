@@ -111,8 +111,9 @@ const char *completion_status_name(uint32_t status)
 ucs_status_t
 iface::post(ep &e, work_request &wr, uct_completion_t *comp, int32_t b)
 {
-    const bool fence  = e.fence_next || e.fence_generation != fence_generation;
-    wr.flags          = work_signaled | (fence ? work_fence : 0);
+    const bool fence = e.fence_next || e.fence_generation != fence_generation;
+    wr.flags         = (wr.flags & work_inline) | work_signaled |
+               (fence ? work_fence : 0);
     wr.peer           = e.peer;
     wr.dst_client     = e.dst_client;
     wr.dst_generation = e.dst_generation;
@@ -581,6 +582,9 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
+    /* short operations: inline (the work ring's data slot) up to the
+     * session's max_inline(), from a bounce buffer above, up to seg_size:
+     * both work, so the limit is seg_size */
     attr->cap.put.max_short       = i.seg_size;
     attr->cap.put.max_bcopy       = i.seg_size;
     attr->cap.put.min_zcopy       = 0;
