@@ -19,6 +19,7 @@ clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined \
 # type 1, length 88 = 'X', reserved 0, a job key), so mutations start deep
 printf 'RVTA\001\000\001\000X\000\000\000\000\000\000\000job-key' > "$out/corpus/seed-request"
 "$out/fuzz_wire" -max_total_time="$seconds" -max_len=512 \
+    -artifact_prefix="$out/" \
     -print_final_stats=1 "$out/corpus" > "$out/fuzz.log" 2>&1
 rc=$?
 grep -E 'stat::number_of_executed_runs|Done|ERROR|SUMMARY' "$out/fuzz.log"
