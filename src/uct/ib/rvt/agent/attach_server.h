@@ -89,6 +89,10 @@ struct device_grant {
     int agent_wake_fd = -1; /* eventfd every client may write */
 };
 
+/* attach_config::index_quarantine's default (engine.h checks it against
+ * the departure memory) */
+inline constexpr std::chrono::milliseconds default_index_quarantine{1000};
+
 struct attach_config {
     std::string socket_path;
     std::string job_key;
@@ -104,7 +108,7 @@ struct attach_config {
     size_t max_pending_output = wire::max_status_size;
     /* How long a detached index stays unused ("Indices and generations"
      * above); 0: reused at once. */
-    std::chrono::milliseconds index_quarantine{1000};
+    std::chrono::milliseconds index_quarantine = default_index_quarantine;
 };
 
 struct attached_client {

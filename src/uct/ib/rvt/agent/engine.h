@@ -120,6 +120,7 @@
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/trace.h"
 #include "uct/ib/rvt/common/unique_fd.h"
@@ -144,6 +145,15 @@
 
 namespace rvt::agent {
 
+/* engine_config::departure_memory's default. A sender must forget that
+ * (index, generation) departed before that pair can be attached again, or
+ * it would fail the new holder: the generation wraps after max_generations
+ * attaches of one index, each at least an index quarantine after the last. */
+inline constexpr std::chrono::milliseconds default_departure_memory{60000};
+static_assert(default_departure_memory <
+                      default_index_quarantine * (imm::max_generations - 1),
+              "a departure must be forgotten before its generation returns");
+
 struct engine_config {
     peer_config peers; /* K, handshake and keepalive timing */
     uint32_t max_peers = 1024;
@@ -158,7 +168,7 @@ struct engine_config {
     uint64_t pause_bytes    = uint64_t{8} << 20;
     /* how long a departed client is remembered, on both ends
      * ("Departed clients" above, departures.h) */
-    std::chrono::milliseconds departure_memory{60000};
+    std::chrono::milliseconds departure_memory = default_departure_memory;
 };
 
 class engine {
