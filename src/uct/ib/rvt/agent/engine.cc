@@ -132,6 +132,15 @@ void engine::client_gone(const attached_client &c)
     /* its posted ops still complete; its queued ones are dropped as they
      * come to the front of their lanes (post_lane) */
     m_mrs.client_gone(c.index, s.generation, s.posted);
+    /* every connected peer hears of it now, so that its senders' endpoints
+     * fail even if they send nothing more, or if what they send arrives
+     * before this agent saw the process go ("Departed clients") */
+    const time_point now = std::chrono::steady_clock::now();
+    for (auto &p : m_peers) {
+        if (p->is(peer_state::connected)) {
+            tell_gone(*p, c.index, imm::wire_generation(c.generation), now);
+        }
+    }
 }
 
 result<uint32_t> engine::resolve_peer(const attached_client &c,

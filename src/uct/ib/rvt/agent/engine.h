@@ -80,7 +80,10 @@
  * status "stale", by reason, and "misrouted", their sum) and never
  * reaches whoever holds the index now; the agent tells the sending peer
  * client_gone(index, generation), once per (peer, index, generation)
- * (departures.h: again after a reconnection, or after its memory). The
+ * (departures.h: again after a reconnection, or after its memory); every
+ * connected peer is told so at the departure itself too, so that a
+ * sender that sends nothing more, or whose last message arrived before
+ * the agent saw the process go, learns it all the same. The
  * peer then gives each of its clients that use us an inbound client_gone
  * entry naming (peer, index, generation), and completes their further
  * work for that destination as peer_failed without posting it, queued
@@ -375,6 +378,7 @@ private:
     /* departed clients ("Departed clients" above) */
     void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
                   time_point now);
+    void tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
     void destination_gone(peer &p, uint32_t index, uint8_t generation,
                           time_point now);
     bool destination_is_gone(const op_record &op) const

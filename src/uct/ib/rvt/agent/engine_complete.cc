@@ -268,6 +268,15 @@ void engine::on_stale(peer &p, uint32_t index, uint8_t generation,
 {
     ++m_totals.misrouted;
     ++(detached ? m_totals.stale_detached : m_totals.stale_generation);
+    tell_gone(p, index, generation, now);
+}
+
+/* Tells peer p, once, that our client (index, generation) is gone: at
+ * its departure (client_gone), and again when p sends it something
+ * (on_stale) after a reconnection or the departure memory. */
+void engine::tell_gone(peer &p, uint32_t index, uint8_t generation,
+                       time_point now)
+{
     if (!m_departures.stale(p.index, index, generation, now)) {
         return; /* told already */
     }
