@@ -243,19 +243,16 @@ unsigned poll_inbound(iface &i)
             }
             break;
         case inbound_kind::client_gone:
-            /* the process behind these endpoints went away: what UCP
-             * expects of a peer that did (its in-flight ops complete
-             * from the agent, further ones as peer_failed) */
+            /* the process behind some endpoints went away. They are not
+             * failed now: an endpoint fails at its next operation, which
+             * the agent completes as peer_failed, as an RC endpoint fails
+             * at an operation to a peer that is gone; one that sends
+             * nothing more stays quiet (a UCT user without an error
+             * handler, ucx_perftest's server, would otherwise die while
+             * its peers leave). Ops in flight complete from the agent. */
             ucs_debug("rvt %s: client %u generation %u of peer %u is gone",
                       i.owner_md->port.device.c_str(), v.msg.src_client,
                       v.msg.generation, v.msg.peer);
-            for (ep *e : i.eps) {
-                if (e->peer == v.msg.peer &&
-                    e->dst_client == v.msg.src_client &&
-                    e->dst_generation == v.msg.generation) {
-                    i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
-                }
-            }
             break;
         default:
             ucs_error("rvt %s: inbound entry of unknown kind %u: dropped",
