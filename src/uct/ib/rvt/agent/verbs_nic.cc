@@ -241,11 +241,12 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
             w.send_flags = flags;
             if (s.opcode == nic_opcode::atomic_fetch_add ||
                 s.opcode == nic_opcode::atomic_cmp_swp) {
-                if (!atomic_wr(*qpe, s, i, w, refused)) {
+                uint32_t slot = 0;
+                if (!atomic_wr(*qpe, s, i, w, slot, refused)) {
                     n = i; /* post what came before it, then fail */
                     break;
                 }
-                atomics[num_atomics++] = {i, {s.wr_id, qpe->next_result - 1}};
+                atomics[num_atomics++] = {i, {s.wr_id, slot}};
                 w.next                 = m_wrs.data() + i + 1;
                 continue;
             }
@@ -342,7 +343,7 @@ bool verbs_nic::inline_sges(rc_entry &qp, const nic_send &s, size_t i,
 }
 
 bool verbs_nic::atomic_wr(rc_entry &qp, const nic_send &s, size_t i,
-                          ibv_send_wr &w, std::string &why)
+                          ibv_send_wr &w, uint32_t &slot, std::string &why)
 {
     if (!can_atomic() || !s.signaled || s.num_sge != 0 || s.inline_payload ||
         s.remote_addr % sizeof(uint64_t) != 0) {
@@ -365,7 +366,7 @@ bool verbs_nic::atomic_wr(rc_entry &qp, const nic_send &s, size_t i,
             return false;
         }
     }
-    const uint32_t slot     = qp.next_result++ % m_cfg.qp.sq_depth;
+    slot                    = qp.next_result++ % m_cfg.qp.sq_depth;
     qp.results[slot]        = 0;
     m_sges[i][0]            = {reinterpret_cast<uintptr_t>(&qp.results[slot]),
                                sizeof(uint64_t), qp.results_mr->lkey};

@@ -147,10 +147,10 @@ private:
      * false (with why) if s cannot be posted inline. */
     bool inline_sges(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
                      std::string &why);
-    /* Fills w's atomic fields and its result slot's SGE (m_sges[i]);
-     * false (with why) if s cannot be posted. */
+    /* Fills w's atomic fields and the SGE of its result slot (m_sges[i]),
+     * whose index it sets; false (with why) if s cannot be posted. */
     bool atomic_wr(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
-                   std::string &why);
+                   uint32_t &slot, std::string &why);
     /* The old value of the atomic that completion w ends, if it is one. */
     void take_fetched(const ibv_wc &w, nic_completion &c);
 
