@@ -21,18 +21,8 @@ using namespace rvt::test;
 
 namespace {
 
-class uct_rvt_atomics :
-    public uct_rvt_route,
-    public ::testing::WithParamInterface<route_kind> {
+class uct_rvt_atomics : public uct_rvt_each_route {
 protected:
-    void SetUp() override
-    {
-        uct_rvt_route::SetUp();
-        if (!IsSkipped() && !HasFatalFailure()) {
-            open_route(GetParam());
-        }
-    }
-
     static uint64_t word(const buffer &b, size_t offset)
     {
         uint64_t w;
