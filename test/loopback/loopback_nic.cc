@@ -150,6 +150,11 @@ bool loopback_nic::can_read() const
     return m_options.can_read;
 }
 
+bool loopback_nic::can_atomic() const
+{
+    return m_options.can_atomic;
+}
+
 uint32_t loopback_nic::sq_depth() const
 {
     return m_options.sq_depth;
@@ -273,8 +278,20 @@ loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
         return std::to_string(wr.num_sge) + " SGEs, at most " +
                std::to_string(wr.sge.size());
     }
-    if (wr.opcode > nic_opcode::rdma_read) {
+    if (wr.opcode > nic_opcode::atomic_cmp_swp) {
         return "unknown opcode " + std::to_string(int(wr.opcode));
+    }
+    if (wr.opcode == nic_opcode::atomic_fetch_add ||
+        wr.opcode == nic_opcode::atomic_cmp_swp) {
+        if (!m_options.can_atomic) {
+            return std::string("an atomic on a nic without can_atomic");
+        }
+        if (wr.num_sge != 0 || wr.inline_payload || !wr.signaled) {
+            return "an atomic with " + std::to_string(wr.num_sge) +
+                   " SGEs, inline " + std::to_string(wr.inline_payload) +
+                   ", signaled " + std::to_string(wr.signaled) +
+                   ": expected no SGEs, not inline, signaled";
+        }
     }
     const bool read = wr.opcode == nic_opcode::rdma_read;
     if (read && !m_options.can_read) {

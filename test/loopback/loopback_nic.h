@@ -30,6 +30,15 @@
  *            posted the WR waits (receiver not ready, as with rnr_retry 7)
  *            and is tried again on every poll() and arm() of any nic; the
  *            WRs behind it wait too.
+ *   Atomics  fetch-and-add and compare-and-swap run on the 8-byte word at
+ *            remote_addr, in memory (copy mode), one WR at a time as
+ *            everything here, so they are atomic with respect to each
+ *            other; the completion carries the old word (fetched). post()
+ *            refuses one with SGEs, inline or unsignaled (verbs_nic does).
+ *            A misaligned word, or a target with can_atomic false:
+ *            IBV_WC_REM_INV_REQ_ERR; a bad rkey, or one without
+ *            IBV_ACCESS_REMOTE_ATOMIC: IBV_WC_REM_ACCESS_ERR (both QPs to
+ *            ERROR, as any remote error). In `none` mode fetched is 0.
  *   Inline   an inline_payload WR's bytes are copied in post() (the caller
  *            may overwrite them as soon as it returns) into a store of the
  *            QP's, allocated once (a WQE's room); they check no lkey. One longer than max_inline, or an
@@ -114,6 +123,7 @@ struct loopback_options {
     uint32_t sq_depth        = 128; /* WRs per QP, posted and not retired */
     uint32_t send_budget     = 1024; /* CQ capacity minus receive_buffers */
     bool can_read            = true;
+    bool can_atomic          = true; /* 64-bit atomics */
     memory_mode memory       = memory_mode::copy;
     bool execute_on_post     = true; /* false: WRs run at the next poll() */
     uint32_t datagram_slots  = 64; /* datagrams waiting; more are lost */
@@ -176,6 +186,7 @@ public:
     gid_bytes gid() const override;
     uint32_t ud_qpn() const override;
     bool can_read() const override;
+    bool can_atomic() const override;
     uint32_t sq_depth() const override;
     uint32_t send_budget() const override;
     nic_sge control_buffer() const override;
@@ -211,7 +222,7 @@ public:
 
     /* The MR table (copy mode). access: IBV_ACCESS_* flags; an RDMA READ
      * needs IBV_ACCESS_LOCAL_WRITE on its local SGEs, remote ops need
-     * IBV_ACCESS_REMOTE_WRITE or _READ; a gather needs none. */
+     * IBV_ACCESS_REMOTE_WRITE, _READ or _ATOMIC; a gather needs none. */
     loopback_mr register_memory(void *addr, size_t length, int access);
 
     /* Fault injection (see the header comment); each fails for a QPN this
@@ -289,6 +300,7 @@ private:
         } what;
         uint32_t vendor = 0; /* ibv_wc_status */
         peer_ref peer{}; /* set: a remote error, the peer goes to ERROR */
+        uint64_t fetched = 0; /* a successful atomic: the old word */
     };
 
     /* A CQ entry and the send-queue slots polling it frees. */
@@ -317,9 +329,10 @@ private:
     std::optional<uint32_t> take_receive_buffer();
     std::byte *buffer(uint32_t index);
     void to_error(rc_qp &qp);
-    void
-    complete(rc_qp &qp, const nic_send &wr, nic_status status, uint32_t vendor);
-    void retire(rc_qp &qp, const nic_send &wr);
+    void complete(rc_qp &qp, const nic_send &wr, nic_status status,
+                  uint32_t vendor, uint64_t fetched = 0);
+    void retire(rc_qp &qp, const nic_send &wr, uint64_t fetched);
+    outcome atomic(const nic_send &wr, const peer_ref &peer) const;
     void receive_completion(uint32_t qpn, uint32_t index, uint32_t byte_len,
                             uint32_t imm, uint32_t vendor);
     std::string name(uint32_t qpn) const;

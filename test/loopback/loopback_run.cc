@@ -100,7 +100,7 @@ void loopback_nic::run(rc_qp &qp)
         qp.queue.pop_front();
         ++m_stats.ops_executed;
         if (o.what == outcome::success) {
-            retire(qp, wr);
+            retire(qp, wr, o.fetched);
             continue;
         }
         /* fail_next(qpn, IBV_WC_WR_FLUSH_ERR): the error completion is
@@ -187,8 +187,41 @@ loopback_nic::outcome loopback_nic::execute(rc_qp &qp, const queued_wr &q)
                                   IBV_WC_SUCCESS);
         return {outcome::success};
     }
+    case nic_opcode::atomic_fetch_add:
+    case nic_opcode::atomic_cmp_swp:
+        return atomic(wr, peer);
     }
     return {outcome::error, IBV_WC_LOC_QP_OP_ERR}; /* check_post refused it */
+}
+
+/* An atomic on the target's word, which nothing else touches meanwhile:
+ * WRs run one at a time. */
+loopback_nic::outcome
+loopback_nic::atomic(const nic_send &wr, const peer_ref &peer) const
+{
+    const loopback_nic &target = *peer.nic;
+    if (!target.m_options.can_atomic ||
+        wr.remote_addr % sizeof(uint64_t) != 0) {
+        return {outcome::error, IBV_WC_REM_INV_REQ_ERR, peer};
+    }
+    if (m_options.memory != memory_mode::copy) {
+        return {outcome::success};
+    }
+    if (!target.remote_ok(wr, sizeof(uint64_t), IBV_ACCESS_REMOTE_ATOMIC)) {
+        return {outcome::error, IBV_WC_REM_ACCESS_ERR, peer};
+    }
+    uint64_t word;
+    std::memcpy(&word, pointer(wr.remote_addr), sizeof(word));
+    const uint64_t old = word;
+    if (wr.opcode == nic_opcode::atomic_fetch_add) {
+        word += wr.compare_add;
+    } else if (word == wr.compare_add) {
+        word = wr.swap;
+    }
+    std::memcpy(pointer(wr.remote_addr), &word, sizeof(word));
+    outcome o{outcome::success};
+    o.fetched = old;
+    return o;
 }
 
 /* The QP at the other end, if it would answer: in RTS, connected back to
@@ -334,26 +367,27 @@ void loopback_nic::to_error(rc_qp &qp)
 }
 
 void loopback_nic::complete(rc_qp &qp, const nic_send &wr, nic_status status,
-                            uint32_t vendor)
+                            uint32_t vendor, uint64_t fetched)
 {
     if (qp.silent) {
         return;
     }
     nic_completion c{};
-    c.wr_id  = wr.wr_id;
-    c.qpn    = qp.qpn;
-    c.status = status;
-    c.vendor = vendor;
+    c.wr_id   = wr.wr_id;
+    c.qpn     = qp.qpn;
+    c.status  = status;
+    c.vendor  = vendor;
+    c.fetched = fetched;
     push({c, 1 + qp.retired_silently});
     qp.retired_silently = 0;
 }
 
 /* A WR that ran: signaled ones complete, the others wait in the send
  * queue for the next completion of their QP. */
-void loopback_nic::retire(rc_qp &qp, const nic_send &wr)
+void loopback_nic::retire(rc_qp &qp, const nic_send &wr, uint64_t fetched)
 {
     if (wr.signaled) {
-        complete(qp, wr, nic_status::success, IBV_WC_SUCCESS);
+        complete(qp, wr, nic_status::success, IBV_WC_SUCCESS, fetched);
     } else {
         ++qp.retired_silently;
     }

@@ -37,18 +37,7 @@ using namespace rvt::test;
 
 namespace {
 
-class uct_rvt_semantics :
-    public uct_rvt_route,
-    public ::testing::WithParamInterface<route_kind> {
-protected:
-    void SetUp() override
-    {
-        uct_rvt_route::SetUp();
-        if (!IsSkipped() && !HasFatalFailure()) {
-            open_route(GetParam());
-        }
-    }
-};
+class uct_rvt_semantics : public uct_rvt_each_route {};
 
 } // namespace
 

@@ -354,6 +354,21 @@ protected:
     std::vector<uct_rkey_bundle_t> m_rkeys; /* released at TearDown */
 };
 
+/* A test run over each route (INSTANTIATE_TEST_SUITE_P with route_kind
+ * values): the route is open when the test body starts. */
+class uct_rvt_each_route :
+    public uct_rvt_route,
+    public ::testing::WithParamInterface<route_kind> {
+protected:
+    void SetUp() override
+    {
+        uct_rvt_route::SetUp();
+        if (!IsSkipped() && !HasFatalFailure()) {
+            open_route(GetParam());
+        }
+    }
+};
+
 } // namespace rvt::test
 
 #endif

@@ -56,9 +56,11 @@ using agent::testing::loopback_options;
 using steady = std::chrono::steady_clock;
 
 inline constexpr const char *job_key = "engine.test";
-inline constexpr int remote_rw       = IBV_ACCESS_LOCAL_WRITE |
+/* what the UCT MD registers with where the agent does atomics */
+inline constexpr int remote_rw = IBV_ACCESS_LOCAL_WRITE |
                                  IBV_ACCESS_REMOTE_WRITE |
-                                 IBV_ACCESS_REMOTE_READ;
+                                 IBV_ACCESS_REMOTE_READ |
+                                 IBV_ACCESS_REMOTE_ATOMIC;
 
 /* What an agent is built with; the defaults are small, so that rings and
  * queues fill in a few operations. */
@@ -380,8 +382,10 @@ protected:
         a->engine = std::move(e).value();
         agent::device_grant grant{a->null_fd.get(), 1, 0,
                                   wire::reg_mode::uverbs_ioctl, id};
-        grant.address       = a->engine->address();
-        grant.num_qps       = a->engine->num_qps();
+        grant.address  = a->engine->address();
+        grant.num_qps  = a->engine->num_qps();
+        grant.features = a->nic->can_atomic() ? wire::agent_feature_atomic64 :
+                                                0;
         grant.agent_wake_fd = a->engine->wake_fd();
         agent::engine *eng  = a->engine.get();
         agent::attach_config cfg{a->socket, job_key,        getuid(),

@@ -77,6 +77,18 @@ inline nic_send rdma(nic_opcode code, uint64_t wr_id, nic_sge local,
     return s;
 }
 
+/* A device atomic on the word at remote's offset: no SGEs, signaled. */
+inline nic_send atomic(nic_opcode code, uint64_t wr_id, const region &remote,
+                       size_t offset, uint64_t compare_add, uint64_t swap = 0)
+{
+    nic_send s    = make(code, wr_id, {});
+    s.remote_addr = remote.addr(offset);
+    s.rkey        = remote.mr.rkey;
+    s.compare_add = compare_add;
+    s.swap        = swap;
+    return s;
+}
+
 inline nic_send
 send_imm(uint64_t wr_id, std::initializer_list<nic_sge> sges, uint32_t imm)
 {

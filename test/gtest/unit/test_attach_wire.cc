@@ -193,6 +193,16 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     rep                = accepted_reply();
     rep.address.ud_qpn = 1;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)), "UD QPN 1");
+
+    rep          = accepted_reply();
+    rep.features = wire::agent_feature_atomic64;
+    EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
+    rep.features = 0x6;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)),
+                   "features 0x6, reserved 0x0: expected only 0x1");
+    rep           = accepted_reply();
+    rep.reserved1 = 3;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "reserved 0x3");
 }
 
 TEST(attach_wire, agent_addresses_are_checked)

@@ -64,6 +64,43 @@ TEST_F(loopback_pair, a_bad_rkey_fails_remotely_and_takes_the_peer_down)
     EXPECT_EQ(read_only.bytes, std::vector<uint8_t>(8, 0));
 }
 
+TEST_F(loopback_pair, an_atomic_needs_remote_atomic_access_and_an_aligned_word)
+{
+    start();
+    region no_atomic(*b, 16, remote_rw, 0);
+    region word(*b, 16, remote_rw | IBV_ACCESS_REMOTE_ATOMIC, 0);
+    loopback_options without;
+    without.can_atomic = false;
+    loopback_nic c(fabric, without);
+    region on_c(c, 8, remote_rw | IBV_ACCESS_REMOTE_ATOMIC, 0);
+    struct bad_case {
+        nic_send wr;
+        uint32_t vendor;
+        loopback_nic *target;
+    };
+    for (const bad_case &bad :
+         {bad_case{atomic(nic_opcode::atomic_fetch_add, 1, no_atomic, 0, 1),
+                   IBV_WC_REM_ACCESS_ERR, b.get()},
+          bad_case{atomic(nic_opcode::atomic_cmp_swp, 2, word, 4, 0, 1),
+                   IBV_WC_REM_INV_REQ_ERR, b.get()},
+          bad_case{atomic(nic_opcode::atomic_fetch_add, 3, on_c, 0, 1),
+                   IBV_WC_REM_INV_REQ_ERR, &c}}) {
+        auto [x, y] = connect(*a, *bad.target);
+        post_ok(*a, x, {bad.wr});
+        auto got = drain(*a);
+        ASSERT_EQ(got.size(), 1u);
+        expect_send(got[0], bad.wr.wr_id, x, nic_status::error, bad.vendor);
+        EXPECT_EQ(got[0].fetched, 0u);
+        EXPECT_EQ(a->query_qp(x), nic_qp_state::error);
+        EXPECT_EQ(bad.target->query_qp(y), nic_qp_state::error);
+    }
+    EXPECT_EQ(no_atomic.bytes, std::vector<uint8_t>(16, 0));
+    EXPECT_EQ(word.bytes, std::vector<uint8_t>(16, 0));
+    EXPECT_EQ(on_c.bytes, std::vector<uint8_t>(8, 0));
+    std::ignore = drain(*b);
+    std::ignore = drain(c);
+}
+
 TEST_F(loopback_pair, read_needs_remote_read_and_local_write_access)
 {
     start();

@@ -119,6 +119,52 @@ TEST_F(loopback_pair, read_copies_remote_bytes_into_local_memory)
     expect_send(got[0], 9, qa, nic_status::success, IBV_WC_SUCCESS);
 }
 
+TEST_F(loopback_pair, atomics_change_the_remote_word_and_fetch_its_old_value)
+{
+    start();
+    region word(*b, 16, remote_rw | IBV_ACCESS_REMOTE_ATOMIC, 0);
+    const uint64_t start_value = 40;
+    std::memcpy(word.bytes.data() + 8, &start_value, 8);
+    post_ok(*a, qa,
+            {atomic(nic_opcode::atomic_fetch_add, 1, word, 8, 2),
+             atomic(nic_opcode::atomic_cmp_swp, 2, word, 8, 42, 7),
+             atomic(nic_opcode::atomic_cmp_swp, 3, word, 8, 42, 9)});
+    auto got = drain(*a);
+    ASSERT_EQ(got.size(), 3u);
+    const uint64_t fetched[] = {40, 42, 7};
+    for (size_t i = 0; i < 3; ++i) {
+        expect_send(got[i], i + 1, qa, nic_status::success, IBV_WC_SUCCESS);
+        EXPECT_EQ(got[i].fetched, fetched[i]) << "wr_id " << i + 1;
+    }
+    uint64_t now;
+    std::memcpy(&now, word.bytes.data() + 8, 8);
+    EXPECT_EQ(now, 7u) << "the second compare failed: no swap";
+    EXPECT_EQ(word.bytes[0], 0) << "the word beside it is untouched";
+}
+
+TEST_F(loopback_pair, an_atomic_with_sges_inline_or_unsignaled_is_refused)
+{
+    start();
+    region word(*b, 8, remote_rw | IBV_ACCESS_REMOTE_ATOMIC, 0);
+    region local(*a, 8, IBV_ACCESS_LOCAL_WRITE, 0);
+    nic_send with_sge = atomic(nic_opcode::atomic_fetch_add, 1, word, 0, 1);
+    with_sge.sge[with_sge.num_sge++] = local.sge(0, 8);
+    nic_send in_line = atomic(nic_opcode::atomic_cmp_swp, 2, word, 0, 0, 1);
+    in_line.inline_payload = true;
+    for (const nic_send &bad :
+         {with_sge, in_line,
+          unsignaled(atomic(nic_opcode::atomic_fetch_add, 3, word, 0, 1))}) {
+        size_t posted = 99;
+        auto r        = a->post(qa, {&bad, 1}, posted);
+        ASSERT_FALSE(r.ok()) << "wr_id " << bad.wr_id;
+        EXPECT_EQ(posted, 0u);
+        EXPECT_NE(r.error().find("expected no SGEs, not inline, signaled"),
+                  std::string::npos)
+                << r.error();
+    }
+    EXPECT_EQ(word.bytes, std::vector<uint8_t>(8, 0));
+}
+
 TEST_F(loopback_pair,
        unsignaled_wrs_are_silent_and_keep_their_slots_until_a_poll)
 {

@@ -72,6 +72,7 @@ protected:
                               std::move(agent_wake),
                               std::move(client_wake),
                               nullptr,
+                              0,
                               0};
         auto s = client::session::open(std::move(at));
         ASSERT_TRUE(s.ok()) << s.error();

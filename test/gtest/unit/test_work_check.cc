@@ -17,7 +17,7 @@ namespace {
 const std::unordered_map<uint32_t, agent::client_mr> mrs = {
         {0x100, {7, 0x100, 0x200, 0x10000, 0x1000}},
 };
-const agent::work_limits limits{3, 8192, 1u << 30, true, 128};
+const agent::work_limits limits{3, 8192, 1u << 30, true, true, 128};
 
 work_request good_write()
 {
@@ -76,7 +76,7 @@ TEST(work_check, fields_are_checked)
     w.op   = 0;
     expect_refused(w, "operation 0");
     w.op = work_op_limit;
-    expect_refused(w, "operation 5");
+    expect_refused(w, "operation 7");
     w       = good_write();
     w.flags = 0x80;
     expect_refused(w, "flags 0x80");
@@ -104,11 +104,12 @@ TEST(work_check, active_messages_fit_the_receivers_slot)
     w.length     = 8192;
     w.local_addr = 0x10000;
     w.length     = 0x1000;
-    EXPECT_EQ(agent::check_work(w, mrs, {3, 0x1000, 1u << 30, true, 128}), "");
+    EXPECT_EQ(agent::check_work(w, mrs, {3, 0x1000, 1u << 30, true, true, 128}),
+              "");
     expect_refused(w, "active message of 4096 bytes",
-                   {3, 2048, 1u << 30, true, 128});
+                   {3, 2048, 1u << 30, true, true, 128});
     w.am_id = 64;
-    expect_refused(w, "AM id 64", {3, 0x1000, 1u << 30, true, 128});
+    expect_refused(w, "AM id 64", {3, 0x1000, 1u << 30, true, true, 128});
 }
 
 TEST(work_check, an_am_head_is_checked_like_the_payload)
@@ -124,7 +125,7 @@ TEST(work_check, an_am_head_is_checked_like_the_payload)
     EXPECT_EQ(agent::check_work(w, mrs, limits), "");
     /* head and payload together must fit the receiver's slot */
     expect_refused(w, "active message of 2176 bytes (head 128 + 2048)",
-                   {3, 0x800, 1u << 30, true, 128});
+                   {3, 0x800, 1u << 30, true, true, 128});
     auto h      = w;
     h.head_lkey = 0x101;
     expect_refused(h, "head lkey 0x101");
@@ -146,7 +147,7 @@ TEST(work_check, reads_need_a_device_that_reads)
     auto w = good_write();
     w.op   = static_cast<uint8_t>(work_op::rdma_read);
     EXPECT_EQ(agent::check_work(w, mrs, limits), "");
-    expect_refused(w, "RDMA READ", {3, 8192, 1u << 30, false, 128});
+    expect_refused(w, "RDMA READ", {3, 8192, 1u << 30, false, true, 128});
 }
 
 TEST(work_check, an_inline_request_names_no_memory_and_fits_the_slot)
@@ -198,4 +199,66 @@ TEST(work_check, an_inline_request_names_no_memory_and_fits_the_slot)
     w.op          = static_cast<uint8_t>(work_op::send_am);
     w.length      = 65;
     expect_refused(w, "active message of 65 bytes", l);
+}
+
+namespace {
+
+work_request good_atomic(work_op op)
+{
+    work_request w{};
+    w.wr_id       = 9;
+    w.op          = static_cast<uint8_t>(op);
+    w.flags       = work_signaled;
+    w.peer        = 1;
+    w.dst_client  = 4;
+    w.length      = atomic_size;
+    w.operand     = 0x1234567890abcdefull; /* not an address: no MR */
+    w.compare     = op == work_op::atomic_cswap ? 0xfedcba0987654321ull : 0;
+    w.rkey        = 0x999;
+    w.remote_addr = 0x5008;
+    return w;
+}
+
+} // namespace
+
+TEST(work_check, an_atomic_names_an_aligned_word_and_no_local_memory)
+{
+    for (work_op op : {work_op::atomic_fetch_add, work_op::atomic_cswap}) {
+        SCOPED_TRACE(static_cast<int>(op));
+        EXPECT_EQ(agent::check_work(good_atomic(op), mrs, limits), "");
+        auto w  = good_atomic(op);
+        w.flags = work_signaled | work_fence;
+        EXPECT_EQ(agent::check_work(w, mrs, limits), "") << "fenced";
+
+        w             = good_atomic(op);
+        w.remote_addr = 0x5004;
+        expect_refused(w, "atomic remote address 0x5004: expected a multiple "
+                          "of 8");
+        w        = good_atomic(op);
+        w.length = 4;
+        expect_refused(w, "atomic length 4: expected 8");
+        w      = good_atomic(op);
+        w.lkey = 0x100; /* even an MR of the client's: atomics name none */
+        expect_refused(w, "atomic with lkey 0x100");
+        w           = good_atomic(op);
+        w.head_lkey = 0x100;
+        expect_refused(w, "head lkey 0x100");
+        w             = good_atomic(op);
+        w.head_length = 8;
+        expect_refused(w, "head length 8");
+        w       = good_atomic(op);
+        w.flags = work_signaled | work_inline;
+        expect_refused(w, "inline flag");
+        w       = good_atomic(op);
+        w.am_id = 2;
+        expect_refused(w, "AM id 2 on an atomic");
+        w      = good_atomic(op);
+        w.peer = 3;
+        expect_refused(w, "peer 3");
+        expect_refused(good_atomic(op), "this device does no atomics",
+                       {3, 8192, 1u << 30, true, false, 128});
+    }
+    auto w    = good_atomic(work_op::atomic_fetch_add);
+    w.compare = 0x42;
+    expect_refused(w, "compare value 0x42 on a fetch-and-add");
 }

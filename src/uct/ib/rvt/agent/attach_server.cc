@@ -403,6 +403,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     rep.address            = m_grant.address;
     rep.num_qps            = m_grant.num_qps;
     rep.max_am_size        = l.caps.slot_size;
+    rep.features           = m_grant.features;
     const int fds[] = {m_grant.cmd_fd, segment.fd.get(), m_grant.agent_wake_fd,
                        wake.get()};
     auto sent       = send_with_fds(conn.sock.get(),

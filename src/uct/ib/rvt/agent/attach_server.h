@@ -86,6 +86,7 @@ struct device_grant {
     uint64_t agent_id; /* random per agent instance */
     wire::agent_address address{}; /* where peers reach this agent */
     uint32_t num_qps  = 1; /* K */
+    uint32_t features = 0; /* wire::agent_feature_* bits */
     int agent_wake_fd = -1; /* eventfd every client may write */
 };
 

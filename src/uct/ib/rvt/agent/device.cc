@@ -170,7 +170,9 @@ device::open(const std::string &name, uint8_t port, int gid_index)
 
 device_grant device::grant(uint64_t agent_id) const
 {
-    return {m_ctx->cmd_fd, m_pd->handle, m_driver_id, m_mode, agent_id};
+    device_grant g{m_ctx->cmd_fd, m_pd->handle, m_driver_id, m_mode, agent_id};
+    g.features = can_atomic() ? wire::agent_feature_atomic64 : 0;
+    return g;
 }
 
 } // namespace rvt::agent

@@ -82,6 +82,12 @@ public:
     {
         return m_attr.max_qp_rd_atom > 0 && m_attr.max_qp_init_rd_atom > 0;
     }
+    /* Whether QPs here may do 64-bit RDMA atomics (fetch-and-add,
+     * compare-and-swap): they take the same responder resources. */
+    bool can_atomic() const
+    {
+        return can_read() && m_attr.atomic_cap != IBV_ATOMIC_NONE;
+    }
 
 private:
     device() = default;

@@ -390,8 +390,9 @@ private:
     void mark(peer &p, uint16_t lane_index);
     uint32_t alloc_op();
     void free_op(uint32_t op_index);
-    void
-    complete_op(uint32_t op_index, completion_status status, uint32_t detail);
+    /* value: an atomic's fetched word (completion::value) */
+    void complete_op(uint32_t op_index, completion_status status,
+                     uint32_t detail, uint64_t value = 0);
 
     /* engine_complete.cc: the CQ */
     size_t poll_cq(time_point now);

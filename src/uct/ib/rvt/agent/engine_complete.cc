@@ -106,7 +106,7 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     ++p.lanes[lane_index].retired;
     if (wc.status == nic_status::success) {
         p.conn->activity(now);
-        complete_op(op_index, completion_status::success, 0);
+        complete_op(op_index, completion_status::success, 0, wc.fetched);
         if (m_cq_waiting.empty()) {
             post_lane(p, lane_index);
         } else if (!p.lanes[lane_index].backlog.empty()) {

@@ -58,7 +58,7 @@ void engine::free_op(uint32_t op_index)
 }
 
 void engine::complete_op(uint32_t op_index, completion_status status,
-                         uint32_t detail)
+                         uint32_t detail, uint64_t value)
 {
     op_record &op = m_ops[op_index];
     if (op.client != no_client) {
@@ -71,6 +71,7 @@ void engine::complete_op(uint32_t op_index, completion_status status,
             done.length = status == completion_status::success ? op.wr.length :
                                                                  0;
             done.peer   = op.wr.peer;
+            done.value  = value;
             const uint64_t at = stamp();
             c.channel->complete(done);
             traced(trace_stage::complete, op.client, op.wr.wr_id, at);
@@ -100,8 +101,11 @@ bool engine::take_work(uint32_t index, client_state &c)
             return took;
         }
         const work_limits limits{static_cast<uint32_t>(m_peers.size()),
-                                 m_layout.caps.slot_size, max_message,
-                                 m_nic.can_read(), m_layout.caps.inline_size};
+                                 m_layout.caps.slot_size,
+                                 max_message,
+                                 m_nic.can_read(),
+                                 m_nic.can_atomic(),
+                                 m_layout.caps.inline_size};
         const auto &mrs = m_mrs.mrs_of(index);
         std::string why = check_work(wr, mrs, limits);
         if (!why.empty() && wr.length > 0 && (wr.flags & work_inline) == 0 &&
@@ -345,12 +349,15 @@ void engine::resume_cq_waiting()
 /* Selective signalling: the last WR of a chain asks for a completion, and
  * so does every signal_interval-th one of a long stream, so that the send
  * queue is reclaimed in time. The WRs before a signaled one complete with
- * it (on_send_completion). */
+ * it (on_send_completion). An atomic always asks: its completion carries
+ * the value it fetched (nic.h). */
 void engine::signal(lane &l, std::span<nic_send> chain)
 {
     for (size_t i = 0; i < chain.size(); ++i) {
         const bool last   = i + 1 == chain.size();
-        chain[i].signaled = last || ++l.unsignaled >= signal_interval;
+        const bool atomic = chain[i].opcode == nic_opcode::atomic_fetch_add ||
+                            chain[i].opcode == nic_opcode::atomic_cmp_swp;
+        chain[i].signaled = last || atomic || ++l.unsignaled >= signal_interval;
         if (chain[i].signaled) {
             l.unsignaled = 0;
         }
@@ -384,7 +391,8 @@ nic_send engine::make_send(uint32_t op_index) const
                                           op.inline_data.data()),
                                   wr.length, 0};
         }
-    } else if (wr.length > 0) {
+    } else if (wr.length > 0 && !is_atomic(static_cast<work_op>(wr.op))) {
+        /* an atomic's operands are no addresses (work.h) */
         s.sge[s.num_sge++] = {wr.local_addr, wr.length, wr.lkey};
     }
     /* check_work vouched for the fields: the encoders accept them */
@@ -404,6 +412,15 @@ nic_send engine::make_send(uint32_t op_index) const
         break;
     case work_op::rdma_read:
         s.opcode = nic_opcode::rdma_read;
+        break;
+    case work_op::atomic_fetch_add:
+        s.opcode      = nic_opcode::atomic_fetch_add;
+        s.compare_add = wr.operand;
+        break;
+    case work_op::atomic_cswap:
+        s.opcode      = nic_opcode::atomic_cmp_swp;
+        s.compare_add = wr.compare;
+        s.swap        = wr.operand;
         break;
     }
     /* a request from client memory is never inline: an inline send is

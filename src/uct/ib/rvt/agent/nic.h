@@ -47,6 +47,12 @@ enum class nic_opcode : uint8_t {
     rdma_write_imm,
     send_imm,
     rdma_read,
+    /* 64-bit atomics on the word at remote_addr (8-byte aligned): no
+     * SGEs, always signaled; the nic gives the device a result buffer of
+     * its own and returns the word's old value in the completion
+     * (nic_completion::fetched) */
+    atomic_fetch_add,
+    atomic_cmp_swp,
 };
 
 /*
@@ -75,6 +81,9 @@ struct nic_send {
     uint64_t remote_addr; /* rdma ops */
     uint32_t rkey; /* rdma ops */
     uint32_t imm; /* _imm ops, host order (imm.h) */
+    uint64_t compare_add; /* atomic_fetch_add: added; atomic_cmp_swp:
+                             the value compared with */
+    uint64_t swap; /* atomic_cmp_swp: the value swapped in */
 };
 
 enum class nic_status : uint8_t {
@@ -92,6 +101,9 @@ struct nic_completion {
     bool receive; /* a receive from the SRQ (else a send's completion) */
     nic_status status;
     uint32_t vendor; /* the device's status code (ibv_wc_status) */
+    /* a successful atomic: the remote word before the operation, host
+     * order; zero otherwise */
+    uint64_t fetched;
 };
 
 enum class nic_qp_state : uint8_t {
@@ -138,6 +150,8 @@ public:
     virtual uint32_t ud_qpn() const = 0;
     /* Whether QPs may do RDMA READ (responder resources exist). */
     virtual bool can_read() const = 0;
+    /* Whether QPs may do the atomic opcodes (the device's atomic_cap). */
+    virtual bool can_atomic() const = 0;
     /* Send WRs an RC QP holds (posted and not yet completed). */
     virtual uint32_t sq_depth() const = 0;
     /* Sends that may be outstanding (signaled or not) without the

@@ -47,7 +47,8 @@ result<verbs::qp_ptr> create_rc_qp(const device &dev, ibv_cq *cq, ibv_srq *srq,
     attr.pkey_index      = 0;
     attr.port_num        = dev.port();
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_LOCAL_WRITE;
+                           IBV_ACCESS_LOCAL_WRITE |
+                           (dev.can_atomic() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     int err = ibv_modify_qp(qp.get(), &attr,
                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                     IBV_QP_ACCESS_FLAGS);

@@ -26,6 +26,10 @@ ibv_wr_opcode verbs_opcode(nic_opcode op)
         return IBV_WR_SEND_WITH_IMM;
     case nic_opcode::rdma_read:
         return IBV_WR_RDMA_READ;
+    case nic_opcode::atomic_fetch_add:
+        return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    case nic_opcode::atomic_cmp_swp:
+        return IBV_WR_ATOMIC_CMP_AND_SWP;
     }
     return IBV_WR_SEND_WITH_IMM;
 }
@@ -220,6 +224,11 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
     while (!chain.empty()) {
         size_t n = std::min(chain.size(), m_per_post);
         std::string refused;
+        /* the atomics of this call: (index in m_wrs, wr_id, result slot),
+         * remembered once the device took them */
+        std::array<std::pair<size_t, std::pair<uint64_t, uint32_t>>, max_chain>
+                atomics;
+        size_t num_atomics = 0;
         for (size_t i = 0; i < n; ++i) {
             const nic_send &s = chain[i];
             ibv_send_wr &w    = m_wrs[i];
@@ -230,6 +239,17 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
             flags |= s.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u;
             flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
             w.send_flags = flags;
+            if (s.opcode == nic_opcode::atomic_fetch_add ||
+                s.opcode == nic_opcode::atomic_cmp_swp) {
+                uint32_t slot = 0;
+                if (!atomic_wr(*qpe, s, i, w, slot, refused)) {
+                    n = i; /* post what came before it, then fail */
+                    break;
+                }
+                atomics[num_atomics++] = {i, {s.wr_id, slot}};
+                w.next                 = m_wrs.data() + i + 1;
+                continue;
+            }
             if (s.inline_payload) {
                 if (!inline_sges(*qpe, s, i, w, refused)) {
                     n = i; /* post what came before it, then fail */
@@ -252,11 +272,19 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
             w.next = m_wrs.data() + i + 1; /* the last one: below */
         }
         if (n > 0) {
-            m_wrs[n - 1].next = nullptr;
-            ibv_send_wr *bad  = nullptr;
-            const int err     = ibv_post_send(qp, m_wrs.data(), &bad);
+            m_wrs[n - 1].next     = nullptr;
+            ibv_send_wr *bad      = nullptr;
+            const int err         = ibv_post_send(qp, m_wrs.data(), &bad);
+            const size_t accepted = err != 0 ? static_cast<size_t>(
+                                                       bad - m_wrs.data()) :
+                                               n;
+            for (size_t k = 0; k < num_atomics; ++k) {
+                if (atomics[k].first < accepted) {
+                    qpe->atomics.push_back(atomics[k].second);
+                }
+            }
             if (err != 0) {
-                posted += static_cast<size_t>(bad - m_wrs.data());
+                posted += accepted;
                 return failure{"ibv_post_send on QP " + std::to_string(qpn) +
                                " failed: " + std::strerror(err)};
             }
@@ -314,6 +342,58 @@ bool verbs_nic::inline_sges(rc_entry &qp, const nic_send &s, size_t i,
     return true;
 }
 
+bool verbs_nic::atomic_wr(rc_entry &qp, const nic_send &s, size_t i,
+                          ibv_send_wr &w, uint32_t &slot, std::string &why)
+{
+    if (!can_atomic() || !s.signaled || s.num_sge != 0 || s.inline_payload ||
+        s.remote_addr % sizeof(uint64_t) != 0) {
+        why = "atomic WR (opcode " + std::to_string(int(s.opcode)) +
+              ", remote address " + std::to_string(s.remote_addr) +
+              "): expected a device that does atomics, a signaled WR "
+              "without SGEs or inline payload, and an 8-byte aligned "
+              "address";
+        return false;
+    }
+    if (!qp.results_mr) {
+        qp.results.assign(m_cfg.qp.sq_depth, 0);
+        qp.results_mr.reset(ibv_reg_mr(m_dev.pd(), qp.results.data(),
+                                       qp.results.size() * sizeof(uint64_t),
+                                       IBV_ACCESS_LOCAL_WRITE));
+        if (!qp.results_mr) {
+            qp.results.clear();
+            why = std::string("atomic results: ibv_reg_mr failed: ") +
+                  std::strerror(errno);
+            return false;
+        }
+    }
+    slot                    = qp.next_result++ % m_cfg.qp.sq_depth;
+    qp.results[slot]        = 0;
+    m_sges[i][0]            = {reinterpret_cast<uintptr_t>(&qp.results[slot]),
+                               sizeof(uint64_t), qp.results_mr->lkey};
+    w.sg_list               = m_sges[i].data();
+    w.num_sge               = 1;
+    w.wr.atomic.remote_addr = s.remote_addr;
+    w.wr.atomic.rkey        = s.rkey;
+    w.wr.atomic.compare_add = s.compare_add;
+    w.wr.atomic.swap        = s.swap;
+    return true;
+}
+
+void verbs_nic::take_fetched(const ibv_wc &w, nic_completion &c)
+{
+    rc_entry *qp = entry_of(w.qp_num);
+    if (qp == nullptr || qp->atomics.empty() ||
+        qp->atomics.front().first != c.wr_id) {
+        return;
+    }
+    /* the device wrote the old value there, in host order, before it
+     * generated the completion (UCX's rc_verbs reads it so too) */
+    if (w.status == IBV_WC_SUCCESS) {
+        c.fetched = qp->results[qp->atomics.front().second];
+    }
+    qp->atomics.pop_front();
+}
+
 size_t verbs_nic::poll(std::span<nic_completion> out)
 {
     std::array<ibv_wc, 64> wc;
@@ -337,8 +417,11 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
                      w.status == IBV_WC_WR_FLUSH_ERR ? nic_status::flushed :
                                                        nic_status::error;
         c.vendor   = w.status;
+        c.fetched  = 0;
         if (c.receive) {
             m_pool->consumed();
+        } else {
+            take_fetched(w, c);
         }
     }
     return static_cast<size_t>(n);

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,10 @@ public:
     bool can_read() const override
     {
         return m_dev.can_read();
+    }
+    bool can_atomic() const override
+    {
+        return m_dev.can_atomic();
     }
     uint32_t sq_depth() const override
     {
@@ -123,6 +128,17 @@ private:
         verbs::mr_ptr staging_mr;
         uint32_t next_staging = 0;
         uint32_t max_inline   = 0; /* what the QP carries inline */
+        /* where the device writes atomics' results: sq_depth words,
+         * registered at the first atomic and used in turn as the staging
+         * slots are (an atomic is signaled, so its completion, which
+         * reads the word, is polled before the engine may post sq_depth
+         * more WRs on the QP) */
+        std::vector<uint64_t> results;
+        verbs::mr_ptr results_mr;
+        uint32_t next_result = 0;
+        /* atomics posted and not completed, in posting order: wr_id and
+         * result slot */
+        std::deque<std::pair<uint64_t, uint32_t>> atomics;
         verbs::qp_ptr qp;
     };
     rc_entry *entry_of(uint32_t qpn);
@@ -131,6 +147,12 @@ private:
      * false (with why) if s cannot be posted inline. */
     bool inline_sges(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
                      std::string &why);
+    /* Fills w's atomic fields and the SGE of its result slot (m_sges[i]),
+     * whose index it sets; false (with why) if s cannot be posted. */
+    bool atomic_wr(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
+                   uint32_t &slot, std::string &why);
+    /* The old value of the atomic that completion w ends, if it is one. */
+    void take_fetched(const ibv_wc &w, nic_completion &c);
 
     /* a chain is built here, at most this long per doorbell */
     static constexpr size_t max_chain = 64;

@@ -56,6 +56,42 @@ std::string check_inline(const work_request &wr, const work_limits &limits)
     return {};
 }
 
+/* The rest of an atomic request (work.h, atomic_*): an aligned word, no
+ * local memory, the operands in local_addr and head_addr. */
+std::string check_atomic(const work_request &wr, const work_limits &limits)
+{
+    if (!limits.can_atomic) {
+        return format("atomic operation %u: this device does no atomics",
+                      wr.op);
+    }
+    if ((wr.flags & work_inline) != 0) {
+        return format("atomic operation %u with the inline flag: an atomic "
+                      "carries its operands in the request",
+                      wr.op);
+    }
+    if (wr.length != atomic_size) {
+        return format("atomic length %u: expected %u", wr.length, atomic_size);
+    }
+    if (wr.remote_addr % atomic_size != 0) {
+        return format("atomic remote address 0x%llx: expected a multiple of "
+                      "%u",
+                      static_cast<unsigned long long>(wr.remote_addr),
+                      atomic_size);
+    }
+    if (wr.lkey != 0 || wr.head_lkey != 0 || wr.head_length != 0) {
+        return format("atomic with lkey 0x%x, head lkey 0x%x, head length %u: "
+                      "expected all zero (the result comes back in the "
+                      "completion)",
+                      wr.lkey, wr.head_lkey, wr.head_length);
+    }
+    if (static_cast<work_op>(wr.op) != work_op::atomic_cswap &&
+        wr.compare != 0) {
+        return format("compare value 0x%llx on a fetch-and-add: expected 0",
+                      static_cast<unsigned long long>(wr.compare));
+    }
+    return {};
+}
+
 } // namespace
 
 std::string check_work(const work_request &wr,
@@ -79,6 +115,12 @@ std::string check_work(const work_request &wr,
                       imm::max_clients);
     }
     const auto op = static_cast<work_op>(wr.op);
+    if (is_atomic(op)) {
+        if (wr.am_id != 0) {
+            return format("AM id %u on an atomic: expected 0", wr.am_id);
+        }
+        return check_atomic(wr, limits);
+    }
     if (op == work_op::send_am) {
         const uint64_t total = uint64_t{wr.head_length} + wr.length;
         if (total > limits.max_am_size) {

@@ -6,6 +6,11 @@
  * MR, an active message larger than the receiver's slot) is refused here
  * and completed as `invalid` to that client alone.
  *
+ * An atomic names no local memory (its operands travel in the request,
+ * its result in the completion), so it names no lkey, and its remote word
+ * must be 8-byte aligned: a device refuses a misaligned atomic with a QP
+ * error.
+ *
  * What cannot be checked here: the remote key and address. A wrong one is
  * caught by the remote device, which breaks the shared connection (every
  * op in flight on it fails, then it reconnects): the price of sharing QPs,
@@ -28,6 +33,7 @@ struct work_limits {
     uint32_t max_am_size; /* the inbound slot size */
     uint32_t max_message; /* the device's largest message */
     bool can_read; /* the device does RDMA READ */
+    bool can_atomic; /* the device does 64-bit RDMA atomics */
     uint32_t max_inline; /* the work-data slot size (work_inline) */
 };
 

@@ -112,7 +112,8 @@ result<attachment> attach(const std::string &socket_path,
             layout.value(),      std::move(sock),
             std::move(fds[0]),   std::move(map).value(),
             std::move(fds[2]),   std::move(fds[3]),
-            std::move(imported), static_cast<uint8_t>(rep.client_generation)};
+            std::move(imported), static_cast<uint8_t>(rep.client_generation),
+            rep.features};
 }
 
 } // namespace rvt::client

@@ -51,6 +51,7 @@ struct attachment {
      * with the index, so that nothing meant for an earlier or later
      * holder of the index reaches this process */
     uint8_t client_generation;
+    uint32_t features; /* wire::agent_feature_* bits: what the agent's device does */
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

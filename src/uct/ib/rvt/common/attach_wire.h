@@ -31,8 +31,9 @@ namespace rvt::wire {
 
 inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
 /* 4: the reply carries the client's generation; inline work requests and
- * the segment's work-data area (shm_layout.h version 4) */
-inline constexpr uint16_t protocol_version = 4;
+ * the segment's work-data area (shm_layout.h version 4); 5: the reply
+ * carries the agent's features, and work requests may be atomics (work.h) */
+inline constexpr uint16_t protocol_version = 5;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -107,6 +108,14 @@ struct agent_address {
 };
 static_assert(sizeof(agent_address) == 32);
 
+/* attach_reply::features: what the agent's device does beyond the data
+ * path every agent has. */
+/* 64-bit RDMA atomics, fetch-and-add and compare-and-swap (work.h,
+ * atomic_*): the device's atomic_cap is not IBV_ATOMIC_NONE and its QPs
+ * have responder resources */
+inline constexpr uint32_t agent_feature_atomic64 = 1u << 0;
+inline constexpr uint32_t agent_features_known   = agent_feature_atomic64;
+
 struct attach_reply {
     msg_header hdr;
     uint32_t status; /* attach_status */
@@ -123,6 +132,8 @@ struct attach_reply {
     agent_address address; /* this agent, for the client's peers */
     uint32_t num_qps; /* K: shared RC QPs per remote node */
     uint32_t max_am_size; /* bytes: the inbound slot size */
+    uint32_t features; /* agent_feature_* bits */
+    uint32_t reserved1; /* zero */
 };
 
 /* The layout is a contract between separately built programs. */
@@ -131,7 +142,8 @@ static_assert(offsetof(msg_header, length) == 8);
 static_assert(sizeof(attach_request) == 88);
 static_assert(offsetof(attach_request, job_key) == 16);
 static_assert(offsetof(attach_request, pid) == 80);
-static_assert(sizeof(attach_reply) == 224);
+static_assert(sizeof(attach_reply) == 232);
+static_assert(offsetof(attach_reply, features) == 224);
 static_assert(offsetof(attach_reply, address) == 184);
 static_assert(offsetof(attach_reply, shm_size) == 40);
 static_assert(offsetof(attach_reply, reason) == 56);

@@ -22,8 +22,26 @@ enum class work_op : uint8_t {
     rdma_write_imm = 2, /* ... and the remote agent is told (imm kind write) */
     send_am        = 3, /* SEND WITH IMM into the remote node's receive pool */
     rdma_read      = 4, /* remote -> local memory, where the device reads */
+    /* RDMA atomics on the 8-byte word at remote_addr (8-byte aligned),
+     * where the agent's device does them (wire::agent_feature_atomic64).
+     * length is 8; operand (and compare) carry the values, the result
+     * comes back in the completion's `value`: no local memory (local_addr
+     * and head_addr hold the operands; lkey, head_lkey and head_length
+     * are zero), and never work_inline. The word is changed atomically
+     * with respect to every other device atomic on it, not to the CPU
+     * or to RDMA WRITEs. */
+    atomic_fetch_add = 5, /* word += operand */
+    atomic_cswap     = 6, /* if word == compare: word = operand */
 };
-inline constexpr uint8_t work_op_limit = 5;
+inline constexpr uint8_t work_op_limit = 7;
+
+inline constexpr bool is_atomic(work_op op)
+{
+    return op == work_op::atomic_fetch_add || op == work_op::atomic_cswap;
+}
+
+/* The size of the word atomics work on. */
+inline constexpr uint32_t atomic_size = 8;
 
 enum work_flags : uint8_t {
     work_signaled = 1u << 0, /* the client wants a completion */
@@ -62,7 +80,10 @@ struct work_request {
     uint32_t peer; /* remote node, as numbered by this agent */
     uint32_t dst_client; /* client index on the remote agent */
     uint32_t length; /* bytes */
-    uint64_t local_addr; /* the client's address, inside its MR; 0 inline */
+    union {
+        uint64_t local_addr; /* the client's address, inside its MR; 0 inline */
+        uint64_t operand; /* atomics: the value added, or swapped in */
+    };
     uint32_t lkey; /* of that MR (registered in the agent's PD); 0 inline */
     uint32_t rkey; /* rdma ops: the remote MR */
     uint64_t remote_addr; /* rdma ops */
@@ -70,7 +91,10 @@ struct work_request {
      * local_addr..+length in the same SEND (UCT's am_zcopy header, copied
      * by the client into its own registered memory); all zero: none. The
      * message (head_length + length) is at most the agent's max AM size. */
-    uint64_t head_addr;
+    union {
+        uint64_t head_addr;
+        uint64_t compare; /* atomic_cswap: the value expected */
+    };
     uint32_t head_lkey;
     uint32_t head_length;
 };
@@ -79,6 +103,8 @@ static_assert(offsetof(work_request, local_addr) == 24);
 static_assert(offsetof(work_request, remote_addr) == 40);
 static_assert(offsetof(work_request, head_addr) == 48);
 static_assert(offsetof(work_request, head_length) == 60);
+static_assert(offsetof(work_request, operand) == 24);
+static_assert(offsetof(work_request, compare) == 48);
 static_assert(std::is_trivially_copyable_v<work_request> &&
               std::is_standard_layout_v<work_request>);
 
@@ -95,9 +121,14 @@ struct completion {
     uint32_t detail; /* ibv_wc_status when failed, else zero */
     uint32_t length; /* bytes moved */
     uint32_t peer; /* from the request */
-    uint32_t reserved[2];
+    /* atomics that succeeded: the remote word before the operation (what
+     * the device fetched, in host order); zero otherwise. The client's
+     * result buffer is its own, unregistered memory, which the agent
+     * cannot write, so the value travels here. */
+    uint64_t value;
 };
 static_assert(sizeof(completion) == 32);
+static_assert(offsetof(completion, value) == 24);
 static_assert(std::is_trivially_copyable_v<completion> &&
               std::is_standard_layout_v<completion>);
 

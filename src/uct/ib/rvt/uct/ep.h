@@ -115,6 +115,17 @@ ucs_status_t ep_am_zcopy(uct_ep_h ep, uint8_t id, const void *header,
                          unsigned header_length, const uct_iov_t *iov,
                          size_t iovcnt, unsigned flags,
                          uct_completion_t *comp) noexcept;
+/* ep_atomic.cc */
+ucs_status_t ep_atomic64_post(uct_ep_h ep, unsigned opcode, uint64_t value,
+                              uint64_t remote_addr, uct_rkey_t rkey) noexcept;
+ucs_status_t ep_atomic64_fetch(uct_ep_h ep, unsigned opcode, uint64_t value,
+                               uint64_t *result, uint64_t remote_addr,
+                               uct_rkey_t rkey,
+                               uct_completion_t *comp) noexcept;
+ucs_status_t ep_atomic_cswap64(uct_ep_h ep, uint64_t compare, uint64_t swap,
+                               uint64_t remote_addr, uct_rkey_t rkey,
+                               uint64_t *result,
+                               uct_completion_t *comp) noexcept;
 ucs_status_t
 ep_pending_add(uct_ep_h ep, uct_pending_req_t *req, unsigned flags) noexcept;
 void ep_pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb,

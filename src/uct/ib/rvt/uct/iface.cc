@@ -146,7 +146,7 @@ namespace {
 
 /* Ends the operation wr_id names: its bounce buffer back, its
  * endpoint's count, the caller's completion, the flushes it satisfied. */
-void finish_op(iface &i, uint64_t wr_id, ucs_status_t status)
+void finish_op(iface &i, uint64_t wr_id, ucs_status_t status, uint64_t value)
 {
     auto op = i.ops.finish(wr_id);
     if (!op) {
@@ -163,6 +163,9 @@ void finish_op(iface &i, uint64_t wr_id, ucs_status_t status)
                        op->unpack_length);
         }
         i.bounce->put(static_cast<uint32_t>(op->bounce));
+    }
+    if (op->result != nullptr && status == UCS_OK) {
+        *op->result = value; /* an atomic's fetched word */
     }
     ep *e = op->owner;
     if (e != nullptr) {
@@ -191,7 +194,7 @@ void on_completion(iface &i, const completion &c)
                 static_cast<unsigned long long>(c.wr_id), c.peer,
                 completion_status_name(c.status), c.detail);
     }
-    finish_op(i, c.wr_id, status);
+    finish_op(i, c.wr_id, status, c.value);
 }
 
 void deliver_am(iface &i, const client::inbound_view &v)
@@ -328,7 +331,7 @@ void report_failures(iface &i)
 void abandon_in_flight(iface &i, ucs_status_t status)
 {
     i.ops.for_each_in_flight([&](const tx_op &, uint64_t wr_id) {
-        finish_op(i, wr_id, status);
+        finish_op(i, wr_id, status, 0);
     });
 }
 
@@ -609,6 +612,16 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
     attr->cap.am.max_hdr         = i.am_max_header();
     attr->cap.am.max_iov         = 1;
 
+    /* what verbs atomics are: 64-bit fetch-and-add (add without the fetch
+     * too) and compare-and-swap, done by the agent's device, as rc_verbs
+     * offers them on a device without extended atomics */
+    if (i.atomic64) {
+        attr->cap.atomic64.op_flags  = UCS_BIT(UCT_ATOMIC_OP_ADD);
+        attr->cap.atomic64.fop_flags = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+        attr->cap.flags |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+    }
+
     const perf_estimate perf  = estimate(i.owner_md->port);
     attr->latency             = ucs_linear_func_make(perf.latency, 0);
     attr->bandwidth.dedicated = 0;
@@ -709,12 +722,12 @@ uct_iface_ops_t iface_ops = {
         .ep_am_short_iov        = ep_am_short_iov,
         .ep_am_bcopy            = ep_am_bcopy,
         .ep_am_zcopy            = ep_am_zcopy,
-        .ep_atomic_cswap64      = unsupported<uct_ep_atomic_cswap64_func_t>,
+        .ep_atomic_cswap64      = ep_atomic_cswap64,
         .ep_atomic_cswap32      = unsupported<uct_ep_atomic_cswap32_func_t>,
         .ep_atomic32_post       = unsupported<uct_ep_atomic32_post_func_t>,
-        .ep_atomic64_post       = unsupported<uct_ep_atomic64_post_func_t>,
+        .ep_atomic64_post       = ep_atomic64_post,
         .ep_atomic32_fetch      = unsupported<uct_ep_atomic32_fetch_func_t>,
-        .ep_atomic64_fetch      = unsupported<uct_ep_atomic64_fetch_func_t>,
+        .ep_atomic64_fetch      = ep_atomic64_fetch,
         .ep_tag_eager_short     = unsupported<uct_ep_tag_eager_short_func_t>,
         .ep_tag_eager_bcopy     = unsupported<uct_ep_tag_eager_bcopy_func_t>,
         .ep_tag_eager_zcopy     = unsupported<uct_ep_tag_eager_zcopy_func_t>,
@@ -808,6 +821,8 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
         i->max_poll              = std::max(1u, config.max_poll);
         i->idle_yield            = config.idle_yield != 0;
         i->max_zcopy = std::min<size_t>(config.max_zcopy, UINT32_MAX);
+        i->atomic64  = (i->session->attached().features &
+                       wire::agent_feature_atomic64) != 0;
 
         auto pool = bounce_pool::create(*i->link, queue_len, i->seg_size);
         if (!pool) {

@@ -92,6 +92,8 @@ struct iface {
     unsigned max_poll;
     size_t max_zcopy;
     bool idle_yield;
+    /* the agent's device does 64-bit atomics (wire::agent_feature_atomic64) */
+    bool atomic64;
 
     std::unique_ptr<bounce_pool> bounce;
     tx_ops ops;

@@ -88,9 +88,20 @@ ucs_config_field_t md_config_table[] = {
 namespace {
 
 /* Own memory may be read and written by the local agent's QPs and by
- * remote agents' (RDMA WRITE, RDMA READ). */
+ * remote agents' (RDMA WRITE, RDMA READ), and be the target of their
+ * atomics where the agent's device does them (a device without atomics
+ * may refuse an MR that asks for them). */
 constexpr int reg_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                            IBV_ACCESS_REMOTE_READ;
+
+int reg_access_of(agent_link &link)
+{
+    auto s = link.session();
+    return s && (s.value()->attached().features &
+                 wire::agent_feature_atomic64) != 0 ?
+                   reg_access | IBV_ACCESS_REMOTE_ATOMIC :
+                   reg_access;
+}
 
 struct rcache_region {
     ucs_rcache_region_t super;
@@ -113,7 +124,7 @@ ucs_status_t register_region(md &m, void *addr, size_t length, bool hide,
                              client::memory_region &out) noexcept
 {
     try {
-        auto mr = m.link->register_memory(addr, length, reg_access);
+        auto mr = m.link->register_memory(addr, length, reg_access_of(*m.link));
         if (!mr) {
             ucs_log(reg_log_level(hide),
                     "rvt %s: registering %p length %zu failed: %s",

@@ -35,6 +35,8 @@ struct tx_op {
     uct_unpack_callback_t unpack;
     void *unpack_arg;
     uint32_t unpack_length;
+    /* atomics with a fetch: where the fetched value goes on success */
+    uint64_t *result;
 };
 
 class tx_ops {
@@ -64,8 +66,8 @@ public:
         const uint32_t i = m_free.back();
         m_free.pop_back();
         tx_op &op = m_slots[i];
-        op        = {owner, comp,    bounce,  op.generation + 1,
-                     true,  nullptr, nullptr, 0};
+        op        = {owner,   comp, bounce, op.generation + 1, true, nullptr,
+                     nullptr, 0,    nullptr};
         return (uint64_t{op.generation} << 32) | i;
     }
 
@@ -77,6 +79,13 @@ public:
         op.unpack        = cb;
         op.unpack_arg    = arg;
         op.unpack_length = length;
+    }
+
+    /* Makes the operation wr_id (taken, in flight) an atomic whose
+     * fetched value goes to *result. */
+    void set_result(uint64_t wr_id, uint64_t *result)
+    {
+        m_slots[static_cast<uint32_t>(wr_id)].result = result;
     }
 
     /* Returns a slot taken but never posted (the post was refused). */
