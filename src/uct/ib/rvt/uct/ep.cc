@@ -22,6 +22,8 @@
  *   get_bcopy                         RDMA READ into a bounce buffer,
  *                                     unpacked at its completion
  *   get_zcopy                         RDMA READ into the caller's buffer
+ *   ep_check                          a probe: RDMA WRITE WITH IMM of no
+ *                                     bytes (below, "Keepalive")
  */
 #include "uct/ib/rvt/uct/ep.h"
 
@@ -626,6 +628,51 @@ ep_flush(uct_ep_h handle, unsigned flags, uct_completion_t *comp) noexcept
 ucs_status_t ep_fence(uct_ep_h handle, unsigned) noexcept
 {
     to_ep(handle).fence_next = true;
+    return UCS_OK;
+}
+
+/* ---- keepalive ----------------------------------------------------------- */
+
+/*
+ * ep_check (UCT_IFACE_FLAG_EP_CHECK): is the process behind this endpoint
+ * still there? Three things can be gone, and each fails the endpoint with
+ * UCS_ERR_ENDPOINT_TIMEOUT through the interface's error handler:
+ *   - our agent: the interface notices (check_agent in iface.cc) and fails
+ *     every endpoint;
+ *   - the peer's agent or node: our agent's keepalives, or the probe's RC
+ *     retries, give the connection up, and its endpoints fail;
+ *   - the destination process alone: its agent tells ours (engine.h,
+ *     "Departed clients").
+ * The check posts a probe, a zero-length RDMA WRITE WITH IMM to the
+ * destination, ordered after the endpoint's earlier operations. Where our
+ * agent already knows the destination left, the probe completes
+ * peer_failed without being sent; otherwise the destination's agent takes
+ * it as a write nobody is told of (UCT asks for no write notices) if the
+ * process is there, or as a stale message and tells ours that it is gone.
+ * A check also arms the endpoint: from then on the news of its
+ * destination's departure (an inbound client_gone) fails it at once,
+ * where an endpoint never checked fails only at its next operation.
+ * With no room in the work ring the check posts nothing: the operations
+ * in flight complete first, and the caller checks again.
+ */
+ucs_status_t
+ep_check(uct_ep_h handle, unsigned flags, uct_completion_t *comp) noexcept
+{
+    ep &e = to_ep(handle);
+    if (flags != 0 || comp != nullptr) {
+        ucs_error("rvt %s: ep_check with flags 0x%x and completion %p: "
+                  "expected no flags and no completion",
+                  e.owner->owner_md->port.device.c_str(), flags,
+                  static_cast<void *>(comp));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    e.checked = true;
+    if (e.can_send() != UCS_OK) {
+        return UCS_OK; /* failed already, or busy: see above */
+    }
+    work_request wr{};
+    wr.op = static_cast<uint8_t>(work_op::rdma_write_imm);
+    (void)e.owner->post(e, wr, nullptr, -1);
     return UCS_OK;
 }
 

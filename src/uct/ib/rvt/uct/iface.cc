@@ -243,16 +243,24 @@ unsigned poll_inbound(iface &i)
             }
             break;
         case inbound_kind::client_gone:
-            /* the process behind some endpoints went away. They are not
-             * failed now: an endpoint fails at its next operation, which
-             * the agent completes as peer_failed, as an RC endpoint fails
-             * at an operation to a peer that is gone; one that sends
-             * nothing more stays quiet (a UCT user without an error
-             * handler, ucx_perftest's server, would otherwise die while
-             * its peers leave). Ops in flight complete from the agent. */
+            /* the process behind some endpoints went away. Those that were
+             * checked (ep_check: their user watches them) fail now; the
+             * others at their next operation, which the agent completes
+             * as peer_failed, as an RC endpoint fails at an operation to
+             * a peer that is gone: one that sends nothing more stays
+             * quiet (a UCT user without an error handler, ucx_perftest's
+             * server, would otherwise die while its peers leave). Ops in
+             * flight complete from the agent. */
             ucs_debug("rvt %s: client %u generation %u of peer %u is gone",
                       i.owner_md->port.device.c_str(), v.msg.src_client,
                       v.msg.generation, v.msg.peer);
+            for (ep *e : i.eps) {
+                if (e->checked && e->peer == v.msg.peer &&
+                    e->dst_client == v.msg.src_client &&
+                    e->dst_generation == v.msg.generation) {
+                    i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
+                }
+            }
             break;
         default:
             ucs_error("rvt %s: inbound entry of unknown kind %u: dropped",
@@ -575,7 +583,8 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE |
-                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_EP_CHECK;
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
@@ -727,7 +736,7 @@ uct_iface_ops_t iface_ops = {
         .ep_pending_purge       = ep_pending_purge,
         .ep_flush               = ep_flush,
         .ep_fence               = ep_fence,
-        .ep_check               = unsupported<uct_ep_check_func_t>,
+        .ep_check               = ep_check,
         .ep_create              = ep_create,
         .ep_connect             = unsupported<uct_ep_connect_func_t>,
         .ep_disconnect          = unsupported<uct_ep_disconnect_func_t>,
