@@ -4,6 +4,7 @@
  */
 #include "uct/ib/rvt/uct/iface.h"
 
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/uct/ep.h"
 
@@ -760,6 +761,36 @@ uct_iface_ops_t iface_ops = {
         .iface_is_reachable       = iface_is_reachable,
 };
 
+/* Empty when the AM alignment parameters are valid, else what is wrong:
+ * uct.h's rules (a power of 2; an offset below it, and only with it). rvt
+ * hands AM data to the handler in place, never as a descriptor, so a
+ * valid alignment has nothing to act on (uct.h: only descriptors are
+ * aligned). */
+std::string am_alignment_error(const uct_iface_params_t &p)
+{
+    const bool has_align  = p.field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT;
+    const bool has_offset = p.field_mask &
+                            UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+    if (has_offset && !has_align) {
+        return format("AM alignment offset %zu without an alignment: "
+                      "expected UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT too",
+                      p.am_align_offset);
+    }
+    if (!has_align) {
+        return {};
+    }
+    if (p.am_alignment == 0 || (p.am_alignment & (p.am_alignment - 1)) != 0) {
+        return format("AM alignment %zu: expected a power of 2",
+                      p.am_alignment);
+    }
+    if (has_offset && p.am_align_offset >= p.am_alignment) {
+        return format("AM alignment offset %zu: expected less than the "
+                      "alignment, %zu",
+                      p.am_align_offset, p.am_alignment);
+    }
+    return {};
+}
+
 } // namespace
 
 ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
@@ -784,6 +815,10 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
             return UCS_ERR_NO_DEVICE;
         }
 
+        if (auto bad = am_alignment_error(*params); !bad.empty()) {
+            ucs_error("rvt %s: %s", name.c_str(), bad.c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
         auto i              = std::make_unique<iface>();
         ucs_status_t status = i->base.init(&iface_ops, md_handle, worker,
                                            params, tl_config);
