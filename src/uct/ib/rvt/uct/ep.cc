@@ -334,12 +334,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
         e->dst_generation   = a.client_generation;
         e->fence_generation = i.fence_generation;
         e->error            = UCS_OK;
-        /* so that progress never allocates to list an endpoint */
-        const size_t n = i.eps.size() + 1;
-        i.pending_eps.reserve(n);
-        i.failed_eps.reserve(n);
-        i.graveyard.reserve(n);
-        i.eps.push_back(e.get());
+        i.adopt_ep(*e);
         ucs_debug("rvt %s: endpoint %p to agent %016llx (peer %u) client %u "
                   "generation %u",
                   dev, static_cast<void *>(e.get()),
@@ -355,15 +350,8 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
 
 void ep_destroy(uct_ep_h handle) noexcept
 {
-    ep &e    = to_ep(handle);
-    iface &i = *e.owner;
-    i.forget_ep(e);
-    if (i.in_progress) {
-        /* a callback of this progress call may still hold it */
-        i.graveyard.push_back(&e);
-        return;
-    }
-    delete &e;
+    ep &e = to_ep(handle);
+    e.owner->destroy_ep(e);
 }
 
 /* ---- active messages ---------------------------------------------------- */
@@ -574,11 +562,7 @@ ep_pending_add(uct_ep_h handle, uct_pending_req_t *req, unsigned) noexcept
         return UCS_ERR_BUSY; /* room now: send instead */
     }
     e.push_pending(req);
-    if (!e.in_pending_list) {
-        /* capacity reserved at ep_create */
-        i.pending_eps.push_back(&e);
-        e.in_pending_list = true;
-    }
+    i.list_pending(e);
     return UCS_OK;
 }
 
@@ -592,17 +576,7 @@ void ep_pending_purge(uct_ep_h handle, uct_pending_purge_callback_t cb,
             cb(req, arg);
         }
     }
-    if (e.in_pending_list) {
-        auto it = std::find(i.pending_eps.begin(), i.pending_eps.end(), &e);
-        if (it != i.pending_eps.end()) {
-            if (static_cast<size_t>(it - i.pending_eps.begin()) <
-                i.pending_cursor) {
-                --i.pending_cursor;
-            }
-            i.pending_eps.erase(it);
-        }
-        e.in_pending_list = false;
-    }
+    i.unlist_pending(e);
 }
 
 ucs_status_t

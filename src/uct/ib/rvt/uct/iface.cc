@@ -444,6 +444,45 @@ void iface::forget_ep(ep &e)
     }
     std::erase(eps, &e);
     std::erase(failed_eps, &e);
+    unlist_pending(e);
+    e.dead = true;
+}
+
+void iface::adopt_ep(ep &e)
+{
+    /* so that progress never allocates to list an endpoint */
+    const size_t n = eps.size() + 1;
+    pending_eps.reserve(n);
+    failed_eps.reserve(n);
+    graveyard.reserve(n);
+    eps.push_back(&e);
+}
+
+void iface::destroy_ep(ep &e)
+{
+    forget_ep(e);
+    if (in_progress) {
+        /* a callback of this progress call may still hold it */
+        graveyard.push_back(&e);
+        return;
+    }
+    delete &e;
+}
+
+void iface::list_pending(ep &e)
+{
+    if (!e.in_pending_list) {
+        /* capacity reserved at adopt_ep */
+        pending_eps.push_back(&e);
+        e.in_pending_list = true;
+    }
+}
+
+void iface::unlist_pending(ep &e)
+{
+    if (!e.in_pending_list) {
+        return;
+    }
     auto it = std::find(pending_eps.begin(), pending_eps.end(), &e);
     if (it != pending_eps.end()) {
         if (static_cast<size_t>(it - pending_eps.begin()) < pending_cursor) {
@@ -452,7 +491,6 @@ void iface::forget_ep(ep &e)
         pending_eps.erase(it);
     }
     e.in_pending_list = false;
-    e.dead            = true;
 }
 
 namespace {
