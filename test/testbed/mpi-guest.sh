@@ -14,6 +14,9 @@
 #      messages on per-process UD, the rendezvous on rvt)
 #   2. test/shmem/rvt_shmem_check with spml ucx: puts to all, gets,
 #      barriers, atomics and a large put, every word verified
+#   4. agent death: node 1's rvtd SIGKILLed under an MPI job; the job
+#      ends with an error within a bound, and the next job starts a fresh
+#      agent and verifies every word
 #
 # and checks from the agents' side that rvt carried the traffic between
 # the nodes (their life totals grew, rank 0's UCP put its remote endpoints
@@ -310,5 +313,54 @@ done
 for n in 1 2; do
     grep -E 'refused|ignored|error|failed|lost' "$work/rvtd.$n.log" | tail -n 8 | indent "rvtd $n"
 done
+
+# 4 ---------------------------------------------------------------------
+# Agent death (issue 11): node 1's rvtd is SIGKILLed while an MPI job runs
+# its large messages. Its processes lose their agent (the module notices
+# within its liveness interval and fails every endpoint), so the job must
+# end with an error, not hang; then the next job on the node, whose
+# module starts a fresh agent (UCX_RVT_START_AGENT=y), must run and verify
+# every word, across the surviving agent of node 2.
+apid=$(agent_get 1 .pid)
+# shellcheck disable=SC2086
+on 1 timeout 300 mpirun "${mpirun_opts[@]}" -np 8 "$mpi_prog" \
+    --max-size=16777216 >"$work/death.out" 2>&1 &
+job=$!
+attached=0
+for _ in $(seq 240); do
+    attached=$(agent_get 1 '.clients | length') || attached=0
+    [ "$attached" -ge 4 ] && break
+    sleep 0.5
+done
+sleep 5 # the job is past its set-up, moving data
+if [ -n "$apid" ] && kill -0 "$apid" 2>/dev/null && kill -0 "$job" 2>/dev/null; then
+    kill -KILL "$apid"
+    t_kill=$SECONDS
+    wait "$job"
+    rc=$?
+    dt=$((SECONDS - t_kill))
+    grep -v ' UCX  INFO ' "$work/death.out" | tail -n 12 | indent "killed agent"
+    if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$dt" -le 120 ]; then
+        pass "agent death: node 1's rvtd SIGKILLed under an MPI job ($attached processes attached): the job ended with an error (mpirun exit $rc) $dt s after the kill, no hang"
+    else
+        fail "agent death: mpirun exit $rc $dt s after the kill of node 1's rvtd (expected an error exit, not 0, not the 300 s timeout's 124, within 120 s)"
+    fi
+else
+    wait "$job"
+    fail "agent death: nothing to kill (agent pid '${apid:-}', job running: no; $attached processes attached; output below)"
+    indent "killed agent" <"$work/death.out"
+fi
+fresh_opts=("${mpirun_opts[@]/#UCX_RVT_START_AGENT=n/UCX_RVT_START_AGENT=y}"
+    -x UCX_RVT_AGENT="$rvtd")
+# shellcheck disable=SC2086
+mpi_verified "mpi after agent death" \
+    "node 1's agent SIGKILLed before and started afresh by the job" \
+    "${fresh_opts[@]}" -np 8 "$mpi_prog" $MPI_PUT_ARGS
+if napid=$(agent_get 1 .pid) && [ -n "$napid" ] && [ "$napid" != "$apid" ]; then
+    pass "agent death: node 1 runs a new agent (pid $napid, the killed one was $apid)"
+else
+    fail "agent death: node 1's agent after the next job: pid '${napid:-none}' (killed: $apid)"
+fi
+
 echo "mpi job ${mpi_s} s, shmem job ${shmem_s} s (the other jobs: their PASS lines)"
-finish "mpi, shmem"
+finish "mpi, shmem, agent death"

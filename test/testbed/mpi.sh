@@ -29,7 +29,7 @@ build_one() { # WRAPPER SOURCE OUTPUT
 build_one mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
 build_one oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1
 t0=$SECONDS
-contrib/testbed/testbed run -n 2 -t 900 "test/testbed/mpi-guest.sh $build"
+contrib/testbed/testbed run -n 2 -t 1500 "test/testbed/mpi-guest.sh $build"
 rc=$?
 echo "mpi suite: $((SECONDS - t0)) s in the testbed (boot included)"
 exit $rc

@@ -92,6 +92,9 @@ TEST_F(uct_rvt, md_registers_through_the_cache_and_unmap_releases)
     EXPECT_EQ(attr.cap.flags & (UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY),
               UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY);
     EXPECT_FALSE(attr.cap.flags & UCT_MD_FLAG_ALLOC);
+    /* no allocation, so no limit of ours: UCX's UCT tests size their
+     * buffers by it (uct_p2p_test), and 0 trimmed every sweep to nothing */
+    EXPECT_EQ(attr.cap.max_alloc, ULONG_MAX);
     /* zcopy needs a local registration: without NEED_MEMH UCP skips it,
      * and a rendezvous receiver's get_zcopy arrives without a memh */
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_MEMH);
@@ -471,6 +474,45 @@ TEST_F(uct_rvt, iface_describes_itself)
         open_iface(second, UCS_ERR_BUSY);
     }
     EXPECT_EQ(agent_mrs(), 0) << "closing deregisters the bounce buffers";
+}
+
+/* The AM alignment parameters are checked as UCX's transports check
+ * them: a power of 2, an offset below it and only with it. (rvt hands AM
+ * data to the handler in place, never as a descriptor, so a valid
+ * alignment has nothing to act on.) */
+TEST_F(uct_rvt, iface_checks_the_am_alignment_parameters)
+{
+    start_agent();
+    open_md();
+    const uint64_t align  = UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT;
+    const uint64_t offset = UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+    struct bad_case {
+        uint64_t fields;
+        size_t alignment, offset;
+        const char *named;
+    };
+    for (const bad_case &c : {bad_case{align, 0, 0, "alignment 0"},
+                              bad_case{align, 3, 1, "alignment 3"},
+                              bad_case{offset, 0, 11, "offset 11"},
+                              bad_case{offset, 8, 8, "offset 8"},
+                              bad_case{align | offset, 8, 8, "offset 8"},
+                              bad_case{align | offset, 8, 11, "offset 11"}}) {
+        SCOPED_TRACE(c.named);
+        log_capture log;
+        opened_iface oi;
+        iface_options o;
+        o.am_align_fields = c.fields;
+        o.am_alignment    = c.alignment;
+        o.am_align_offset = c.offset;
+        open_iface(oi, UCS_ERR_INVALID_PARAM, o);
+        EXPECT_TRUE(log.any_containing(c.named)) << "no error naming it";
+    }
+    opened_iface good;
+    iface_options o;
+    o.am_align_fields = align | offset;
+    o.am_alignment    = 64;
+    o.am_align_offset = 8;
+    open_iface(good, UCS_OK, o);
 }
 
 TEST_F(uct_rvt, iface_starts_the_agent)

@@ -414,3 +414,80 @@ TEST_P(uct_rvt_peer_death, a_peer_interface_closed)
     EXPECT_EQ(peer_state(qpn_b), "connected");
     expect_loopback_works();
 }
+
+/* uct_ep_check (UCT_IFACE_FLAG_EP_CHECK, ep.cc "Keepalive") on an endpoint
+ * whose process has gone, its agent alive: the check's probe fails the
+ * endpoint, with nothing else sent. */
+TEST_P(uct_rvt_peer_death, ep_check_finds_a_departed_peer)
+{
+    ASSERT_NO_FATAL_FAILURE(open_route(GetParam(), fast_failure));
+    if (IsSkipped()) {
+        return;
+    }
+    uct_iface_attr_t attr{};
+    ASSERT_EQ(uct_iface_query(m_oi.iface, &attr), UCS_OK);
+    EXPECT_TRUE(attr.cap.flags & UCT_IFACE_FLAG_EP_CHECK);
+    const uint32_t qpn_b = ud_qpn_of(m_to->iface);
+    ASSERT_EQ(retry([&] { return uct_ep_am_short(m_ep, am_id, 1, "hi", 2); }),
+              UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return m_received.size() == 1; }));
+
+    m_to = nullptr;
+    m_other.reset(); /* interface and MD: the process is gone */
+    progress_until([] { return false; }, 500ms);
+    EXPECT_EQ(m_errors.count(m_ep), 0) << "failed before it was checked";
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(uct_ep_check(m_ep, 0, nullptr), UCS_OK);
+    EXPECT_TRUE(progress_until([&] { return m_errors.count(m_ep) > 0; }, 10s))
+            << "no endpoint error within 10 s of a check";
+    std::printf("[ INFO     ] endpoint error %.3f s after the check\n",
+                seconds_since(t0));
+    for (const auto &[e, status] : m_errors.calls) {
+        EXPECT_EQ(status, UCS_ERR_ENDPOINT_TIMEOUT)
+                << ucs_status_string(status);
+    }
+    /* checking a failed endpoint again reports nothing more */
+    EXPECT_EQ(uct_ep_check(m_ep, 0, nullptr), UCS_OK);
+    progress_until([] { return false; }, 200ms);
+    EXPECT_EQ(m_errors.count(m_ep), 1);
+    EXPECT_EQ(peer_state(qpn_b), "connected");
+    expect_loopback_works();
+}
+
+/* A checked endpoint fails as soon as its destination's departure is
+ * known, with no further call; an endpoint to the same process that was
+ * never checked stays quiet until it sends. A check of a live process
+ * costs it nothing and fails nothing. */
+TEST_P(uct_rvt_peer_death, a_checked_endpoint_fails_when_its_peer_leaves)
+{
+    ASSERT_NO_FATAL_FAILURE(open_route(GetParam(), fast_failure));
+    if (IsSkipped()) {
+        return;
+    }
+    uct_ep_h unchecked = new_ep(m_to->iface);
+    ASSERT_NE(unchecked, nullptr);
+    ASSERT_EQ(retry([&] { return uct_ep_am_short(m_ep, am_id, 1, "hi", 2); }),
+              UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return m_received.size() == 1; }));
+    {
+        log_capture log;
+        EXPECT_EQ(uct_ep_check(m_ep, 1, nullptr), UCS_ERR_INVALID_PARAM);
+        EXPECT_TRUE(log.any_containing("flags 0x1")) << "no error naming it";
+    }
+    ASSERT_EQ(uct_ep_check(m_ep, 0, nullptr), UCS_OK);
+    ASSERT_EQ(flush_ep(m_ep), UCS_OK);
+    EXPECT_EQ(m_errors.count(m_ep), 0) << "a live process's check failed";
+    EXPECT_EQ(m_received.size(), 1u) << "the probe reached the process";
+
+    m_to = nullptr;
+    m_other.reset(); /* interface and MD: the process is gone */
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(progress_until([&] { return m_errors.count(m_ep) > 0; }, 10s))
+            << "the checked endpoint did not fail within 10 s";
+    std::printf("[ INFO     ] checked endpoint error %.3f s after the "
+                "departure\n",
+                seconds_since(t0));
+    EXPECT_EQ(m_errors.count(unchecked), 0)
+            << "an endpoint never checked failed with nothing sent";
+    destroy_ep(unchecked);
+}

@@ -310,6 +310,10 @@ struct iface_options {
     uct_error_handler_t err_handler = nullptr;
     void *err_handler_arg           = nullptr;
     std::string device; /* the MD's; empty: the test's (RXE_DEV) */
+    /* AM alignment parameters, each passed when its field is set here */
+    uint64_t am_align_fields = 0;
+    size_t am_alignment      = 0;
+    size_t am_align_offset   = 0;
 };
 
 class uct_rvt_fixture : public ::testing::Test {
@@ -513,8 +517,11 @@ protected:
             params.err_handler_arg   = options.err_handler_arg;
             params.err_handler_flags = 0; /* called from progress */
         }
-        ucs_status_t status = uct_iface_open(md, oi.worker, &params, config,
-                                             &oi.iface);
+        params.field_mask |= options.am_align_fields;
+        params.am_alignment    = options.am_alignment;
+        params.am_align_offset = options.am_align_offset;
+        ucs_status_t status    = uct_iface_open(md, oi.worker, &params, config,
+                                                &oi.iface);
         uct_config_release(config);
         ASSERT_EQ(status, expect) << ucs_status_string(status);
         if (status == UCS_OK) {

@@ -22,6 +22,8 @@
  *   get_bcopy                         RDMA READ into a bounce buffer,
  *                                     unpacked at its completion
  *   get_zcopy                         RDMA READ into the caller's buffer
+ *   ep_check                          a probe: RDMA WRITE WITH IMM of no
+ *                                     bytes (below, "Keepalive")
  */
 #include "uct/ib/rvt/uct/ep.h"
 
@@ -332,12 +334,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
         e->dst_generation   = a.client_generation;
         e->fence_generation = i.fence_generation;
         e->error            = UCS_OK;
-        /* so that progress never allocates to list an endpoint */
-        const size_t n = i.eps.size() + 1;
-        i.pending_eps.reserve(n);
-        i.failed_eps.reserve(n);
-        i.graveyard.reserve(n);
-        i.eps.push_back(e.get());
+        i.adopt_ep(*e);
         ucs_debug("rvt %s: endpoint %p to agent %016llx (peer %u) client %u "
                   "generation %u",
                   dev, static_cast<void *>(e.get()),
@@ -353,15 +350,8 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
 
 void ep_destroy(uct_ep_h handle) noexcept
 {
-    ep &e    = to_ep(handle);
-    iface &i = *e.owner;
-    i.forget_ep(e);
-    if (i.in_progress) {
-        /* a callback of this progress call may still hold it */
-        i.graveyard.push_back(&e);
-        return;
-    }
-    delete &e;
+    ep &e = to_ep(handle);
+    e.owner->destroy_ep(e);
 }
 
 /* ---- active messages ---------------------------------------------------- */
@@ -572,11 +562,7 @@ ep_pending_add(uct_ep_h handle, uct_pending_req_t *req, unsigned) noexcept
         return UCS_ERR_BUSY; /* room now: send instead */
     }
     e.push_pending(req);
-    if (!e.in_pending_list) {
-        /* capacity reserved at ep_create */
-        i.pending_eps.push_back(&e);
-        e.in_pending_list = true;
-    }
+    i.list_pending(e);
     return UCS_OK;
 }
 
@@ -590,17 +576,7 @@ void ep_pending_purge(uct_ep_h handle, uct_pending_purge_callback_t cb,
             cb(req, arg);
         }
     }
-    if (e.in_pending_list) {
-        auto it = std::find(i.pending_eps.begin(), i.pending_eps.end(), &e);
-        if (it != i.pending_eps.end()) {
-            if (static_cast<size_t>(it - i.pending_eps.begin()) <
-                i.pending_cursor) {
-                --i.pending_cursor;
-            }
-            i.pending_eps.erase(it);
-        }
-        e.in_pending_list = false;
-    }
+    i.unlist_pending(e);
 }
 
 ucs_status_t
@@ -626,6 +602,51 @@ ep_flush(uct_ep_h handle, unsigned flags, uct_completion_t *comp) noexcept
 ucs_status_t ep_fence(uct_ep_h handle, unsigned) noexcept
 {
     to_ep(handle).fence_next = true;
+    return UCS_OK;
+}
+
+/* ---- keepalive ----------------------------------------------------------- */
+
+/*
+ * ep_check (UCT_IFACE_FLAG_EP_CHECK): is the process behind this endpoint
+ * still there? Three things can be gone, and each fails the endpoint with
+ * UCS_ERR_ENDPOINT_TIMEOUT through the interface's error handler:
+ *   - our agent: the interface notices (check_agent in iface.cc) and fails
+ *     every endpoint;
+ *   - the peer's agent or node: our agent's keepalives, or the probe's RC
+ *     retries, give the connection up, and its endpoints fail;
+ *   - the destination process alone: its agent tells ours (engine.h,
+ *     "Departed clients").
+ * The check posts a probe, a zero-length RDMA WRITE WITH IMM to the
+ * destination, ordered after the endpoint's earlier operations. Where our
+ * agent already knows the destination left, the probe completes
+ * peer_failed without being sent; otherwise the destination's agent takes
+ * it as a write nobody is told of (UCT asks for no write notices) if the
+ * process is there, or as a stale message and tells ours that it is gone.
+ * A check also arms the endpoint: from then on the news of its
+ * destination's departure (an inbound client_gone) fails it at once,
+ * where an endpoint never checked fails only at its next operation.
+ * With no room in the work ring the check posts nothing: the operations
+ * in flight complete first, and the caller checks again.
+ */
+ucs_status_t
+ep_check(uct_ep_h handle, unsigned flags, uct_completion_t *comp) noexcept
+{
+    ep &e = to_ep(handle);
+    if (flags != 0 || comp != nullptr) {
+        ucs_error("rvt %s: ep_check with flags 0x%x and completion %p: "
+                  "expected no flags and no completion",
+                  e.owner->owner_md->port.device.c_str(), flags,
+                  static_cast<void *>(comp));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    e.checked = true;
+    if (e.can_send() != UCS_OK) {
+        return UCS_OK; /* failed already, or busy: see above */
+    }
+    work_request wr{};
+    wr.op = static_cast<uint8_t>(work_op::rdma_write_imm);
+    (void)e.owner->post(e, wr, nullptr, -1);
     return UCS_OK;
 }
 

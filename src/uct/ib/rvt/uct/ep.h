@@ -48,6 +48,9 @@ struct ep {
     bool dispatching; /* running one of its own pending requests */
 
     bool fence_next; /* the next operation waits for earlier reads */
+    /* ep_check was called: the departure of the destination process fails
+     * this endpoint as soon as the agent reports it ("Keepalive" in ep.cc) */
+    bool checked;
     uint32_t fence_generation; /* the iface's, when last fenced */
 
     ucs_status_t error; /* UCS_OK until the endpoint failed */
@@ -133,6 +136,8 @@ void ep_pending_purge(uct_ep_h ep, uct_pending_purge_callback_t cb,
 ucs_status_t
 ep_flush(uct_ep_h ep, unsigned flags, uct_completion_t *comp) noexcept;
 ucs_status_t ep_fence(uct_ep_h ep, unsigned flags) noexcept;
+ucs_status_t
+ep_check(uct_ep_h ep, unsigned flags, uct_completion_t *comp) noexcept;
 
 } // namespace rvt::uct
 

@@ -4,6 +4,7 @@
  */
 #include "uct/ib/rvt/uct/iface.h"
 
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/uct/ep.h"
 
@@ -246,16 +247,24 @@ unsigned poll_inbound(iface &i)
             }
             break;
         case inbound_kind::client_gone:
-            /* the process behind some endpoints went away. They are not
-             * failed now: an endpoint fails at its next operation, which
-             * the agent completes as peer_failed, as an RC endpoint fails
-             * at an operation to a peer that is gone; one that sends
-             * nothing more stays quiet (a UCT user without an error
-             * handler, ucx_perftest's server, would otherwise die while
-             * its peers leave). Ops in flight complete from the agent. */
+            /* the process behind some endpoints went away. Those that were
+             * checked (ep_check: their user watches them) fail now; the
+             * others at their next operation, which the agent completes
+             * as peer_failed, as an RC endpoint fails at an operation to
+             * a peer that is gone: one that sends nothing more stays
+             * quiet (a UCT user without an error handler, ucx_perftest's
+             * server, would otherwise die while its peers leave). Ops in
+             * flight complete from the agent. */
             ucs_debug("rvt %s: client %u generation %u of peer %u is gone",
                       i.owner_md->port.device.c_str(), v.msg.src_client,
                       v.msg.generation, v.msg.peer);
+            for (ep *e : i.eps) {
+                if (e->checked && e->peer == v.msg.peer &&
+                    e->dst_client == v.msg.src_client &&
+                    e->dst_generation == v.msg.generation) {
+                    i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
+                }
+            }
             break;
         default:
             ucs_error("rvt %s: inbound entry of unknown kind %u: dropped",
@@ -438,6 +447,45 @@ void iface::forget_ep(ep &e)
     }
     std::erase(eps, &e);
     std::erase(failed_eps, &e);
+    unlist_pending(e);
+    e.dead = true;
+}
+
+void iface::adopt_ep(ep &e)
+{
+    /* so that progress never allocates to list an endpoint */
+    const size_t n = eps.size() + 1;
+    pending_eps.reserve(n);
+    failed_eps.reserve(n);
+    graveyard.reserve(n);
+    eps.push_back(&e);
+}
+
+void iface::destroy_ep(ep &e)
+{
+    forget_ep(e);
+    if (in_progress) {
+        /* a callback of this progress call may still hold it */
+        graveyard.push_back(&e);
+        return;
+    }
+    delete &e;
+}
+
+void iface::list_pending(ep &e)
+{
+    if (!e.in_pending_list) {
+        /* capacity reserved at adopt_ep */
+        pending_eps.push_back(&e);
+        e.in_pending_list = true;
+    }
+}
+
+void iface::unlist_pending(ep &e)
+{
+    if (!e.in_pending_list) {
+        return;
+    }
     auto it = std::find(pending_eps.begin(), pending_eps.end(), &e);
     if (it != pending_eps.end()) {
         if (static_cast<size_t>(it - pending_eps.begin()) < pending_cursor) {
@@ -446,7 +494,6 @@ void iface::forget_ep(ep &e)
         pending_eps.erase(it);
     }
     e.in_pending_list = false;
-    e.dead            = true;
 }
 
 namespace {
@@ -578,7 +625,8 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
                       UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE |
-                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
+                      UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                      UCT_IFACE_FLAG_EP_CHECK;
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 
@@ -740,7 +788,7 @@ uct_iface_ops_t iface_ops = {
         .ep_pending_purge       = ep_pending_purge,
         .ep_flush               = ep_flush,
         .ep_fence               = ep_fence,
-        .ep_check               = unsupported<uct_ep_check_func_t>,
+        .ep_check               = ep_check,
         .ep_create              = ep_create,
         .ep_connect             = unsupported<uct_ep_connect_func_t>,
         .ep_disconnect          = unsupported<uct_ep_disconnect_func_t>,
@@ -763,6 +811,36 @@ uct_iface_ops_t iface_ops = {
         .iface_get_address        = iface_get_address,
         .iface_is_reachable       = iface_is_reachable,
 };
+
+/* Empty when the AM alignment parameters are valid, else what is wrong:
+ * uct.h's rules (a power of 2; an offset below it, and only with it). rvt
+ * hands AM data to the handler in place, never as a descriptor, so a
+ * valid alignment has nothing to act on (uct.h: only descriptors are
+ * aligned). */
+std::string am_alignment_error(const uct_iface_params_t &p)
+{
+    const bool has_align  = p.field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT;
+    const bool has_offset = p.field_mask &
+                            UCT_IFACE_PARAM_FIELD_AM_ALIGN_OFFSET;
+    if (has_offset && !has_align) {
+        return format("AM alignment offset %zu without an alignment: "
+                      "expected UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT too",
+                      p.am_align_offset);
+    }
+    if (!has_align) {
+        return {};
+    }
+    if (p.am_alignment == 0 || (p.am_alignment & (p.am_alignment - 1)) != 0) {
+        return format("AM alignment %zu: expected a power of 2",
+                      p.am_alignment);
+    }
+    if (has_offset && p.am_align_offset >= p.am_alignment) {
+        return format("AM alignment offset %zu: expected less than the "
+                      "alignment, %zu",
+                      p.am_align_offset, p.am_alignment);
+    }
+    return {};
+}
 
 } // namespace
 
@@ -788,6 +866,10 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
             return UCS_ERR_NO_DEVICE;
         }
 
+        if (auto bad = am_alignment_error(*params); !bad.empty()) {
+            ucs_error("rvt %s: %s", name.c_str(), bad.c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
         auto i              = std::make_unique<iface>();
         ucs_status_t status = i->base.init(&iface_ops, md_handle, worker,
                                            params, tl_config);

@@ -129,7 +129,16 @@ struct iface {
 
     void fail_ep(ep &e, ucs_status_t status);
     unsigned progress();
-    void forget_ep(ep &e); /* ep_destroy */
+
+    /* The endpoint lists (eps, pending_eps, failed_eps, graveyard) are
+     * edited here and by progress only. */
+    void adopt_ep(ep &e); /* ep_create; may throw std::bad_alloc */
+    void destroy_ep(ep &e); /* ep_destroy: freed now or after progress */
+    void list_pending(ep &e); /* e queued its first pending request */
+    void unlist_pending(ep &e); /* e has none queued any more */
+
+private:
+    void forget_ep(ep &e);
 };
 static_assert(std::is_standard_layout_v<iface> && offsetof(iface, base) == 0);
 

@@ -240,10 +240,12 @@ ucs_status_t md_query(uct_md_h handle, uct_md_attr_t *attr) noexcept
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
     attr->cap.detect_mem_types = 0;
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = ULONG_MAX;
-    attr->rkey_packed_size     = sizeof(packed_rkey);
-    attr->reg_cost             = m.reg_cost;
+    /* no UCT_MD_FLAG_ALLOC, so no allocation limit of ours; as the IB MD
+     * says, since UCX's own UCT tests size their buffers by it */
+    attr->cap.max_alloc    = ULONG_MAX;
+    attr->cap.max_reg      = ULONG_MAX;
+    attr->rkey_packed_size = sizeof(packed_rkey);
+    attr->reg_cost         = m.reg_cost;
     /* the agent, not this process, drives the device: no locality */
     std::memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
