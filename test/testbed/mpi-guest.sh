@@ -78,9 +78,9 @@ fi
 for n in 1 2; do
     # --linger=0: stays when the jobs' processes leave, so its life totals
     # can be read afterwards; timeout: never outlives a stuck run;
-    # --qp-timeout=21 (8.6 s before rxe resends a request, default 16:
-    # 268 ms): under this emulator a 2 MiB RDMA READ of the 16 MiB
-    # alltoall can take longer than 268 ms, and Debian 12's rxe mishandles
+    # --qp-timeout=21 (8.6 s before rxe resends a request, default 18:
+    # 1.07 s): under this emulator a 2 MiB RDMA READ of the 16 MiB
+    # alltoall can take longer than that, and Debian 12's rxe mishandles
     # the resent READ request: in 4 runs of 4 the responder's QP went to
     # the error state without a completion, and the job hung (1 of 1 with
     # 21 passed, then 2 of 2 in the suite)

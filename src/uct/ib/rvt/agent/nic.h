@@ -118,12 +118,18 @@ enum class nic_qp_state : uint8_t {
 /* What an RC QP is configured with (rvtd's options). */
 struct rc_qp_params {
     uint32_t sq_depth = 128; /* send WRs per QP */
-    /* 4.096 us * 2^16 = 268 ms per try, so a dead link is found in about
-     * 2 s. Shorter (14, 67 ms) made the emulated testbed retransmit
-     * spuriously, and rxe (6.1) then ended busy shared QPs with "remote
-     * invalid request" (measured: 251 failed ops in one 3x4 run at 14,
-     * none at 16 or 18). rvtd's --qp-timeout sets it. */
-    uint8_t timeout     = 16;
+    /* 4.096 us * 2^18 = 1.07 s per try: UCX rc's own default
+     * (UCX_RC_TIMEOUT=1.0s), so a shared QP retransmits no sooner than
+     * rc_verbs' QPs do; the agents' keepalives, not the QPs' retries, find
+     * a dead link (traffic.sh). A starved receiver (the emulated testbed,
+     * any busy node) looks lost to a short timeout: the sender
+     * retransmits, and rxe (6.1) sometimes ends a busy shared QP with
+     * "remote invalid request" (a receive error at the responder) after
+     * such retransmissions: 251 failed ops in one 3x4 run at 14 (67 ms),
+     * and at 16 (268 ms) one connection lost under 4 pairs of 256 KiB puts
+     * for a minute on a loaded host, whose QPs had retransmitted 50 times
+     * where rc_verbs' had twice (2026-11-25). rvtd's --qp-timeout sets it. */
+    uint8_t timeout     = 18;
     uint8_t retry_count = 7;
     uint8_t rnr_retry   = 7; /* 7: retry forever on receiver-not-ready */
     uint8_t min_rnr     = 12; /* 0.64 ms */

@@ -46,6 +46,18 @@ namespace {
 
 using namespace rvt;
 
+/* The agent's knobs, defaults where the agent's config structs keep them
+ * (peer_config, rc_qp_params, verbs_nic_config), so each is written once. */
+namespace defaults {
+inline const agent::peer_config peers{};
+inline const agent::rc_qp_params qp{};
+inline const agent::verbs_nic_config nic{};
+long ms(std::chrono::milliseconds d)
+{
+    return static_cast<long>(d.count());
+}
+} // namespace defaults
+
 struct options {
     std::string device;
     long port = 1;
@@ -55,17 +67,17 @@ struct options {
     long work_ring    = 256;
     long compl_ring   = 1024;
     long inbound_ring = 256;
-    long am_size      = 8192;
-    long inline_size  = 128;
-    long num_qps      = 4;
+    long am_size      = defaults::nic.buffer_size;
+    long inline_size  = defaults::nic.inline_size;
+    long num_qps      = defaults::peers.num_qps;
     long gid_index    = -1;
-    long srq_size     = 1024;
-    long sq_depth     = 128;
+    long srq_size     = defaults::nic.srq_size;
+    long sq_depth     = defaults::qp.sq_depth;
     long spin_us      = 2000;
-    long keepalive_ms = 5000;
-    long reconnect_ms = 1000;
-    long give_up_ms   = 30000;
-    long qp_timeout   = 16;
+    long keepalive_ms = defaults::ms(defaults::peers.keepalive_interval);
+    long reconnect_ms = defaults::ms(defaults::peers.reconnect_delay);
+    long give_up_ms   = defaults::ms(defaults::peers.give_up_timeout);
+    long qp_timeout   = defaults::qp.timeout;
     long idle_yield   = 1;
     long trace_events = 0;
     std::string trace_file;
@@ -76,7 +88,7 @@ struct options {
  * written; parsing and --help both come from here. */
 struct option_row {
     const char *name;
-    const char *dflt;
+    std::string dflt;
     const char *help;
     std::function<std::string(options &, std::string_view)> set;
 };
@@ -96,11 +108,13 @@ set_long(long &out, std::string_view v, long lo, long hi, const char *name)
     return {};
 }
 
-/* A row for a whole-number option: the name is written once. */
-option_row number(const char *name, const char *dflt, const char *help,
-                  long options::*field, long lo, long hi)
+/* A row for a whole-number option: the name is written once, and the
+ * default only in struct options, where --help reads it. */
+option_row number(const char *name, const char *help, long options::*field,
+                  long lo, long hi)
 {
-    return {name, dflt, help, [=](options &o, std::string_view v) {
+    return {name, std::to_string(options{}.*field), help,
+            [=](options &o, std::string_view v) {
                 return set_long(o.*field, v, lo, hi, name);
             }};
 }
@@ -113,8 +127,8 @@ const std::vector<option_row> &option_table()
                  o.device = v;
                  return std::string();
              }},
-            number("port", "1", "port of that device (1-255)", &options::port,
-                   1, 255),
+            number("port", "port of that device (1-255)", &options::port, 1,
+                   255),
             {"job-key", "(from the environment)",
              "job this agent serves; else RVT_JOB_KEY, Slurm, PMIx, Open MPI, "
              "or user.<uid>",
@@ -122,57 +136,55 @@ const std::vector<option_row> &option_table()
                  o.job_key = v;
                  return std::string();
              }},
-            number("linger", "10",
+            number("linger",
                    "seconds to stay after the last client leaves; 0: forever",
                    &options::linger, 0, 86400),
-            number("max-clients", "256", "client processes at once (1-512)",
+            number("max-clients", "client processes at once (1-512)",
                    &options::max_clients, 1, imm::max_clients),
-            number("work-ring", "256",
-                   "work requests per client ring (power of two)",
+            number("work-ring", "work requests per client ring (power of two)",
                    &options::work_ring, 2, 1 << 24),
-            number("completion-ring", "1024",
+            number("completion-ring",
                    "completions per client ring (power of two): a client's "
                    "requests in flight",
                    &options::compl_ring, 2, 1 << 24),
-            number("inbound-ring", "256",
+            number("inbound-ring",
                    "inbound messages per client ring (power of two)",
                    &options::inbound_ring, 2, 1 << 16),
-            number("am-size", "8192",
+            number("am-size",
                    "largest active message, bytes (64-65536, multiple of 64)",
                    &options::am_size, 64, 65536),
-            number("inline-size", "128",
+            number("inline-size",
                    "largest payload a request carries in the work ring "
                    "(UCT's short operations), posted inline, bytes (64-256, "
                    "multiple of 64)",
                    &options::inline_size, 64, 256),
-            number("num-qps", "4", "K: shared RC QPs per remote node (1-16)",
+            number("num-qps", "K: shared RC QPs per remote node (1-16)",
                    &options::num_qps, 1, 16),
-            number("gid-index", "-1",
+            number("gid-index",
                    "GID table index; -1: the first RoCE v2 IPv4 GID",
                    &options::gid_index, -1, 255),
-            number("srq-size", "1024", "receive buffers of the node (16-65536)",
+            number("srq-size", "receive buffers of the node (16-65536)",
                    &options::srq_size, 16, 65536),
-            number("sq-depth", "128", "send WRs per RC QP (1-16384)",
+            number("sq-depth", "send WRs per RC QP (1-16384)",
                    &options::sq_depth, 1, 16384),
-            number("spin-us", "2000",
+            number("spin-us",
                    "microseconds to keep polling after the last work, before "
                    "sleeping",
                    &options::spin_us, 0, 1000000),
-            number("idle-yield", "1",
+            number("idle-yield",
                    "1: give the CPU away (sched_yield) on each idle poll while "
                    "spinning, so clients polling on the same core run at "
                    "once; 0: pure busy polling",
                    &options::idle_yield, 0, 1),
-            number("keepalive-ms", "5000",
+            number("keepalive-ms",
                    "idle time before a keepalive; twice it unanswered: lost",
                    &options::keepalive_ms, 100, 3600000),
-            number("reconnect-ms", "1000",
-                   "delay before reconnecting a lost peer",
+            number("reconnect-ms", "delay before reconnecting a lost peer",
                    &options::reconnect_ms, 10, 600000),
-            number("give-up-ms", "30000",
+            number("give-up-ms",
                    "time to connect (or reconnect) before the peer is failed",
                    &options::give_up_ms, 100, 3600000),
-            number("trace-events", "0",
+            number("trace-events",
                    "trace the data path: keep the first N events of its "
                    "messages (trace.h) and write them to --trace-file at "
                    "exit; 0: off (no cost)",
@@ -183,10 +195,9 @@ const std::vector<option_row> &option_table()
                  o.trace_file = v;
                  return std::string();
              }},
-            number("qp-timeout", "16",
-                   "RC ack timeout exponent: 4.096 us * 2^N per try (16: 268 "
-                   "ms), "
-                   "7 tries",
+            number("qp-timeout",
+                   "RC ack timeout exponent: 4.096 us * 2^N per try "
+                   "(18: 1.07 s, UCX rc's default), 7 tries",
                    &options::qp_timeout, 1, 31),
     };
     return rows;
@@ -205,7 +216,7 @@ void usage(FILE *out)
                  "serves, 1 if it cannot\n");
     for (const auto &r : option_table()) {
         std::fprintf(out, "  --%-16s %s (default: %s)\n", r.name, r.help,
-                     r.dflt);
+                     r.dflt.c_str());
     }
 }
 
