@@ -84,7 +84,7 @@ for n in 1 2; do
     # the resent READ request: in 4 runs of 4 the responder's QP went to
     # the error state without a completion, and the job hung (1 of 1 with
     # 21 passed, then 2 of 2 in the suite)
-    on "$n" bash -c "exec timeout 900 $rvtd --device=\$RXE_DEV --num-qps=$K \
+    on "$n" bash -c "exec timeout 1400 $rvtd --device=\$RXE_DEV --num-qps=$K \
         --linger=0 --qp-timeout=21" >>"$work/rvtd.$n.log" 2>&1 &
     agent_pids+=($!)
 done
