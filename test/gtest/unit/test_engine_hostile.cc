@@ -54,8 +54,25 @@ bool reconnected(const agent_node &n)
     return false;
 }
 
+/* Two agents, one client on each, each client connected to the other's
+ * agent. */
+struct two_nodes {
+    agent_node &a, &b;
+    test_client &ca, &cb;
+    uint32_t to_b, to_a; /* ca's peer index for b, cb's for a */
+};
+
 class hostile : public engine_fixture {
 protected:
+    two_nodes connect_two()
+    {
+        agent_node &a       = add_agent(quick_peers());
+        agent_node &b       = add_agent(quick_peers());
+        test_client &ca     = attach(a);
+        test_client &cb     = attach(b);
+        const uint32_t to_b = peer(ca, b);
+        return {a, b, ca, cb, to_b, peer(cb, a)};
+    }
     /* a's and b's clients trade one AM each way, and both succeed. */
     void expect_serving(test_client &ca, test_client &cb, uint32_t to_b,
                         uint32_t to_a, uint64_t wr_id);
@@ -81,12 +98,7 @@ void hostile::expect_serving(test_client &ca, test_client &cb, uint32_t to_b,
 
 TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
 {
-    agent_node &a       = add_agent(quick_peers());
-    agent_node &b       = add_agent(quick_peers());
-    test_client &ca     = attach(a);
-    test_client &cb     = attach(b);
-    const uint32_t to_b = peer(ca, b);
-    const uint32_t to_a = peer(cb, a);
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
     expect_serving(ca, cb, to_b, to_a, 1);
 
     /* a third node that runs no agent, only a UD QP */
@@ -151,12 +163,7 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
 
 TEST_F(hostile, a_write_to_a_deregistered_rkey_fails_its_sender_only)
 {
-    agent_node &a       = add_agent(quick_peers());
-    agent_node &b       = add_agent(quick_peers());
-    test_client &ca     = attach(a);
-    test_client &cb     = attach(b);
-    const uint32_t to_b = peer(ca, b);
-    const uint32_t to_a = peer(cb, a);
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
     expect_serving(ca, cb, to_b, to_a, 1);
 
     /* cb registers a buffer, tells ca its rkey (as UCP would), and then
@@ -243,11 +250,8 @@ TEST_F(hostile, a_neighbours_lkey_is_refused_naming_it)
  * the agent. */
 TEST_F(hostile, zero_length_operations_complete_and_arrive_empty)
 {
-    agent_node &a       = add_agent(quick_peers());
-    agent_node &b       = add_agent(quick_peers());
-    test_client &ca     = attach(a);
-    test_client &cb     = attach(b);
-    const uint32_t to_b = peer(ca, b);
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
+    (void)to_a;
     cb.session->set_write_notices(true);
     work_request am = ca.am(to_b, cb, 1, 0);
     am.length       = 0;
