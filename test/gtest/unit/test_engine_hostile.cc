@@ -1,0 +1,284 @@
+/*
+ * Hostile input to an agent, on the host (engine_fixture.h): handshake
+ * datagrams that are garbage or come from another job's agent, sent to an
+ * agent's UD QP by a third node, and an RDMA WRITE to an rkey its owner
+ * has deregistered. Each is refused or fails for its sender alone, the
+ * memory it aimed at is untouched, and the agent keeps serving. The
+ * README's "Hostile input" table points here.
+ */
+#include "test/gtest/unit/engine_fixture.h"
+
+#include "uct/ib/rvt/common/conn_wire.h"
+
+#include <algorithm>
+
+namespace engine_test {
+namespace {
+
+namespace conn = wire::conn;
+
+agent_options quick_peers()
+{
+    agent_options o;
+    agent::peer_config &p = o.engine.peers;
+    p.retry_interval      = 10ms;
+    p.max_retry_interval  = 20ms;
+    p.reconnect_delay     = 10ms;
+    return o;
+}
+
+/* What arrived at `nic` (a node that runs no agent), parsed. */
+std::vector<conn::message> received(loopback_nic &nic)
+{
+    std::vector<conn::message> out;
+    nic.poll_datagrams([&](std::span<const std::byte> b) {
+        auto m = conn::parse(b);
+        EXPECT_TRUE(m.ok()) << m.error();
+        if (m.ok()) {
+            out.push_back(m.value());
+        }
+    });
+    return out;
+}
+
+/* The agent's one remote peer is connected again after a loss. */
+bool reconnected(const agent_node &n)
+{
+    const auto status = n.engine->status_json();
+    for (const auto &p : status["peers"]) {
+        if (!p["loopback"].get<bool>()) {
+            return p["state"] == "connected" &&
+                   p["reconnects"].get<uint64_t>() >= 1;
+        }
+    }
+    return false;
+}
+
+/* Two agents, one client on each, each client connected to the other's
+ * agent. */
+struct two_nodes {
+    agent_node &a, &b;
+    test_client &ca, &cb;
+    uint32_t to_b, to_a; /* ca's peer index for b, cb's for a */
+};
+
+class hostile : public engine_fixture {
+protected:
+    two_nodes connect_two()
+    {
+        agent_node &a       = add_agent(quick_peers());
+        agent_node &b       = add_agent(quick_peers());
+        test_client &ca     = attach(a);
+        test_client &cb     = attach(b);
+        const uint32_t to_b = peer(ca, b);
+        return {a, b, ca, cb, to_b, peer(cb, a)};
+    }
+    /* a's and b's clients trade one AM each way, and both succeed. */
+    void expect_serving(test_client &ca, test_client &cb, uint32_t to_b,
+                        uint32_t to_a, uint64_t wr_id);
+};
+
+void hostile::expect_serving(test_client &ca, test_client &cb, uint32_t to_b,
+                             uint32_t to_a, uint64_t wr_id)
+{
+    const size_t da = ca.done.size(), db = cb.done.size();
+    const size_t ia = ca.inbound.size(), ib = cb.inbound.size();
+    ca.post(ca.am(to_b, cb, wr_id, static_cast<uint32_t>(wr_id)));
+    cb.post(cb.am(to_a, ca, wr_id, static_cast<uint32_t>(wr_id)));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == da + 1 && cb.done.size() == db + 1 &&
+               ca.inbound.size() == ia + 1 && cb.inbound.size() == ib + 1;
+    })) << ca.home->status()
+        << cb.home->status();
+    EXPECT_EQ(ca.done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(cb.done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+}
+
+TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
+{
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
+    expect_serving(ca, cb, to_b, to_a, 1);
+
+    /* a third node that runs no agent, only a UD QP */
+    loopback_nic intruder(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const uint32_t a_ud          = a.nic->ud_qpn();
+
+    /* 256 bytes of garbage */
+    conn::message junk;
+    std::memset(&junk, 0xa5, sizeof(junk));
+    ASSERT_TRUE(intruder.send_datagram(junk, a_gid, a_ud).ok());
+    /* the intruder's own address */
+    conn::sender self{};
+    const agent::gid_bytes i_gid = intruder.gid();
+    std::memcpy(self.gid, i_gid.data(), conn::gid_size);
+    self.instance_id = 0x1badd00d;
+    self.ud_qpn      = intruder.ud_qpn();
+    self.uid         = getuid();
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    /* a reply to a request a never sent, from a node it does not know yet */
+    conn::message asked = conn::make_request({{}, 100, a_ud, getuid()}, job_key,
+                                             self.instance_id, 1, qps);
+    std::memcpy(asked.src.gid, a_gid.data(), conn::gid_size);
+    ASSERT_TRUE(intruder.send_datagram(conn::make_reply(self, job_key, asked, 0,
+                                                        conn::status::accepted,
+                                                        qps),
+                                       a_gid, a_ud)
+                        .ok());
+
+    /* then a well-formed request from another job's agent */
+    ASSERT_TRUE(intruder.send_datagram(conn::make_request(self, "other.job", 0,
+                                                          1, qps),
+                                       a_gid, a_ud)
+                        .ok());
+    std::vector<conn::message> answers;
+    ASSERT_TRUE(run_until([&] {
+        auto got = received(intruder);
+        answers.insert(answers.end(), got.begin(), got.end());
+        return !answers.empty() && a.logged("handshake datagram refused") > 0;
+    })) << a.status();
+    run_for(50ms);
+    for (const auto &m : received(intruder)) {
+        answers.push_back(m);
+    }
+    EXPECT_EQ(a.logged("handshake datagram refused: bad magic 0xa5a5a5a5"), 1u);
+    /* the other job's request is refused, naming why, and only that one is
+     * answered */
+    ASSERT_EQ(answers.size(), 1u);
+    EXPECT_EQ(answers[0].hdr.type,
+              static_cast<uint16_t>(conn::msg_type::reply));
+    EXPECT_EQ(answers[0].status,
+              static_cast<uint16_t>(conn::status::wrong_job_key));
+    EXPECT_EQ(answers[0].num_qps, 0u) << "a refusal hands out no QPs";
+    EXPECT_TRUE(intruder.qps_to(a_gid).empty());
+    EXPECT_TRUE(a.nic->qps_to(i_gid).empty()) << "QPs made for the intruder";
+
+    /* the real connection never noticed */
+    expect_serving(ca, cb, to_b, to_a, 2);
+    EXPECT_EQ(ca.count(completion_status::success), 2u);
+    EXPECT_EQ(cb.count(completion_status::success), 2u);
+}
+
+TEST_F(hostile, a_write_to_a_deregistered_rkey_fails_its_sender_only)
+{
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
+    expect_serving(ca, cb, to_b, to_a, 1);
+
+    /* cb registers a buffer, tells ca its rkey (as UCP would), and then
+     * deregisters it */
+    std::vector<uint8_t> gone(4096, 0x11);
+    const loopback_mr m2 = b.nic->register_memory(gone.data(), gone.size(),
+                                                  remote_rw);
+    cb.announce(m2, gone.data(), gone.size());
+    const client::memory_region region{m2.handle, m2.lkey, m2.rkey, gone.data(),
+                                       gone.size()};
+    auto r = while_serving(
+            [&] { return cb.session->deregister_memory(region, 5000ms); });
+    ASSERT_TRUE(r.ok()) << r.error();
+    ASSERT_FALSE(b.nic->has_mr(m2.handle));
+
+    std::fill(ca.memory.begin(), ca.memory.end(), 0xee);
+    work_request wr = ca.write(to_b, cb, 10, 64);
+    wr.rkey         = m2.rkey;
+    wr.remote_addr  = reinterpret_cast<uintptr_t>(gone.data());
+    ca.post(wr);
+    ASSERT_TRUE(run_until([&] { return ca.done.size() == 2; })) << a.status();
+    EXPECT_EQ(ca.done[1].wr_id, 10u);
+    EXPECT_EQ(ca.done[1].status,
+              static_cast<uint32_t>(completion_status::failed));
+    EXPECT_EQ(ca.done[1].detail, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_TRUE(std::all_of(gone.begin(), gone.end(), [](uint8_t v) {
+        return v == 0x11;
+    })) << "the deregistered buffer was written";
+    EXPECT_TRUE(std::none_of(cb.memory.begin(), cb.memory.end(), [](uint8_t v) {
+        return v == 0xee;
+    })) << "the write landed in cb's live memory";
+
+    /* the shared connection broke (what was in flight on it, either way,
+     * failed too); it is made again, and both keep working */
+    ASSERT_TRUE(run_until([&] { return reconnected(a) && reconnected(b); }))
+            << a.status() << b.status();
+    expect_serving(ca, cb, to_b, to_a, 11);
+}
+
+/* Two clients of one agent: one names the other's lkey (a real MR of the
+ * agent's PD, only not its own) to send the other's memory away. */
+TEST_F(hostile, a_neighbours_lkey_is_refused_naming_it)
+{
+    agent_node &a      = add_agent();
+    test_client &mine  = attach(a);
+    test_client &thief = attach(a);
+    const uint32_t me  = peer(thief, a);
+    std::fill(mine.memory.begin(), mine.memory.end(), 0x5e);
+
+    work_request wr = thief.am(me, thief, 1, 0);
+    wr.local_addr   = mine.addr();
+    wr.lkey         = mine.mr.lkey;
+    thief.post(wr);
+    work_request rd = thief.write(me, thief, 2);
+    rd.op           = static_cast<uint8_t>(work_op::rdma_read);
+    rd.lkey         = mine.mr.lkey; /* into the neighbour's memory */
+    rd.local_addr   = mine.addr();
+    thief.post(rd);
+    ASSERT_TRUE(run_until([&] { return thief.done.size() == 2; }))
+            << a.status();
+    for (const completion &c : thief.done) {
+        EXPECT_EQ(c.status, static_cast<uint32_t>(completion_status::invalid))
+                << "wr_id " << c.wr_id;
+    }
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%x", mine.mr.lkey);
+    EXPECT_EQ(a.logged(std::string("local lkey ") + hex +
+                       ": not an MR this client announced"),
+              2u);
+    run_for(20ms);
+    EXPECT_TRUE(thief.inbound.empty()) << "the neighbour's bytes were sent";
+    EXPECT_TRUE(std::all_of(mine.memory.begin(), mine.memory.end(),
+                            [](uint8_t v) { return v == 0x5e; }));
+
+    /* the thief's own work still goes */
+    thief.post(thief.am(me, thief, 3, 1));
+    ASSERT_TRUE(run_until([&] { return thief.inbound.size() == 1; }));
+    EXPECT_EQ(thief.done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+}
+
+/* Zero bytes name no memory: an empty active message and an empty write
+ * with immediate arrive, with no MR named, the write's sender named by
+ * the agent. */
+TEST_F(hostile, zero_length_operations_complete_and_arrive_empty)
+{
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
+    (void)to_a;
+    cb.session->set_write_notices(true);
+    work_request am = ca.am(to_b, cb, 1, 0);
+    am.length       = 0;
+    am.local_addr   = 0;
+    am.lkey         = 0;
+    ca.post(am);
+    work_request w = ca.write(to_b, cb, 2, 0);
+    w.op           = static_cast<uint8_t>(work_op::rdma_write_imm);
+    w.local_addr   = 0;
+    w.lkey         = 0;
+    ca.post(w);
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 2 && cb.inbound.size() == 2;
+    })) << a.status()
+        << b.status();
+    for (const completion &c : ca.done) {
+        EXPECT_EQ(c.status, static_cast<uint32_t>(completion_status::success))
+                << "wr_id " << c.wr_id;
+        EXPECT_EQ(c.length, 0u);
+    }
+    EXPECT_EQ(cb.inbound[0].msg.kind, static_cast<uint8_t>(inbound_kind::am));
+    EXPECT_TRUE(cb.inbound[0].data.empty());
+    EXPECT_EQ(cb.inbound[1].msg.kind,
+              static_cast<uint8_t>(inbound_kind::write));
+    /* who sent it is the agent's word (a request has no field for it) */
+    EXPECT_EQ(cb.inbound[1].msg.src_client, ca.index());
+}
+
+} // namespace
+} // namespace engine_test
