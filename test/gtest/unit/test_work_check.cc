@@ -145,10 +145,10 @@ TEST(work_check, an_am_head_is_checked_like_the_payload)
 TEST(work_check, a_message_larger_than_the_device_carries_is_refused)
 {
     auto w = good_write();
-    EXPECT_EQ(agent::check_work(w, mrs, {3, 8192, 0x800, true, 128}), "")
+    EXPECT_EQ(agent::check_work(w, mrs, {3, 8192, 0x800, true, true, 128}), "")
             << "exactly the largest";
     expect_refused(w, "length 2048: the device's largest message is 2047",
-                   {3, 8192, 0x7ff, true, 128});
+                   {3, 8192, 0x7ff, true, true, 128});
     w.length = ~0u; /* checked before the MR range, which it also misses */
     expect_refused(w, "length 4294967295: the device's largest message is "
                       "1073741824");
