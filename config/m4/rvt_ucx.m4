@@ -296,10 +296,27 @@ _RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_PUT_SGL_ZCOPY],
     [uct_iface_internal_ops_t], [ep_put_sgl_zcopy])
 UCX_INTERNAL_CPPFLAGS="$UCX_INTERNAL_CPPFLAGS$UCX_FEATURE_CPPFLAGS"
 
+# Whether UCX loads external modules by itself (1.22: every
+# lib<framework>_<name><ext> in UCX_PLUGIN_PATH and in its module
+# directory, <ext> being what follows the first dot of libucs's file
+# name, ".so.0"); else the module comes in with LD_PRELOAD (1.13).
+AC_MSG_CHECKING([whether UCX loads plugins (UCX_PLUGIN_PATH)])
+AC_COMPILE_IFELSE([AC_LANG_PROGRAM([_RVT_UCX_INTERNAL_PROLOGUE(["])
+extern "C" {
+#include <ucs/config/global_opts.h>
+}], [[(void)&ucs_global_opts_t::plugin_path;]])],
+    [ucx_loads_plugins=yes], [ucx_loads_plugins=no])
+AC_MSG_RESULT([$ucx_loads_plugins])
+AS_IF([test $ucx_loads_plugins = yes && test ! -e "$ucx_libdir/libucs.so.0"],
+    [AC_MSG_ERROR([UCX loads plugins named after libucs's suffix, but $ucx_libdir has no libucs.so.0; rvt's module would be named libuct_rvt.so.0 and not be found])])
+
 CPPFLAGS=$rvt_save_CPPFLAGS
 LIBS=$rvt_save_LIBS
 AC_LANG_POP([C++])
 
+AM_CONDITIONAL([UCX_LOADS_PLUGINS], [test $ucx_loads_plugins = yes])
+UCX_LOADS_PLUGINS=$ucx_loads_plugins
+AC_SUBST([UCX_LOADS_PLUGINS])
 AC_SUBST([UCX_PREFIX])
 AC_SUBST([UCX_VERSION])
 AC_SUBST([UCX_CPPFLAGS])
