@@ -48,15 +48,16 @@ if grep -q 'Transport: rvt' "$out/plugin"; then
 else
     fail "UCX_PLUGIN_PATH=$libs, no LD_PRELOAD: ucx_info -d has no rvt"
 fi
-# the rvt section: from its Transport line to the next one
-awk '/Transport: /{in_rvt = ($3 == "rvt")} in_rvt' "$out/plugin" \
-    >"$out/rvt"
-if grep -q 'am_bcopy' "$out/rvt" && ! grep -qi 'fail\|error' "$out/rvt"; then
+# the rvt section: from its Transport line to the next transport or MD
+awk '/Transport: |Memory domain: /{in_rvt = ($3 == "rvt")} in_rvt' \
+    "$out/plugin" >"$out/rvt"
+# an interface that does not open shows "< failed to open interface >"
+if grep -q 'am_bcopy' "$out/rvt" && ! grep -q 'failed' "$out/rvt"; then
     pass "rvt's interface opens: $(grep -m1 'Device:' "$out/rvt" | xargs)"
 else
     fail "rvt's interface does not open:"
     sed 's/^/    /' "$out/rvt"
-    grep -i 'error' "$out/plugin" | head -5 | sed 's/^/    /'
+    grep 'UCX  ERROR' "$out/plugin" | head -5 | sed 's/^/    /'
 fi
 for tl in rc_verbs ud_verbs; do
     check "$prefix has $tl" grep -q "Transport: $tl" "$out/plugin"
