@@ -179,12 +179,13 @@ declare -A ucx_release_sha256=(
 )
 # Only what rvt and its tests use: verbs and rdmacm (rc_verbs and ud_verbs
 # for comparisons), shared memory, the tools (ucx_info, ucx_perftest) and
-# the devel headers; no GPU, no mlx5 direct verbs, no bindings, no docs.
-ucx_release_flags=(--enable-mt --with-verbs --with-rdmacm --enable-cma
-    --enable-devel-headers --disable-logging --without-mlx5 --without-cuda
-    --without-rocm --without-ze --without-gdrcopy --without-knem
-    --without-xpmem --without-fuse3 --without-go --without-java
-    --disable-doxygen-doc --disable-gtest --disable-examples)
+# the devel headers; no GPU, no mlx5 direct verbs, no bindings, no docs,
+# no static archives (libtool would compile every file twice).
+ucx_release_flags=(--disable-static --enable-mt --with-verbs --with-rdmacm
+    --enable-cma --enable-devel-headers --disable-logging --without-mlx5
+    --without-cuda --without-rocm --without-ze --without-gdrcopy
+    --without-knem --without-xpmem --without-fuse3 --without-go
+    --without-java --disable-doxygen-doc --disable-gtest --disable-examples)
 
 usage() {
     echo "usage: $0 [--ucx=VERSION]" >&2
