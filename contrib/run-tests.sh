@@ -9,7 +9,10 @@
 #   contrib/run-tests.sh unit       build + make check only (no qemu)
 #
 # Dependencies are cached outside the clone in $RVT_CACHE (default
-# ~/.cache/rvt): the UCX source tree and the guest kernel.
+# ~/.cache/rvt): the UCX source tree, the guest kernel and UCX 1.22.0
+# (built once, about 8 minutes: the second leg, in ./build122, runs the
+# module-loading checks and the testbed's plugin and integration tests
+# against it).
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$top" || exit 1
@@ -103,5 +106,37 @@ if [ "$what" = all ]; then
     run_suite "perf (testbed)" test/testbed/perf.sh build
     step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
     run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
+
+    # The second UCX: 1.22.0, built once into the cache (setup-deps.sh
+    # --ucx), rvt built against it in build122 (the unit tests do not
+    # depend on UCX's version: only what loads or runs the module), then
+    # UCX loading rvt as a plugin and the UCT integration tests.
+    step "UCX 1.22: dependencies (cached) and build"
+    if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
+        mkdir -p build122 &&
+        { cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
+              --with-ucx-src="$UCX_SRC" &&
+          make -j"$(nproc)" all test/gtest/rvt_integration_tests \
+              test/gtest/integration/shared_pd_client; } \
+            > "$top/build/build122.log" 2>&1; then
+        cd "$top" || exit 1
+        echo "UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC"
+        step "UCX 1.22: module loading and the source-tree check"
+        # check_PROGRAMS empty: the unit tests are the 1.13 leg's
+        run_suite "UCX 1.22 make check (loading)" make -C build122 check \
+            check_PROGRAMS= \
+            TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh'
+        step "UCX 1.22: rvt as UCX's plugin, no preload (testbed)"
+        run_suite "UCX 1.22 plugin (testbed)" test/testbed/plugin.sh build122
+        step "UCX 1.22: integration tests (testbed)"
+        run_suite "UCX 1.22 integration (testbed)" \
+            test/testbed/integration.sh build122
+    else
+        cd "$top" || exit 1
+        tail -40 build/build122.log 2>/dev/null
+        echo "FAIL: UCX 1.22 set-up or build (log: build/build122.log)"
+        failed=$((failed + 1))
+        results+=("UCX 1.22 build failed")
+    fi
 fi
 finish

@@ -9,7 +9,17 @@
 #     build (struct layouts depend on it).  Only autogen + configure: UCX
 #     itself is not built.
 #
-# stdout: exactly one line, UCX_SRC=<dir>, so callers can `eval` it.
+# With --ucx=VERSION (only 1.22.0 so far), step 2 instead builds that UCX
+# release from its source tarball and installs it into a prefix of its own,
+# $RVT_CACHE/ucx-VERSION (never over Debian's UCX), keeping the configured
+# and built tree in $RVT_CACHE/ucx-src-VERSION for its internal headers.
+# The tarball is $RVT_UCX_TARBALL if set, else the project's shared copy
+# (../shared/deps/ucx-VERSION.tar.gz from the repository top, whose sha256
+# is checked).  rvt then builds with
+#   configure --with-ucx=$UCX_PREFIX --with-ucx-src=$UCX_SRC
+#
+# stdout: UCX_SRC=<dir> (and with --ucx also UCX_PREFIX=<dir>), one per
+# line, so callers can `eval` it.
 # Progress and errors go to stderr; tool output goes to a log file that is
 # shown only when something fails.
 #
@@ -162,6 +172,104 @@ configure_ucx_source() {
     note "UCX source tree ready in $((SECONDS - start)) s"
 }
 
+# UCX releases --ucx= can build, with the sha256 of the project's shared
+# copy of each tarball (see ../shared/deps/README.md).
+declare -A ucx_release_sha256=(
+    [1.22.0]=d2ae32e86c463b77997369bc62caf49dc165338075056a46fc81434abcbcb8e6
+)
+# Only what rvt and its tests use: verbs and rdmacm (rc_verbs and ud_verbs
+# for comparisons), shared memory, the tools (ucx_info, ucx_perftest) and
+# the devel headers; no GPU, no mlx5 direct verbs, no bindings, no docs,
+# no static archives (libtool would compile every file twice).
+ucx_release_flags=(--disable-static --enable-mt --with-verbs --with-rdmacm
+    --enable-cma --enable-devel-headers --disable-logging --without-mlx5
+    --without-cuda --without-rocm --without-ze --without-gdrcopy
+    --without-knem --without-xpmem --without-fuse3 --without-go
+    --without-java --disable-doxygen-doc --disable-gtest --disable-examples)
+
+usage() {
+    echo "usage: $0 [--ucx=VERSION]" >&2
+    echo "  --ucx=VERSION  build UCX VERSION (one of:" \
+        "${!ucx_release_sha256[*]}) into \$RVT_CACHE/ucx-VERSION" >&2
+    exit 2
+}
+
+ucx_release=""
+for arg in "$@"; do
+    case $arg in
+    --ucx=*) ucx_release=${arg#--ucx=} ;;
+    -h | --help) usage ;;
+    *)
+        echo "setup-deps: error: unknown argument '$arg'" >&2
+        usage
+        ;;
+    esac
+done
+if [ -n "$ucx_release" ] && [ -z "${ucx_release_sha256[$ucx_release]:-}" ]
+then
+    die "--ucx=$ucx_release: unknown UCX release; expected one of:" \
+        "${!ucx_release_sha256[*]}"
+fi
+
+# The tarball of UCX $ucx_release: $RVT_UCX_TARBALL, else the shared copy.
+ucx_release_tarball() {
+    local top shared sum
+    if [ -n "${RVT_UCX_TARBALL:-}" ]; then
+        [ -f "$RVT_UCX_TARBALL" ] ||
+            die "RVT_UCX_TARBALL=$RVT_UCX_TARBALL: no such file"
+        echo "$RVT_UCX_TARBALL"
+        return 0
+    fi
+    top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+    shared=$top/shared/deps/ucx-$ucx_release.tar.gz
+    [ -f "$shared" ] ||
+        die "no UCX $ucx_release source: set RVT_UCX_TARBALL to its" \
+            "tarball, e.g. ucx-$ucx_release.tar.gz from" \
+            "https://github.com/openucx/ucx/releases/tag/v$ucx_release" \
+            "(not found either: $shared)"
+    sum=$(sha256sum "$shared" | cut -d' ' -f1)
+    [ "$sum" = "${ucx_release_sha256[$ucx_release]}" ] ||
+        die "$shared: sha256 is $sum, expected" \
+            "${ucx_release_sha256[$ucx_release]}"
+    echo "$shared"
+}
+
+# Unpack, autogen (a `git archive` has no configure), configure, build and
+# install UCX $ucx_release; the stamp is written last, so an interrupted
+# build is redone from scratch.
+build_ucx_release() {
+    local tarball tmp dirs start=$SECONDS
+    tarball=$(ucx_release_tarball)
+    note "building UCX $ucx_release from $tarball into $ucx_prefix" \
+        "(about 10 min on 2 cores, once; log: $log)"
+    rm -rf "$ucx_src" "$ucx_prefix"
+    tmp=$(mktemp -d "$cache/.ucx-src.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    run_logged "unpack" tar -xzf "$tarball" -C "$tmp"
+    dirs=("$tmp"/*/)
+    if [ ${#dirs[@]} -ne 1 ] || [ ! -f "${dirs[0]}/configure.ac" ]; then
+        die "$tarball is not a UCX source tarball (one top directory" \
+            "with configure.ac expected)"
+    fi
+    # Built where it stays: its config.h and generated headers are the
+    # internal headers rvt compiles against.
+    mv -T "${dirs[0]}" "$ucx_src"
+    rm -rf "$tmp"
+    trap - EXIT
+    if [ ! -x "$ucx_src/configure" ]; then
+        run_logged "ucx autogen.sh" sh -c 'cd "$1" && ./autogen.sh' sh \
+            "$ucx_src"
+    fi
+    run_logged "ucx configure" sh -c 'cd "$1" && shift && ./configure "$@"' \
+        sh "$ucx_src" --prefix="$ucx_prefix" "${ucx_release_flags[@]}"
+    run_logged "ucx make" make -C "$ucx_src" -j2
+    run_logged "ucx make install" make -C "$ucx_src" install
+    [ -x "$ucx_prefix/bin/ucx_info" ] ||
+        die "UCX install into $ucx_prefix has no bin/ucx_info (log: $log)"
+    printf '%s\n' "$stamp_text" >"$stamp"
+    note "UCX $ucx_release ready in $((SECONDS - start)) s"
+}
+
 mkdir -p "$cache"
 : >"$log"
 # Two concurrent runs must not configure the same tree.
@@ -169,6 +277,20 @@ exec 9>"$cache/.setup-deps.lock"
 flock 9
 
 install_missing_packages
+
+if [ -n "$ucx_release" ]; then
+    ucx_src=$cache/ucx-src-$ucx_release
+    ucx_prefix=$cache/ucx-$ucx_release
+    stamp=$ucx_prefix/.rvt-installed
+    stamp_text="ucx=$ucx_release configure: ${ucx_release_flags[*]}"
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$stamp_text" ]; then
+        build_ucx_release
+    fi
+    rm -f "$log"
+    echo "UCX_SRC=$ucx_src"
+    echo "UCX_PREFIX=$ucx_prefix"
+    exit 0
+fi
 
 ucx_deb_ver=$(dpkg-query -W -f='${Version}\n' libucx0 | head -n 1)
 [ -n "$ucx_deb_ver" ] || die "libucx0 is not installed"

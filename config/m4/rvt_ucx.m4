@@ -48,9 +48,33 @@ extern $1C$1 {
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
 #include <uct/base/uct_component.h>
+#include <uct/api/v2/uct_v2.h>
+#include <ucs/memory/rcache.h>
 #include <ucs/sys/compiler_def.h>
 }
 ]])
+
+# _RVT_UCX_FEATURE(MACRO, WHAT, BODY)
+#   Compiles BODY (C++ statements; <type_traits> is included) against the
+#   internal headers and adds -DMACRO=1 to UCX_FEATURE_CPPFLAGS if it
+#   compiles, -DMACRO=0 if not: src/uct/ib/rvt/uct/ucx_compat.h reads them.
+#   "checking whether UCX WHAT".
+m4_define([_RVT_UCX_FEATURE], [
+AC_MSG_CHECKING([whether UCX $2])
+AC_COMPILE_IFELSE([AC_LANG_PROGRAM([_RVT_UCX_INTERNAL_PROLOGUE(["])
+#include <type_traits>], [$3])],
+    [AC_MSG_RESULT([yes]); UCX_FEATURE_CPPFLAGS="$UCX_FEATURE_CPPFLAGS -D$1=1"],
+    [AC_MSG_RESULT([no]); UCX_FEATURE_CPPFLAGS="$UCX_FEATURE_CPPFLAGS -D$1=0"])
+])
+
+# _RVT_UCX_MEMBER(MACRO, TYPE, MEMBER): whether TYPE has MEMBER.
+m4_define([_RVT_UCX_MEMBER],
+    [_RVT_UCX_FEATURE([$1], [$2 has $3], [[(void)&$2::$3;]])])
+
+# _RVT_UCX_SIGNATURE(MACRO, WHAT, FUNC_TYPE, FUNCTION POINTER TYPE)
+m4_define([_RVT_UCX_SIGNATURE],
+    [_RVT_UCX_FEATURE([$1], [$2],
+        [[static_assert(std::is_same_v<$3, $4>);]])])
 
 AC_DEFUN([RVT_CHECK_UCX], [
 AC_REQUIRE([AC_PROG_CC])
@@ -82,7 +106,11 @@ AS_IF([test -z "$ucx_libdir"],
     [AC_MSG_RESULT([not found])
      AC_MSG_ERROR([no libuct.so under $UCX_PREFIX/lib*; install libucx-dev (contrib/setup-deps.sh) or pass --with-ucx=PREFIX])])
 AC_MSG_RESULT([$ucx_libdir])
-UCX_LIBS="-L$ucx_libdir -luct -lucs"
+# Outside /usr, programs (the tests) must find this UCX's libraries, not
+# another UCX's of the same soname (Debian's libuct.so.0) at run time.
+AS_IF([test "$UCX_PREFIX" = /usr],
+    [UCX_LIBS="-L$ucx_libdir -luct -lucs"],
+    [UCX_LIBS="-L$ucx_libdir -Wl,-rpath,$ucx_libdir -luct -lucs"])
 
 rvt_save_CPPFLAGS=$CPPFLAGS
 rvt_save_LIBS=$LIBS
@@ -124,16 +152,21 @@ AS_IF([test ! -d "$ucxmoduledir"],
 
 # ---- the matching UCX source tree --------------------------------------
 # Default: where contrib/setup-deps.sh puts it (same rule, same variables).
+# Debian's UCX (/usr): the tree of the libucx0 version; any other prefix:
+# the tree `contrib/setup-deps.sh --ucx=VERSION` built it from.
+rvt_cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
 rvt_ucx_deb_ver=`dpkg-query -W -f='${Version}\n' libucx0 2>/dev/null | head -n 1`
-AS_IF([test -n "$rvt_ucx_deb_ver"],
-    [rvt_cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
-     rvt_default_ucx_src="$rvt_cache/ucx-src-$rvt_ucx_deb_ver"],
+AS_IF([test "$UCX_PREFIX" != /usr],
+    [rvt_default_ucx_src="$rvt_cache/ucx-src-$UCX_VERSION"],
+    [test -n "$rvt_ucx_deb_ver"],
+    [rvt_default_ucx_src="$rvt_cache/ucx-src-$rvt_ucx_deb_ver"],
     [rvt_default_ucx_src=""])
 AC_ARG_WITH([ucx-src],
     [AS_HELP_STRING([--with-ucx-src=DIR],
         [configured UCX source tree of the installed UCX's version, for its
          internal headers (required; default: the tree contrib/setup-deps.sh
-         prepares, $RVT_CACHE/ucx-src-<libucx0 version>)])],
+         prepares, $RVT_CACHE/ucx-src-<libucx0 version> for /usr, else
+         $RVT_CACHE/ucx-src-<UCX version>)])],
     [], [with_ucx_src=$rvt_default_ucx_src])
 AS_CASE([$with_ucx_src],
     [no], [AC_MSG_ERROR([the UCX source tree is required (UCX does not install the internal headers a transport needs)])],
@@ -210,10 +243,80 @@ AC_LINK_IFELSE(
     [AC_MSG_RESULT([yes])],
     [AC_MSG_RESULT([no])
      AC_MSG_ERROR([cannot link UCX internal symbols (uct_base_iface_t_class) with $UCX_LIBS; see config.log])])
+
+# What differs between UCX versions, probed rather than inferred from the
+# version number (1.13.1 and 1.22.0 are built and tested).
+UCX_FEATURE_CPPFLAGS=""
+_RVT_UCX_FEATURE([RVT_UCX_MD_RCACHE_CONFIG],
+    [has UCT's rcache config (uct_md_rcache_config_t)],
+    [[uct_md_rcache_config_t c; uct_md_set_rcache_params(nullptr, &c);]])
+_RVT_UCX_FEATURE([RVT_UCX_RCACHE_GET_ALIGNMENT],
+    [ucs_rcache_get takes an alignment],
+    [[static_assert(std::is_invocable_v<decltype(ucs_rcache_get),
+          ucs_rcache_t *, void *, size_t, size_t, int, void *,
+          ucs_rcache_region_t **>);]])
+_RVT_UCX_MEMBER([RVT_UCX_RCACHE_OPS_MERGE], [ucs_rcache_ops_t], [merge])
+_RVT_UCX_SIGNATURE([RVT_UCX_MD_QUERY_V2], [MDs answer uct_md_attr_v2_t],
+    [uct_md_query_func_t], [ucs_status_t (*)(uct_md_h, uct_md_attr_v2_t *)])
+_RVT_UCX_SIGNATURE([RVT_UCX_MEM_REG_PARAMS], [mem_reg takes params],
+    [uct_md_mem_reg_func_t],
+    [ucs_status_t (*)(uct_md_h, void *, size_t,
+                      const uct_md_mem_reg_params_t *, uct_mem_h *)])
+_RVT_UCX_SIGNATURE([RVT_UCX_MKEY_PACK_ADDRESS],
+    [mkey_pack takes the address and length],
+    [uct_md_mkey_pack_func_t],
+    [ucs_status_t (*)(uct_md_h, uct_mem_h, void *, size_t,
+                      const uct_md_mkey_pack_params_t *, void *)])
+_RVT_UCX_MEMBER([RVT_UCX_MD_OPS_IS_SOCKADDR_ACCESSIBLE], [uct_md_ops_t],
+    [is_sockaddr_accessible])
+_RVT_UCX_MEMBER([RVT_UCX_MD_OPS_MEM_ATTACH], [uct_md_ops_t], [mem_attach])
+_RVT_UCX_MEMBER([RVT_UCX_MD_OPS_MEM_ELEM_PACK], [uct_md_ops_t],
+    [mem_elem_pack])
+_RVT_UCX_SIGNATURE([RVT_UCX_RKEY_UNPACK_PARAMS], [rkey_unpack takes params],
+    [uct_component_rkey_unpack_func_t],
+    [ucs_status_t (*)(uct_component_t *, const void *,
+                      const uct_rkey_unpack_params_t *, uct_rkey_t *,
+                      void **)])
+_RVT_UCX_MEMBER([RVT_UCX_COMPONENT_RKEY_COMPARE], [uct_component_t],
+    [rkey_compare])
+_RVT_UCX_FEATURE([RVT_UCX_BASE_IFACE_INTERNAL_OPS],
+    [has the base iface internal ops (uct_base_iface_internal_ops)],
+    [[(void)&uct_base_iface_internal_ops;]])
+_RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_QUERY_V2], [uct_iface_internal_ops_t],
+    [iface_query_v2])
+_RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_CONNECT_TO_EP_V2],
+    [uct_iface_internal_ops_t], [ep_connect_to_ep_v2])
+_RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_IS_REACHABLE_V2],
+    [uct_iface_internal_ops_t], [iface_is_reachable_v2])
+_RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_EP_IS_CONNECTED],
+    [uct_iface_internal_ops_t], [ep_is_connected])
+_RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_GET_DEVICE_EP],
+    [uct_iface_internal_ops_t], [ep_get_device_ep])
+_RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_PUT_SGL_ZCOPY],
+    [uct_iface_internal_ops_t], [ep_put_sgl_zcopy])
+UCX_INTERNAL_CPPFLAGS="$UCX_INTERNAL_CPPFLAGS$UCX_FEATURE_CPPFLAGS"
+
+# Whether UCX loads external modules by itself (1.22: every
+# lib<framework>_<name><ext> in UCX_PLUGIN_PATH and in its module
+# directory, <ext> being what follows the first dot of libucs's file
+# name, ".so.0"); else the module comes in with LD_PRELOAD (1.13).
+AC_MSG_CHECKING([whether UCX loads plugins (UCX_PLUGIN_PATH)])
+AC_COMPILE_IFELSE([AC_LANG_PROGRAM([_RVT_UCX_INTERNAL_PROLOGUE(["])
+extern "C" {
+#include <ucs/config/global_opts.h>
+}], [[(void)&ucs_global_opts_t::plugin_path;]])],
+    [ucx_loads_plugins=yes], [ucx_loads_plugins=no])
+AC_MSG_RESULT([$ucx_loads_plugins])
+AS_IF([test $ucx_loads_plugins = yes && test ! -e "$ucx_libdir/libucs.so.0"],
+    [AC_MSG_ERROR([UCX loads plugins named after libucs's suffix, but $ucx_libdir has no libucs.so.0; rvt's module would be named libuct_rvt.so.0 and not be found])])
+
 CPPFLAGS=$rvt_save_CPPFLAGS
 LIBS=$rvt_save_LIBS
 AC_LANG_POP([C++])
 
+AM_CONDITIONAL([UCX_LOADS_PLUGINS], [test $ucx_loads_plugins = yes])
+UCX_LOADS_PLUGINS=$ucx_loads_plugins
+AC_SUBST([UCX_LOADS_PLUGINS])
 AC_SUBST([UCX_PREFIX])
 AC_SUBST([UCX_VERSION])
 AC_SUBST([UCX_CPPFLAGS])

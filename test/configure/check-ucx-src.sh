@@ -91,13 +91,34 @@ cp "$UCX_SRC/configure.ac" "$tmp/unconfigured/"
 ln -s "$UCX_SRC/src" "$tmp/unconfigured/src"
 expect_failure "(c) no config.h" "$tmp/unconfigured" "not configured"
 
-# (d) the real tree is accepted (else (a)-(c) prove nothing).
+# (d) the real tree is accepted (else (a)-(c) and (e) prove nothing).
 if run_configure "$UCX_SRC"; then
     echo "PASS: (d) $UCX_SRC accepted"
 else
     echo "FAIL: (d) $UCX_SRC rejected:" \
         "$(grep 'configure: error:' "$tmp/out" | tail -n 1)"
     failed=1
+fi
+
+# (e) a real tree of another UCX release from the cache, if there is one
+# (1.13.1's for a build against 1.22.0, and the other way round): its
+# internal headers compile, so only the versions can tell.
+cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
+other="" other_version=""
+for tree in "$cache"/ucx-src-*; do
+    [ -f "$tree/config.h" ] && [ -f "$tree/configure.ac" ] || continue
+    version=$(sed -n 's/^define(\[ucx_ver_\(major\|minor\|patch\)\], *\([0-9]*\)).*/\2/p' \
+        "$tree/configure.ac" | paste -sd.)
+    if [ "$version" != "$UCX_VERSION" ]; then
+        other=$tree other_version=$version
+        break
+    fi
+done
+if [ -z "$other" ]; then
+    echo "SKIP: (e) no configured tree of another UCX version in $cache"
+else
+    expect_failure "(e) release $other_version" "$other" "$other_version" \
+        "$UCX_VERSION" "$other"
 fi
 
 exit $failed

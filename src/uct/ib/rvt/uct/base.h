@@ -22,14 +22,15 @@ struct base_iface {
     uct_base_iface_t super{};
     bool live = false;
 
-    ucs_status_t init(uct_iface_ops_t *ops, uct_md_h md, uct_worker_h worker,
-                      const uct_iface_params_t *params,
+    ucs_status_t init(uct_iface_ops_t *ops,
+                      uct_iface_internal_ops_t *internal_ops, uct_md_h md,
+                      uct_worker_h worker, const uct_iface_params_t *params,
                       const uct_iface_config_t *config) noexcept
     {
         int built           = 1;
         ucs_status_t status = uct_base_iface_t_init(
-                &super, &uct_base_iface_t_class, &built, ops,
-                &uct_base_iface_internal_ops, md, worker, params,
+                &super, &uct_base_iface_t_class, &built, ops, internal_ops, md,
+                worker, params,
                 config UCS_STATS_ARG(nullptr) UCS_STATS_ARG("rvt"));
         if (status != UCS_OK) {
             ucs_class_call_cleanup_chain(&uct_base_iface_t_class, &super,

@@ -58,8 +58,8 @@ ucs_status_t query_md_resources(uct_component_t *,
     }
 }
 
-ucs_status_t rkey_unpack(uct_component_t *, const void *buffer,
-                         uct_rkey_t *rkey_p, void **handle_p) noexcept
+ucs_status_t
+rkey_unpack(const void *buffer, uct_rkey_t *rkey_p, void **handle_p) noexcept
 {
     packed_rkey packed;
     std::memcpy(&packed, buffer, sizeof(packed));

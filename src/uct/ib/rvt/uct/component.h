@@ -16,8 +16,8 @@ ucs_status_t query_md_resources(uct_component_t *component,
                                 unsigned *num_resources_p) noexcept;
 
 /* A packed rkey (md.h) to a uct_rkey_t holding the 32-bit rkey. */
-ucs_status_t rkey_unpack(uct_component_t *component, const void *buffer,
-                         uct_rkey_t *rkey_p, void **handle_p) noexcept;
+ucs_status_t
+rkey_unpack(const void *buffer, uct_rkey_t *rkey_p, void **handle_p) noexcept;
 ucs_status_t rkey_release(uct_component_t *component, uct_rkey_t rkey,
                           void *handle) noexcept;
 

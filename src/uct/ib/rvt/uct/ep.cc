@@ -332,6 +332,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
         e->peer             = peer.value();
         e->dst_client       = a.client_index;
         e->dst_generation   = a.client_generation;
+        e->remote           = a;
         e->fence_generation = i.fence_generation;
         e->error            = UCS_OK;
         i.adopt_ep(*e);
@@ -346,6 +347,14 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
         ucs_error("rvt %s: creating an endpoint: %s", dev, ex.what());
         return UCS_ERR_NO_MEMORY;
     }
+}
+
+bool ep_is_connected_to(uct_ep_h handle,
+                        const uct_iface_addr_t *iface_addr) noexcept
+{
+    return iface_addr != nullptr &&
+           std::memcmp(&to_ep(handle).remote, iface_addr,
+                       sizeof(iface_address)) == 0;
 }
 
 void ep_destroy(uct_ep_h handle) noexcept

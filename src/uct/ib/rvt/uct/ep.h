@@ -37,6 +37,7 @@ struct ep {
     uint32_t peer; /* the remote node, as the local agent numbers it */
     uint32_t dst_client; /* the remote process, as its agent numbers it */
     uint8_t dst_generation; /* ... and which attachment of that index */
+    iface_address remote; /* the address it was created for */
 
     uint64_t posted;
     uint64_t completed;
@@ -94,6 +95,9 @@ inline uct_ep_h handle_of(ep &e)
 /* The ops of iface.cc's table that act on one endpoint. */
 ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept;
 void ep_destroy(uct_ep_h ep) noexcept;
+/* Whether `ep` was created for the interface address `iface_addr`. */
+bool ep_is_connected_to(uct_ep_h ep,
+                        const uct_iface_addr_t *iface_addr) noexcept;
 
 ucs_status_t ep_put_short(uct_ep_h ep, const void *buffer, unsigned length,
                           uint64_t remote_addr, uct_rkey_t rkey) noexcept;

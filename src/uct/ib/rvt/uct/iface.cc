@@ -702,19 +702,25 @@ iface_get_device_address(uct_iface_h handle, uct_device_addr_t *addr) noexcept
 
 /* Any agent is reachable: RoCE routes, and IB fabrics are one subnet for
  * the agent's handshake; only a malformed address is not. */
-int iface_is_reachable(const uct_iface_h, const uct_device_addr_t *,
-                       const uct_iface_addr_t *iface_addr) noexcept
+bool iface_address_reachable(uct_iface_h,
+                             const uct_iface_addr_t *iface_addr) noexcept
 {
     if (iface_addr == nullptr) {
-        return 0;
+        return false;
     }
     iface_address a;
     std::memcpy(&a, iface_addr, sizeof(a));
     try {
         return iface_address_error(a).empty();
     } catch (const std::exception &) {
-        return 0;
+        return false;
     }
+}
+
+int iface_is_reachable(const uct_iface_h handle, const uct_device_addr_t *,
+                       const uct_iface_addr_t *iface_addr) noexcept
+{
+    return iface_address_reachable(handle, iface_addr) ? 1 : 0;
 }
 
 ucs_status_t
@@ -868,9 +874,12 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
             ucs_error("rvt %s: %s", name.c_str(), bad.c_str());
             return UCS_ERR_INVALID_PARAM;
         }
-        auto i              = std::make_unique<iface>();
-        ucs_status_t status = i->base.init(&iface_ops, md_handle, worker,
-                                           params, tl_config);
+        auto i = std::make_unique<iface>();
+        ucs_status_t status =
+                i->base.init(&iface_ops,
+                             iface_internal_ops<iface_address_reachable,
+                                                ep_is_connected_to>(),
+                             md_handle, worker, params, tl_config);
         if (status != UCS_OK) {
             return status;
         }

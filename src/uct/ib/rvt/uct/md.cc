@@ -39,7 +39,7 @@ ucs_config_field_t md_config_table[] = {
          offsetof(md_config, reg_methods), UCS_CONFIG_TYPE_STRING_ARRAY},
 
         {"", "", nullptr, offsetof(md_config, rcache),
-         UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+         UCS_CONFIG_TYPE_TABLE(RVT_UCX_RCACHE_CONFIG_TABLE)},
 
         {"MEM_REG_OVERHEAD", "25us",
          "Cost of one registration without the cache (REG_MR on the "
@@ -214,11 +214,9 @@ void rcache_dump_region(void *, ucs_rcache_t *, ucs_rcache_region_t *rregion,
                   mr.rkey);
 }
 
-ucs_rcache_ops_t rcache_ops = {
-        .mem_reg     = rcache_mem_reg,
-        .mem_dereg   = rcache_mem_dereg,
-        .dump_region = rcache_dump_region,
-};
+constinit ucs_rcache_ops_t rcache_ops = make_rcache_ops(rcache_mem_reg,
+                                                        rcache_mem_dereg,
+                                                        rcache_dump_region);
 
 /* ---- MD operations ------------------------------------------------------ */
 
@@ -227,28 +225,24 @@ void md_close(uct_md_h handle) noexcept
     delete &to_md(handle);
 }
 
-ucs_status_t md_query(uct_md_h handle, uct_md_attr_t *attr) noexcept
+md_caps md_query(uct_md_h handle) noexcept
 {
     const md &m = to_md(handle);
-    std::memset(attr, 0, sizeof(*attr));
     /* NEED_MEMH: every zcopy op needs the lkey of a registration (ep.cc
      * refuses UCT_MEM_HANDLE_NULL); without the flag UCP skips registering
      * local buffers, e.g. a rendezvous receiver's for get_zcopy */
-    attr->cap.flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
-                      UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_INVALIDATE;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = 0;
-    /* no UCT_MD_FLAG_ALLOC, so no allocation limit of ours; as the IB MD
-     * says, since UCX's own UCT tests size their buffers by it */
-    attr->cap.max_alloc    = ULONG_MAX;
-    attr->cap.max_reg      = ULONG_MAX;
-    attr->rkey_packed_size = sizeof(packed_rkey);
-    attr->reg_cost         = m.reg_cost;
-    /* the agent, not this process, drives the device: no locality */
-    std::memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
-    return UCS_OK;
+    return {
+            .flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                     UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_INVALIDATE,
+            .reg_mem_types   = UCS_BIT(UCS_MEMORY_TYPE_HOST),
+            .cache_mem_types = m.rcache ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0,
+            /* no UCT_MD_FLAG_ALLOC, so no allocation limit of ours; as the
+             * IB MD says, since UCX's own UCT tests size their buffers by
+             * it */
+            .max_alloc        = ULONG_MAX,
+            .rkey_packed_size = sizeof(packed_rkey),
+            .reg_cost         = m.reg_cost,
+    };
 }
 
 bool invalidating(const uct_md_mem_dereg_params_t *params)
@@ -278,9 +272,8 @@ ucs_status_t md_mem_reg_rcache(uct_md_h handle, void *addr, size_t length,
 {
     md &m = to_md(handle);
     ucs_rcache_region_t *rregion;
-    ucs_status_t status = ucs_rcache_get(m.rcache.get(), addr, length,
-                                         PROT_READ | PROT_WRITE, &flags,
-                                         &rregion);
+    ucs_status_t status = rcache_get(m.rcache.get(), addr, length,
+                                     PROT_READ | PROT_WRITE, &flags, &rregion);
     if (status != UCS_OK) {
         return status;
     }
@@ -353,42 +346,20 @@ md_mem_dereg_direct(uct_md_h handle,
     return UCS_OK;
 }
 
-ucs_status_t md_mkey_pack(uct_md_h, uct_mem_h handle,
-                          const uct_md_mkey_pack_params_t *,
-                          void *buffer) noexcept
+ucs_status_t md_mkey_pack(uct_mem_h handle, void *buffer) noexcept
 {
     const packed_rkey packed{static_cast<const memh *>(handle)->mr.rkey};
     std::memcpy(buffer, &packed, sizeof(packed));
     return UCS_OK;
 }
 
-int md_is_sockaddr_accessible(uct_md_h, const ucs_sock_addr_t *,
-                              uct_sockaddr_accessibility_t) noexcept
-{
-    return 0;
-}
-
-/* The slots both tables share; mem_reg and mem_dereg differ. */
-constexpr uct_md_ops_t
-md_ops(uct_md_mem_reg_func_t reg, uct_md_mem_dereg_func_t dereg)
-{
-    return {
-            .close                  = md_close,
-            .query                  = md_query,
-            .mem_alloc              = unsupported<uct_md_mem_alloc_func_t>,
-            .mem_free               = unsupported<uct_md_mem_free_func_t>,
-            .mem_advise             = unsupported<uct_md_mem_advise_func_t>,
-            .mem_reg                = reg,
-            .mem_dereg              = dereg,
-            .mem_query              = unsupported<uct_md_mem_query_func_t>,
-            .mkey_pack              = md_mkey_pack,
-            .is_sockaddr_accessible = md_is_sockaddr_accessible,
-            .detect_memory_type = unsupported<uct_md_detect_memory_type_func_t>,
-    };
-}
-
-uct_md_ops_t md_rcache_ops = md_ops(md_mem_reg_rcache, md_mem_dereg_rcache);
-uct_md_ops_t md_direct_ops = md_ops(md_mem_reg_direct, md_mem_dereg_direct);
+/* The two tables differ in mem_reg and mem_dereg. */
+constinit uct_md_ops_t md_rcache_ops =
+        make_md_ops<md_query, md_mem_reg_rcache, md_mkey_pack>(
+                md_close, md_mem_dereg_rcache);
+constinit uct_md_ops_t md_direct_ops =
+        make_md_ops<md_query, md_mem_reg_direct, md_mkey_pack>(
+                md_close, md_mem_dereg_direct);
 
 /* Sets up the first registration method of REG_METHODS that works. */
 ucs_status_t choose_reg_method(md &m, const md_config &config)
@@ -397,9 +368,8 @@ ucs_status_t choose_reg_method(md &m, const md_config &config)
         const std::string_view method = config.reg_methods.names[i];
         if (method == "rcache") {
             ucs_rcache_params_t params{};
-            uct_md_set_rcache_params(&params, &config.rcache);
+            set_rcache_params(&params, config.rcache);
             params.region_struct_size = sizeof(rcache_region);
-            params.max_alignment      = ucs_get_page_size();
             params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
             params.context            = &m;
             params.ops                = &rcache_ops;
@@ -414,8 +384,7 @@ ucs_status_t choose_reg_method(md &m, const md_config &config)
             }
             m.rcache.reset(rcache);
             m.super.ops = &md_rcache_ops;
-            m.reg_cost  = ucs_linear_func_make(uct_md_rcache_overhead(
-                                                       &config.rcache),
+            m.reg_cost  = ucs_linear_func_make(rcache_overhead(config.rcache),
                                                0);
             return UCS_OK;
         }

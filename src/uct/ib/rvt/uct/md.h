@@ -30,7 +30,7 @@ namespace rvt::uct {
 struct md_config {
     uct_md_config_t super;
     ucs_config_names_array_t reg_methods;
-    uct_md_rcache_config_t rcache;
+    rcache_config rcache;
     ucs_linear_func_t direct_reg_cost; /* without the cache: seconds */
     char *job_key;
     char *agent;

@@ -3,12 +3,20 @@
  * and their registration. The only file that knows how a UCX version
  * loads modules.
  *
- * UCX 1.13 loads only the modules compiled into its list, so this one is
- * brought in with LD_PRELOAD (or dlopen before UCX looks for components),
- * and registers itself from a constructor; uct_query_components() then
- * lists it, and its UCX_RVT_* settings are in `ucx_info -c`. A UCX with a
- * plugin entry point (1.22's UCX_PLUGIN_PATH) would get its entry here,
- * next to the constructor, and nothing else would change.
+ * The module registers itself from a constructor, however it is loaded;
+ * uct_query_components() then lists it, and its UCX_RVT_* settings are in
+ * `ucx_info -c`.
+ *  - UCX 1.13 loads only the modules compiled into its list, so this one
+ *    is brought in with LD_PRELOAD (or dlopen before UCX looks for
+ *    components).
+ *  - UCX 1.22 dlopens every lib<framework>_<name>.so.0 of its module
+ *    directory and of the directories on UCX_PLUGIN_PATH when it first
+ *    looks for UCT components (ucs_load_modules), which runs this
+ *    constructor: nothing more is needed (its optional module entry,
+ *    ucs_module_global_init, is for work that cannot run in a constructor;
+ *    there is none). The file is named libuct_rvt.so.0 for that UCX
+ *    (Makefile.am).
+ * Differences of the tables' layouts are in ucx_compat.h.
  */
 #include "uct/ib/rvt/uct/component.h"
 #include "uct/ib/rvt/uct/iface.h"
@@ -19,50 +27,38 @@ using rvt::uct::unsupported;
 
 extern "C" {
 
+/* by hand: clang-format cannot lay out a macro that is a designator */
+// clang-format off
 uct_component_t uct_rvt_component = {
         .name               = "rvt",
         .query_md_resources = rvt::uct::query_md_resources,
         .md_open            = rvt::uct::md_open,
         .cm_open            = unsupported<uct_component_cm_open_func_t>,
-        .rkey_unpack        = rvt::uct::rkey_unpack,
+        .rkey_unpack        = rvt::uct::rkey_unpack_slot<rvt::uct::rkey_unpack>,
         .rkey_ptr           = unsupported<uct_component_rkey_ptr_func_t>,
         .rkey_release       = rvt::uct::rkey_release,
-        .md_config =
-                {
-                        .name   = "rvt memory domain",
-                        .prefix = "RVT_",
-                        .table  = rvt::uct::md_config_table,
-                        .size   = sizeof(rvt::uct::md_config),
-                        .list   = {},
-                },
+        RVT_UCX_RKEY_COMPARE_SLOT /* where UCX has it (ucx_compat.h) */
+        .md_config          = rvt::uct::config_entry(
+                                      "rvt memory domain", "RVT_",
+                                      rvt::uct::md_config_table,
+                                      sizeof(rvt::uct::md_config)),
         /* no connection manager */
-        .cm_config =
-                {
-                        .name   = "",
-                        .prefix = "",
-                        .table  = nullptr,
-                        .size   = 0,
-                        .list   = {},
-                },
+        .cm_config          = rvt::uct::config_entry("", "", nullptr, 0),
         .tl_list     = UCT_COMPONENT_TL_LIST_INITIALIZER(&uct_rvt_component),
         .list        = {},
         .flags       = 0,
         .md_vfs_init = rvt::uct::md_vfs_init,
 };
+// clang-format on
 
 uct_tl_t uct_rvt_tl = {
         .name          = "rvt",
         .query_devices = rvt::uct::query_tl_devices,
         .iface_open    = rvt::uct::iface_open,
-        .config =
-                {
-                        .name   = "rvt transport",
-                        .prefix = "RVT_",
-                        .table  = rvt::uct::iface_config_table,
-                        .size   = sizeof(rvt::uct::iface_config),
-                        .list   = {},
-                },
-        .list = {},
+        .config        = rvt::uct::config_entry("rvt transport", "RVT_",
+                                                rvt::uct::iface_config_table,
+                                                sizeof(rvt::uct::iface_config)),
+        .list          = {},
 };
 
 } // extern "C"

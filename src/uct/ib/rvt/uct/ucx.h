@@ -19,6 +19,8 @@ extern "C" {
 #include <ucs/config/parser.h>
 #include <ucs/debug/log.h>
 #include <ucs/memory/rcache.h>
+#include <ucs/sys/sys.h>
+#include <ucs/time/time.h>
 #include <ucs/sys/compiler_def.h>
 #include <ucs/time/time.h>
 #include <ucs/type/class.h>
@@ -56,5 +58,8 @@ template<class R, class... Args> struct unsupported_fn<R (*)(Args...)> {
 template<class Fn> inline constexpr Fn unsupported = unsupported_fn<Fn>::call;
 
 } // namespace rvt::uct
+
+/* what differs between the UCX versions rvt builds against */
+#include "uct/ib/rvt/uct/ucx_compat.h"
 
 #endif

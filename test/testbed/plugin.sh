@@ -1,0 +1,26 @@
+#!/bin/bash
+# UCX loads rvt by itself (issue 12): in a 1-node testbed, the ucx_info of
+# the UCX that BUILD_DIR was configured against (one that loads plugins,
+# 1.22) lists transport rvt with the module's directory on UCX_PLUGIN_PATH
+# and no LD_PRELOAD, and does not without it (plugin-guest.sh).
+# Exits with the guest script's status, 1 when a check failed.
+# Usage: test/testbed/plugin.sh [BUILD_DIR]   (default: build122)
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+build=${1:-build122}
+# make_var NAME: the value configure gave NAME in BUILD_DIR's Makefile
+make_var() { sed -n "s/^$1 = //p" "$build/Makefile"; }
+[ -f "$build/Makefile" ] || { fail "$build is not configured"; exit 1; }
+if [ "$(make_var UCX_LOADS_PLUGINS)" != yes ]; then
+    fail "$build is built against UCX $(make_var UCX_VERSION)," \
+        "which does not load plugins (configure against UCX 1.22)"
+    exit 1
+fi
+for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/uct/.libs/libuct_rvt.so.0; do
+    [ -e "$build/$f" ] || { fail "$build/$f not built (make)"; exit 1; }
+done
+exec contrib/testbed/testbed run -n 1 -t 600 \
+    "test/testbed/plugin-guest.sh $build $(make_var UCX_PREFIX)"
