@@ -115,8 +115,8 @@ if [ "$what" = all ]; then
     if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
         mkdir -p build122 &&
         { cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
-              --with-ucx-src="$UCX_SRC" &&
-          make -j"$(nproc)" all test/gtest/rvt_integration_tests \
+              --with-ucx-src="$UCX_SRC" && make -j"$(nproc)" all &&
+          make -j"$(nproc)" test/gtest/rvt_integration_tests \
               test/gtest/integration/shared_pd_client; } \
             > "$top/build/build122.log" 2>&1; then
         cd "$top" || exit 1
