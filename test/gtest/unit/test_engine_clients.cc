@@ -150,5 +150,27 @@ TEST_F(engine_fixture, an_mr_released_while_an_op_uses_it_goes_after_the_op)
     EXPECT_EQ(json_number(a.status(), "mrs_released"), 1u);
 }
 
+/* A client whose shared memory claims a work-ring head no ring can have
+ * (corrupt, or hostile) is detached with a log line saying why, so that
+ * its process sees the agent's socket close instead of waiting for work
+ * that can never be read; another client of the agent keeps working. */
+TEST_F(engine_fixture, a_client_that_corrupts_its_work_ring_is_detached)
+{
+    agent_node &a     = add_agent();
+    test_client &bad  = attach(a);
+    test_client &good = attach(a);
+    const uint32_t me = peer(good, a);
+    const auto &at    = bad.session->attached();
+    at.shm.at<ring_indices>(at.layout.work_offset)
+            ->head.store(1u << 30, std::memory_order_release);
+    EXPECT_TRUE(run_until([&] { return a.server->attached_count() == 1; }))
+            << "the client with the corrupt ring is still attached";
+    EXPECT_EQ(a.logged("work ring's head index is beyond the ring"), 1u);
+    good.post(good.write(me, good, 1));
+    ASSERT_TRUE(run_until([&] { return good.done.size() == 1; }));
+    EXPECT_EQ(good.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+}
+
 } // namespace
 } // namespace engine_test

@@ -473,6 +473,17 @@ bool attach_server::take_notices(connection &conn)
     return true;
 }
 
+void attach_server::detach(uint32_t index, const std::string &why)
+{
+    for (auto &c : m_conns) {
+        if (c->attached && !c->broken && c->client.index == index) {
+            m_log("attach server: " + who(*c) + ": " + why + ": detaching it");
+            c->broken = true;
+            return;
+        }
+    }
+}
+
 void attach_server::answer_release(uint32_t index, uint32_t handle,
                                    const std::string &refusal)
 {

@@ -170,6 +170,11 @@ public:
      * at the next run_once(). */
     void take_pending(uint32_t index);
 
+    /* Detaches the client at `index` at the next run_once(), logging
+     * `why`: the data path found its shared memory broken (a ring index
+     * no ring can have), so nothing it posts can be read any more. */
+    void detach(uint32_t index, const std::string &why);
+
     /* The descriptors run_once() polls, with the events it waits for
      * (POLLIN; POLLOUT where output is pending), for callers that sleep in
      * their own poll(). */

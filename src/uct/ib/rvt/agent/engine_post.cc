@@ -156,6 +156,14 @@ bool engine::take_work(uint32_t index, client_state &c)
         p.lanes[op.lane].backlog.push_back(op_index);
         mark(p, op.lane);
     }
+    if (!c.channel->healthy()) {
+        /* a ring index no ring can have: nothing more can be read from
+         * this client, and work it waits for would never complete; so it
+         * is detached (its process sees its agent's socket close and
+         * fails its operations) and cleaned up as a departed client */
+        m_server->detach(index, "its work ring's head index is beyond the "
+                                "ring (corrupt shared memory)");
+    }
     return took;
 }
 
