@@ -13,29 +13,9 @@ build=${1:-build}
 bin=$build/test/gtest/rvt_integration_tests
 [ -x "$bin" ] || { fail "$bin not built (run make check first)"; exit 1; }
 
-# verdicts: GoogleTest's output, passed on, with a PASS/FAIL line per test
-# case (its "[  FAILED  ] NAME (N ms)" line; the summary's list of failed
-# tests has no time and is no second failure)
-verdicts() {
-    local line re_ok re_failed re_skipped
-    re_ok='^\[       OK \] ([^ ]+)'
-    re_failed='^\[  FAILED  \] ([^ ]+) \('
-    re_skipped='^\[  SKIPPED \] ([^ ]+) \('
-    while IFS= read -r line; do
-        echo "$line"
-        if [[ $line =~ $re_ok ]]; then
-            pass "${BASH_REMATCH[1]}"
-        elif [[ $line =~ $re_failed ]]; then
-            fail "${BASH_REMATCH[1]}"
-        elif [[ $line =~ $re_skipped ]]; then
-            fail "${BASH_REMATCH[1]} skipped: no device in the testbed?"
-        fi
-    done
-}
-
-# lastpipe: verdicts runs in this shell, so its counts are finish's
+# lastpipe: gtest_verdicts runs in this shell, so its counts are finish's
 shopt -s lastpipe
-contrib/testbed/testbed run -n 2 -t 600 "on 1 $bin" | verdicts
+contrib/testbed/testbed run -n 2 -t 600 "on 1 $bin" | gtest_verdicts
 rc=${PIPESTATUS[0]}
 # a run that failed with no failed test case to show for it (a crash, a
 # timeout) is one failure, as contrib/run-tests.sh counts it

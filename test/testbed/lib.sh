@@ -44,6 +44,30 @@ finish() {
     exit 1
 }
 
+# gtest_verdicts: GoogleTest's output on stdin, passed on, with a PASS or
+# FAIL line per test case: its "[       OK ] NAME (N ms)" or
+# "[  FAILED  ] NAME[, where GetParam() = ...] (N ms)" line (a
+# parameterised test's failure names its parameter; the summary's list of
+# failed tests has no time and is no second failure). A skipped case
+# fails: the testbed always has a device.
+gtest_verdicts() {
+    local line re_ok re_failed re_skipped
+    re_ok='^\[       OK \] ([^ ]+) \([0-9]+ ms\)$'
+    re_failed='^\[  FAILED  \] ([^ ,]+)(, where .*)? \([0-9]+ ms\)$'
+    re_skipped='^\[  SKIPPED \] ([^ ,]+)(, where .*)? \([0-9]+ ms\)$'
+    while IFS= read -r line; do
+        echo "$line"
+        line=${line%$'\r'}
+        if [[ $line =~ $re_ok ]]; then
+            pass "${BASH_REMATCH[1]}"
+        elif [[ $line =~ $re_failed ]]; then
+            fail "${BASH_REMATCH[1]}"
+        elif [[ $line =~ $re_skipped ]]; then
+            fail "${BASH_REMATCH[1]} skipped: no device in the testbed?"
+        fi
+    done
+}
+
 # json_get JSON FILTER [JQ_OPTION...]: FILTER's result on JSON, strings
 # raw; status non-zero when JSON is empty or invalid, or the result is
 # null or false. JQ_OPTIONS such as --argjson NAME VALUE feed FILTER.

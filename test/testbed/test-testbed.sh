@@ -61,6 +61,20 @@ pass one
 check two test 1 = 1
 finish demo
 EOF
+lib_expect "lib.sh: gtest_verdicts counts plain and parameterised cases, not the summary" 0 \
+    "$(printf '%s\n' '[       OK ] a.one (3 ms)' 'PASS: a.one' \
+        '[  FAILED  ] r/p.two/0, where GetParam() = rc (path) (12 ms)' 'FAIL: r/p.two/0' \
+        '[  FAILED  ] b.three (0 ms)' 'FAIL: b.three' \
+        '[  SKIPPED ] b.four (1 ms)' 'FAIL: b.four skipped: no device in the testbed?' \
+        '[  FAILED  ] r/p.two/0, where GetParam() = rc (path)' '[  FAILED  ] b.three' \
+        'demo: 1 passed, 3 failed')" <<'EOF2'
+v=$(printf '%s\r\n' '[       OK ] a.one (3 ms)' \
+    '[  FAILED  ] r/p.two/0, where GetParam() = rc (path) (12 ms)' \
+    '[  FAILED  ] b.three (0 ms)' '[  SKIPPED ] b.four (1 ms)' \
+    '[  FAILED  ] r/p.two/0, where GetParam() = rc (path)' '[  FAILED  ] b.three' |
+    { gtest_verdicts; echo "demo: $checks_passed passed, $checks_failed failed"; })
+echo "${v//$'\r'/}"
+EOF2
 # the agent helpers, with a stand-in for the testbed's `on`: node N's
 # agent answers with the file $d/nodeN, and not at all without it
 lib_expect "lib.sh: agent status read with jq: fields, verdicts, counter deltas, waiting" 0 \
