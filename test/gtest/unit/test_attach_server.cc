@@ -899,15 +899,17 @@ TEST_F(attach_fixture, a_large_answer_read_slowly_arrives_whole)
  * however long the whole answer takes it. */
 TEST_F(attach_fixture, a_reader_that_keeps_reading_outlasts_the_reply_timeout)
 {
-    m_reply_timeout = 200ms;
+    /* the timeout is 12 pauses, so that a loaded machine that sleeps a
+     * pause several times too long does not drop the reader */
+    m_reply_timeout = 600ms;
     start();
     const std::string big = large_status();
     serve_status(big);
     unique_fd reader = ask_status();
     const auto t0    = std::chrono::steady_clock::now();
-    /* 64 KiB every 50 ms: about 16 reads, well over the 200 ms timeout in
+    /* 32 KiB every 50 ms: about 32 reads, well over twice the timeout in
      * all, each far within it */
-    EXPECT_TRUE(same_bytes(read_until_closed(reader.get(), 1 << 16, 50ms),
+    EXPECT_TRUE(same_bytes(read_until_closed(reader.get(), 1 << 15, 50ms),
                            status_reply_bytes(big)));
     EXPECT_GT(std::chrono::steady_clock::now() - t0, 2 * m_reply_timeout)
             << "the answer was read too fast to test the timeout";
