@@ -157,6 +157,40 @@ TEST_F(uct_rvt, md_registers_directly)
     EXPECT_EQ(agent_mrs(), 0);
 }
 
+/* Registered memory is pinned, so advice on it is answered at once;
+ * what the caller can get wrong is refused, naming it. */
+TEST_F(uct_rvt, md_advice_on_registered_memory)
+{
+    start_agent();
+    open_md("rcache");
+    uct_md_attr_t attr{};
+    ASSERT_EQ(uct_md_query(m_md, &attr), UCS_OK);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_ADVISE);
+    std::vector<char> memory(256 * 1024);
+    uct_mem_h memh;
+    ASSERT_EQ(uct_md_mem_reg(m_md, memory.data(), memory.size(),
+                             UCT_MD_MEM_ACCESS_ALL, &memh),
+              UCS_OK);
+    EXPECT_EQ(uct_md_mem_advise(m_md, memh, memory.data() + 7, 32 * 1024,
+                                UCT_MADV_WILLNEED),
+              UCS_OK);
+    EXPECT_EQ(uct_md_mem_advise(m_md, memh, memory.data(), memory.size(),
+                                UCT_MADV_NORMAL),
+              UCS_OK);
+    {
+        log_capture log;
+        EXPECT_EQ(uct_md_mem_advise(m_md, memh, memory.data() + 4096,
+                                    memory.size() * 2, UCT_MADV_WILLNEED),
+                  UCS_ERR_INVALID_PARAM);
+        EXPECT_EQ(uct_md_mem_advise(m_md, memh, memory.data(), 64,
+                                    static_cast<uct_mem_advice_t>(7)),
+                  UCS_ERR_INVALID_PARAM);
+        EXPECT_TRUE(log.any_containing("not inside the registration"));
+        EXPECT_TRUE(log.any_containing("advice 7"));
+    }
+    EXPECT_EQ(uct_md_mem_dereg(m_md, memh), UCS_OK);
+}
+
 /* A process that deregisters a buffer while a put from it is still in
  * the agent (queued or on the QP) breaks UCT's rules, but must not break
  * the QP every process of the node shares: the agent keeps the MR until

@@ -233,7 +233,8 @@ md_caps md_query(uct_md_h handle) noexcept
      * local buffers, e.g. a rendezvous receiver's for get_zcopy */
     return {
             .flags = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
-                     UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_INVALIDATE,
+                     UCT_MD_FLAG_NEED_MEMH | UCT_MD_FLAG_INVALIDATE |
+                     UCT_MD_FLAG_ADVISE,
             .reg_mem_types   = UCS_BIT(UCS_MEMORY_TYPE_HOST),
             .cache_mem_types = m.rcache ? UCS_BIT(UCS_MEMORY_TYPE_HOST) : 0,
             /* no UCT_MD_FLAG_ALLOC, so no allocation limit of ours; as the
@@ -353,13 +354,45 @@ ucs_status_t md_mkey_pack(uct_mem_h handle, void *buffer) noexcept
     return UCS_OK;
 }
 
+/* Advice on registered memory. The agent's MRs are pinned (no on-demand
+ * paging): every page of a registration is resident while it lasts, so
+ * UCT_MADV_WILLNEED asks for what is true already, and UCT_MADV_NORMAL
+ * for nothing (the IB MD answers the same for memory registered without
+ * ODP). What is checked is what the caller got wrong: the range must lie
+ * in the registration, and the advice be one of UCT's. */
+ucs_status_t md_mem_advise(uct_md_h, uct_mem_h handle, void *addr,
+                           size_t length, unsigned advice) noexcept
+{
+    if (handle == UCT_MEM_HANDLE_NULL) {
+        ucs_error("rvt: mem_advise: no memory handle");
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const client::memory_region &mr = static_cast<const memh *>(handle)->mr;
+    const auto begin                = reinterpret_cast<uintptr_t>(addr);
+    const auto first                = reinterpret_cast<uintptr_t>(mr.addr);
+    if (begin < first || begin - first > mr.length ||
+        length > mr.length - (begin - first)) {
+        ucs_error("rvt: mem_advise: %p..+%zu is not inside the registration "
+                  "%p..+%zu",
+                  addr, length, mr.addr, mr.length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (advice != UCT_MADV_NORMAL && advice != UCT_MADV_WILLNEED) {
+        ucs_error("rvt: mem_advise: advice %u is not UCT_MADV_NORMAL (%d) or "
+                  "UCT_MADV_WILLNEED (%d)",
+                  advice, UCT_MADV_NORMAL, UCT_MADV_WILLNEED);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    return UCS_OK;
+}
+
 /* The two tables differ in mem_reg and mem_dereg. */
 constinit uct_md_ops_t md_rcache_ops =
         make_md_ops<md_query, md_mem_reg_rcache, md_mkey_pack>(
-                md_close, md_mem_dereg_rcache);
+                md_close, md_mem_dereg_rcache, md_mem_advise);
 constinit uct_md_ops_t md_direct_ops =
         make_md_ops<md_query, md_mem_reg_direct, md_mkey_pack>(
-                md_close, md_mem_dereg_direct);
+                md_close, md_mem_dereg_direct, md_mem_advise);
 
 /* Sets up the first registration method of REG_METHODS that works. */
 ucs_status_t choose_reg_method(md &m, const md_config &config)

@@ -189,11 +189,13 @@ mkey_pack_slot(uct_md_h, uct_mem_h memh, const uct_md_mkey_pack_params_t *,
 }
 #endif
 
-/* An MD table: rvt's close, query, registration and packing; every other
- * slot unsupported (no sockaddr access, no allocation, no attach). */
+/* An MD table: rvt's close, query, registration, advice and packing;
+ * every other slot unsupported (no sockaddr access, no allocation, no
+ * attach). */
 template<md_query_fn Query, mem_reg_fn Reg, mkey_pack_fn Pack>
 constexpr uct_md_ops_t
-make_md_ops(uct_md_close_func_t close, uct_md_mem_dereg_func_t dereg)
+make_md_ops(uct_md_close_func_t close, uct_md_mem_dereg_func_t dereg,
+            uct_md_mem_advise_func_t advise)
 {
     uct_md_ops_t ops{};
     size_t slots   = 0;
@@ -201,7 +203,7 @@ make_md_ops(uct_md_close_func_t close, uct_md_mem_dereg_func_t dereg)
     ops.query      = md_query_slot<Query>, ++slots;
     ops.mem_alloc  = unsupported<uct_md_mem_alloc_func_t>, ++slots;
     ops.mem_free   = unsupported<uct_md_mem_free_func_t>, ++slots;
-    ops.mem_advise = unsupported<uct_md_mem_advise_func_t>, ++slots;
+    ops.mem_advise = advise, ++slots;
     ops.mem_reg    = mem_reg_slot<Reg>, ++slots;
     ops.mem_dereg  = dereg, ++slots;
     ops.mem_query  = unsupported<uct_md_mem_query_func_t>, ++slots;
