@@ -86,14 +86,14 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.pauses),
                       static_cast<unsigned long long>(m_totals.resumes),
                       static_cast<unsigned long long>(m_totals.ops_parked));
-        out += format("gone      %llu clients (%llu detached for a corrupt "
-                      "ring); their MRs deregistered %llu, waiting %zu "
-                      "clients\n",
+        out += format("gone      %llu clients; their MRs deregistered %llu, "
+                      "waiting %zu clients; %llu detached for a corrupt "
+                      "ring\n",
                       static_cast<unsigned long long>(m_totals.clients_gone),
-                      static_cast<unsigned long long>(
-                              m_totals.corrupt_detached),
                       static_cast<unsigned long long>(m_mrs.counters().cleaned),
-                      m_mrs.gone_waiting());
+                      m_mrs.gone_waiting(),
+                      static_cast<unsigned long long>(
+                              m_totals.corrupt_detached));
         out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
                       rc_qps);
         for (const auto &p : m_peers) {
