@@ -278,6 +278,9 @@ TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
     EXPECT_EQ(cb.done[0].status,
               static_cast<uint32_t>(completion_status::success));
     EXPECT_EQ(json_number(a.status(), "table_full"), 0u);
+    EXPECT_GT(json_number(a.status(), "half_open_refused"), 4u)
+            << "b's first request came while 4 were half-open: it was "
+               "answered busy, and retried";
 }
 
 TEST_F(hostile, a_write_to_a_deregistered_rkey_fails_its_sender_only)
