@@ -467,24 +467,24 @@ result<done> loopback_nic::send_datagram(const wire::conn::message &msg,
         ++m_counters.datagrams_dropped;
         return done{}; /* UD: the sender never knows */
     }
-    auto &bytes = to->m_datagrams.emplace_back();
-    std::memcpy(bytes.data(), &msg, sizeof(msg));
+    auto &d = to->m_datagrams.emplace_back();
+    std::memcpy(d.bytes.data(), &msg, sizeof(msg));
+    d.source = this->gid();
     ++m_counters.datagrams_sent;
     to->notify();
     return done{};
 }
 
-size_t loopback_nic::poll_datagrams(
-        const std::function<void(std::span<const std::byte>)> &deliver)
+size_t loopback_nic::poll_datagrams(const datagram_fn &deliver)
 {
     if (m_datagrams.empty()) {
         return 0; /* the common case: no deque built and torn down */
     }
     /* `deliver` may send to this nic: those wait for the next call */
     auto arrived = std::exchange(m_datagrams, {});
-    for (const auto &bytes : arrived) {
+    for (const auto &d : arrived) {
         ++m_counters.datagrams_received;
-        deliver(bytes);
+        deliver(d.bytes, d.source);
     }
     return arrived.size();
 }

@@ -60,7 +60,9 @@
  *            device the CQ would be lost), and tests assert there is none.
  *   UD       send_datagram puts the message's bytes on the queue of the nic
  *            with that GID and UD QPN; a wrong GID or QPN, or a full queue,
- *            loses it silently, as UD does.
+ *            loses it silently, as UD does. A datagram arrives with the
+ *            sending nic's GID as its source (what a GRH says), whatever
+ *            the message claims.
  *   Sleep    event_fd() is an eventfd; arm() is one-shot, like
  *            ibv_req_notify_cq: the first completion or datagram after it
  *            writes the fd.
@@ -211,8 +213,7 @@ public:
     /* A datagram that is lost counts as dropped, not sent. */
     result<done> send_datagram(const wire::conn::message &msg,
                                const gid_bytes &gid, uint32_t qpn) override;
-    size_t poll_datagrams(const std::function<void(std::span<const std::byte>)>
-                                  &deliver) override;
+    size_t poll_datagrams(const datagram_fn &deliver) override;
     int event_fd() const override;
     bool arm() override;
     void disarm() override;
@@ -358,7 +359,11 @@ private:
     std::array<std::byte, 16> m_control{};
     loopback_mr m_control_mr{};
 
-    std::deque<std::array<std::byte, wire::conn::message_size>> m_datagrams;
+    struct datagram {
+        std::array<std::byte, wire::conn::message_size> bytes;
+        gid_bytes source; /* the sending nic's GID */
+    };
+    std::deque<datagram> m_datagrams;
     uint32_t m_drop_datagrams = 0;
 
     nic_counters m_counters;

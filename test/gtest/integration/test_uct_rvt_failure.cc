@@ -225,6 +225,36 @@ TEST_F(uct_rvt_failure, an_agent_nobody_runs)
     expect_loopback_works();
 }
 
+/* A QP that goes to the error state and completes nothing, not even the
+ * flush (Debian 12's rxe can; rvtd --fault-silent-qps=1 makes the first
+ * QP that gets work do it): the agent's lane watchdog finds it (engine.h,
+ * "Silent QPs"), the lane's ops complete with an error, the endpoint
+ * fails as an RC endpoint does, and the agent rebuilds its QPs and
+ * serves again. Without the watchdog the operations wait for ever. */
+TEST_F(uct_rvt_failure, a_qp_that_fails_silently)
+{
+    std::vector<std::string> opts = fast_failure;
+    opts.push_back("--fault-silent-qps=1");
+    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::self, opts));
+    buffer target(m_md, 64 * 1024);
+    ASSERT_NE(target.memh, nullptr);
+    outstanding o;
+    const auto t0 = std::chrono::steady_clock::now();
+    post_some(m_ep, o, reinterpret_cast<uint64_t>(target.bytes()),
+              rkey_of(target));
+    const double s = expect_failure(m_ep, o, t0);
+    if (HasFailure()) {
+        /* operations still outstanding: the interface goes while their
+         * completions (in this frame) live */
+        destroy_ep(m_ep);
+        m_oi.close();
+        return;
+    }
+    std::printf("[ INFO     ] a silent QP's operations failed after %.2f s\n",
+                s);
+    expect_loopback_works();
+}
+
 TEST_F(uct_rvt_failure, another_jobs_agent_is_no_peer)
 {
     ASSERT_NO_FATAL_FAILURE(open_route(route_kind::self, fast_failure));

@@ -166,6 +166,7 @@ TEST_F(engine_fixture, a_client_that_corrupts_its_work_ring_is_detached)
     EXPECT_TRUE(run_until([&] { return a.server->attached_count() == 1; }))
             << "the client with the corrupt ring is still attached";
     EXPECT_EQ(a.logged("work ring's head index is beyond the ring"), 1u);
+    EXPECT_EQ(json_number(a.status(), "corrupt_detached"), 1u);
     good.post(good.write(me, good, 1));
     ASSERT_TRUE(run_until([&] { return good.done.size() == 1; }));
     EXPECT_EQ(good.done[0].status,

@@ -31,7 +31,7 @@ agent_options quick_peers()
 std::vector<conn::message> received(loopback_nic &nic)
 {
     std::vector<conn::message> out;
-    nic.poll_datagrams([&](std::span<const std::byte> b) {
+    nic.poll_datagrams([&](std::span<const std::byte> b, const auto &) {
         auto m = conn::parse(b);
         EXPECT_TRUE(m.ok()) << m.error();
         if (m.ok()) {
@@ -144,6 +144,9 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
         answers.push_back(m);
     }
     EXPECT_EQ(a.logged("handshake datagram refused: bad magic 0xa5a5a5a5"), 1u);
+    /* the reply from a node that is no peer is dropped, counted, logged */
+    EXPECT_EQ(json_number(a.status(), "unknown_sender"), 1u);
+    EXPECT_EQ(a.logged("which is no peer: dropped (1 so far)"), 1u);
     /* the other job's request is refused, naming why, and only that one is
      * answered */
     ASSERT_EQ(answers.size(), 1u);
@@ -159,6 +162,125 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
     expect_serving(ca, cb, to_b, to_a, 2);
     EXPECT_EQ(ca.count(completion_status::success), 2u);
     EXPECT_EQ(cb.count(completion_status::success), 2u);
+}
+
+/* The sender a datagram names (GID, UD QPN, instance id) travels in the
+ * clear: a third node copies b's into a disconnect and into a request
+ * for a new connection, either of which a would have believed, breaking
+ * the live connection. The packet's source GID is not b's: both are
+ * dropped and counted, and the connection never noticed. */
+TEST_F(hostile, a_datagram_naming_a_real_peer_from_another_node_is_dropped)
+{
+    auto [a, b, ca, cb, to_b, to_a] = connect_two();
+    expect_serving(ca, cb, to_b, to_a, 1);
+
+    loopback_nic intruder(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint64_t a_id          = a.engine->address().agent_id;
+    conn::sender as_b{};
+    const agent::gid_bytes b_gid = b.nic->gid();
+    std::memcpy(as_b.gid, b_gid.data(), conn::gid_size);
+    as_b.instance_id = b.engine->address().agent_id;
+    as_b.ud_qpn      = b.nic->ud_qpn();
+    as_b.uid         = getuid();
+    ASSERT_TRUE(
+            intruder.send_datagram(conn::make_disconnect(as_b, job_key, a_id),
+                                   a_gid, a_ud)
+                    .ok());
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    ASSERT_TRUE(intruder.send_datagram(conn::make_request(as_b, job_key, a_id,
+                                                          1000000, qps),
+                                       a_gid, a_ud)
+                        .ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "forged") == 2;
+    })) << a.status();
+    EXPECT_EQ(a.logged("names its sender"), 2u) << "logged at 1, 2, 4, ...";
+    EXPECT_TRUE(received(intruder).empty()) << "the intruder was answered";
+    run_for(50ms);
+    expect_serving(ca, cb, to_b, to_a, 2);
+    const auto status = a.engine->status_json();
+    for (const auto &p : status["peers"]) {
+        EXPECT_EQ(p["reconnects"], 0u) << "peer " << p["index"];
+        EXPECT_EQ(p["state"], "connected") << "peer " << p["index"];
+    }
+    EXPECT_EQ(json_number(a.status(), "forged"), 2u);
+}
+
+/* A flood of well-formed requests from new addresses (one node, every
+ * datagram with its own UD QPN): at most max_half_open of them hold a
+ * peer at once, the rest are answered busy and counted; the half-open
+ * peers that fail give their entries to the next new addresses; and a
+ * real peer connects and is served all along. */
+TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
+{
+    agent_options o          = quick_peers();
+    o.engine.max_half_open   = 4;
+    o.engine.max_peers       = 8;
+    agent::peer_config &pc   = o.engine.peers;
+    pc.keepalive_interval    = 20ms;
+    pc.keepalive_timeout     = 40ms;
+    pc.give_up_timeout       = 200ms;
+    pc.max_handshake_retries = 2;
+    agent_node &a            = add_agent(o);
+    agent_node &b            = add_agent(quick_peers());
+
+    loopback_nic intruder(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const uint32_t a_ud          = a.nic->ud_qpn();
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    uint32_t next_qpn = 0x100;
+    /* n requests, each from a new address (whose answers are lost: no QP
+     * has that number) */
+    auto flood = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+            conn::sender s{};
+            const agent::gid_bytes i_gid = intruder.gid();
+            std::memcpy(s.gid, i_gid.data(), conn::gid_size);
+            s.instance_id = 0x1badd00d;
+            s.ud_qpn      = next_qpn++;
+            s.uid         = getuid();
+            EXPECT_TRUE(intruder.send_datagram(conn::make_request(s, job_key, 0,
+                                                                  1, qps),
+                                               a_gid, a_ud)
+                                .ok());
+        }
+        a.pump();
+    };
+
+    flood(6);
+    EXPECT_EQ(json_number(a.status(), "half_open"), 4u) << a.status();
+    EXPECT_EQ(json_number(a.status(), "half_open_refused"), 2u);
+    EXPECT_EQ(a.logged("answered busy: 4 peers are half-open"), 2u);
+
+    /* their keepalives go unanswered: they fail, and hold nothing */
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "half_open") == 0;
+    })) << a.status();
+    flood(6);
+    EXPECT_EQ(json_number(a.status(), "half_open"), 4u) << a.status();
+    EXPECT_EQ(json_number(a.status(), "half_open_refused"), 4u);
+    EXPECT_EQ(json_number(a.status(), "recycled"), 4u);
+    EXPECT_EQ(a.engine->status_json()["peers"].size(), 5u)
+            << "the node's own peer and 4 entries, reused";
+
+    /* a real peer, meanwhile, is served: its request comes while the
+     * half-open ones hold their entries, so it waits behind a busy
+     * answer, or finds an entry once they fail */
+    test_client &ca     = attach(a);
+    test_client &cb     = attach(b);
+    const uint32_t to_a = peer(cb, a);
+    cb.post(cb.am(to_a, ca, 1, 1));
+    ASSERT_TRUE(run_until([&] { return ca.inbound.size() == 1; }, 10s))
+            << a.status() << b.status();
+    ASSERT_TRUE(run_until([&] { return cb.done.size() == 1; }));
+    EXPECT_EQ(cb.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(json_number(a.status(), "table_full"), 0u);
+    EXPECT_GT(json_number(a.status(), "half_open_refused"), 4u)
+            << "b's first request came while 4 were half-open: it was "
+               "answered busy, and retried";
 }
 
 TEST_F(hostile, a_write_to_a_deregistered_rkey_fails_its_sender_only)

@@ -342,7 +342,10 @@ TEST_F(loopback_pair, datagrams_reach_the_nic_with_that_gid_and_qpn_or_are_lost)
 {
     start();
     std::vector<uint32_t> seen;
-    auto deliver = [&](std::span<const std::byte> bytes) {
+    std::vector<rvt::agent::gid_bytes> sources;
+    auto deliver = [&](std::span<const std::byte> bytes,
+                       const rvt::agent::gid_bytes &source) {
+        sources.push_back(source);
         ASSERT_EQ(bytes.size(), conn::message_size);
         conn::message m;
         std::memcpy(&m, bytes.data(), sizeof(m));
@@ -365,6 +368,9 @@ TEST_F(loopback_pair, datagrams_reach_the_nic_with_that_gid_and_qpn_or_are_lost)
     seen.clear();
     EXPECT_EQ(b->poll_datagrams(deliver), 2u);
     EXPECT_EQ(seen, (std::vector<uint32_t>{1, 6}));
+    /* each arrives from its sender's GID, whatever it claims */
+    EXPECT_EQ(sources, (std::vector<rvt::agent::gid_bytes>{a->gid(), a->gid(),
+                                                           a->gid()}));
     EXPECT_EQ(b->poll_datagrams(deliver), 0u);
     EXPECT_EQ(a->counters().datagrams_sent, 3u);
     EXPECT_EQ(a->counters().datagrams_dropped, 4u);
@@ -401,7 +407,9 @@ TEST_F(loopback_pair, an_armed_nic_wakes_once_on_a_completion_or_datagram)
     EXPECT_EQ(events, 1u) << "one event per arm()";
     b->disarm();
     EXPECT_FALSE(b->arm()) << "a datagram and a completion wait";
-    EXPECT_EQ(b->poll_datagrams([](std::span<const std::byte>) {}), 1u);
+    EXPECT_EQ(b->poll_datagrams(
+                      [](std::span<const std::byte>, const auto &) {}),
+              1u);
     EXPECT_EQ(drain(*b).size(), 1u);
     EXPECT_TRUE(b->arm());
     b->disarm();

@@ -153,12 +153,15 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
     if (it != m_peer_by_addr.end()) {
         p = m_peers[it->second].get();
     } else {
-        if (m_peers.size() >= m_cfg.max_peers) {
+        auto old = std::find_if(m_peers.begin(), m_peers.end(),
+                                [](const auto &q) { return recyclable(*q); });
+        if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
             return failure{"this agent already has " +
                            std::to_string(m_peers.size()) +
                            " peers, its maximum"};
         }
-        p = &add_peer(remote, false);
+        p = &add_peer(remote, false,
+                      old == m_peers.end() ? nullptr : old->get());
     }
     p->users.set(c.index);
     if (p->is(peer_state::idle) || p->is(peer_state::failed)) {
@@ -172,9 +175,10 @@ bool engine::progress(time_point now)
 {
     bool busy = poll_cq(now) > 0;
     resume_cq_waiting();
-    busy |= m_nic.poll_datagrams([&](std::span<const std::byte> b) {
-        on_datagram(b, now);
-    }) > 0;
+    busy |= m_nic.poll_datagrams(
+                    [&](std::span<const std::byte> b, const gid_bytes &from) {
+                        on_datagram(b, from, now);
+                    }) > 0;
     /* clients attach and detach only in the attach server's run_once(),
      * never during progress(), so m_attached is stable here */
     for (uint32_t i : m_attached) {

@@ -111,6 +111,25 @@
  * first stale message, and the dead client's MRs outliving its posted
  * ops (the grace above).
  *
+ * Hostile handshakes: anyone on the network can send the UD QP a
+ * datagram, and what it says of its sender (GID, UD QPN, instance id)
+ * travels in the clear. So a datagram whose claimed GID is not the
+ * packet's source GID (nic.h, poll_datagrams: the GRH's) is dropped and
+ * counted (status "handshake"/"forged"): a node can speak only for
+ * itself. A datagram other than a request from an address with no peer
+ * here is dropped and counted ("unknown_sender"). A request from a new
+ * address makes a peer (and its K QPs, to answer it): such a peer is
+ * half-open until it is confirmed, by RC traffic with it that succeeded
+ * (a completion or a receive), or wanted by one of our clients. At most
+ * engine_config::max_half_open peers are half-open at once; a request
+ * from a new address beyond that is answered `busy` (its agent retries
+ * after its reconnect delay) and counted ("half_open_refused"). A
+ * half-open peer that failed or went idle, unused by any client, holds
+ * nothing (no QPs, no ops, no client knows its index): its entry is
+ * reused for the next new address ("recycled"), so a flood of requests
+ * cannot fill the max_peers table for real peers; a request that finds
+ * the table full anyway is dropped and counted ("table_full").
+ *
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
  * when prepare_sleep() allows.
  */
@@ -172,7 +191,13 @@ struct engine_config {
     /* how long a departed client is remembered, on both ends
      * ("Departed clients" above, departures.h) */
     std::chrono::milliseconds departure_memory = default_departure_memory;
+    /* peers made for requests from new addresses and not yet confirmed
+     * ("Hostile handshakes" above) */
+    uint32_t max_half_open = 64;
 };
+
+/* A GID as text (IPv6 notation), for logs and the status. */
+std::string gid_text(std::span<const uint8_t, 16> gid);
 
 class engine {
 public:
@@ -308,6 +333,9 @@ private:
         std::unordered_map<uint32_t, std::deque<uint32_t>> parked;
         peer_counters n;
         std::string last_error;
+        /* RC traffic with it succeeded ("Hostile handshakes" above);
+         * loopback: always */
+        bool confirmed = false;
 
         bool is(peer_state s) const
         {
@@ -327,6 +355,7 @@ private:
         uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
         uint32_t posted         = 0; /* ops of this generation on a QP */
         bool paused             = false; /* peers told to pause sending to it */
+        bool corrupt = false; /* its ring is broken: detach asked for */
         /* the attach server's record of it (stable while attached: the
          * server detaches it only through client_gone) */
         const attached_client *who = nullptr;
@@ -337,13 +366,26 @@ private:
 
     /* engine_status.cc */
     static uint64_t reconnects_of(const peer &p);
+    /* "Hostile handshakes": a peer made for a request and not confirmed
+     * (yet), and one of those that holds nothing any more */
+    static bool unconfirmed(const peer &p)
+    {
+        return !p.confirmed && p.users.none();
+    }
+    static bool recyclable(const peer &p);
+    size_t half_open() const;
 
     /* engine_connect.cc: peers, QPs and the handshake */
-    peer &add_peer(const wire::agent_address &addr, bool loopback);
+    /* reuse: a recyclable entry whose index the new peer takes */
+    peer &add_peer(const wire::agent_address &addr, bool loopback,
+                   peer *reuse = nullptr);
+    peer *admit(const wire::conn::message &request);
+    wire::conn::sender self_sender() const;
     void run(peer &p, actions acts, time_point now);
     void run_one(peer &p, const action &a, time_point now);
     result<uint32_t> create_loopback_qp(peer &p, uint32_t psn);
-    void on_datagram(std::span<const std::byte> bytes, time_point now);
+    void on_datagram(std::span<const std::byte> bytes, const gid_bytes &from,
+                     time_point now);
     void qp_failed(peer &p, const std::string &reason, time_point now);
     void check_drained(peer &p, time_point now);
     void destroy_all_qps(peer &p);
@@ -467,6 +509,13 @@ private:
         uint64_t pauses           = 0; /* of our clients (back-pressure) */
         uint64_t resumes          = 0;
         uint64_t ops_parked       = 0; /* for peers' paused clients */
+        /* hostile handshakes (see above) and corrupt clients */
+        uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
+        uint64_t unknown_datagrams = 0; /* not a request, unknown sender */
+        uint64_t half_open_refused = 0; /* answered busy at the cap */
+        uint64_t table_full        = 0; /* max_peers reached: dropped */
+        uint64_t peers_recycled    = 0;
+        uint64_t corrupt_detached  = 0; /* clients whose ring broke */
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

@@ -106,6 +106,7 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
     ++p.lanes[lane_index].retired;
     if (wc.status == nic_status::success) {
         p.conn->activity(now);
+        p.confirmed = true;
         complete_op(op_index, completion_status::success, 0, wc.fetched);
         if (m_cq_waiting.empty()) {
             post_lane(p, lane_index);
@@ -188,6 +189,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                                              nullptr;
     if (wc.status == nic_status::success && p != nullptr) {
         p->conn->activity(now);
+        p->confirmed = true;
         ++p->n.recv_msgs;
         p->n.recv_bytes += wc.byte_len;
         auto d = wc.has_imm ? imm::decode(wc.imm) : std::nullopt;

@@ -35,33 +35,56 @@ gid_bytes gid_key(const uint8_t (&gid)[16])
 
 } // namespace
 
-engine::peer &engine::add_peer(const wire::agent_address &addr, bool loopback)
+/* How this agent names itself in its datagrams. */
+wire::conn::sender engine::self_sender() const
 {
-    auto p      = std::make_unique<peer>();
-    p->index    = static_cast<uint32_t>(m_peers.size());
-    p->addr     = addr;
-    p->loopback = loopback;
+    wire::conn::sender self{};
+    const gid_bytes gid = m_nic.gid();
+    std::memcpy(self.gid, gid.data(), 16);
+    self.instance_id = m_agent_id;
+    self.ud_qpn      = m_nic.ud_qpn();
+    self.uid         = getuid();
+    return self;
+}
+
+engine::peer &
+engine::add_peer(const wire::agent_address &addr, bool loopback, peer *reuse)
+{
+    auto p       = std::make_unique<peer>();
+    p->index     = reuse != nullptr ? reuse->index :
+                                      static_cast<uint32_t>(m_peers.size());
+    p->addr      = addr;
+    p->loopback  = loopback;
+    p->confirmed = loopback;
     p->lanes.resize(m_cfg.peers.num_qps);
     if (loopback) {
         p->conn = std::make_unique<peer_connection>(
                 peer_connection::loopback(m_cfg.peers));
     } else {
         local_agent self{};
-        const gid_bytes gid = m_nic.gid();
-        std::memcpy(self.self.gid, gid.data(), 16);
-        self.self.instance_id = m_agent_id;
-        self.self.ud_qpn      = m_nic.ud_qpn();
-        self.self.uid         = getuid();
-        self.job_key          = m_job_key;
+        self.self    = self_sender();
+        self.job_key = m_job_key;
         peer_address where{};
         std::memcpy(where.gid.data(), addr.gid, 16);
         where.ud_qpn      = addr.ud_qpn;
         where.instance_id = addr.agent_id;
         p->conn = std::make_unique<peer_connection>(m_cfg.peers, self, where);
     }
-    m_peer_by_addr[{gid_key(addr.gid), addr.ud_qpn}] = p->index;
-    m_peers.push_back(std::move(p));
-    peer &ref = *m_peers.back();
+    if (reuse != nullptr) {
+        /* nothing of the old peer is left but its address and what we
+         * told it of our departed clients */
+        m_peer_by_addr.erase({gid_key(reuse->addr.gid), reuse->addr.ud_qpn});
+        m_departures.peer_connected(reuse->index);
+        ++m_totals.peers_recycled;
+    }
+    const uint32_t index                             = p->index;
+    m_peer_by_addr[{gid_key(addr.gid), addr.ud_qpn}] = index;
+    if (reuse != nullptr) {
+        m_peers[index] = std::move(p);
+    } else {
+        m_peers.push_back(std::move(p));
+    }
+    peer &ref = *m_peers[index];
     if (loopback) { /* always wanted: its clients are this node's */
         const time_point now = std::chrono::steady_clock::now();
         run(ref, ref.conn->connect(now), now);
@@ -269,7 +292,76 @@ void engine::fail_backlog(peer &p, completion_status why)
     }
 }
 
-void engine::on_datagram(std::span<const std::byte> bytes, time_point now)
+namespace {
+
+/* Counted drops are logged at the 1st, 2nd, 4th, 8th, ... one: a flood
+ * cannot fill the log. */
+bool worth_logging(uint64_t count)
+{
+    return (count & (count - 1)) == 0;
+}
+
+} // namespace
+
+bool engine::recyclable(const peer &p)
+{
+    return !p.loopback && unconfirmed(p) &&
+           (p.is(peer_state::idle) || p.is(peer_state::failed)) &&
+           p.qps.empty() && p.posted == 0 && p.parked.empty() &&
+           std::all_of(p.lanes.begin(), p.lanes.end(),
+                       [](const lane &l) { return l.backlog.empty(); });
+}
+
+size_t engine::half_open() const
+{
+    return static_cast<size_t>(
+            std::count_if(m_peers.begin(), m_peers.end(), [](const auto &p) {
+                return !p->loopback && unconfirmed(*p) && !recyclable(*p);
+            }));
+}
+
+/* A request from an address with no peer here ("Hostile handshakes",
+ * engine.h): a new peer, an old entry's index, or a refusal. */
+engine::peer *engine::admit(const wire::conn::message &request)
+{
+    const auto &src       = request.src;
+    const std::string who = gid_text(src.gid) + " UD QPN " +
+                            std::to_string(src.ud_qpn);
+    if (half_open() >= m_cfg.max_half_open) {
+        if (worth_logging(++m_totals.half_open_refused)) {
+            m_log("handshake request from " + who +
+                  " answered busy: " + std::to_string(m_cfg.max_half_open) +
+                  " peers are half-open (" +
+                  std::to_string(m_totals.half_open_refused) + " so far)");
+        }
+        gid_bytes to = gid_key(src.gid);
+        (void)m_nic.send_datagram(
+                wire::conn::make_reply(self_sender(), m_job_key, request, 0,
+                                       wire::conn::status::busy, {}),
+                to, src.ud_qpn);
+        return nullptr;
+    }
+    auto old = std::find_if(m_peers.begin(), m_peers.end(),
+                            [](const auto &p) { return recyclable(*p); });
+    if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
+        if (worth_logging(++m_totals.table_full)) {
+            m_log("handshake request from " + who +
+                  " dropped: this agent "
+                  "has " +
+                  std::to_string(m_peers.size()) + " peers, its maximum (" +
+                  std::to_string(m_totals.table_full) + " so far)");
+        }
+        return nullptr;
+    }
+    wire::agent_address a{};
+    std::memcpy(a.gid, src.gid, 16);
+    a.ud_qpn   = src.ud_qpn;
+    a.agent_id = src.instance_id;
+    return &add_peer(a, false, old == m_peers.end() ? nullptr : old->get());
+}
+
+void engine::on_datagram(std::span<const std::byte> bytes,
+                         const gid_bytes &from, time_point now)
 {
     auto msg = wire::conn::parse(bytes);
     if (!msg) {
@@ -277,19 +369,33 @@ void engine::on_datagram(std::span<const std::byte> bytes, time_point now)
         return;
     }
     const auto &src = msg.value().src;
-    auto it         = m_peer_by_addr.find({gid_key(src.gid), src.ud_qpn});
-    peer *p         = nullptr;
+    if (std::memcmp(src.gid, from.data(), from.size()) != 0) {
+        /* a node speaks for itself only */
+        if (worth_logging(++m_totals.forged_datagrams)) {
+            m_log("handshake datagram from " + gid_text(from) +
+                  " names its sender " + gid_text(src.gid) + ": dropped (" +
+                  std::to_string(m_totals.forged_datagrams) + " so far)");
+        }
+        return;
+    }
+    auto it = m_peer_by_addr.find({gid_key(src.gid), src.ud_qpn});
+    peer *p = nullptr;
     if (it != m_peer_by_addr.end()) {
         p = m_peers[it->second].get();
     } else if (msg.value().hdr.type ==
-                       static_cast<uint16_t>(wire::conn::msg_type::request) &&
-               m_peers.size() < m_cfg.max_peers) {
-        wire::agent_address a{};
-        std::memcpy(a.gid, src.gid, 16);
-        a.ud_qpn   = src.ud_qpn;
-        a.agent_id = src.instance_id;
-        p          = &add_peer(a, false);
+               static_cast<uint16_t>(wire::conn::msg_type::request)) {
+        p = admit(msg.value());
+        if (p == nullptr) {
+            return;
+        }
     } else {
+        if (worth_logging(++m_totals.unknown_datagrams)) {
+            m_log("handshake datagram (type " +
+                  std::to_string(msg.value().hdr.type) + ") from " +
+                  gid_text(from) + " UD QPN " + std::to_string(src.ud_qpn) +
+                  ", which is no peer: dropped (" +
+                  std::to_string(m_totals.unknown_datagrams) + " so far)");
+        }
         return;
     }
     run(*p, p->conn->on_message(now, msg.value()), now);

@@ -156,11 +156,13 @@ bool engine::take_work(uint32_t index, client_state &c)
         p.lanes[op.lane].backlog.push_back(op_index);
         mark(p, op.lane);
     }
-    if (!c.channel->healthy()) {
+    if (!c.channel->healthy() && !c.corrupt) {
         /* a ring index no ring can have: nothing more can be read from
          * this client, and work it waits for would never complete; so it
          * is detached (its process sees its agent's socket close and
          * fails its operations) and cleaned up as a departed client */
+        c.corrupt = true;
+        ++m_totals.corrupt_detached;
         m_server->detach(index, "its work ring's head index is beyond the "
                                 "ring (corrupt shared memory)");
     }

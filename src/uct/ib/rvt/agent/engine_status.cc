@@ -11,16 +11,12 @@
 
 namespace rvt::agent {
 
-namespace {
-
-std::string gid_text(const uint8_t (&gid)[16])
+std::string gid_text(std::span<const uint8_t, 16> gid)
 {
     char buf[INET6_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET6, gid, buf, sizeof(buf));
+    inet_ntop(AF_INET6, gid.data(), buf, sizeof(buf));
     return buf;
 }
-
-} // namespace
 
 /* Connections made after the first (for loopback: its rebuilds). */
 uint64_t engine::reconnects_of(const peer &p)
@@ -63,11 +59,20 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.am_in),
                       static_cast<unsigned long long>(m_totals.writes_in),
                       static_cast<unsigned long long>(m_totals.write_bytes_in));
-        out += format("handshake %llu datagrams sent, %llu received, %llu "
-                      "dropped\n",
-                      static_cast<unsigned long long>(nc.datagrams_sent),
-                      static_cast<unsigned long long>(nc.datagrams_received),
-                      static_cast<unsigned long long>(nc.datagrams_dropped));
+        out += format(
+                "handshake %llu datagrams sent, %llu received, %llu "
+                "dropped; refused: %llu forged, %llu from unknown "
+                "senders, %llu half-open (%zu now), %llu table full; "
+                "%llu peers recycled\n",
+                static_cast<unsigned long long>(nc.datagrams_sent),
+                static_cast<unsigned long long>(nc.datagrams_received),
+                static_cast<unsigned long long>(nc.datagrams_dropped),
+                static_cast<unsigned long long>(m_totals.forged_datagrams),
+                static_cast<unsigned long long>(m_totals.unknown_datagrams),
+                static_cast<unsigned long long>(m_totals.half_open_refused),
+                half_open(),
+                static_cast<unsigned long long>(m_totals.table_full),
+                static_cast<unsigned long long>(m_totals.peers_recycled));
         out += format(
                 "MRs       %llu released by their clients (%llu after "
                 "the ops using them, %zu waiting); failed %llu\n",
@@ -82,10 +87,13 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.resumes),
                       static_cast<unsigned long long>(m_totals.ops_parked));
         out += format("gone      %llu clients; their MRs deregistered %llu, "
-                      "waiting %zu clients\n",
+                      "waiting %zu clients; %llu detached for a corrupt "
+                      "ring\n",
                       static_cast<unsigned long long>(m_totals.clients_gone),
                       static_cast<unsigned long long>(m_mrs.counters().cleaned),
-                      m_mrs.gone_waiting());
+                      m_mrs.gone_waiting(),
+                      static_cast<unsigned long long>(
+                              m_totals.corrupt_detached));
         out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
                       rc_qps);
         for (const auto &p : m_peers) {
@@ -154,6 +162,7 @@ nlohmann::ordered_json engine::status_json() const
                          {"received", p->n.recv_msgs},
                          {"received_bytes", p->n.recv_bytes},
                          {"qp_errors", p->n.qp_errors},
+                         {"confirmed", p->confirmed},
                          {"reconnects", reconnects_of(*p)},
                          {"queued", queued},
                          {"parked", parked},
@@ -203,8 +212,15 @@ nlohmann::ordered_json engine::status_json() const
             {"handshake",
              {{"sent", nc.datagrams_sent},
               {"received", nc.datagrams_received},
-              {"dropped", nc.datagrams_dropped}}},
+              {"dropped", nc.datagrams_dropped},
+              {"forged", m_totals.forged_datagrams},
+              {"unknown_sender", m_totals.unknown_datagrams},
+              {"half_open", half_open()},
+              {"half_open_refused", m_totals.half_open_refused},
+              {"table_full", m_totals.table_full},
+              {"recycled", m_totals.peers_recycled}}},
             {"clients_gone", m_totals.clients_gone},
+            {"corrupt_detached", m_totals.corrupt_detached},
             {"mrs_cleaned", m_mrs.counters().cleaned},
             {"mrs_released", m_mrs.counters().released},
             {"mrs_leaked", m_mrs.counters().leaked},

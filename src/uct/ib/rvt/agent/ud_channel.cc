@@ -177,8 +177,42 @@ result<done> ud_channel::send(const wire::conn::message &msg,
     return done{};
 }
 
-size_t
-ud_channel::poll(const std::function<void(std::span<const std::byte>)> &deliver)
+std::array<uint8_t, 16> grh_source_gid(std::span<const std::byte, grh_size> grh)
+{
+    auto byte = [&](size_t i) { return std::to_integer<uint8_t>(grh[i]); };
+    constexpr size_t ip4 = 20; /* where RoCE v2 puts the IPv4 header */
+    bool is_ip4          = false;
+    if ((byte(0) >> 4) != 6) {
+        is_ip4 = (byte(ip4) >> 4) == 4;
+    } else if ((byte(ip4) & 0xf) == 5) {
+        /* an IPv4 header of 5 words whose checksum holds: believe it */
+        uint32_t sum = 0;
+        for (size_t i = 0; i < 20; i += 2) {
+            sum += uint32_t{byte(ip4 + i)} << 8 | byte(ip4 + i + 1);
+        }
+        while (sum > 0xffff) {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        is_ip4 = sum == 0xffff;
+    }
+    std::array<uint8_t, 16> gid{};
+    if (is_ip4) {
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        for (size_t i = 0; i < 4; ++i) {
+            gid[12 + i] = byte(ip4 + 12 + i); /* the IPv4 source address */
+        }
+    } else {
+        for (size_t i = 0; i < 16; ++i) {
+            gid[i] = byte(8 + i); /* the GRH's SGID */
+        }
+    }
+    return gid;
+}
+
+size_t ud_channel::poll(
+        const std::function<void(std::span<const std::byte>,
+                                 const std::array<uint8_t, 16> &)> &deliver)
 {
     ibv_wc wc[16];
     size_t total = 0;
@@ -196,9 +230,10 @@ ud_channel::poll(const std::function<void(std::span<const std::byte>)> &deliver)
             const auto slot = static_cast<uint32_t>(wc[i].wr_id);
             if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
                 ++m_received;
-                deliver(std::span(m_buffers.data() + slot * recv_size +
-                                          grh_size,
-                                  wc[i].byte_len - grh_size));
+                const std::byte *at = m_buffers.data() + slot * recv_size;
+                deliver(std::span(at + grh_size, wc[i].byte_len - grh_size),
+                        grh_source_gid(std::span<const std::byte, grh_size>(
+                                at, grh_size)));
             }
             (void)post_recv(slot);
         }

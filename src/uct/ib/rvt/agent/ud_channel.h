@@ -22,6 +22,18 @@
 
 namespace rvt::agent {
 
+/* The 40 bytes a UD receive puts before the datagram. */
+inline constexpr size_t grh_size = 40;
+
+/* The sender's GID from those bytes, as rdma-core's ibv_init_ah_from_wc
+ * reads them: an IB/RoCE v1/RoCE v2-over-IPv6 GRH has it at byte 8; RoCE
+ * v2 over IPv4 leaves 20 bytes unset and the IPv4 header after them
+ * (told apart by the IP version nibble and, when the first nibble could
+ * be either, the IPv4 header checksum), whose source address becomes an
+ * IPv4-mapped GID (::ffff:a.b.c.d), as the node's own RoCE v2 GID is. */
+std::array<uint8_t, 16>
+grh_source_gid(std::span<const std::byte, grh_size> grh);
+
 class ud_channel {
 public:
     /* Its own CQ, notified through `channel`. */
@@ -44,9 +56,11 @@ public:
                       uint32_t qpn);
 
     /* Handles every completion; `deliver` gets the bytes of each received
-     * datagram (the GRH stripped), still to be parsed. Returns how many
-     * completions were seen. */
-    size_t poll(const std::function<void(std::span<const std::byte>)> &deliver);
+     * datagram (the GRH stripped), still to be parsed, and the GID it
+     * came from (grh_source_gid). Returns how many completions were seen. */
+    size_t
+    poll(const std::function<void(std::span<const std::byte>,
+                                  const std::array<uint8_t, 16> &)> &deliver);
 
     /* Counters for the status tool. */
     uint64_t sent() const
@@ -65,7 +79,6 @@ public:
 private:
     static constexpr uint32_t recv_slots = 64;
     static constexpr uint32_t send_slots = 64;
-    static constexpr size_t grh_size     = 40;
     static constexpr size_t recv_size    = grh_size + wire::conn::message_size;
 
     ud_channel(const device &dev) : m_dev(dev)

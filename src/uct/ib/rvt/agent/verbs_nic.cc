@@ -170,6 +170,7 @@ result<uint32_t> verbs_nic::create_qp()
     }
     const uint32_t qpn = e.qp->qp_num;
     m_qps[qpn]         = std::move(e);
+    m_silent.erase(qpn); /* a number the device reused */
     return qpn;
 }
 
@@ -221,6 +222,11 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
         return failure{"post: QP " + std::to_string(qpn) + " is unknown"};
     }
     ibv_qp *qp = qpe->qp.get();
+    if (m_silenced < m_cfg.fault_silent_qps) [[unlikely]] {
+        if (auto r = silence(qpn, qp); !r) {
+            return r;
+        }
+    }
     while (!chain.empty()) {
         size_t n = std::min(chain.size(), m_per_post);
         std::string refused;
@@ -424,7 +430,34 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
             take_fetched(w, c);
         }
     }
-    return static_cast<size_t>(n);
+    size_t kept = static_cast<size_t>(n);
+    if (!m_silent.empty()) [[unlikely]] {
+        /* fault_silent_qps: a silenced QP's sends vanish (a receive has
+         * taken an SRQ buffer, which must go back: it is kept) */
+        kept = 0;
+        for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+            if (out[i].receive || !m_silent.contains(out[i].qpn)) {
+                out[kept++] = out[i];
+            }
+        }
+    }
+    return kept;
+}
+
+/* fault_silent_qps (verbs_nic_config): QP qpn, about to get its first WR,
+ * goes to the error state, and its completions vanish from now on. */
+result<done> verbs_nic::silence(uint32_t qpn, ibv_qp *qp)
+{
+    if (m_silent.contains(qpn)) {
+        return done{};
+    }
+    auto r = flush_rc_qp(qp);
+    if (!r) {
+        return r;
+    }
+    m_silent.insert(qpn);
+    ++m_silenced;
+    return done{};
 }
 
 result<done> verbs_nic::send_datagram(const wire::conn::message &msg,

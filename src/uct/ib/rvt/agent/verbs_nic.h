@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace rvt::agent {
@@ -34,6 +35,12 @@ struct verbs_nic_config {
      * set from it); a QP that got less stages the payloads it cannot
      * carry inline in registered memory of its own. */
     uint32_t inline_size = 128;
+    /* Fault injection, for tests only (rvtd --fault-silent-qps; 0, off,
+     * by default): the first this many RC QPs that get a WR posted go to
+     * the error state just before it, and no completion of theirs is
+     * ever delivered, not even the flushes: a QP that fails silently, as
+     * Debian 12's rxe can (engine.h, "Silent QPs"). */
+    uint32_t fault_silent_qps = 0;
 };
 
 class verbs_nic final : public nic {
@@ -93,8 +100,7 @@ public:
 
     result<done> send_datagram(const wire::conn::message &msg,
                                const gid_bytes &gid, uint32_t qpn) override;
-    size_t poll_datagrams(const std::function<void(std::span<const std::byte>)>
-                                  &deliver) override
+    size_t poll_datagrams(const datagram_fn &deliver) override
     {
         return m_ud->poll(deliver);
     }
@@ -172,6 +178,10 @@ private:
     std::array<uint64_t, 1> m_control_bytes{};
     verbs::mr_ptr m_control_mr;
     std::unordered_map<uint32_t, rc_entry> m_qps;
+    /* fault_silent_qps: the QPs silenced, and how many so far */
+    std::unordered_set<uint32_t> m_silent;
+    uint32_t m_silenced = 0;
+    result<done> silence(uint32_t qpn, ibv_qp *qp);
     std::array<ibv_send_wr, max_chain> m_wrs{};
     std::array<std::array<ibv_sge, 2>, max_chain> m_sges{};
 };

@@ -62,24 +62,25 @@ struct options {
     std::string device;
     long port = 1;
     std::string job_key;
-    long linger       = 10;
-    long max_clients  = 256;
-    long work_ring    = 256;
-    long compl_ring   = 1024;
-    long inbound_ring = 256;
-    long am_size      = defaults::nic.buffer_size;
-    long inline_size  = defaults::nic.inline_size;
-    long num_qps      = defaults::peers.num_qps;
-    long gid_index    = -1;
-    long srq_size     = defaults::nic.srq_size;
-    long sq_depth     = defaults::qp.sq_depth;
-    long spin_us      = 2000;
-    long keepalive_ms = defaults::ms(defaults::peers.keepalive_interval);
-    long reconnect_ms = defaults::ms(defaults::peers.reconnect_delay);
-    long give_up_ms   = defaults::ms(defaults::peers.give_up_timeout);
-    long qp_timeout   = defaults::qp.timeout;
-    long idle_yield   = 1;
-    long trace_events = 0;
+    long linger           = 10;
+    long max_clients      = 256;
+    long work_ring        = 256;
+    long compl_ring       = 1024;
+    long inbound_ring     = 256;
+    long am_size          = defaults::nic.buffer_size;
+    long inline_size      = defaults::nic.inline_size;
+    long num_qps          = defaults::peers.num_qps;
+    long gid_index        = -1;
+    long srq_size         = defaults::nic.srq_size;
+    long sq_depth         = defaults::qp.sq_depth;
+    long spin_us          = 2000;
+    long keepalive_ms     = defaults::ms(defaults::peers.keepalive_interval);
+    long reconnect_ms     = defaults::ms(defaults::peers.reconnect_delay);
+    long give_up_ms       = defaults::ms(defaults::peers.give_up_timeout);
+    long qp_timeout       = defaults::qp.timeout;
+    long idle_yield       = 1;
+    long fault_silent_qps = defaults::nic.fault_silent_qps;
+    long trace_events     = 0;
     std::string trace_file;
     bool daemon = false;
 };
@@ -199,6 +200,12 @@ const std::vector<option_row> &option_table()
                    "RC ack timeout exponent: 4.096 us * 2^N per try "
                    "(18: 1.07 s, UCX rc's default), 7 tries",
                    &options::qp_timeout, 1, 31),
+            number("fault-silent-qps",
+                   "fault injection, for tests only: the first N RC QPs "
+                   "that get work go to the error state and never complete "
+                   "anything, not even flushes (as Debian 12's rxe can); "
+                   "0: off",
+                   &options::fault_silent_qps, 0, 1024),
     };
     return rows;
 }
@@ -356,14 +363,15 @@ int run(const options &opt)
     agent::device &d = *dev.value();
 
     agent::verbs_nic_config ncfg;
-    ncfg.qp.sq_depth = static_cast<uint32_t>(opt.sq_depth);
-    ncfg.qp.timeout  = static_cast<uint8_t>(opt.qp_timeout);
-    ncfg.srq_size    = static_cast<uint32_t>(opt.srq_size);
-    ncfg.buffer_size = caps.slot_size;
-    ncfg.inline_size = caps.inline_size;
-    ncfg.cq_size     = static_cast<uint32_t>(opt.srq_size +
+    ncfg.qp.sq_depth      = static_cast<uint32_t>(opt.sq_depth);
+    ncfg.qp.timeout       = static_cast<uint8_t>(opt.qp_timeout);
+    ncfg.srq_size         = static_cast<uint32_t>(opt.srq_size);
+    ncfg.buffer_size      = caps.slot_size;
+    ncfg.inline_size      = caps.inline_size;
+    ncfg.fault_silent_qps = static_cast<uint32_t>(opt.fault_silent_qps);
+    ncfg.cq_size          = static_cast<uint32_t>(opt.srq_size +
                                          16 * opt.sq_depth * opt.num_qps);
-    auto nic         = agent::verbs_nic::create(d, ncfg);
+    auto nic              = agent::verbs_nic::create(d, ncfg);
     if (!nic) {
         return start_failed(nic.error());
     }
