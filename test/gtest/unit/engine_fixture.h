@@ -435,6 +435,33 @@ protected:
         return *clients.back();
     }
 
+    /* A sibling attachment of `leader`'s process (attach_wire.h,
+     * "Siblings"), as a second UCT interface of its MD gets one: its 64 KiB
+     * of memory is registered and announced by the leader, on the
+     * leader's socket, and it posts from it on its own rings. */
+    test_client &attach_sibling(test_client &leader)
+    {
+        agent_node &a = *leader.home;
+        auto c        = std::make_unique<test_client>();
+        c->id         = m_next_id++;
+        c->home       = &a;
+        const wire::leader_ref ref{leader.index(), leader.generation()};
+        auto at = while_serving([&] {
+            return client::attach(a.socket, job_key, 10000ms, ref);
+        });
+        EXPECT_TRUE(at.ok()) << at.error();
+        auto s = client::session::open(std::move(at).value());
+        EXPECT_TRUE(s.ok()) << s.error();
+        c->session             = std::move(s).value();
+        c->attached_index      = c->session->client_index();
+        c->attached_generation = c->session->attached().client_generation;
+        c->mr = a.nic->register_memory(c->memory.data(), c->memory.size(),
+                                       remote_rw);
+        leader.announce(c->mr, c->memory.data(), c->memory.size());
+        clients.push_back(std::move(c));
+        return *clients.back();
+    }
+
     /* The peer index under which `c`'s agent reaches agent `to`. */
     uint32_t peer(test_client &c, const agent_node &to)
     {
