@@ -172,8 +172,8 @@ TEST_F(uct_rvt_multi,
                       UCS_OK);
             s->src = std::make_unique<buffer>(md, put_len);
             s->dst = std::make_unique<buffer>(md, put_len);
-            ASSERT_NE(s->src->memh, UCT_MEM_HANDLE_NULL);
-            ASSERT_NE(s->dst->memh, UCT_MEM_HANDLE_NULL);
+            ASSERT_TRUE(s->src->memh != UCT_MEM_HANDLE_NULL);
+            ASSERT_TRUE(s->dst->memh != UCT_MEM_HANDLE_NULL);
             std::memset(s->dst->bytes(), 0, put_len);
         }
         iface_addresses to_b = addresses_of(m_b[p].oi.iface);
