@@ -28,6 +28,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -231,6 +232,28 @@ protected:
         }
         std::sort(out.begin(), out.end());
         return out;
+    }
+
+    /* Runs `fn` in a child process (another pid, for SO_PEERCRED) and
+     * returns the text it returned, with the child's pid. */
+    static std::pair<std::string, pid_t>
+    in_child(std::function<std::string()> fn)
+    {
+        int pfd[2];
+        EXPECT_EQ(pipe(pfd), 0);
+        pid_t child = fork();
+        if (child == 0) {
+            std::string msg = fn();
+            (void)!write(pfd[1], msg.data(), msg.size());
+            _exit(0);
+        }
+        close(pfd[1]);
+        char buf[512] = {};
+        ssize_t n     = read(pfd[0], buf, sizeof(buf) - 1);
+        close(pfd[0]);
+        waitpid(child, nullptr, 0);
+        EXPECT_GT(n, 0) << "the child said nothing";
+        return {buf, child};
     }
 
     /* After any refusal the agent must still serve a good client. */
@@ -467,22 +490,11 @@ TEST_F(attach_fixture, a_forged_sibling_request_is_refused_naming_the_value)
 
     /* another process (its pid by SO_PEERCRED; the pid in its message is
      * ours, forged) may not join */
-    int pfd[2];
-    ASSERT_EQ(pipe(pfd), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        auto a          = client::attach(path, "job.1", 5000ms,
-                                         wire::leader_ref{li, lg});
-        std::string msg = a.ok() ? "ACCEPTED" : a.error();
-        (void)!write(pfd[1], msg.data(), msg.size());
-        _exit(0);
-    }
-    close(pfd[1]);
-    char buf[512] = {};
-    ssize_t n     = read(pfd[0], buf, sizeof(buf) - 1);
-    close(pfd[0]);
-    waitpid(child, nullptr, 0);
-    ASSERT_GT(n, 0);
+    const auto [buf, child] = in_child([&] {
+        auto a = client::attach(path, "job.1", 5000ms,
+                                wire::leader_ref{li, lg});
+        return a.ok() ? std::string("ACCEPTED") : a.error();
+    });
     EXPECT_NE(std::string(buf).find("leader index " + std::to_string(li) +
                                     " belongs to pid " +
                                     std::to_string(getpid())),
@@ -520,25 +532,14 @@ TEST_F(attach_fixture, another_users_process_is_refused)
     start();
     chmod(m_dir.c_str(), 0755);
     chmod((m_dir + "/agent.sock").c_str(), 0777);
-    int pfd[2];
-    ASSERT_EQ(pipe(pfd), 0);
-    pid_t child = fork();
-    if (child == 0) {
+    const auto [buf, child] = in_child([&] {
         if (setresgid(65534, 65534, 65534) != 0 ||
             setresuid(65534, 65534, 65534) != 0) {
-            _exit(2);
+            return std::string("setresuid failed");
         }
-        auto a          = client::attach(m_dir + "/agent.sock", "job.1");
-        std::string msg = a.ok() ? "ACCEPTED" : a.error();
-        (void)!write(pfd[1], msg.data(), msg.size());
-        _exit(0);
-    }
-    close(pfd[1]);
-    char buf[512] = {};
-    ssize_t n     = read(pfd[0], buf, sizeof(buf) - 1);
-    close(pfd[0]);
-    waitpid(child, nullptr, 0);
-    ASSERT_GT(n, 0);
+        auto a = client::attach(m_dir + "/agent.sock", "job.1");
+        return a.ok() ? std::string("ACCEPTED") : a.error();
+    });
     EXPECT_NE(std::string(buf).find("uid 65534: this agent serves uid 0"),
               std::string::npos)
             << buf;

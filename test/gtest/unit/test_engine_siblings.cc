@@ -15,6 +15,20 @@ namespace {
 
 class siblings : public engine_fixture {
 protected:
+    /* A leader and its sibling on `a`, the sibling with a write from its
+     * memory (announced by the leader) held on a loopback QP. */
+    std::pair<test_client &, test_client &>
+    sibling_with_a_held_write(agent_node &a)
+    {
+        test_client &l    = attach(a);
+        test_client &s    = attach_sibling(l);
+        const uint32_t me = peer(s, a);
+        a.hold(a.loopback_qps(), true);
+        s.post(s.write(me, l, 1));
+        pump();
+        return {l, s};
+    }
+
     /* The leader releases the sibling's MR (as the MD's rcache does) while
      * the sibling's write from it is held on a QP: the MR must stay until
      * the QPs run, and the release is answered only after. */
@@ -96,15 +110,9 @@ TEST_F(siblings, a_sibling_posts_on_its_leaders_mrs_and_reads_its_own_rings)
 /* The leader's release of an MR waits for a live sibling's op on it. */
 TEST_F(siblings, a_leaders_release_waits_for_a_siblings_op)
 {
-    agent_node &a     = add_agent();
-    test_client &l    = attach(a);
-    test_client &s    = attach_sibling(l);
-    const uint32_t me = peer(s, a);
-    const auto qps    = a.loopback_qps();
-    a.hold(qps, true);
-    s.post(s.write(me, l, 1));
-    pump();
-    expect_release_waits_for(a, l, s.mr, s.memory.data(), qps);
+    agent_node &a = add_agent();
+    auto [l, s]   = sibling_with_a_held_write(a);
+    expect_release_waits_for(a, l, s.mr, s.memory.data(), a.loopback_qps());
     ASSERT_TRUE(run_until([&] { return s.done.size() == 1; }));
     EXPECT_EQ(s.done[0].status,
               static_cast<uint32_t>(completion_status::success));
@@ -114,18 +122,12 @@ TEST_F(siblings, a_leaders_release_waits_for_a_siblings_op)
  * interface closed with an op still on a QP). */
 TEST_F(siblings, a_leaders_release_waits_for_a_gone_siblings_posted_op)
 {
-    agent_node &a     = add_agent();
-    test_client &l    = attach(a);
-    test_client &s    = attach_sibling(l);
-    const uint32_t me = peer(s, a);
-    const auto qps    = a.loopback_qps();
-    a.hold(qps, true);
-    s.post(s.write(me, l, 1));
-    pump();
+    agent_node &a = add_agent();
+    auto [l, s]   = sibling_with_a_held_write(a);
     kill(s);
     run_for(10ms);
     ASSERT_EQ(a.server->client(s.index()), nullptr);
-    expect_release_waits_for(a, l, s.mr, s.memory.data(), qps);
+    expect_release_waits_for(a, l, s.mr, s.memory.data(), a.loopback_qps());
 }
 
 /* When the leader's attachment ends, its siblings' end too (their

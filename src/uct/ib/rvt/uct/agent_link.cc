@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <tuple>
+#include <utility>
+
 namespace rvt::uct {
 
 namespace {
@@ -44,8 +47,9 @@ result<std::string> socket_path(const link_settings &s, const std::string &key)
     return paths.value().socket;
 }
 
-/* Attaches to the agent that listens already, starting none. */
-result<client::attachment> attach_running(const link_settings &s)
+/* The job key and the socket of the agent for these settings. */
+result<std::pair<std::string, std::string>>
+key_and_socket(const link_settings &s)
 {
     auto key = job_key_of(s);
     if (!key) {
@@ -55,7 +59,17 @@ result<client::attachment> attach_running(const link_settings &s)
     if (!path) {
         return failure{path.error()};
     }
-    return client::attach(path.value(), key.value(), s.timeout);
+    return std::pair{key.value(), path.value()};
+}
+
+/* Attaches to the agent that listens already, starting none. */
+result<client::attachment> attach_running(const link_settings &s)
+{
+    auto where = key_and_socket(s);
+    if (!where) {
+        return failure{where.error()};
+    }
+    return client::attach(where.value().second, where.value().first, s.timeout);
 }
 
 result<client::attachment> attach(const link_settings &s)
@@ -91,21 +105,16 @@ result<client::session *> agent_link::attach_locked()
     if (m_session) {
         return m_session.get();
     }
-    auto key = job_key_of(m_settings);
-    if (!key) {
-        return failure{key.error()};
-    }
-    auto path = socket_path(m_settings, key.value());
-    if (!path) {
-        return failure{path.error()};
+    auto where = key_and_socket(m_settings);
+    if (!where) {
+        return failure{where.error()};
     }
     auto at = attach(m_settings);
     if (!at) {
         return failure{at.error()};
     }
-    m_socket_path = path.value();
-    m_job_key     = key.value();
-    auto s        = client::session::open(std::move(at).value());
+    std::tie(m_job_key, m_socket_path) = where.value();
+    auto s = client::session::open(std::move(at).value());
     if (!s) {
         return failure{s.error()};
     }
