@@ -12,11 +12,11 @@
  *             after a barrier, gets slot t of its own data back from the
  *             partner; each rank also checks what landed in its window
  *
- * Open MPI's osc ucx gives each thread that touches a window a UCP worker
- * of its own: several rvt interfaces on one memory domain, what the check
- * is for. With --hold=SECONDS the ranks keep their windows (and workers)
- * open that long after the work, so that the agents' status can be read
- * meanwhile. Every word that arrives is compared with a value the receiver
+ * How many UCP workers (rvt interfaces) Open MPI opens for this is its
+ * choice: Open MPI 4.1.4 opened one per context (pml's, osc's) in the
+ * testbed. With --hold=SECONDS the ranks keep their windows (and
+ * workers) open that long after the work, so that the agents' status can
+ * be read meanwhile (mpi-guest.sh prints the attachments it saw). Every word that arrives is compared with a value the receiver
  * computes itself from (what, source, destination, size, round, thread,
  * index); any mismatch prints a line naming it, and the program exits 1.
  *

@@ -6,9 +6,11 @@
 #
 #   0. test/mpi/rvt_mpi_threads, one rank per node, 4 threads each under
 #      MPI_THREAD_MULTIPLE (issue 13): sendrecv on every thread at once,
-#      and puts and gets through osc ucx, which gives each thread a UCP
-#      worker of its own, so several rvt interfaces per memory domain
-#      (the agents must show sibling attachments), every word verified
+#      and puts and gets through osc ucx, every word verified; the most
+#      attachments of one process and the sibling attachments node 1's
+#      agent saw are printed (Open MPI 4.1.4 opened one UCP worker per
+#      context here, pml's and osc's: 2 attachments, no sibling; several
+#      interfaces per MD are tested by uct_rvt_multi)
 #
 # and with 4 processes per node:
 #
@@ -193,10 +195,11 @@ mpi_verified() {
 
 # 0 ---------------------------------------------------------------------
 # MPI_THREAD_MULTIPLE, one rank per node (--map-by node), 4 threads each;
-# osc ucx (the one-sided component over UCX; osc rdma has no BTL here)
-# gives each thread a worker. While the ranks hold their windows open
-# (--hold), node 1's agent is asked who is attached: a process with
-# sibling attachments has several rvt interfaces on one memory domain.
+# osc ucx (the one-sided component over UCX; osc rdma has no BTL here).
+# While the ranks hold their windows open (--hold), node 1's agent is
+# asked who is attached, and that is printed: a process with sibling
+# attachments has several rvt interfaces on one memory domain (not a
+# verdict: how many workers Open MPI opens is its choice).
 for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 t0=$SECONDS
 on 1 timeout 300 mpirun "${mpirun_opts[@]}" --mca osc ucx -np 2 \
@@ -222,12 +225,8 @@ if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_threads' "$work/threads.out"; then
 else
     fail "MPI_THREAD_MULTIPLE program (mpirun exit $rc after $threads_s s; output above)"
 fi
-what="node 1's agent saw up to $most attachments of one process, $siblings of them siblings"
-if [ "$most" -ge 4 ] && [ "$siblings" -ge 3 ]; then
-    pass "several rvt interfaces per memory domain: $what"
-else
-    fail "several rvt interfaces per memory domain: $what (expected at least 4 and 3)"
-fi
+echo "MPI_THREAD_MULTIPLE: node 1's agent saw up to $most attachments of one process, $siblings of them siblings"
+
 check_carried "the threads' traffic"
 grep -E 'sibling|refused' "$work/rvtd.1.log" | tail -n 6 | indent "rvtd 1"
 if [ "$only" = threads ]; then
