@@ -2,7 +2,17 @@
 # Inside the testbed guest (2 nodes): Open MPI and OpenSHMEM over rvt
 # (issue 4). One rvtd per node, started by hand so that its counters and
 # QPs can be read before, during and after the jobs; then, across node1
-# and node2 with 4 processes each:
+# and node2:
+#
+#   0. test/mpi/rvt_mpi_threads, one rank per node, 4 threads each under
+#      MPI_THREAD_MULTIPLE (issue 13): sendrecv on every thread at once,
+#      and puts and gets through osc ucx, every word verified; the most
+#      attachments of one process and the sibling attachments node 1's
+#      agent saw are printed (Open MPI 4.1.4 opened one UCP worker per
+#      context here, pml's and osc's: 2 attachments, no sibling; several
+#      interfaces per MD are tested by uct_rvt_multi)
+#
+# and with 4 processes per node:
 #
 #   1. test/mpi/rvt_mpi_check under mpirun with pml ucx and
 #      UCX_TLS=rvt,sm,self (rvt between the nodes, shared memory within):
@@ -22,12 +32,14 @@
 # the nodes (their life totals grew, rank 0's UCP put its remote endpoints
 # on rvt) and that the 4 processes of a node shared K=4 RC QPs towards the
 # other node. Prints PASS:/FAIL: lines, the programs' own output
-# indented, and exits 1 if any check failed. Usage: mpi-guest.sh BUILD_DIR
+# indented, and exits 1 if any check failed.
+# Usage: mpi-guest.sh BUILD_DIR [threads]   (threads: part 0 only)
 # shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
-build=${1:?usage: mpi-guest.sh BUILD_DIR}
+build=${1:?usage: mpi-guest.sh BUILD_DIR [threads]}
+only=${2:-}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 top=$(cd "$(dirname "$0")/../.." && pwd)
 K=4
@@ -35,6 +47,7 @@ rvtd=$build/src/uct/ib/rvt/tools/rvtd
 rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
 module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 mpi_prog=$build/test/mpi/rvt_mpi_check
+threads_prog=$build/test/mpi/rvt_mpi_threads
 shmem_prog=$build/test/shmem/rvt_shmem_check
 rsh_agent=$top/test/testbed/mpi-rsh-agent.sh
 # Sizes: every test of the MPI program from 8 B to 16 MiB, as the issue
@@ -67,7 +80,7 @@ agent_pids=()
 trap cleanup EXIT
 
 missing=()
-for f in "$mpi_prog" "$shmem_prog" "$module" "$rvtd" "$rvt_status"; do
+for f in "$mpi_prog" "$threads_prog" "$shmem_prog" "$module" "$rvtd" "$rvt_status"; do
     [ -x "$f" ] || [ -f "$f" ] || missing+=("$f")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -179,6 +192,46 @@ mpi_verified() {
         fail "MPI program with $setting (mpirun exit $rc after $((SECONDS - t0)) s; output above)"
     fi
 }
+
+# 0 ---------------------------------------------------------------------
+# MPI_THREAD_MULTIPLE, one rank per node (--map-by node), 4 threads each;
+# osc ucx (the one-sided component over UCX; osc rdma has no BTL here).
+# While the ranks hold their windows open (--hold), node 1's agent is
+# asked who is attached, and that is printed: a process with sibling
+# attachments has several rvt interfaces on one memory domain (not a
+# verdict: how many workers Open MPI opens is its choice).
+for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
+t0=$SECONDS
+on 1 timeout 300 mpirun "${mpirun_opts[@]}" --mca osc ucx -np 2 \
+    --map-by node "$threads_prog" --threads=4 --size=1048576 --rounds=2 \
+    --hold=4 >"$work/threads.out" 2>&1 &
+job=$!
+most=0 siblings=0
+while kill -0 "$job" 2>/dev/null; do
+    if s=$(agent_json 1 | jq -r '[(.clients | group_by(.pid) | map(length) | max // 0),
+            ([.clients[] | select(.sibling_of != null)] | length)] | @tsv'); then
+        read -r m sib <<<"$s"
+        [ "${m:-0}" -gt "$most" ] && most=$m
+        [ "${sib:-0}" -gt "$siblings" ] && siblings=$sib
+    fi
+    sleep 0.5
+done
+wait "$job"
+rc=$?
+threads_s=$((SECONDS - t0))
+indent threads <"$work/threads.out"
+if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_threads' "$work/threads.out"; then
+    pass "MPI_THREAD_MULTIPLE program verified: 2 ranks on node1 and node2, 4 threads each, sendrecv and put/get ($threads_s s)"
+else
+    fail "MPI_THREAD_MULTIPLE program (mpirun exit $rc after $threads_s s; output above)"
+fi
+echo "MPI_THREAD_MULTIPLE: node 1's agent saw up to $most attachments of one process, $siblings of them siblings"
+
+check_carried "the threads' traffic"
+grep -E 'sibling|refused' "$work/rvtd.1.log" | tail -n 6 | indent "rvtd 1"
+if [ "$only" = threads ]; then
+    finish "mpi threads"
+fi
 
 # 1 ---------------------------------------------------------------------
 for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Open MPI and OpenSHMEM over rvt across 2 testbed nodes x 4 processes
-# (mpi-guest.sh). Usage: test/testbed/mpi.sh [BUILD_DIR]   (default: build)
+# (mpi-guest.sh). Usage: test/testbed/mpi.sh [BUILD_DIR [threads]]
+# (default: build; `threads`: only the MPI_THREAD_MULTIPLE program)
 # `make check` builds the two programs when configure found Open MPI's
 # wrappers (config/m4/rvt_mpi.m4); when they are missing or older than
 # their source, they are built here with the wrappers (mpicxx, oshcxx:
@@ -13,6 +14,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/test/testbed/lib.sh"
 cd "$top" || exit 125
 build=${1:-build}
+only=${2:-}
 build_one() { # WRAPPER SOURCE OUTPUT
     local cxx=$1 src=$2 out=$3
     command -v "$cxx" >/dev/null ||
@@ -27,9 +29,10 @@ build_one() { # WRAPPER SOURCE OUTPUT
         { fail "$cxx could not build $src"; return 1; }
 }
 build_one mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
+build_one mpicxx test/mpi/rvt_mpi_threads.cc "$build/test/mpi/rvt_mpi_threads" || exit 1
 build_one oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1
 t0=$SECONDS
-contrib/testbed/testbed run -n 2 -t 1500 "test/testbed/mpi-guest.sh $build"
+contrib/testbed/testbed run -n 2 -t 1500 "test/testbed/mpi-guest.sh $build $only"
 rc=$?
 echo "mpi suite: $((SECONDS - t0)) s in the testbed (boot included)"
 exit $rc

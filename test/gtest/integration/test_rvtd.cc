@@ -183,8 +183,9 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
     auto status = nlohmann::json::parse(st.value(), nullptr, false);
     ASSERT_FALSE(status.is_discarded()) << st.value();
     EXPECT_EQ(status["clients"],
-              nlohmann::json::parse("[{\"index\": 0, \"pid\": " +
-                                    std::to_string(client) + ", \"mrs\": 1}]"))
+              nlohmann::json::parse(
+                      "[{\"index\": 0, \"pid\": " + std::to_string(client) +
+                      ", \"mrs\": 1, \"sibling_of\": null}]"))
             << st.value();
     EXPECT_EQ(status.value("registration", ""), "uverbs_ioctl") << st.value();
     /* chosen at run time: rxe has no import path, and status says so */

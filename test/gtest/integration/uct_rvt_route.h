@@ -6,10 +6,10 @@
  * node's device. Plus byte patterns that differ per seed and per
  * position, and completions and error handlers that count.
  *
- * A process has one rvt interface per memory domain and attaches when it
- * first opens one, so the second interface is a second MD opened while
- * XDG_RUNTIME_DIR (and, for another job, UCX_RVT_JOB_KEY) name the other
- * agent.
+ * An MD attaches when it first opens an interface (or registers), with
+ * the environment of that moment, so an interface on a second agent is a
+ * second MD opened while XDG_RUNTIME_DIR (and, for another job,
+ * UCX_RVT_JOB_KEY) name the other agent.
  */
 #ifndef RVT_TEST_UCT_RVT_ROUTE_H
 #define RVT_TEST_UCT_RVT_ROUTE_H

@@ -42,6 +42,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -417,11 +418,35 @@ protected:
     /* A new client of `a`, with 64 KiB of registered, announced memory. */
     test_client &attach(agent_node &a)
     {
+        test_client &c = attach_as(a, {});
+        c.announce(c.mr, c.memory.data(), c.memory.size());
+        return c;
+    }
+
+    /* A sibling attachment of `leader`'s process (attach_wire.h,
+     * "Siblings"), as a second UCT interface of its MD gets one: its 64 KiB
+     * of memory is registered and announced by the leader, on the
+     * leader's socket, and it posts from it on its own rings. */
+    test_client &attach_sibling(test_client &leader)
+    {
+        test_client &c = attach_as(*leader.home,
+                                   wire::leader_ref{leader.index(),
+                                                    leader.generation()});
+        leader.announce(c.mr, c.memory.data(), c.memory.size());
+        return c;
+    }
+
+    /* A client of `a` (a sibling of `leader` if given) with 64 KiB of
+     * memory registered with the nic, not yet announced. */
+    test_client &
+    attach_as(agent_node &a, std::optional<wire::leader_ref> leader)
+    {
         auto c  = std::make_unique<test_client>();
         c->id   = m_next_id++;
         c->home = &a;
-        auto at = while_serving(
-                [&] { return client::attach(a.socket, job_key); });
+        auto at = while_serving([&] {
+            return client::attach(a.socket, job_key, 10000ms, leader);
+        });
         EXPECT_TRUE(at.ok()) << at.error();
         auto s = client::session::open(std::move(at).value());
         EXPECT_TRUE(s.ok()) << s.error();
@@ -430,7 +455,6 @@ protected:
         c->attached_generation = c->session->attached().client_generation;
         c->mr = a.nic->register_memory(c->memory.data(), c->memory.size(),
                                        remote_rw);
-        c->announce(c->mr, c->memory.data(), c->memory.size());
         clients.push_back(std::move(c));
         return *clients.back();
     }

@@ -28,6 +28,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -233,6 +234,28 @@ protected:
         return out;
     }
 
+    /* Runs `fn` in a child process (another pid, for SO_PEERCRED) and
+     * returns the text it returned, with the child's pid. */
+    static std::pair<std::string, pid_t>
+    in_child(std::function<std::string()> fn)
+    {
+        int pfd[2];
+        EXPECT_EQ(pipe(pfd), 0);
+        pid_t child = fork();
+        if (child == 0) {
+            std::string msg = fn();
+            (void)!write(pfd[1], msg.data(), msg.size());
+            _exit(0);
+        }
+        close(pfd[1]);
+        char buf[512] = {};
+        ssize_t n     = read(pfd[0], buf, sizeof(buf) - 1);
+        close(pfd[0]);
+        waitpid(child, nullptr, 0);
+        EXPECT_GT(n, 0) << "the child said nothing";
+        return {buf, child};
+    }
+
     /* After any refusal the agent must still serve a good client. */
     void expect_still_serving()
     {
@@ -380,6 +403,116 @@ TEST_F(attach_fixture, a_detached_index_is_quarantined)
             << c.error();
 }
 
+/* A sibling (attach_wire.h, "Siblings") names a live leader of its own
+ * process and gets an index of its own; when its leader's attachment ends,
+ * its own ends too, while a sibling's end leaves the leader be. */
+TEST_F(attach_fixture, a_sibling_attaches_and_ends_with_its_leader)
+{
+    start();
+    const std::string path = m_dir + "/agent.sock";
+    auto l                 = client::attach(path, "job.1");
+    ASSERT_TRUE(l.ok()) << l.error();
+    const wire::leader_ref ref{l.value().client_index,
+                               l.value().client_generation};
+    auto s1 = client::attach(path, "job.1", 5000ms, ref);
+    auto s2 = client::attach(path, "job.1", 5000ms, ref);
+    ASSERT_TRUE(s1.ok()) << s1.error();
+    ASSERT_TRUE(s2.ok()) << s2.error();
+    auto other = client::attach(path, "job.1");
+    ASSERT_TRUE(other.ok()) << other.error();
+    {
+        std::lock_guard g(m_lock);
+        const auto *c = m_server->client(s1.value().client_index);
+        ASSERT_NE(c, nullptr);
+        EXPECT_EQ(c->leader, std::optional<uint32_t>(ref.index));
+        EXPECT_FALSE(m_server->client(ref.index)->leader);
+        EXPECT_NE(m_log.find(", a sibling of index " +
+                             std::to_string(ref.index)),
+                  std::string::npos)
+                << m_log;
+    }
+
+    s2 = failure{"closed"}; /* a sibling goes: the leader stays */
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 1; }));
+    const int s1_sock = s1.value().sock.get();
+    auto closed       = [](int fd) {
+        pollfd p{fd, POLLRDHUP, 0};
+        return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP));
+    };
+    EXPECT_FALSE(closed(s1_sock));
+
+    l = failure{"closed"}; /* the leader goes: so does s1, not `other` */
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 3; }));
+    EXPECT_TRUE(closed(s1_sock)) << "the agent kept a dead leader's sibling";
+    EXPECT_FALSE(closed(other.value().sock.get()));
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(m_detached[1], ref.index) << "the leader first, then its group";
+    EXPECT_EQ(m_server->attached_count(), 1u);
+    EXPECT_NE(m_log.find("its leader index " + std::to_string(ref.index) +
+                         " is gone: detaching it"),
+              std::string::npos)
+            << m_log;
+}
+
+/* A sibling request naming anything but a live leader of the same process
+ * (by SO_PEERCRED) is refused (bad_sibling), naming the value; the agent
+ * serves on. */
+TEST_F(attach_fixture, a_forged_sibling_request_is_refused_naming_the_value)
+{
+    start();
+    const std::string path = m_dir + "/agent.sock";
+    auto sibling_of        = [&](uint32_t index, uint32_t generation) {
+        return client::attach(path, "job.1", 5000ms,
+                                     wire::leader_ref{index, generation});
+    };
+    auto expect_bad = [](const result<client::attachment> &r,
+                         const std::string &needle) {
+        ASSERT_FALSE(r.ok()) << "accepted a sibling it must refuse";
+        EXPECT_NE(r.error().find("bad sibling"), std::string::npos)
+                << r.error();
+        EXPECT_NE(r.error().find(needle), std::string::npos) << r.error();
+    };
+    auto l = client::attach(path, "job.1");
+    ASSERT_TRUE(l.ok()) << l.error();
+    const uint32_t li = l.value().client_index;
+    const uint32_t lg = l.value().client_generation;
+
+    expect_bad(sibling_of(3, 1), "leader index 3 generation 1 is not attached");
+    expect_bad(sibling_of(li, lg + 1),
+               "leader index " + std::to_string(li) + " generation " +
+                       std::to_string(lg + 1) +
+                       ": that index is attached with generation " +
+                       std::to_string(lg));
+    auto s = sibling_of(li, lg);
+    ASSERT_TRUE(s.ok()) << s.error();
+    expect_bad(sibling_of(s.value().client_index, s.value().client_generation),
+               "is itself a sibling of index " + std::to_string(li));
+
+    /* another process (its pid by SO_PEERCRED; the pid in its message is
+     * ours, forged) may not join */
+    const auto [buf, child] = in_child([&] {
+        auto a = client::attach(path, "job.1", 5000ms,
+                                wire::leader_ref{li, lg});
+        return a.ok() ? std::string("ACCEPTED") : a.error();
+    });
+    EXPECT_NE(std::string(buf).find("leader index " + std::to_string(li) +
+                                    " belongs to pid " +
+                                    std::to_string(getpid())),
+              std::string::npos)
+            << buf;
+    EXPECT_NE(std::string(buf).find("not to this client (pid " +
+                                    std::to_string(child)),
+              std::string::npos)
+            << buf;
+
+    l = failure{"closed"}; /* a dead leader takes no more siblings */
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 2; }));
+    expect_bad(sibling_of(li, lg), "leader index " + std::to_string(li) +
+                                           " generation " + std::to_string(lg) +
+                                           " is not attached");
+    expect_still_serving();
+}
+
 TEST_F(attach_fixture, wrong_job_key_is_refused_with_both_keys)
 {
     start();
@@ -399,25 +532,14 @@ TEST_F(attach_fixture, another_users_process_is_refused)
     start();
     chmod(m_dir.c_str(), 0755);
     chmod((m_dir + "/agent.sock").c_str(), 0777);
-    int pfd[2];
-    ASSERT_EQ(pipe(pfd), 0);
-    pid_t child = fork();
-    if (child == 0) {
+    const auto [buf, child] = in_child([&] {
         if (setresgid(65534, 65534, 65534) != 0 ||
             setresuid(65534, 65534, 65534) != 0) {
-            _exit(2);
+            return std::string("setresuid failed");
         }
-        auto a          = client::attach(m_dir + "/agent.sock", "job.1");
-        std::string msg = a.ok() ? "ACCEPTED" : a.error();
-        (void)!write(pfd[1], msg.data(), msg.size());
-        _exit(0);
-    }
-    close(pfd[1]);
-    char buf[512] = {};
-    ssize_t n     = read(pfd[0], buf, sizeof(buf) - 1);
-    close(pfd[0]);
-    waitpid(child, nullptr, 0);
-    ASSERT_GT(n, 0);
+        auto a = client::attach(m_dir + "/agent.sock", "job.1");
+        return a.ok() ? std::string("ACCEPTED") : a.error();
+    });
     EXPECT_NE(std::string(buf).find("uid 65534: this agent serves uid 0"),
               std::string::npos)
             << buf;

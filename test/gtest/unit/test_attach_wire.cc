@@ -4,6 +4,7 @@
  * reason names the bad value.
  */
 #include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/imm.h"
 
 #include <gtest/gtest.h>
 
@@ -120,10 +121,10 @@ TEST(attach_wire, type_and_length_must_match)
                    "type 2");
     auto req   = wire::make_attach_request("k", 1);
     auto bytes = bytes_of(req);
-    expect_refused(wire::parse_attach_request(std::span(bytes).first(87)),
-                   "87 bytes");
+    expect_refused(wire::parse_attach_request(std::span(bytes).first(95)),
+                   "95 bytes");
     bytes.push_back(std::byte{0});
-    expect_refused(wire::parse_attach_request(bytes), "89 bytes");
+    expect_refused(wire::parse_attach_request(bytes), "97 bytes");
     req.hdr.length = 100;
     expect_refused(wire::parse_attach_request(bytes_of(req)),
                    "header says 100");
@@ -149,11 +150,45 @@ TEST(attach_wire, job_keys_are_checked)
     EXPECT_NE(wire::job_key_error("a b"), "");
 }
 
-TEST(attach_wire, request_flags_must_be_zero)
+TEST(attach_wire, request_flags_must_be_known)
 {
     auto req  = wire::make_attach_request("k", 1);
     req.flags = 4;
     expect_refused(wire::parse_attach_request(bytes_of(req)), "0x4");
+}
+
+/* A sibling's request carries its leader; the parser takes the leader
+ * fields only with attach_sibling, and only in range. */
+TEST(attach_wire, sibling_requests_round_trip_and_are_checked)
+{
+    auto req = wire::make_attach_request("k", 1, wire::leader_ref{5, 3});
+    auto r   = wire::parse_attach_request(bytes_of(req));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().flags, wire::attach_sibling);
+    EXPECT_EQ(r.value().leader_index, 5u);
+    EXPECT_EQ(r.value().leader_generation, 3u);
+
+    auto plain = wire::make_attach_request("k", 1);
+    EXPECT_EQ(plain.flags, 0u);
+    EXPECT_EQ(plain.leader_index, 0u);
+    plain.leader_index = 2;
+    expect_refused(wire::parse_attach_request(bytes_of(plain)),
+                   "leader index 2 generation 0 without attach_sibling");
+    plain                   = wire::make_attach_request("k", 1);
+    plain.leader_generation = 7;
+    expect_refused(wire::parse_attach_request(bytes_of(plain)),
+                   "leader index 0 generation 7 without attach_sibling");
+
+    req.leader_index = rvt::imm::max_clients;
+    expect_refused(wire::parse_attach_request(bytes_of(req)),
+                   "leader index " + std::to_string(rvt::imm::max_clients) +
+                           ": expected below");
+    req = wire::make_attach_request(
+            "k", 1, wire::leader_ref{0, rvt::imm::max_generations});
+    expect_refused(wire::parse_attach_request(bytes_of(req)),
+                   "leader generation " +
+                           std::to_string(rvt::imm::max_generations) +
+                           ": expected below");
 }
 
 TEST(attach_wire, accepted_reply_fields_are_checked)
@@ -174,8 +209,8 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     expect_refused(wire::parse_attach_reply(bytes_of(rep)), "mode 3");
 
     rep        = accepted_reply();
-    rep.status = 7;
-    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "status 7");
+    rep.status = 8;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "status 8");
 
     rep = accepted_reply();
     std::memset(rep.reason, 'r', sizeof(rep.reason));

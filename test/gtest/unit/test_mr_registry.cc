@@ -464,4 +464,102 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
     EXPECT_TRUE(reg.mrs_of(0).empty());
 }
 
+/* ---- groups: joined ---------------------------------------------------- */
+
+const auto nothing_busy = [](uint32_t) { return false; };
+
+/* A sibling's work is checked against its leader's MRs; it announces none
+ * of its own, and may not release its leader's. */
+TEST_F(mr_registry_test, a_siblings_work_is_checked_against_its_leaders_mrs)
+{
+    announce(0, 5);
+    reg.attached(2);
+    reg.joined(2, 0);
+    EXPECT_EQ(reg.owner_of(2), 0u);
+    EXPECT_EQ(reg.owner_of(1), 1u);
+    EXPECT_EQ(reg.mrs_of(2).count(1005), 1u);
+    EXPECT_EQ(reg.mrs_of(1).count(1005), 0u) << "another client's";
+
+    auto acts = reg.announced(2, mr(9));
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_NE(acts[0].text.find("client index 2 announced MR handle 9, but "
+                                "it is a sibling of index 0"),
+              std::string::npos)
+            << acts[0].text;
+    EXPECT_EQ(reg.mrs_of(2).count(1009), 0u);
+    expect_refused(reg.release_requested(2, 5, true, false), 2, 5, true,
+                   "not this client's");
+    EXPECT_EQ(reg.mrs_of(0).count(1005), 1u);
+}
+
+/* The leader's release waits for a live sibling's ops on the MR and for
+ * work in the sibling's ring. */
+TEST_F(mr_registry_test, a_leaders_release_waits_for_its_siblings)
+{
+    announce(0, 5);
+    reg.attached(2);
+    reg.joined(2, 0);
+    reg.op_queued(2, op_on(5));
+    EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
+    EXPECT_EQ(reg.releases_waiting(), 1u);
+    EXPECT_TRUE(reg.releases_due(nothing_busy).empty())
+            << "released under a sibling's op";
+    reg.op_done(2, op_on(5));
+    EXPECT_TRUE(reg.releases_due([](uint32_t i) { return i == 2; }).empty())
+            << "released with work in a sibling's ring";
+    expect_deregister(reg.releases_due(nothing_busy), 0, 5);
+}
+
+/* ... and for a gone sibling's posted ops. */
+TEST_F(mr_registry_test, a_leaders_release_waits_for_a_gone_siblings_ops)
+{
+    announce(0, 5);
+    reg.attached(2);
+    reg.joined(2, 0);
+    reg.client_gone(2, 1, 1);
+    EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
+    EXPECT_TRUE(reg.releases_due(nothing_busy).empty())
+            << "released under a gone sibling's posted op";
+    reg.gone_op_retired(2, 1);
+    expect_deregister(reg.releases_due(nothing_busy), 0, 5);
+    /* with no sibling left, a release is at once */
+    announce(0, 6);
+    expect_deregister(reg.release_requested(0, 6, false, false), 0, 6);
+}
+
+/* A dead leader's MRs wait for its siblings: those still attached, and
+ * the posted ops of those gone. */
+TEST_F(mr_registry_test, a_dead_leaders_mrs_wait_for_its_siblings_ops)
+{
+    announce(0, 5);
+    reg.attached(2);
+    reg.joined(2, 0);
+    reg.client_gone(0, 1, 0);
+    EXPECT_TRUE(reg.tick(t0).empty());
+    EXPECT_FALSE(reg.next_timer()) << "due while a sibling is attached";
+    reg.client_gone(2, 1, 1);
+    EXPECT_TRUE(reg.tick(t0 + 1h).empty());
+    EXPECT_TRUE(only(reg.tick(t0 + 2h), mr_action_kind::deregister).empty())
+            << "the dead leader's MR went under its sibling's posted op";
+    reg.gone_op_retired(2, 1);
+    EXPECT_TRUE(only(reg.tick(t0 + 3h), mr_action_kind::deregister).empty())
+            << "the grace starts now";
+    auto acts = only(reg.tick(t0 + 3h + grace), mr_action_kind::deregister);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_TRUE(is(acts[0], mr_action_kind::deregister, 5));
+}
+
+/* A new holder of the leader's index is no leader of the old siblings:
+ * its releases do not wait for them. */
+TEST_F(mr_registry_test, a_new_holder_of_a_leaders_index_has_no_siblings)
+{
+    reg.attached(2);
+    reg.joined(2, 0);
+    reg.client_gone(0, 1, 0);
+    reg.client_gone(2, 1, 1); /* its op still posted */
+    reg.attached(0);
+    announce(0, 7);
+    expect_deregister(reg.release_requested(0, 7, false, false), 0, 7);
+}
+
 } // namespace

@@ -184,6 +184,25 @@ void attach_server::run_once(int timeout_ms)
                             " bytes received)");
         }
     }
+    /* a leader's siblings end with it (attach_server.h) */
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        const connection &leader = *m_conns[i];
+        if (!closed[i] || !leader.attached || leader.client.leader) {
+            continue;
+        }
+        for (size_t j = 0; j < m_conns.size(); ++j) {
+            const connection &sib = *m_conns[j];
+            if (!closed[j] && sib.attached &&
+                sib.client.leader == leader.client.index) {
+                m_log("attach server: " + who(sib) + " (index " +
+                      std::to_string(sib.client.index) +
+                      "): its leader index " +
+                      std::to_string(leader.client.index) +
+                      " is gone: detaching it");
+                closed[j] = true;
+            }
+        }
+    }
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn = *m_conns[i];
         if (closed[i] && conn.attached) {
@@ -345,6 +364,14 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
                               "': this agent serves job '" + m_config.job_key +
                               "'");
     }
+    std::optional<uint32_t> leader;
+    if (req.value().flags & wire::attach_sibling) {
+        std::string why = sibling_error(conn, req.value());
+        if (!why.empty()) {
+            return refuse(conn, wire::attach_status::bad_sibling, why);
+        }
+        leader = req.value().leader_index;
+    }
     /* the lowest index free for long enough (attach_server.h) */
     const auto now       = clock::now();
     uint32_t index       = 0;
@@ -416,12 +443,13 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     m_index_used[index] = true;
     m_generation[index] = generation;
     conn.attached       = true;
-    conn.client         = {index, conn.peer.pid, std::move(segment.map),
-                           std::move(wake), generation};
+    conn.client = {index,           conn.peer.pid, std::move(segment.map),
+                   std::move(wake), generation,    leader};
     conn.buf.clear();
     m_log("attach server: " + who(conn) + " attached as index " +
           std::to_string(index) + " generation " +
-          std::to_string(imm::wire_generation(generation)));
+          std::to_string(imm::wire_generation(generation)) +
+          (leader ? ", a sibling of index " + std::to_string(*leader) : ""));
     if (m_on_attach) {
         m_on_attach(conn.client);
     }
@@ -643,6 +671,42 @@ void attach_server::poll_fds(std::vector<pollfd> &out) const
         const short out_ev = c->pending() > 0 ? POLLOUT : 0;
         out.push_back({c->sock.get(), static_cast<short>(in | out_ev), 0});
     }
+}
+
+std::string attach_server::sibling_error(const connection &conn,
+                                         const wire::attach_request &req) const
+{
+    const std::string named = "leader index " +
+                              std::to_string(req.leader_index);
+    for (const auto &c : m_conns) {
+        if (!c->attached || c->broken || c->client.index != req.leader_index) {
+            continue;
+        }
+        const uint32_t gen = imm::wire_generation(c->client.generation);
+        if (gen != req.leader_generation) {
+            return named + " generation " +
+                   std::to_string(req.leader_generation) +
+                   ": that index is attached with generation " +
+                   std::to_string(gen) + " (a later attachment)";
+        }
+        if (c->client.leader) {
+            return named + " is itself a sibling of index " +
+                   std::to_string(*c->client.leader) +
+                   ": expected the leader's index";
+        }
+        /* SO_PEERCRED on both sockets, never the message's pid */
+        if (c->peer.pid != conn.peer.pid || c->peer.uid != conn.peer.uid) {
+            return named + " belongs to pid " + std::to_string(c->peer.pid) +
+                   " uid " + std::to_string(c->peer.uid) +
+                   ", not to this client (pid " +
+                   std::to_string(conn.peer.pid) + " uid " +
+                   std::to_string(conn.peer.uid) +
+                   "): expected an attachment of the same process";
+        }
+        return {};
+    }
+    return named + " generation " + std::to_string(req.leader_generation) +
+           " is not attached to this agent";
 }
 
 bool attach_server::refuse(connection &conn, wire::attach_status status,

@@ -23,6 +23,16 @@
  *                     peer indices (peer_request, answered at once); a
  *                     malformed message ends the attachment as if the
  *                     client had died.
+ *   attached sibling  as attached, for an attach request that named a
+ *                     leader (attach_wire.h, "Siblings"): accepted only
+ *                     if the leader is attached now with the generation
+ *                     named, is no sibling itself and has the sibling's
+ *                     SO_PEERCRED pid (else refused, bad_sibling, naming
+ *                     the value); when the leader's attachment ends, for
+ *                     any reason, each of its siblings' ends in the same
+ *                     run_once() (logged "its leader ... is gone"), after
+ *                     the leader's on_detach. Its MRs are the leader's
+ *                     (mr_registry.h, "Groups").
  *
  * Output never waits: every reply (status answer, peer and release
  * replies) is written as far as the socket takes it, and the rest waits in
@@ -120,6 +130,8 @@ struct attached_client {
     /* attaches of this index so far, this one included (imm.h sends its
      * low bits: imm::wire_generation) */
     uint32_t generation = 0;
+    /* a sibling: its leader's index (attached while this one is) */
+    std::optional<uint32_t> leader;
 };
 
 class attach_server {
@@ -204,6 +216,9 @@ private:
     bool answer(connection &conn, std::span<const std::byte> message);
     bool refuse(connection &conn, wire::attach_status status,
                 const std::string &reason);
+    /* Empty if `req` may attach as a sibling of the leader it names. */
+    std::string sibling_error(const connection &conn,
+                              const wire::attach_request &req) const;
     std::string who(const connection &conn) const;
 
     attach_config m_config;

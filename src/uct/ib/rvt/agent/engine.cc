@@ -105,6 +105,9 @@ void engine::client_attached(const attached_client &c)
     s.attached = true;
     s.who      = &c;
     m_mrs.attached(c.index);
+    if (c.leader) {
+        m_mrs.joined(c.index, *c.leader);
+    }
     m_attached.insert(std::upper_bound(m_attached.begin(), m_attached.end(),
                                        c.index),
                       c.index);

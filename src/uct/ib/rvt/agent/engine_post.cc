@@ -111,8 +111,9 @@ bool engine::take_work(uint32_t index, client_state &c)
         if (!why.empty() && wr.length > 0 && (wr.flags & work_inline) == 0 &&
             !mrs.count(wr.lkey)) {
             /* the client announces an MR on its socket before it posts
-             * from it: read what it has sent, then look again */
-            m_server->take_pending(index);
+             * from it (a sibling's leader on its own): read what it has
+             * sent, then look again */
+            m_server->take_pending(m_mrs.owner_of(index));
             why = check_work(wr, mrs, limits);
         }
         const uint32_t op_index = alloc_op();

@@ -34,11 +34,49 @@ mr_action mr_registry::note(std::string text)
 
 void mr_registry::attached(uint32_t index)
 {
-    m_clients[index] = client{};
+    const uint64_t epoch   = m_clients[index].epoch + 1;
+    m_clients[index]       = client{};
+    m_clients[index].epoch = epoch;
+}
+
+void mr_registry::joined(uint32_t sibling, uint32_t leader)
+{
+    m_clients[sibling].leader = leader;
+    m_clients[leader].siblings.push_back(sibling);
+}
+
+bool mr_registry::gone_siblings_posting(uint32_t index, uint64_t epoch) const
+{
+    return std::any_of(m_gone.begin(), m_gone.end(), [&](const auto &g) {
+        return g.leader && g.leader->index == index &&
+               g.leader->epoch == epoch && g.posted > 0;
+    });
+}
+
+bool mr_registry::group_busy(
+        uint32_t index, uint32_t lkey,
+        const std::function<bool(uint32_t)> &ring_busy) const
+{
+    const client &c = m_clients[index];
+    if (ring_busy(index) || c.uses.in_use(lkey)) {
+        return true;
+    }
+    for (uint32_t s : c.siblings) {
+        if (ring_busy(s) || m_clients[s].uses.in_use(lkey)) {
+            return true;
+        }
+    }
+    return gone_siblings_posting(index, c.epoch);
 }
 
 mr_actions mr_registry::announced(uint32_t index, const client_mr &mr)
 {
+    if (const auto &l = m_clients[index].leader) {
+        return {note(client_text(index) + " announced " +
+                     handle_text(mr.handle) +
+                     ", but it is a sibling of index " + std::to_string(*l) +
+                     ", which announces its MRs: ignored")};
+    }
     auto known = m_handles.find(mr.handle);
     if (known != m_handles.end()) {
         return {note(client_text(index) + " announced " +
@@ -73,7 +111,10 @@ mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
     /* the client posts before it releases: work still in its ring may
      * name the MR; deregistering under a queued or posted op would fail
      * it with a local protection error and break the shared QP */
-    if (ring_busy || m_clients[index].uses.in_use(r.mr.lkey)) {
+    const client &c = m_clients[index];
+    if (ring_busy || c.uses.in_use(r.mr.lkey) || !c.siblings.empty() ||
+        gone_siblings_posting(index, c.epoch)) {
+        /* with siblings, releases_due looks at their rings and ops */
         r.st = state::deferred;
         m_deferred.push_back(handle);
         ++m_counters.deferred;
@@ -119,7 +160,7 @@ mr_registry::releases_due(const std::function<bool(uint32_t)> &ring_busy)
     mr_actions out;
     std::erase_if(m_deferred, [&](uint32_t handle) {
         record &r = m_handles.at(handle);
-        if (ring_busy(r.index) || m_clients[r.index].uses.in_use(r.mr.lkey)) {
+        if (group_busy(r.index, r.mr.lkey, ring_busy)) {
             return false;
         }
         start_deregister(handle, r, out);
@@ -131,7 +172,16 @@ mr_registry::releases_due(const std::function<bool(uint32_t)> &ring_busy)
 void mr_registry::client_gone(uint32_t index, uint32_t generation,
                               uint32_t posted)
 {
-    gone_client g{index, generation, posted, {}, std::nullopt};
+    client &c = m_clients[index];
+    gone_client g{};
+    g.index      = index;
+    g.generation = generation;
+    g.posted     = posted;
+    g.epoch      = c.epoch;
+    if (c.leader) {
+        g.leader = leader_of_gone{*c.leader, m_clients[*c.leader].epoch};
+        std::erase(m_clients[*c.leader].siblings, index);
+    }
     for (auto &[handle, r] : m_handles) {
         if (r.index != index || r.gone) {
             continue;
@@ -167,7 +217,14 @@ mr_actions mr_registry::tick(time_point now)
 {
     mr_actions out;
     for (auto &g : m_gone) {
-        if (!g.release_at && g.posted == 0) {
+        /* a leader's MRs wait for its group: siblings still attached (the
+         * attach server ends them with it), and gone ones' posted ops */
+        const client &now_at  = m_clients[g.index];
+        const bool group_done = g.leader ||
+                                ((now_at.epoch != g.epoch ||
+                                  now_at.siblings.empty()) &&
+                                 !gone_siblings_posting(g.index, g.epoch));
+        if (!g.release_at && g.posted == 0 && group_done) {
             g.release_at = now + m_grace;
         }
     }

@@ -29,15 +29,27 @@
  * deregistered(). A client's work is checked against its live, deferred
  * and deregistering MRs (mrs_of).
  *
+ * Groups: a sibling (attach_wire.h, "Siblings") holds no MRs; its work is
+ * checked against its leader's (mrs_of), and the leader's release waits
+ * for the whole group: every live sibling's ring and ops, and the posted
+ * ops of every sibling that has gone (its gone record names the leader).
+ * The group ends with its leader (attach_server.h): the leader's orphaned
+ * MRs wait for its siblings' posted ops too.
+ *
  * Events -> transitions and actions (i: a client index):
  *
  *   attached(i)          i's lkey uses start at zero (a new holder of i)
+ *   joined(s, l)         after attached(s): s is a sibling of leader l (a
+ *                        leader, attached): s's work is checked against
+ *                        l's MRs, and l's releases wait for s
  *   announced(i, mr)     unknown -> live (i's); known, in any state and
  *                        whoever holds it -> note "... ignored", nothing
  *                        changes (a confused client cannot make the agent
- *                        deregister a neighbour's memory)
+ *                        deregister a neighbour's memory); i a sibling ->
+ *                        note "... ignored" (its leader announces)
  *   release_requested(i, h, answer, ring_busy)
- *                        live of i, ring empty, no op of i names its lkey
+ *                        live of i, ring empty, no op of i names its lkey,
+ *                        i has no sibling (live, or gone with posted ops)
  *                            -> deregistering: deregister
  *                        live of i, otherwise -> deferred (mrs_deferred+1)
  *                        deferred or deregistering of i -> refused "being
@@ -48,16 +60,21 @@
  *                        reason if the client asked for an answer)
  *   op_queued(i, wr)     i's uses of wr's lkeys + 1 (no actions)
  *   op_done(i, wr)       - 1 (no actions)
- *   releases_due(busy)   deferred, busy(i) false, no op of i names it
- *                            -> deregistering: deregister
+ *   releases_due(busy)   deferred, busy(i) false, no op of i names it,
+ *                        and the same for each live sibling s of i
+ *                        (busy(s), s's ops), and no gone sibling of i has
+ *                        posted ops -> deregistering: deregister
  *   client_gone(i, generation, posted)
  *                        live and deferred of i -> orphaned, in a gone
  *                        record with i's posted ops; deregistering of i:
- *                        no answer is owed any more (no actions)
+ *                        no answer is owed any more (no actions); i a
+ *                        sibling: leaves its leader's live siblings, its
+ *                        gone record names the leader
  *   gone_op_retired(i, generation)
  *                        that gone record's posted ops - 1 (no actions)
- *   tick(now)            a gone record with no posted ops left: due at
- *                        now + grace (once); a due record's orphaned ->
+ *   tick(now)            a gone record with no posted ops left, no live
+ *                        sibling and no gone sibling with posted ops: due
+ *                        at now + grace (once); a due record's orphaned ->
  *                        deregistering: deregister each (a record with
  *                        none: its summary note, dropped)
  *   deregistered(h, outcome)
@@ -174,6 +191,13 @@ public:
     mr_registry(uint32_t max_clients, std::chrono::milliseconds grace);
 
     void attached(uint32_t index);
+    /* After attached(sibling): it belongs to `leader`'s group. */
+    void joined(uint32_t sibling, uint32_t leader);
+    /* The client whose MRs `index`'s work uses: its leader, or itself. */
+    uint32_t owner_of(uint32_t index) const
+    {
+        return m_clients[index].leader.value_or(index);
+    }
     mr_actions announced(uint32_t index, const client_mr &mr);
     mr_actions release_requested(uint32_t index, uint32_t handle, bool answer,
                                  bool ring_busy);
@@ -199,10 +223,11 @@ public:
     mr_actions tick(time_point now);
     mr_actions deregistered(uint32_t handle, const result<uint32_t> &outcome);
 
-    /* What client `index`'s work is checked against, by lkey. */
+    /* What client `index`'s work is checked against, by lkey (a
+     * sibling's: its leader's). */
     const std::unordered_map<uint32_t, client_mr> &mrs_of(uint32_t index) const
     {
-        return m_clients[index].mrs;
+        return m_clients[owner_of(index)].mrs;
     }
     /* The handles client `index` holds (any state but orphaned). */
     size_t held_by(uint32_t index) const
@@ -250,6 +275,15 @@ private:
     struct client {
         std::unordered_map<uint32_t, client_mr> mrs; /* by lkey */
         lkey_uses uses;
+        uint64_t epoch = 0; /* attached() calls of this index */
+        std::optional<uint32_t> leader; /* a sibling's */
+        std::vector<uint32_t> siblings; /* a leader's live ones */
+    };
+
+    /* A leader, as a gone sibling's record names it. */
+    struct leader_of_gone {
+        uint32_t index;
+        uint64_t epoch;
     };
 
     struct gone_client {
@@ -260,7 +294,15 @@ private:
         std::optional<time_point> release_at; /* set once drained */
         size_t left  = 0; /* deregister actions not yet reported */
         size_t freed = 0;
+        std::optional<leader_of_gone> leader; /* a sibling's */
+        uint64_t epoch = 0; /* the index's epoch when it went */
     };
+
+    /* Posted ops of gone siblings of the leader `index` at `epoch`. */
+    bool gone_siblings_posting(uint32_t index, uint64_t epoch) const;
+    /* Whether anything of `index`'s group may name `lkey` now. */
+    bool group_busy(uint32_t index, uint32_t lkey,
+                    const std::function<bool(uint32_t)> &ring_busy) const;
 
     void start_deregister(uint32_t handle, record &r, mr_actions &out);
     void refuse(uint32_t index, uint32_t handle, bool answer,

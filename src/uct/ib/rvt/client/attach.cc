@@ -25,7 +25,8 @@ failure fail(const std::string &path, const std::string &what)
 
 result<attachment> attach(const std::string &socket_path,
                           std::string_view job_key,
-                          std::chrono::milliseconds timeout)
+                          std::chrono::milliseconds timeout,
+                          std::optional<wire::leader_ref> leader)
 {
     std::string key_error = wire::job_key_error(job_key);
     if (!key_error.empty()) {
@@ -38,7 +39,8 @@ result<attachment> attach(const std::string &socket_path,
     unique_fd sock = std::move(connected).value();
 
     auto req  = wire::make_attach_request(job_key,
-                                          static_cast<uint32_t>(getpid()));
+                                          static_cast<uint32_t>(getpid()),
+                                          leader);
     auto sent = send_with_fds(sock.get(), std::as_bytes(std::span(&req, 1)),
                               {});
     if (!sent) {

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -55,10 +56,13 @@ struct attachment {
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal
- * comes back as a failure carrying the agent's reason. */
+ * comes back as a failure carrying the agent's reason. With `leader`, as
+ * a sibling of this process's attachment `leader` (attach_wire.h,
+ * "Siblings"): its work may use the leader's MRs. */
 result<attachment>
 attach(const std::string &socket_path, std::string_view job_key,
-       std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+       std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
+       std::optional<wire::leader_ref> leader = {});
 
 } // namespace rvt::client
 

@@ -134,10 +134,26 @@ result<attach_request> parse_attach_request(std::span<const std::byte> bytes)
     if (!err.empty()) {
         return failure{err};
     }
-    if (req.flags != 0) {
-        return failure{format("attach flags 0x%x: none are defined in "
-                              "version %u, expected 0",
-                              req.flags, protocol_version)};
+    if ((req.flags & ~attach_flags_known) != 0) {
+        return failure{format("attach flags 0x%x: version %u defines only "
+                              "0x%x (attach_sibling)",
+                              req.flags, protocol_version, attach_flags_known)};
+    }
+    if ((req.flags & attach_sibling) == 0) {
+        if (req.leader_index != 0 || req.leader_generation != 0) {
+            return failure{format("leader index %u generation %u without "
+                                  "attach_sibling: expected both 0",
+                                  req.leader_index, req.leader_generation)};
+        }
+        return msg;
+    }
+    if (req.leader_index >= imm::max_clients) {
+        return failure{format("leader index %u: expected below %u",
+                              req.leader_index, imm::max_clients)};
+    }
+    if (req.leader_generation >= imm::max_generations) {
+        return failure{format("leader generation %u: expected below %u",
+                              req.leader_generation, imm::max_generations)};
     }
     return msg;
 }
@@ -260,12 +276,18 @@ make_peer_reply(peer_status status, uint32_t peer, std::string_view reason)
     return rep;
 }
 
-attach_request make_attach_request(std::string_view job_key, uint32_t pid)
+attach_request make_attach_request(std::string_view job_key, uint32_t pid,
+                                   std::optional<leader_ref> leader)
 {
     attach_request req{};
     req.hdr = make_header(msg_type::attach_request, sizeof(req));
     job_key.copy(req.job_key, sizeof(req.job_key) - 1);
     req.pid = pid;
+    if (leader) {
+        req.flags             = attach_sibling;
+        req.leader_index      = leader->index;
+        req.leader_generation = leader->generation;
+    }
     return req;
 }
 
@@ -427,6 +449,8 @@ std::string_view to_string(attach_status status)
         return "agent full";
     case attach_status::agent_error:
         return "agent error";
+    case attach_status::bad_sibling:
+        return "bad sibling";
     }
     return "unknown status";
 }

@@ -4,7 +4,8 @@
  *
  *   client                                   agent
  *     |  attach_request (job key, pid)   -->   |  uid from SO_PEERCRED,
- *     |                                        |  job key compared
+ *     |    [+ leader index, generation]        |  job key compared,
+ *     |                                        |  [the leader checked]
  *     |  <-- attach_reply (+ SCM_RIGHTS:       |
  *     |      verbs command fd, shm memfd)      |
  *
@@ -14,6 +15,16 @@
  * reaches a struct. All fields are fixed-width little-endian (both ends
  * are on one host); reserved fields must be zero. A refusal always carries
  * a NUL-terminated reason for the client's log.
+ *
+ * Siblings (attach_sibling): a process may hold several attachments, one
+ * per UCT interface (so that worker threads share no ring). It registers
+ * memory through one of them, its leader; a sibling names the leader
+ * (index and generation as the leader's reply gave them), and its work is
+ * checked against the leader's MRs. The agent accepts a sibling only if
+ * that leader is attached now, with that generation, is no sibling
+ * itself, and its SO_PEERCRED pid is the sibling's (never the message's
+ * pid); uid and job key are checked as for any attach. A sibling ends
+ * when its leader does (attach_server.h).
  */
 #ifndef RVT_COMMON_ATTACH_WIRE_H
 #define RVT_COMMON_ATTACH_WIRE_H
@@ -22,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,8 +44,9 @@ namespace rvt::wire {
 inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
 /* 4: the reply carries the client's generation; inline work requests and
  * the segment's work-data area (shm_layout.h version 4); 5: the reply
- * carries the agent's features, and work requests may be atomics (work.h) */
-inline constexpr uint16_t protocol_version = 5;
+ * carries the agent's features, and work requests may be atomics (work.h);
+ * 6: an attach request may name a leader (attach_sibling) */
+inline constexpr uint16_t protocol_version = 6;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -72,11 +85,26 @@ struct msg_header {
     uint32_t reserved; /* zero */
 };
 
+/* attach_request::flags: this attachment is a sibling of the one named
+ * by leader_index and leader_generation (see "Siblings" above). */
+inline constexpr uint32_t attach_sibling     = 1u << 0;
+inline constexpr uint32_t attach_flags_known = attach_sibling;
+
 struct attach_request {
     msg_header hdr;
     char job_key[job_key_size]; /* NUL-terminated, see job_key_error */
     uint32_t pid; /* for logs only: the agent trusts SO_PEERCRED */
-    uint32_t flags; /* none defined in version 1: zero */
+    uint32_t flags; /* attach_sibling or 0 */
+    /* attach_sibling: the leader's client index (< imm::max_clients) and
+     * generation (attach_reply::client_generation); else both zero */
+    uint32_t leader_index;
+    uint32_t leader_generation;
+};
+
+/* Whom a sibling attachment names (attach_sibling). */
+struct leader_ref {
+    uint32_t index;
+    uint32_t generation;
 };
 
 enum class attach_status : uint32_t {
@@ -87,8 +115,10 @@ enum class attach_status : uint32_t {
     wrong_job_key = 4, /* the agent serves one job */
     agent_full    = 5, /* every client index is in use */
     agent_error   = 6, /* the agent could not set the client up */
+    bad_sibling   = 7, /* the named leader is not attached, has another
+                          generation, is a sibling, or is another process */
 };
-inline constexpr uint32_t attach_status_limit = 7;
+inline constexpr uint32_t attach_status_limit = 8;
 
 /* How clients register memory in the agent's PD (DESIGN.md part 3). */
 enum class reg_mode : uint32_t {
@@ -139,7 +169,8 @@ struct attach_reply {
 /* The layout is a contract between separately built programs. */
 static_assert(sizeof(msg_header) == 16 && alignof(msg_header) == 4);
 static_assert(offsetof(msg_header, length) == 8);
-static_assert(sizeof(attach_request) == 88);
+static_assert(sizeof(attach_request) == 96);
+static_assert(offsetof(attach_request, leader_index) == 88);
 static_assert(offsetof(attach_request, job_key) == 16);
 static_assert(offsetof(attach_request, pid) == 80);
 static_assert(sizeof(attach_reply) == 232);
@@ -244,7 +275,9 @@ result<msg_header> parse_header(std::span<const std::byte> bytes);
 result<attach_request> parse_attach_request(std::span<const std::byte> bytes);
 result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes);
 
-attach_request make_attach_request(std::string_view job_key, uint32_t pid);
+/* With `leader`: a sibling's request (attach_sibling). */
+attach_request make_attach_request(std::string_view job_key, uint32_t pid,
+                                   std::optional<leader_ref> leader = {});
 attach_reply make_refusal(attach_status status, std::string_view reason);
 
 /* Checks an mr_registered or mr_release message. */

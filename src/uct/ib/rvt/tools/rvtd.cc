@@ -269,15 +269,22 @@ std::string status_text(const agent::agent_location &loc,
         for (const auto *c : clients) {
             out += "  index " + std::to_string(c->index) + "  pid " +
                    std::to_string(c->pid) + "  MRs " +
-                   std::to_string(eng.mrs().held_by(c->index)) + "\n";
+                   std::to_string(eng.mrs().held_by(c->index)) +
+                   (c->leader ? "  sibling of " + std::to_string(*c->leader) :
+                                "") +
+                   "\n";
         }
         return out + eng.status(true);
     }
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (const auto *c : clients) {
-        list.push_back({{"index", c->index},
-                        {"pid", c->pid},
-                        {"mrs", eng.mrs().held_by(c->index)}});
+        /* sibling_of: the leader whose MRs its work uses, or null */
+        list.push_back(
+                {{"index", c->index},
+                 {"pid", c->pid},
+                 {"mrs", eng.mrs().held_by(c->index)},
+                 {"sibling_of", c->leader ? nlohmann::ordered_json(*c->leader) :
+                                            nlohmann::ordered_json()}});
     }
     const nlohmann::ordered_json status = {
             {"pid", getpid()},

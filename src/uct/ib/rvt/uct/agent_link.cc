@@ -12,6 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <tuple>
+#include <utility>
+
 namespace rvt::uct {
 
 namespace {
@@ -44,8 +47,9 @@ result<std::string> socket_path(const link_settings &s, const std::string &key)
     return paths.value().socket;
 }
 
-/* Attaches to the agent that listens already, starting none. */
-result<client::attachment> attach_running(const link_settings &s)
+/* The job key and the socket of the agent for these settings. */
+result<std::pair<std::string, std::string>>
+key_and_socket(const link_settings &s)
 {
     auto key = job_key_of(s);
     if (!key) {
@@ -55,7 +59,17 @@ result<client::attachment> attach_running(const link_settings &s)
     if (!path) {
         return failure{path.error()};
     }
-    return client::attach(path.value(), key.value(), s.timeout);
+    return std::pair{key.value(), path.value()};
+}
+
+/* Attaches to the agent that listens already, starting none. */
+result<client::attachment> attach_running(const link_settings &s)
+{
+    auto where = key_and_socket(s);
+    if (!where) {
+        return failure{where.error()};
+    }
+    return client::attach(where.value().second, where.value().first, s.timeout);
 }
 
 result<client::attachment> attach(const link_settings &s)
@@ -91,10 +105,15 @@ result<client::session *> agent_link::attach_locked()
     if (m_session) {
         return m_session.get();
     }
+    auto where = key_and_socket(m_settings);
+    if (!where) {
+        return failure{where.error()};
+    }
     auto at = attach(m_settings);
     if (!at) {
         return failure{at.error()};
     }
+    std::tie(m_job_key, m_socket_path) = where.value();
     auto s = client::session::open(std::move(at).value());
     if (!s) {
         return failure{s.error()};
@@ -155,31 +174,40 @@ agent_link::deregister_memory(const client::memory_region &mr, bool invalidate)
     return m_session->deregister_memory(mr);
 }
 
-result<uint32_t> agent_link::peer_index(const wire::agent_address &remote)
+result<std::unique_ptr<client::session>> agent_link::attach_sibling()
 {
-    std::lock_guard guard(m_lock);
-    for (const auto &[address, index] : m_peers) {
-        if (address == remote) {
-            return index;
-        }
+    std::unique_lock guard(m_lock);
+    auto leader = attach_locked();
+    if (!leader) {
+        return failure{leader.error()};
     }
-    auto s = attach_locked();
+    const wire::leader_ref ref{leader.value()->client_index(),
+                               leader.value()->attached().client_generation};
+    const std::string path = m_socket_path;
+    const std::string key  = m_job_key;
+    guard.unlock(); /* the sibling's socket is its own */
+    auto at = client::attach(path, key, m_settings.timeout, ref);
+    if (!at) {
+        return failure{at.error()};
+    }
+    auto s = client::session::open(std::move(at).value());
     if (!s) {
         return failure{s.error()};
     }
-    auto peer = s.value()->connect_peer(remote, m_settings.timeout);
-    if (!peer) {
-        return peer;
-    }
-    m_peers.emplace_back(remote, peer.value());
-    return peer;
+    ucs_debug("rvt %s:%u: attached as client %u, a sibling of client %u",
+              m_settings.device.c_str(), m_settings.port,
+              s.value()->client_index(), ref.index);
+    return s;
 }
 
-void agent_link::forget_peer(uint32_t index)
+result<uint32_t>
+agent_link::connect_peer(client::session &s, const wire::agent_address &remote)
 {
-    std::lock_guard guard(m_lock);
-    std::erase_if(m_peers,
-                  [index](const auto &p) { return p.second == index; });
+    std::unique_lock guard(m_lock, std::defer_lock);
+    if (&s == m_session.get()) {
+        guard.lock();
+    }
+    return s.connect_peer(remote, m_settings.timeout);
 }
 
 void agent_link::agent_lost()

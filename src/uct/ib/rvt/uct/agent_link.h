@@ -1,10 +1,13 @@
 /*
  * A memory domain's connection to its node agent: one attachment (one
- * client index, one set of rings) shared by the MD, which registers memory
- * through it, and the interface, which moves data through it. They must
- * share it: the agent accepts work only on memory that the posting client
- * itself registered (agent/attach_server.h), so an MR made through one
- * attachment is no lkey for another.
+ * client index, one set of rings), the leader, shared by the MD, which
+ * registers memory through it, and the first interface, which moves data
+ * through it. Every further interface of the MD gets an attachment of its
+ * own, a sibling of the leader (attach_sibling(), attach_wire.h
+ * "Siblings"): its own client index, generation and rings, so that the
+ * data paths of different worker threads share nothing, while the agent
+ * checks its work against the leader's MRs (it accepts work only on
+ * memory the posting client's group registered, agent/mr_registry.h).
  *
  * Attaching is lazy: UCP opens every MD and queries every transport of
  * every component whatever UCX_TLS says, and an rvt MD that nobody uses
@@ -75,20 +78,27 @@ public:
     result<uint32_t>
     deregister_memory(const client::memory_region &mr, bool invalidate = false);
 
-    /* The agent's index for `remote`, asked once per remote agent. */
-    result<uint32_t> peer_index(const wire::agent_address &remote);
-    /* The agent gave up on peer `index`: the next endpoint to that agent
-     * asks again instead of reusing it. */
-    void forget_peer(uint32_t index);
+    /* A new attachment of this process, a sibling of the leader (which
+     * is attached first if need be), for an interface's own data path;
+     * it ends when the session is destroyed, or when the leader's does. */
+    result<std::unique_ptr<client::session>> attach_sibling();
+
+    /* The agent's index for `remote`, asked through `s` (the leader's
+     * session, or a sibling's: the agent tells the client that asked when
+     * the peer fails); under the lock when `s` is the leader, whose
+     * socket registration shares. */
+    result<uint32_t>
+    connect_peer(client::session &s, const wire::agent_address &remote);
 
     /* The agent died: lets its verbs context go (session.h,
      * release_agent_context), so that its peers see its QPs fail. */
     void agent_lost();
 
-    /* One interface at a time owns the attachment's inbound stream: an
+    /* One interface at a time owns the leader's inbound stream: an
      * active message names a client index, not an interface, so a second
      * interface on the same attachment could not tell its messages from
-     * the first's. Returns false when another interface holds it. */
+     * the first's. Returns false when another interface holds it (the
+     * interface then attaches a sibling). */
     bool claim_data_path(const void *iface);
     void release_data_path(const void *iface);
 
@@ -98,7 +108,10 @@ private:
     const link_settings m_settings;
     std::mutex m_lock;
     std::unique_ptr<client::session> m_session;
-    std::vector<std::pair<wire::agent_address, uint32_t>> m_peers;
+    /* where the leader attached: siblings attach there too, whatever the
+     * environment says by then */
+    std::string m_socket_path;
+    std::string m_job_key;
     const void *m_data_path_owner = nullptr;
 };
 

@@ -315,7 +315,7 @@ ucs_status_t ep_create(const uct_ep_params_t *params, uct_ep_h *ep_p) noexcept
             ucs_error("rvt %s: bad interface address: %s", dev, err.c_str());
             return UCS_ERR_INVALID_ADDR;
         }
-        auto peer = i.link->peer_index(a.agent);
+        auto peer = i.peer_index(a.agent);
         if (!peer) {
             ucs_error("rvt %s: no way to agent %016llx: %s", dev,
                       static_cast<unsigned long long>(a.agent.agent_id),

@@ -239,7 +239,7 @@ unsigned poll_inbound(iface &i)
         case inbound_kind::peer_failed:
             ucs_debug("rvt %s: the agent gave up on peer %u",
                       i.owner_md->port.device.c_str(), v.msg.peer);
-            i.link->forget_peer(v.msg.peer);
+            i.forget_peer(v.msg.peer);
             for (ep *e : i.eps) {
                 if (e->peer == v.msg.peer) {
                     i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
@@ -375,6 +375,9 @@ void check_agent(iface &i)
     i.agent_lost = true;
     /* our hold on its verbs context would keep its QPs acking its peers */
     i.link->agent_lost();
+    if (i.own_session) {
+        i.own_session->release_agent_context();
+    }
     abandon_in_flight(i, UCS_ERR_IO_ERROR);
     for (ep *e : i.eps) {
         i.fail_ep(*e, UCS_ERR_IO_ERROR);
@@ -541,7 +544,7 @@ iface::~iface()
         ucs_warn("rvt: closing an interface with %zu endpoints still open",
                  eps.size());
     }
-    if (data_path_claimed) {
+    if (data_path_claimed || own_session) {
         try {
             drain(*this);
         } catch (const std::exception &ex) {
@@ -554,7 +557,9 @@ iface::~iface()
                   static_cast<unsigned long long>(rx_am_bytes),
                   static_cast<unsigned long long>(rx_writes),
                   static_cast<unsigned long long>(rx_write_bytes));
-        link->release_data_path(this);
+        if (data_path_claimed) {
+            link->release_data_path(this);
+        }
     }
     for (ep *e : graveyard) {
         delete e;
@@ -890,15 +895,22 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
             ucs_error("rvt %s: no agent: %s", name.c_str(), s.error().c_str());
             return UCS_ERR_UNREACHABLE;
         }
-        i->session = s.value();
-        if (!i->link->claim_data_path(i.get())) {
-            ucs_error("rvt %s: this memory domain has an rvt interface open "
-                      "already; rvt supports one per memory domain (one "
-                      "UCP worker per context)",
-                      name.c_str());
-            return UCS_ERR_BUSY;
+        if (i->link->claim_data_path(i.get())) {
+            i->session           = s.value();
+            i->data_path_claimed = true;
+        } else {
+            /* the link's data path is another interface's: one of our own */
+            auto own = i->link->attach_sibling();
+            if (!own) {
+                ucs_error("rvt %s: another interface of this memory domain "
+                          "holds its attachment, and attaching one for this "
+                          "interface failed: %s",
+                          name.c_str(), own.error().c_str());
+                return UCS_ERR_UNREACHABLE;
+            }
+            i->own_session = std::move(own).value();
+            i->session     = i->own_session.get();
         }
-        i->data_path_claimed = true;
 
         /* the agent's slot is a multiple of 64 bytes (shm_layout.h) */
         const size_t seg    = std::min<size_t>(config.seg_size,
@@ -931,6 +943,25 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
         ucs_error("rvt: opening an interface: %s", e.what());
         return UCS_ERR_NO_MEMORY;
     }
+}
+
+result<uint32_t> iface::peer_index(const wire::agent_address &remote)
+{
+    for (const auto &[address, index] : peers) {
+        if (address == remote) {
+            return index;
+        }
+    }
+    auto peer = link->connect_peer(*session, remote);
+    if (peer) {
+        peers.emplace_back(remote, peer.value());
+    }
+    return peer;
+}
+
+void iface::forget_peer(uint32_t index)
+{
+    std::erase_if(peers, [index](const auto &p) { return p.second == index; });
 }
 
 ucs_status_t query_tl_devices(uct_md_h md_handle,

@@ -1,6 +1,10 @@
 /*
  * The rvt interface (transport "rvt", device "<dev>:<port>"): the owner of
- * the data path of its MD's agent link.
+ * a data path of its MD's agent link: the first interface of the MD takes
+ * the link's own attachment (the leader), every other one attaches a
+ * sibling of its own (agent_link.h). Any number may be open; each posts
+ * and polls only its own rings, so interfaces of different workers share
+ * no data-path state.
  *
  * Addresses (CONNECT_TO_IFACE; no endpoint address):
  *   device address  16 bytes: the agent's port GID
@@ -40,6 +44,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace rvt::uct {
@@ -77,8 +82,13 @@ struct iface {
     base_iface base; /* first: the uct_iface_h */
     md *owner_md;
     std::shared_ptr<agent_link> link; /* before what registers through it */
-    client::session *session;
+    /* a sibling attachment, when the link's own data path is another
+     * interface's (after the link: the leader outlives it) */
+    std::unique_ptr<client::session> own_session;
+    client::session *session; /* own_session, or the link's */
     bool data_path_claimed;
+    /* the agent's peer index per remote agent, asked through `session` */
+    std::vector<std::pair<wire::agent_address, uint32_t>> peers;
 
     /* derived from the configuration and the agent's limits */
     uint32_t seg_size; /* largest AM (header included), put/am bcopy */
@@ -126,6 +136,12 @@ struct iface {
      * (then the bounce buffer is already back in the pool). */
     ucs_status_t
     post(ep &e, work_request &wr, uct_completion_t *comp, int32_t bounce);
+
+    /* The agent's index for `remote`, asked once per remote agent. */
+    result<uint32_t> peer_index(const wire::agent_address &remote);
+    /* The agent gave up on peer `index`: the next endpoint to that agent
+     * asks again instead of reusing it. */
+    void forget_peer(uint32_t index);
 
     void fail_ep(ep &e, ucs_status_t status);
     unsigned progress();
