@@ -8,7 +8,8 @@
 #  - the module in the UCX module directory under the name its UCX loads
 #    (libuct_rvt.so.0 for a UCX that loads plugins, libuct_rvt.so for
 #    1.13's LD_PRELOAD), and that UCX loads the installed copy: its
-#    UCX_RVT_* settings appear in `ucx_info -c`;
+#    UCX_RVT_* settings appear in `ucx_info -c` (1.22: from
+#    UCX_PLUGIN_PATH, and from the module dir with nothing set);
 #  - the module starts rvtd from where rvtd was installed (launch.cc's
 #    default is bindir);
 #  - nothing installed keeps a run path into the build tree;
@@ -145,6 +146,33 @@ elif [ -f "$module" ]; then
     else
         fail "installed module not loaded ($how): no UCX_RVT_* in ucx_info -c"
     fi
+fi
+
+# A UCX that loads plugins finds the module in its own module directory
+# with nothing set: the directory next to the libucs.so.0 it runs with.
+# The installed tree plays the UCX prefix: UCX's libraries and modules
+# linked in beside the installed module, found through LD_LIBRARY_PATH
+# (ucx_info's run path is a RUNPATH, which that overrides).
+ucx_libdir=${RVT_UCXMODULEDIR%/ucx}
+if [ "$UCX_LOADS_PLUGINS" = yes ] && [ -f "$module" ] &&
+    [ -x "$ucx_info" ] && [ "$ucx_libdir/ucx" = "$RVT_UCXMODULEDIR" ] &&
+    [ -e "$ucx_libdir/libucs.so.0" ]; then
+    shadow=()
+    for f in "$ucx_libdir"/lib*.so* "$ucx_libdir"/ucx/lib*.so*; do
+        link=$dest$f
+        [ -e "$link" ] || [ -L "$link" ] && continue
+        ln -s "$f" "$link" && shadow+=("$link")
+    done
+    got=$(env -u LD_PRELOAD -u UCX_PLUGIN_PATH \
+        LD_LIBRARY_PATH="$dest$ucx_libdir" "$ucx_info" -c 2>&1)
+    if grep -q '^UCX_RVT_SEG_SIZE=' <<<"$got" &&
+        grep -q '^UCX_RVT_REG_METHODS=' <<<"$got"; then
+        pass "installed module loads from UCX's module dir, nothing set"
+    else
+        fail "UCX running from $dest$ucx_libdir does not load" \
+            "${module#"$dest"} from its module dir: no UCX_RVT_* in ucx_info -c"
+    fi
+    rm -f "${shadow[@]}"
 fi
 
 if ! $MAKE -C "$abs_top_builddir" uninstall DESTDIR="$dest" >/dev/null 2>&1; then
