@@ -91,7 +91,7 @@ if [ -f "$module" ]; then
     pass "module $RVT_UCXMODULEDIR/${module##*/}"
 else
     fail "no module $module; the module dir has:" \
-        "$(ls "$moddir" 2>/dev/null | tr '\n' ' ')"
+        "$(find "$moddir" -mindepth 1 -printf '%f ' 2>/dev/null)"
 fi
 
 # nothing installed elsewhere than these directories (and no static
