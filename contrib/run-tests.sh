@@ -121,12 +121,12 @@ if [ "$what" = all ]; then
             > "$top/build/build122.log" 2>&1; then
         cd "$top" || exit 1
         echo "UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC"
-        step "UCX 1.22: module loading and the source-tree check"
+        step "UCX 1.22: module loading, the source-tree check, make install"
         # check_PROGRAMS empty: the unit tests are the 1.13 leg's
         run_suite "UCX 1.22 make check (loading)" make -C build122 check \
             check_PROGRAMS= \
-            TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh'
-        step "UCX 1.22: rvt as UCX's plugin, no preload (testbed)"
+            TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
+        step "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs (testbed)"
         run_suite "UCX 1.22 plugin (testbed)" test/testbed/plugin.sh build122
         step "UCX 1.22: integration tests (testbed)"
         run_suite "UCX 1.22 integration (testbed)" \

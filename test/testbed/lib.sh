@@ -205,6 +205,11 @@ section() { echo; echo "--- $* (+$((SECONDS - ${t_start:-0})) s)"; }
 
 # no process may hang a run: every ucx_perftest gets this long
 T_PROC=${T_PROC:-120}
+# the ucx_perftest to run (another UCX's: its bin/ucx_perftest), and
+# words its servers get besides the port (UCX 1.22's UCT server keeps its
+# own -d rather than its client's)
+UCX_PERFTEST=${UCX_PERFTEST:-ucx_perftest}
+perf_server_args=${perf_server_args:-}
 # the TCP port of the next pair's rendezvous (each pair takes the next)
 port=${port:-20000}
 # perf_pair OUT SERVER_NODE CLIENT_NODE "SERVER_ENV" "CLIENT_ENV" ARGS...:
@@ -216,15 +221,15 @@ perf_pair() {
     port=$((port + 1))
     # the env lists are KEY=VALUE words without blanks: split on purpose
     # shellcheck disable=SC2086
-    on "$sn" env $senv timeout "$T_PROC" ucx_perftest -p "$port" \
-        >"$out.server" 2>&1 &
+    on "$sn" env $senv timeout "$T_PROC" "$UCX_PERFTEST" -p "$port" \
+        $perf_server_args >"$out.server" 2>&1 &
     spid=$!
     if ! wait-port "$port" 60 >"$out.client" 2>&1; then
         pkill -TERM -P "$spid"; wait "$spid"
         return 1
     fi
     # shellcheck disable=SC2086
-    on "$cn" env $cenv timeout "$T_PROC" ucx_perftest "node$sn" -p "$port" \
+    on "$cn" env $cenv timeout "$T_PROC" "$UCX_PERFTEST" "node$sn" -p "$port" \
         "$@" >"$out.client" 2>&1
     rc=$?
     # a client that failed before its test may leave the server waiting

@@ -1,13 +1,19 @@
 #!/bin/bash
-# Inside the testbed guest (1 node): UCX_PREFIX's ucx_info loads rvt from
+# Inside the testbed guest (2 nodes): UCX_PREFIX's ucx_info loads rvt from
 # the directory on UCX_PLUGIN_PATH, with no LD_PRELOAD (test/testbed/
-# plugin.sh). The checks:
+# plugin.sh), and that UCX's ucx_perftest runs over it. The checks:
 #   1. without UCX_PLUGIN_PATH there is no rvt (unless installed into
 #      that UCX's module directory: then this is skipped);
 #   2. with it, `ucx_info -d` lists transport rvt on the node's device and
 #      opens its interface (its capabilities are printed);
 #   3. this UCX has rc_verbs and ud_verbs too, the transports rvt is
-#      compared with.
+#      compared with;
+#   4. a short ucx_perftest of this UCX, node 1 -> node 2, rvt (plugin,
+#      no preload) beside rc_verbs: UCT am_lat 8 B and put_bw zcopy 64 KiB,
+#      UCP tag_bw 4 MiB (a rendezvous; over rvt its bytes the two agents
+#      must have posted between the nodes) and, for rvt, tag_lat 8 B.
+#      The full matrix is the 1.13 leg's perftest.sh; figures are
+#      printed, never judged.
 # Exits 1 if any check failed.
 # Usage: plugin-guest.sh BUILD_DIR UCX_PREFIX
 set -u -o pipefail
@@ -16,8 +22,9 @@ set -u -o pipefail
 build=${1:?usage: plugin-guest.sh BUILD_DIR UCX_PREFIX}
 prefix=${2:?usage: plugin-guest.sh BUILD_DIR UCX_PREFIX}
 libs=$PWD/$build/src/uct/ib/rvt/uct/.libs
-out=$(mktemp -d "$PWD/$build/plugin.XXXXXX")
-trap 'rm -rf "$out"' EXIT
+# rvtd, rvt_status, a job key, and $work (removed at exit)
+perf_guest_setup plugin "$build"
+out=$work
 
 # info OUT ENV...: `ucx_info -d` of that UCX on node 1 with ENV and
 # neither LD_PRELOAD nor an inherited UCX_PLUGIN_PATH; rvt starts its
@@ -27,7 +34,7 @@ info() {
     shift
     on 1 env -u LD_PRELOAD -u UCX_PLUGIN_PATH \
         RVT_RVTD="$PWD/$build/src/uct/ib/rvt/tools/rvtd" \
-        RVT_JOB_KEY="plugin.$$" "$@" timeout 120 "$prefix/bin/ucx_info" -d \
+        RVT_JOB_KEY="plugin-info.$$" "$@" timeout 120 "$prefix/bin/ucx_info" -d \
         >"$out/$file" 2>&1
 }
 
@@ -61,6 +68,72 @@ else
 fi
 for tl in rc_verbs ud_verbs; do
     check "$prefix has $tl" grep -q "Transport: $tl" "$out/plugin"
+done
+
+# ---- 4. ucx_perftest of this UCX over rvt, beside rc_verbs ---------------
+section "ucx_perftest of UCX $prefix: rvt (UCX_PLUGIN_PATH) and rc_verbs"
+UCX_PERFTEST=$prefix/bin/ucx_perftest
+# the agents, by hand, staying for the whole section (their life totals)
+for n in 1 2; do
+    on "$n" bash -c "exec timeout 900 $rvtd --device=\$RXE_DEV --linger=0" \
+        >"$work/rvtd.$n.log" 2>&1 &
+done
+for n in 1 2; do
+    wait_agent "$n" || fail "rvtd on node $n does not answer"
+done
+plugin_env="UCX_PLUGIN_PATH=$libs"
+# UCT: UCX 1.22's server keeps its own -d (1.13's took its client's, hence
+# perftest_dev_alias.cc there): node 2 opens its own rxe2
+for t in "am_lat short 8" "put_bw zcopy 65536"; do
+    read -r test layout size <<<"$t"
+    for tl in rvt rc_verbs; do
+        o=$work/uct.$test.$tl
+        name="UCX 1.22 uct $test -D $layout $size B, $tl"
+        if perf_server_args="-d rxe2:1" perf_pair "$o" 2 1 "$plugin_env" \
+            "$plugin_env" -t "$test" -x "$tl" -d rxe1:1 -D "$layout" \
+            -s "$size" -n 100 -w 10 && f=$(figure "$o" "${test#*_}"); then
+            pass "$name: $f ($pair_secs s)"
+        else
+            fail "$name: $(error_text "$o")"
+        fi
+    done
+done
+# UCP: rc_verbs needs ud_verbs to wire up; rvt needs nothing else
+size_rndv=4194304 iters_rndv=4 warm_rndv=1
+moved=$(((iters_rndv + warm_rndv) * size_rndv))
+# posted: bytes both agents posted to the other node (life totals)
+posted() {
+    local n b total=0
+    for n in 1 2; do
+        b=$(agent_get "$n" '.data_path.peers | map(select(.loopback | not) | .bytes) | add // 0') &&
+            [ -n "$b" ] || return 1
+        total=$((total + b))
+    done
+    echo "$total"
+}
+# shellcheck disable=SC2317 # run by check
+moved_over_rvt() { [ -n "$b0" ] && [ -n "$b1" ] && [ $((b1 - b0)) -ge "$moved" ]; }
+for tls in rvt,self rc_verbs,ud_verbs:aux,self; do
+    for t in "tag_lat 8 100 10" "tag_bw $size_rndv $iters_rndv $warm_rndv"; do
+        read -r test size iters warm <<<"$t"
+        # (rc_verbs' UCP latency: the 1.13 leg's perftest.sh has UCT's)
+        [ "$tls$test" = rc_verbs,ud_verbs:aux,selftag_lat ] && continue
+        o=$work/ucp.$test.${tls//[,:]/_}
+        name="UCX 1.22 ucp $test $size B, UCX_TLS=$tls"
+        b0=$(posted)
+        if perf_pair "$o" 2 1 "$plugin_env UCX_TLS=$tls" \
+            "$plugin_env UCX_TLS=$tls" -t "$test" -s "$size" -n "$iters" \
+            -w "$warm" && f=$(figure "$o" "${test#*_}"); then
+            pass "$name: $f ($pair_secs s)"
+        else
+            fail "$name: $(error_text "$o")"
+        fi
+        b1=$(posted)
+        if [ "$tls" = rvt,self ] && [ "$test" = tag_bw ]; then
+            check "$name: the agents posted ${b0:-?} -> ${b1:-?} bytes between the nodes, >= $moved more" \
+                moved_over_rvt
+        fi
+    done
 done
 
 finish "plugin (UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p'))"

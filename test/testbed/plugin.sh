@@ -1,8 +1,9 @@
 #!/bin/bash
-# UCX loads rvt by itself (issue 12): in a 1-node testbed, the ucx_info of
+# UCX loads rvt by itself (issue 12): in a 2-node testbed, the ucx_info of
 # the UCX that BUILD_DIR was configured against (one that loads plugins,
 # 1.22) lists transport rvt with the module's directory on UCX_PLUGIN_PATH
-# and no LD_PRELOAD, and does not without it (plugin-guest.sh).
+# and no LD_PRELOAD, and does not without it; that UCX's ucx_perftest runs
+# UCT and UCP over rvt beside rc_verbs (plugin-guest.sh).
 # Exits with the guest script's status, 1 when a check failed.
 # Usage: test/testbed/plugin.sh [BUILD_DIR]   (default: build122)
 set -u -o pipefail
@@ -22,5 +23,10 @@ fi
 for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/uct/.libs/libuct_rvt.so.0; do
     [ -e "$build/$f" ] || { fail "$build/$f not built (make)"; exit 1; }
 done
-exec contrib/testbed/testbed run -n 1 -t 600 \
+perf_prerequisites "$build" || exit 1 # rvt built (the shim is unused here)
+started=$SECONDS
+contrib/testbed/testbed run -n 2 -t 900 \
     "test/testbed/plugin-guest.sh $build $(make_var UCX_PREFIX)"
+rc=$?
+echo "plugin suite: $((SECONDS - started)) s of testbed time, boot included"
+exit $rc

@@ -9,66 +9,113 @@
  * Without --socket the agent is found as rvtd finds its own place: the
  * job key from the option or the environment, the first device, port 1.
  * Exit status: 0 answered, 1 no answer (no agent, refused), 2 bad option.
+ * rvt-status --help and rvt-status(1) come from the option table below.
  */
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/client/status.h"
+#include "uct/ib/rvt/tools/usage.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
-int main(int argc, char **argv)
-{
+namespace {
+
+struct options {
     bool json = false;
     std::string socket, device, job_key;
     long port = 1;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view a = argv[i];
-        auto value         = [&](std::string_view name, std::string &out) {
-            if (a.substr(0, name.size()) != name) {
-                return false;
-            }
-            out = a.substr(name.size());
-            return true;
-        };
-        std::string port_text;
-        if (a == "--json") {
-            json = true;
-        } else if (a == "--help" || a == "-h") {
-            std::printf("usage: rvt-status [--json] [--socket=PATH]\n"
-                        "       rvt-status [--json] [--device=NAME] "
-                        "[--port=N] [--job-key=KEY]\n");
-            return 0;
-        } else if (value("--socket=", socket) || value("--device=", device) ||
-                   value("--job-key=", job_key)) {
-        } else if (value("--port=", port_text)) {
-            char *end = nullptr;
-            port      = std::strtol(port_text.c_str(), &end, 10);
-            if (port_text.empty() || *end != '\0' || port < 1 || port > 255) {
-                std::fprintf(stderr,
-                             "rvt-status: --port=%s: expected a whole "
-                             "number from 1 to 255\n",
-                             port_text.c_str());
-                return 2;
-            }
-        } else {
-            std::fprintf(stderr,
-                         "rvt-status: unknown argument '%s' (see "
-                         "rvt-status --help)\n",
-                         argv[i]);
-            return 2;
-        }
+};
+
+/* parsing, --help and rvt-status(1) all come from this table
+ * (tools/usage.h) */
+std::vector<rvt::tools::option> option_table(options &o)
+{
+    auto text = [](const char *name, const char *value, const char *dflt,
+                   const char *help, std::string &out) {
+        return rvt::tools::option{name, value, dflt, help,
+                                  [&out](std::string_view v) {
+                                      out = v;
+                                      return std::string();
+                                  }};
+    };
+    return {
+            {"json", "", "", "print the status as one JSON object",
+             [&o](std::string_view) {
+                 o.json = true;
+                 return std::string();
+             }},
+            text("socket", "PATH", "",
+                 "ask the agent listening on this attach socket; the options "
+                 "below are then not used",
+                 o.socket),
+            text("device", "NAME", "the first device",
+                 "the device the agent serves", o.device),
+            {"port", "N", "1", "the port of that device (1-255)",
+             [&o](std::string_view v) {
+                 std::string s(v);
+                 char *end = nullptr;
+                 o.port    = std::strtol(s.c_str(), &end, 10);
+                 if (s.empty() || *end != '\0' || o.port < 1 || o.port > 255) {
+                     return "--port=" + s +
+                            ": expected a whole number from 1 to 255";
+                 }
+                 return std::string();
+             }},
+            text("job-key", "KEY", "from the environment",
+                 "the job the agent serves; else RVT_JOB_KEY, Slurm, PMIx, "
+                 "Open MPI, or user.<uid>, as rvtd finds it",
+                 o.job_key),
+    };
+}
+
+const rvt::tools::program_doc doc = {
+        .name     = "rvt-status",
+        .section  = 1,
+        .summary  = "show what a running rvt agent is doing",
+        .synopsis = "[--json] [--socket=PATH | --device=NAME --port=N "
+                    "--job-key=KEY]",
+        .description =
+                "Asks a running rvtd(8) what it is doing: the job and device "
+                "it serves, its attached clients and their memory "
+                "registrations, the registration mode, its peers and shared "
+                "QPs, and what it cleaned up after clients that died; as "
+                "text, or with --json as one JSON object.\n\n"
+                "Without --socket the agent is found as rvtd finds its own "
+                "place: the job key from --job-key or the environment, the "
+                "first device, port 1.",
+        .exit_status = "0 when the agent answered; 1 when none did (no agent, "
+                       "refused); 2 on a bad option.",
+        .see_also    = "rvtd(8)",
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    options opt;
+    const auto table = option_table(opt);
+    switch (rvt::tools::parse(argc, argv, doc, table)) {
+    case rvt::tools::parsed::run:
+        break;
+    case rvt::tools::parsed::exit_ok:
+        return 0;
+    case rvt::tools::parsed::exit_bad:
+        return 2;
     }
+    auto &socket = opt.socket;
     if (socket.empty()) {
-        auto loc = rvt::agent::locate(device, static_cast<int>(port), job_key);
+        auto loc = rvt::agent::locate(opt.device, static_cast<int>(opt.port),
+                                      opt.job_key);
         if (!loc) {
             std::fprintf(stderr, "rvt-status: %s\n", loc.error().c_str());
             return 1;
         }
         socket = loc.value().paths.socket;
     }
-    auto status = rvt::client::query_status(socket, !json);
+    auto status = rvt::client::query_status(socket, !opt.json);
     if (!status) {
         std::fprintf(stderr, "rvt-status: %s\n", status.error().c_str());
         return 1;

@@ -7,8 +7,8 @@
  * sleeps in poll() on the attach sockets, the completion channel and the
  * clients' doorbell eventfd.
  *
- *   rvtd [--OPTION=VALUE ...]      see rvtd --help (generated from the
- *                                  option table below)
+ *   rvtd [--OPTION=VALUE ...]      see rvtd --help and rvtd(8), both
+ *                                  generated from the option table below
  *
  * Exit status: 0 after the linger time or SIGTERM/SIGINT; 1 when it cannot
  * start (another agent holds the key, no device, ...); 2 on a bad option.
@@ -20,6 +20,7 @@
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/agent/verbs_nic.h"
 #include "uct/ib/rvt/tools/daemon.h"
+#include "uct/ib/rvt/tools/usage.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/status_json.h"
 #include "uct/ib/rvt/common/unique_fd.h"
@@ -36,7 +37,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,15 +85,9 @@ struct options {
     bool daemon = false;
 };
 
-/* One row per option: the only place its name, default and meaning are
- * written; parsing and --help both come from here. */
-struct option_row {
-    const char *name;
-    std::string dflt;
-    const char *help;
-    std::function<std::string(options &, std::string_view)> set;
-};
-
+/* The one place each option's name, default and meaning are written:
+ * parsing, --help and the manual page rvtd(8) all come from here
+ * (tools/usage.h). */
 std::string
 set_long(long &out, std::string_view v, long lo, long hi, const char *name)
 {
@@ -109,94 +103,101 @@ set_long(long &out, std::string_view v, long lo, long hi, const char *name)
     return {};
 }
 
-/* A row for a whole-number option: the name is written once, and the
- * default only in struct options, where --help reads it. */
-option_row number(const char *name, const char *help, long options::*field,
-                  long lo, long hi)
+/* A whole-number option: the name is written once, and the default only
+ * in struct options, where --help reads it. */
+tools::option number(options &o, const char *name, const char *help,
+                     long options::*field, long lo, long hi)
 {
-    return {name, std::to_string(options{}.*field), help,
-            [=](options &o, std::string_view v) {
+    return {name, "N", std::to_string(options{}.*field), help,
+            [&o, field, lo, hi, name](std::string_view v) {
                 return set_long(o.*field, v, lo, hi, name);
             }};
 }
 
-const std::vector<option_row> &option_table()
+/* A text option stored as given. */
+tools::option text(const char *name, const char *value, const char *dflt,
+                   const char *help, std::string &out)
 {
-    static const std::vector<option_row> rows = {
-            {"device", "(the first device)", "RDMA device to serve, e.g. rxe1",
-             [](options &o, std::string_view v) {
-                 o.device = v;
+    return {name, value, dflt, help, [&out](std::string_view v) {
+                out = v;
+                return std::string();
+            }};
+}
+
+std::vector<tools::option> option_table(options &o)
+{
+    return {
+            {"daemon", "", "",
+             "detach; exit 0 once the agent serves, 1 if it cannot",
+             [&o](std::string_view) {
+                 o.daemon = true;
                  return std::string();
              }},
-            number("port", "port of that device (1-255)", &options::port, 1,
+            text("device", "NAME", "the first device",
+                 "RDMA device to serve, e.g. rxe1", o.device),
+            number(o, "port", "port of that device (1-255)", &options::port, 1,
                    255),
-            {"job-key", "(from the environment)",
-             "job this agent serves; else RVT_JOB_KEY, Slurm, PMIx, Open MPI, "
-             "or user.<uid>",
-             [](options &o, std::string_view v) {
-                 o.job_key = v;
-                 return std::string();
-             }},
-            number("linger",
+            text("job-key", "KEY", "from the environment",
+                 "job this agent serves; else RVT_JOB_KEY, Slurm, PMIx, Open "
+                 "MPI, or user.<uid>",
+                 o.job_key),
+            number(o, "linger",
                    "seconds to stay after the last client leaves; 0: forever",
                    &options::linger, 0, 86400),
-            number("max-clients", "client processes at once (1-512)",
+            number(o, "max-clients", "client processes at once (1-512)",
                    &options::max_clients, 1, imm::max_clients),
-            number("work-ring", "work requests per client ring (power of two)",
+            number(o, "work-ring",
+                   "work requests per client ring (power of two)",
                    &options::work_ring, 2, 1 << 24),
-            number("completion-ring",
+            number(o, "completion-ring",
                    "completions per client ring (power of two): a client's "
                    "requests in flight",
                    &options::compl_ring, 2, 1 << 24),
-            number("inbound-ring",
+            number(o, "inbound-ring",
                    "inbound messages per client ring (power of two)",
                    &options::inbound_ring, 2, 1 << 16),
-            number("am-size",
+            number(o, "am-size",
                    "largest active message, bytes (64-65536, multiple of 64)",
                    &options::am_size, 64, 65536),
-            number("inline-size",
+            number(o, "inline-size",
                    "largest payload a request carries in the work ring "
                    "(UCT's short operations), posted inline, bytes (64-256, "
                    "multiple of 64)",
                    &options::inline_size, 64, 256),
-            number("num-qps", "K: shared RC QPs per remote node (1-16)",
+            number(o, "num-qps", "K: shared RC QPs per remote node (1-16)",
                    &options::num_qps, 1, 16),
-            number("gid-index",
+            number(o, "gid-index",
                    "GID table index; -1: the first RoCE v2 IPv4 GID",
                    &options::gid_index, -1, 255),
-            number("srq-size", "receive buffers of the node (16-65536)",
+            number(o, "srq-size", "receive buffers of the node (16-65536)",
                    &options::srq_size, 16, 65536),
-            number("sq-depth", "send WRs per RC QP (1-16384)",
+            number(o, "sq-depth", "send WRs per RC QP (1-16384)",
                    &options::sq_depth, 1, 16384),
-            number("spin-us",
+            number(o, "spin-us",
                    "microseconds to keep polling after the last work, before "
                    "sleeping",
                    &options::spin_us, 0, 1000000),
-            number("idle-yield",
+            number(o, "idle-yield",
                    "1: give the CPU away (sched_yield) on each idle poll while "
                    "spinning, so clients polling on the same core run at "
                    "once; 0: pure busy polling",
                    &options::idle_yield, 0, 1),
-            number("keepalive-ms",
+            number(o, "keepalive-ms",
                    "idle time before a keepalive; twice it unanswered: lost",
                    &options::keepalive_ms, 100, 3600000),
-            number("reconnect-ms", "delay before reconnecting a lost peer",
+            number(o, "reconnect-ms", "delay before reconnecting a lost peer",
                    &options::reconnect_ms, 10, 600000),
-            number("give-up-ms",
+            number(o, "give-up-ms",
                    "time to connect (or reconnect) before the peer is failed",
                    &options::give_up_ms, 100, 3600000),
-            number("trace-events",
+            number(o, "trace-events",
                    "trace the data path: keep the first N events of its "
                    "messages (trace.h) and write them to --trace-file at "
                    "exit; 0: off (no cost)",
                    &options::trace_events, 0, 100000000),
-            {"trace-file", "(the log file's name + .trace)",
-             "where --trace-events writes its events",
-             [](options &o, std::string_view v) {
-                 o.trace_file = v;
-                 return std::string();
-             }},
-            number("qp-timeout",
+            text("trace-file", "PATH", "the log file's name + .trace",
+                 "where --trace-events writes its events", o.trace_file),
+            number(o, "qp-timeout",
                    "RC ack timeout exponent: 4.096 us * 2^N per try "
                    "(18: 1.07 s, UCX rc's default), 7 tries",
                    &options::qp_timeout, 1, 31),
@@ -207,25 +208,33 @@ const std::vector<option_row> &option_table()
                    "0: off",
                    &options::fault_silent_qps, 0, 1024),
     };
-    return rows;
 }
 
-void usage(FILE *out)
-{
-    std::fprintf(out,
-                 "usage: rvtd [--OPTION=VALUE ...]\n\n"
-                 "The rvt node agent of one job. It runs in the "
-                 "foreground, started\n"
-                 "by a launcher or by hand, or (with --daemon, as the first\n"
-                 "client starts it) in the background, logging to "
-                 "<runtime dir>/<dev>-<port>.<key>.log.\n\n"
-                 "  --daemon           detach; exit 0 once the agent "
-                 "serves, 1 if it cannot\n");
-    for (const auto &r : option_table()) {
-        std::fprintf(out, "  --%-16s %s (default: %s)\n", r.name, r.help,
-                     r.dflt.c_str());
-    }
-}
+const tools::program_doc doc = {
+        .name     = "rvtd",
+        .section  = 8,
+        .summary  = "the rvt node agent of one job",
+        .synopsis = "[--OPTION=VALUE ...] [--daemon]",
+        .description =
+                "The node agent of rvt, a UCX transport that shares a few RC "
+                "QPs per remote node among all processes of a job on a node. "
+                "rvtd owns the RDMA device, the protection domain and the "
+                "shared QPs; the processes of the job (UCX's rvt module) "
+                "attach to it over a Unix socket in the runtime directory and "
+                "hand it their work through shared-memory rings.\n\n"
+                "It runs in the foreground, started by a launcher or by hand, "
+                "or (with --daemon, as the first client starts it) in the "
+                "background, logging to <runtime dir>/<dev>-<port>.<key>.log. "
+                "One agent serves one job key on one device port; a second "
+                "one for the same key refuses to start. It exits --linger "
+                "seconds after its last client has left, or on SIGTERM or "
+                "SIGINT.\n\n"
+                "rvt-status(1) shows what a running agent is doing.",
+        .exit_status = "0 after the linger time, or on SIGTERM or SIGINT; 1 "
+                       "when it cannot start (another agent holds the key, no "
+                       "device, ...); 2 on a bad option.",
+        .see_also    = "rvt-status(1), ucx_info(1)",
+};
 
 volatile std::sig_atomic_t g_stop = 0;
 
@@ -522,41 +531,14 @@ int run(const options &opt)
 int main(int argc, char **argv)
 {
     options opt;
-    for (int i = 1; i < argc; ++i) {
-        std::string_view arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout);
-            return 0;
-        }
-        if (arg == "--daemon") {
-            opt.daemon = true;
-            continue;
-        }
-        auto eq = arg.find('=');
-        if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) {
-            std::fprintf(stderr,
-                         "rvtd: '%s': expected --OPTION=VALUE (see "
-                         "rvtd --help)\n",
-                         argv[i]);
-            return 2;
-        }
-        auto name = arg.substr(2, eq - 2);
-        auto row  = std::find_if(option_table().begin(), option_table().end(),
-                                 [&](const option_row &r) {
-                                    return name == r.name;
-                                });
-        if (row == option_table().end()) {
-            std::fprintf(stderr,
-                         "rvtd: unknown option --%.*s (see rvtd "
-                         "--help)\n",
-                         (int)name.size(), name.data());
-            return 2;
-        }
-        std::string err = row->set(opt, arg.substr(eq + 1));
-        if (!err.empty()) {
-            std::fprintf(stderr, "rvtd: %s\n", err.c_str());
-            return 2;
-        }
+    const auto table = option_table(opt);
+    switch (tools::parse(argc, argv, doc, table)) {
+    case tools::parsed::run:
+        break;
+    case tools::parsed::exit_ok:
+        return 0;
+    case tools::parsed::exit_bad:
+        return 2;
     }
     struct sigaction sa {};
     sa.sa_handler = [](int) { g_stop = 1; };

@@ -1,0 +1,188 @@
+#!/bin/bash
+#
+# `make install` into a DESTDIR puts each file where this build's configure
+# said, and what it installs works from there:
+#  - rvtd, rvt-status, rvt-trace-report in bindir, and the installed
+#    programs answer --help;
+#  - rvtd.8 in man8 and rvt-status.1 in man1, the pages the build made;
+#  - the module in the UCX module directory under the name its UCX loads
+#    (libuct_rvt.so.0 for a UCX that loads plugins, libuct_rvt.so for
+#    1.13's LD_PRELOAD), and that UCX loads the installed copy: its
+#    UCX_RVT_* settings appear in `ucx_info -c` (1.22: from
+#    UCX_PLUGIN_PATH, and from the module dir with nothing set);
+#  - the module starts rvtd from where rvtd was installed (launch.cc's
+#    default is bindir);
+#  - nothing installed keeps a run path into the build tree;
+#  - `make uninstall` takes away every file it put there.
+#
+# Run by `make check`, which sets MAKE, abs_top_builddir, UCX_PREFIX,
+# UCX_LOADS_PLUGINS and the directories (RVT_BINDIR, RVT_MANDIR,
+# RVT_UCXMODULEDIR) as the Makefile has them. Never installs outside the
+# DESTDIR (a temporary directory).
+set -u
+: "${abs_top_builddir:?run from make check}" "${MAKE:?}" "${UCX_PREFIX:?}"
+: "${UCX_LOADS_PLUGINS:?}" "${RVT_BINDIR:?}" "${RVT_MANDIR:?}"
+: "${RVT_UCXMODULEDIR:?}"
+
+dest=$(mktemp -d "${TMPDIR:-/tmp}/rvt-check-install.XXXXXX") || exit 99
+trap 'rm -rf "$dest"' EXIT
+failed=0
+pass() { echo "PASS: $*"; }
+fail() {
+    echo "FAIL: $*"
+    failed=1
+}
+
+# DESTDIR must be absolute, and the Makefile's directories too
+case $dest$RVT_BINDIR$RVT_MANDIR in
+/*/*/*) ;;
+*)
+    fail "directories not absolute: $dest $RVT_BINDIR $RVT_MANDIR"
+    exit 1
+    ;;
+esac
+
+if ! $MAKE -C "$abs_top_builddir" install DESTDIR="$dest" \
+    >"$dest.log" 2>&1; then
+    fail "make install DESTDIR=$dest failed:"
+    tail -20 "$dest.log"
+    rm -f "$dest.log"
+    exit 1
+fi
+rm -f "$dest.log"
+pass "make install DESTDIR=$dest"
+
+bin=$dest$RVT_BINDIR
+man=$dest$RVT_MANDIR
+moddir=$dest$RVT_UCXMODULEDIR
+if [ "$UCX_LOADS_PLUGINS" = yes ]; then
+    module=$moddir/libuct_rvt.so.0
+else
+    module=$moddir/libuct_rvt.so
+fi
+
+for prog in rvtd rvt-status rvt-trace-report; do
+    if [ -x "$bin/$prog" ] && [ -f "$bin/$prog" ]; then
+        pass "$RVT_BINDIR/$prog"
+    else
+        fail "no program $bin/$prog"
+    fi
+done
+for prog in rvtd rvt-status; do
+    if "$bin/$prog" --help 2>&1 | grep -q '^usage: '"$prog"; then
+        pass "installed $prog --help"
+    else
+        fail "installed $bin/$prog --help: $("$bin/$prog" --help 2>&1 | head -3)"
+    fi
+done
+
+for page in man8/rvtd.8 man1/rvt-status.1; do
+    built=$abs_top_builddir/src/uct/ib/rvt/tools/${page#*/}
+    if [ ! -s "$man/$page" ]; then
+        fail "no manual page $man/$page"
+    elif ! cmp -s "$man/$page" "$built"; then
+        fail "$man/$page differs from the build's $built"
+    else
+        pass "$RVT_MANDIR/$page"
+    fi
+done
+
+if [ -f "$module" ]; then
+    pass "module $RVT_UCXMODULEDIR/${module##*/}"
+else
+    fail "no module $module; the module dir has:" \
+        "$(find "$moddir" -mindepth 1 -printf '%f ' 2>/dev/null)"
+fi
+
+# nothing installed elsewhere than these directories (and no static
+# archive anywhere)
+others=$(cd "$dest" && find . -type f -o -type l |
+    sed 's|^\.||' | grep -v -e "^$RVT_BINDIR/" -e "^$RVT_MANDIR/man[18]/" \
+        -e "^$RVT_UCXMODULEDIR/libuct_rvt\.")
+if [ -z "$others" ]; then
+    pass "nothing else installed"
+else
+    fail "installed elsewhere: $others"
+fi
+if find "$dest" -name '*.a' | grep -q .; then
+    fail "static archives installed: $(find "$dest" -name '*.a')"
+fi
+
+# no run path into the build tree: the installed files must not need it
+for f in "$bin/rvtd" "$bin/rvt-status" "$module"; do
+    [ -f "$f" ] || continue
+    rpath=$(readelf -d "$f" 2>/dev/null | grep -E 'R(UN)?PATH' || true)
+    case $rpath in
+    *"$abs_top_builddir"*) fail "${f#"$dest"} has a run path into the build tree: $rpath" ;;
+    *) pass "${f#"$dest"}: no run path into the build tree" ;;
+    esac
+done
+
+# the module starts the installed rvtd: launch.cc's default program
+if [ -f "$module" ]; then
+    if grep -qaF "$RVT_BINDIR" "$module"; then
+        pass "module names $RVT_BINDIR for rvtd"
+    else
+        fail "module does not name $RVT_BINDIR (where rvtd is installed)"
+    fi
+fi
+
+# this UCX loads the installed module as the README says: the module's
+# settings in ucx_info -c (no device needed)
+ucx_info=$UCX_PREFIX/bin/ucx_info
+if [ ! -x "$ucx_info" ]; then
+    fail "no $ucx_info (install UCX's tools: ucx-utils for Debian's)"
+elif [ -f "$module" ]; then
+    if [ "$UCX_LOADS_PLUGINS" = yes ]; then
+        how="UCX_PLUGIN_PATH=$moddir"
+        got=$(env -u LD_PRELOAD UCX_PLUGIN_PATH="$moddir" "$ucx_info" -c 2>&1)
+    else
+        how="LD_PRELOAD=$module"
+        got=$(env -u UCX_PLUGIN_PATH LD_PRELOAD="$module" "$ucx_info" -c 2>&1)
+    fi
+    if grep -q '^UCX_RVT_SEG_SIZE=' <<<"$got" &&
+        grep -q '^UCX_RVT_REG_METHODS=' <<<"$got"; then
+        pass "installed module loads ($how): UCX_RVT_* in ucx_info -c"
+    else
+        fail "installed module not loaded ($how): no UCX_RVT_* in ucx_info -c"
+    fi
+fi
+
+# A UCX that loads plugins finds the module in its own module directory
+# with nothing set: the directory next to the libucs.so.0 it runs with.
+# The installed tree plays the UCX prefix: UCX's libraries and modules
+# linked in beside the installed module, found through LD_LIBRARY_PATH
+# (ucx_info's run path is a RUNPATH, which that overrides).
+ucx_libdir=${RVT_UCXMODULEDIR%/ucx}
+if [ "$UCX_LOADS_PLUGINS" = yes ] && [ -f "$module" ] &&
+    [ -x "$ucx_info" ] && [ "$ucx_libdir/ucx" = "$RVT_UCXMODULEDIR" ] &&
+    [ -e "$ucx_libdir/libucs.so.0" ]; then
+    shadow=()
+    for f in "$ucx_libdir"/lib*.so* "$ucx_libdir"/ucx/lib*.so*; do
+        link=$dest$f
+        [ -e "$link" ] || [ -L "$link" ] && continue
+        ln -s "$f" "$link" && shadow+=("$link")
+    done
+    got=$(env -u LD_PRELOAD -u UCX_PLUGIN_PATH \
+        LD_LIBRARY_PATH="$dest$ucx_libdir" "$ucx_info" -c 2>&1)
+    if grep -q '^UCX_RVT_SEG_SIZE=' <<<"$got" &&
+        grep -q '^UCX_RVT_REG_METHODS=' <<<"$got"; then
+        pass "installed module loads from UCX's module dir, nothing set"
+    else
+        fail "UCX running from $dest$ucx_libdir does not load" \
+            "${module#"$dest"} from its module dir: no UCX_RVT_* in ucx_info -c"
+    fi
+    rm -f "${shadow[@]}"
+fi
+
+if ! $MAKE -C "$abs_top_builddir" uninstall DESTDIR="$dest" >/dev/null 2>&1; then
+    fail "make uninstall DESTDIR=$dest failed"
+fi
+left=$(cd "$dest" && find . -type f -o -type l)
+if [ -z "$left" ]; then
+    pass "make uninstall removes every file"
+else
+    fail "make uninstall left: $left"
+fi
+
+exit $failed
