@@ -201,7 +201,7 @@ std::vector<tools::option> option_table(options &o)
                    "RC ack timeout exponent: 4.096 us * 2^N per try "
                    "(18: 1.07 s, UCX rc's default), 7 tries",
                    &options::qp_timeout, 1, 31),
-            number("fault-silent-qps",
+            number(o, "fault-silent-qps",
                    "fault injection, for tests only: the first N RC QPs "
                    "that get work go to the error state and never complete "
                    "anything, not even flushes (as Debian 12's rxe can); "
