@@ -9,10 +9,11 @@
 #   contrib/run-tests.sh unit       build + make check only (no qemu)
 #
 # Dependencies are cached outside the clone in $RVT_CACHE (default
-# ~/.cache/rvt): the UCX source tree, the guest kernel and UCX 1.22.0
-# (built once, about 8 minutes: the second leg, in ./build122, runs the
-# module-loading checks and the testbed's plugin and integration tests
-# against it).
+# ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
+# tests with rvt instantiated (contrib/ucx-gtest.sh, built once, about 17
+# minutes) and UCX 1.22.0 (built once, about 8 minutes: the second leg, in
+# ./build122, runs the module-loading checks and the testbed's plugin and
+# integration tests against it).
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$top" || exit 1
@@ -106,6 +107,8 @@ if [ "$what" = all ]; then
     run_suite "perf (testbed)" test/testbed/perf.sh build
     step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
     run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
+    step "UCX's own UCT tests for rvt beside rc_verbs (testbed; the suite is built once)"
+    run_suite "UCT conformance (testbed)" test/testbed/conformance.sh build
 
     # The second UCX: 1.22.0, built once into the cache (setup-deps.sh
     # --ucx), rvt built against it in build122 (the unit tests do not

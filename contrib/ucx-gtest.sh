@@ -1,0 +1,110 @@
+#!/bin/bash
+# UCX's own UCT test suite (its gtest), built with `rvt` among the
+# transports it instantiates: the conformance suite of issue 13
+# (test/testbed/conformance.sh runs it beside rc_verbs).
+#
+#   contrib/ucx-gtest.sh        build once (cached), print GTEST=PATH
+#
+# From the UCX 1.13.1 source tree that contrib/setup-deps.sh caches, a copy
+# in $RVT_CACHE/ucx-gtest-1.13.1 (the header tree rvt builds against is
+# never touched) is
+#   1. patched in two places: `rvt` joins UCT_TEST_NO_SELF_TLS in
+#      test/gtest/uct/uct_test.h, the list behind UCT_INSTANTIATE_TEST_CASE
+#      and UCT_INSTANTIATE_NO_SELF_TEST_CASE (never UCT_TEST_IB_TLS, whose
+#      groups test IB internals that rvt does not have), and the component
+#      list of UCT_MD_INSTANTIATE_TEST_CASE in test_md.cc;
+#   2. configured with the flags of Debian's build (`ucx_info -v`), so that
+#      the libraries it builds are layout-compatible with the rvt module
+#      built against Debian's UCX, plus --enable-gtest; gcc 12 needs -O2
+#      (-O1 fails on an always_inline) and -Wno-error;
+#   3. built: UCX's libraries, then the gtest program from UCX's common
+#      test code and its generic UCT tests only (the UCS, UCM, UCP and IB
+#      test files are left out, which halves the build).
+# About 25 minutes on 2 cores, once; a stamp records what was built.
+set -u -o pipefail
+top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+cache=${RVT_CACHE:-$HOME/.cache/rvt}
+version=1.13.1
+dir=$cache/ucx-gtest-$version
+log=$cache/ucx-gtest-$version.log
+
+die() {
+    echo "ucx-gtest: $*" >&2
+    exit 1
+}
+note() { echo "ucx-gtest: $*" >&2; }
+
+ucx_line=$("$top/contrib/setup-deps.sh") || die "contrib/setup-deps.sh failed"
+eval "$ucx_line"
+[ -f "$UCX_SRC/test/gtest/uct/uct_test.h" ] ||
+    die "$UCX_SRC has no test/gtest/uct/uct_test.h: not a UCX source tree?"
+installed=$(ucx_info -v | sed -n 's/^# Version //p')
+[ "$installed" = "$version" ] ||
+    die "the installed UCX is '$installed'; this suite is built for $version"
+flags_line=$(ucx_info -v | sed -n 's/^# Configured with: //p')
+[ -n "$flags_line" ] || die "'ucx_info -v' printed no 'Configured with:'"
+
+stamp=$dir/.rvt-gtest
+stamp_text="ucx=$version src=$UCX_SRC configure: $flags_line"
+if [ -x "$dir/test/gtest/gtest" ] && [ -f "$stamp" ] &&
+    [ "$(cat "$stamp")" = "$stamp_text" ]; then
+    echo "GTEST=$dir/test/gtest/gtest"
+    exit 0
+fi
+
+# run_step WHAT COMMAND...: COMMAND's output into the log; dies with the
+# log's tail when it fails
+run_step() {
+    local what=$1 start=$SECONDS
+    shift
+    note "$what (log: $log)"
+    echo "==== $what" >>"$log"
+    if ! "$@" >>"$log" 2>&1; then
+        tail -30 "$log" >&2
+        die "$what failed (log: $log)"
+    fi
+    note "$what: $((SECONDS - start)) s"
+}
+
+exec 9>"$cache/ucx-gtest.lock"
+flock 9 || die "cannot lock $cache/ucx-gtest.lock"
+: >"$log"
+rm -rf "$dir"
+run_step "copying $UCX_SRC" cp -a "$UCX_SRC" "$dir"
+rm -f "$dir/.rvt-configured"
+
+# 1. rvt among the generic transports, right after tcp
+tests_h=$dir/test/gtest/uct/uct_test.h
+sed -i 's/^\(    \)tcp,\( *\)\\$/&\n\1rvt,\2\\/' "$tests_h"
+grep -q '^    rvt, *\\$' "$tests_h" ||
+    die "could not add rvt to UCT_TEST_NO_SELF_TLS in $tests_h (its layout changed?)"
+# and among the components whose MDs test_md and test_md_fork test
+md_cc=$dir/test/gtest/uct/test_md.cc
+sed -i 's/^\( *\)ib, \\$/&\n\1rvt, \\/' "$md_cc"
+grep -q '^ *rvt, \\$' "$md_cc" ||
+    die "could not add rvt to UCT_MD_INSTANTIATE_TEST_CASE in $md_cc"
+
+# 2. Debian's flags, word by word as configure must see them
+read -ra flags <<<"$flags_line"
+# shellcheck disable=SC2016 # $1 and $@ are the inner shell's
+run_step "configure" sh -c 'cd "$1" && shift && ./configure "$@"' sh "$dir" \
+    "${flags[@]}" --enable-gtest CFLAGS="-O2 -g" CXXFLAGS="-O2 -g -Wno-error"
+
+# 3. the libraries, googletest, and the generic UCT tests
+jobs=$(nproc)
+for sub in src/ucm src/ucs src/uct src/ucp src/tools/perf/lib \
+    test/gtest/common/googletest; do
+    run_step "make in $sub" make -C "$dir/$sub" -j"$jobs"
+done
+objects=$(awk '/^am_gtest_OBJECTS =/ { on = 1 }
+    on { for (i = 1; i <= NF; ++i)
+             if ($i ~ /^(common|uct|uct\/v2)\/gtest-.*\.\$\(OBJEXT\)$/) {
+                 sub(/\$\(OBJEXT\)$/, "o", $i); print $i } }
+    on && !/\\$/ { exit }' "$dir/test/gtest/Makefile" | tr '\n' ' ')
+[ -n "$objects" ] || die "no test objects found in $dir/test/gtest/Makefile"
+run_step "gtest (common and UCT tests)" \
+    make -C "$dir/test/gtest" -j"$jobs" gtest gtest_OBJECTS="$objects"
+[ -x "$dir/test/gtest/gtest" ] || die "no $dir/test/gtest/gtest after the build"
+
+echo "$stamp_text" >"$stamp"
+echo "GTEST=$dir/test/gtest/gtest"

@@ -1,0 +1,115 @@
+#!/bin/bash
+# Inside the testbed guest (1 node): UCX's own UCT tests (contrib/ucx-gtest.sh
+# builds them with rvt instantiated) for rvt and rc_verbs, group by group,
+# on the node's rxe device. One GoogleTest process per group and transport,
+# so that a crash costs one group; UCX_HANDLE_ERRORS=bt turns a fault into
+# an exit with a backtrace instead of UCX's default freeze.
+#
+# Prints a table, per group: passed/failed/skipped for rvt and for
+# rc_verbs, and one check per group: rvt fails no test, and skips no more
+# than rc_verbs does (or than the README's list of what rvt does not
+# support allows: ALLOWED_SKIPS below). rc_verbs' own failures are shown,
+# never counted: they are UCX's, under this emulator.
+#
+# Usage: conformance-guest.sh BUILD_DIR GTEST GROUP...|--all
+set -u -o pipefail
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
+build=${1:?usage: conformance-guest.sh BUILD_DIR GTEST GROUP...}
+gtest=${2:?usage: conformance-guest.sh BUILD_DIR GTEST GROUP...}
+shift 2
+perf_guest_setup conformance "$build"
+# the logs of groups that fail outlive the run
+logs=$build/conformance-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+
+# Skips rvt may have beyond its reference's, by group (test names, blank
+# separated), each for a reason the README gives: tests that name the
+# transports they run for, or run only with a setting rvt does not have.
+declare -A ALLOWED_SKIPS=(
+    # check_skip_test_tl(): "not supported yet" but for dc_mlx5, rc_verbs
+    # and rc_mlx5
+    [uct_cancel_test]="uct_cancel_test.am_bcopy uct_cancel_test.am_zcopy
+        uct_cancel_test.get_bcopy uct_cancel_test.get_zcopy"
+    # runs with RC_FC_ENABLE=y, a setting of UCX's rc transports
+    [test_uct_event]="test_uct_event.am_with_fc"
+)
+
+on 1 bash -c "exec timeout 7200 $rvtd --device=\$RXE_DEV --linger=0" \
+    >"$work/rvtd.log" 2>&1 &
+wait_agent 1 || { fail "rvtd on node 1 does not answer"; exit 1; }
+
+# run_group TL GROUP: the group's tests for TL; prints "P F S" (passed,
+# failed, skipped), leaves the output in $work/TL.GROUP.log and the names
+# of the skipped tests (without the transport and the parameter) in
+# $work/TL.GROUP.skipped
+run_group() {
+    local tl=$1 group=$2 log=$work/$1.$2.log rc
+    on 1 env UCX_HANDLE_ERRORS=bt UCX_LOG_LEVEL=warn UCX_RVT_START_AGENT=n \
+        LD_PRELOAD="$module" GTEST_FILTER="$tl/$group.*" \
+        timeout 1800 "$gtest" </dev/null >"$log" 2>&1
+    rc=$?
+    : >"$work/$tl.$group.skipped" # before the caller reads the counts
+    awk -v rc="$rc" -v skipped="$work/$tl.$group.skipped" '
+        /^\[     SKIP \]/ { skip = 1 }
+        /^\[       OK \] [^ ]+ \([0-9]+ ms\)/ {
+            if (skip) {
+                s++
+                name = $4; sub(/^[^\/]*\//, "", name); sub(/\/[0-9]+$/, "", name)
+                print name > skipped
+            } else p++
+            skip = 0
+        }
+        /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)/ { f++; skip = 0 }
+        END { if (rc != 0 && f == 0) f = 1; print p + 0, f + 0, s + 0 }' "$log"
+}
+
+# the transport rvt is compared with: rc_verbs, and for the MD groups
+# (instantiated per component) the IB component
+reference() {
+    case $1 in
+    test_md | test_md_fork) echo ib ;;
+    *) echo rc_verbs ;;
+    esac
+}
+
+# --all: every group rvt is instantiated in (the suite enumerates its
+# resources when it starts, so it lists them with the module loaded)
+if [ "${1:-}" = --all ]; then
+    mapfile -t groups < <(on 1 env UCX_RVT_START_AGENT=n LD_PRELOAD="$module" \
+        timeout 120 "$gtest" --gtest_list_tests 2>/dev/null |
+        sed -n 's|^rvt/\([A-Za-z0-9_]*\)\.$|\1|p' | sort -u)
+    [ ${#groups[@]} -gt 0 ] || { fail "the suite lists no rvt test group"; exit 1; }
+    set -- "${groups[@]}"
+fi
+
+printf '%-34s %-16s %-20s\n' "UCT test group" "rvt p/f/s" "reference p/f/s"
+for group in "$@"; do
+    ref=$(reference "$group")
+    read -r rp rf rs < <(run_group rvt "$group")
+    read -r vp vf vs < <(run_group "$ref" "$group")
+    printf '%-34s %-16s %-20s\n' "$group" "$rp/$rf/$rs" "$vp/$vf/$vs ($ref)"
+    what="$group: rvt $rp passed, $rf failed, $rs skipped ($ref $vp/$vf/$vs)"
+    # skips of rvt's that the reference does not skip, nor the README allows
+    extra=$(sort -u "$work/rvt.$group.skipped" |
+        comm -23 - <(sort -u "$work/$ref.$group.skipped") |
+        grep -vxF -f <(for t in ${ALLOWED_SKIPS[$group]:-}; do echo "$t"; done) |
+        tr '\n' ' ')
+    if [ "$rp" = 0 ] && [ "$rf" = 0 ] && [ "$rs" = 0 ]; then
+        fail "$what: no rvt test ran"
+    elif [ "$rf" != 0 ]; then
+        fail "$what (log: $logs/rvt.$group.log)"
+        grep -E '^\[  FAILED  \].*ms\)$|rror|SIG|Abort' "$work/rvt.$group.log" |
+            head -12 | sed 's/^/    /'
+        cp "$work/rvt.$group.log" "$logs/"
+    elif [ -n "$extra" ]; then
+        fail "$what: skipped where $ref is not: $extra"
+        alt=${extra% }
+        grep -A1 -E "^\[ RUN      \] rvt/$group\.(${alt// /|})/" \
+            "$work/rvt.$group.log" | grep SKIP | sort -u | head -12 | sed 's/^/    /'
+    else
+        pass "$what"
+    fi
+done
+finish conformance
