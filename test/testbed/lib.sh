@@ -212,6 +212,10 @@ UCX_PERFTEST=${UCX_PERFTEST:-ucx_perftest}
 perf_server_args=${perf_server_args:-}
 # the TCP port of the next pair's rendezvous (each pair takes the next)
 port=${port:-20000}
+# what runs every ucx_perftest (empty, or "taskset -c 0": the vCPUs it
+# may use)
+perf_cpus=${perf_cpus:-}
+
 # perf_pair OUT SERVER_NODE CLIENT_NODE "SERVER_ENV" "CLIENT_ENV" ARGS...:
 # one ucx_perftest server and its client (ARGS); outputs in OUT.server and
 # OUT.client. Status 0 only if both ended well.
@@ -221,7 +225,7 @@ perf_pair() {
     port=$((port + 1))
     # the env lists are KEY=VALUE words without blanks: split on purpose
     # shellcheck disable=SC2086
-    on "$sn" env $senv timeout "$T_PROC" "$UCX_PERFTEST" -p "$port" \
+    on "$sn" env $senv $perf_cpus timeout "$T_PROC" "$UCX_PERFTEST" -p "$port" \
         $perf_server_args >"$out.server" 2>&1 &
     spid=$!
     if ! wait-port "$port" 60 >"$out.client" 2>&1; then
@@ -229,7 +233,7 @@ perf_pair() {
         return 1
     fi
     # shellcheck disable=SC2086
-    on "$cn" env $cenv timeout "$T_PROC" "$UCX_PERFTEST" "node$sn" -p "$port" \
+    on "$cn" env $cenv $perf_cpus timeout "$T_PROC" "$UCX_PERFTEST" "node$sn" -p "$port" \
         "$@" >"$out.client" 2>&1
     rc=$?
     # a client that failed before its test may leave the server waiting
@@ -257,4 +261,44 @@ error_text() {
     grep -h -E 'ERROR|[Ee]rror|failed|Cannot|not supported|larger|smaller|nothing listens|Terminated' \
         "$1.client" "$1.server" 2>/dev/null | sed 's/^\[[^]]*\] *\[[^]]*\] *//' |
         head -3 | tr '\n' ' '
+}
+
+# cpu_ticks: the CPU time used so far, in clock ticks, as one line
+# "all busy system softirq agent1 agent1_system agent2 agent2_system":
+# the guest's, every vCPU's, idle or not, and busy (/proc/stat), and each
+# node's rvtd's (its utime and stime; pids are global in the guest, and an
+# agent's environment names its node). For cpu_report.
+cpu_ticks() {
+    local p node st a1=0 s1=0 a2=0 s2=0
+    for p in $(pgrep -x rvtd); do
+        node=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^RVT_NODE=//p')
+        read -r -a st <"/proc/$p/stat" 2>/dev/null || continue
+        case $node in
+        1) a1=$((a1 + st[13] + st[14])) s1=$((s1 + st[14])) ;;
+        2) a2=$((a2 + st[13] + st[14])) s2=$((s2 + st[14])) ;;
+        esac
+    done
+    awk -v a1=$a1 -v s1=$s1 -v a2=$a2 -v s2=$s2 '/^cpu / {
+        all = 0; for (i = 2; i <= NF; i++) all += $i
+        print all, $2 + $3 + $4 + $7 + $8 + $9, $4, $8, a1, s1, a2, s2 }' /proc/stat
+}
+
+# cpu_report BEFORE AFTER MB: what the CPUs did between two cpu_ticks
+# lines while MB megabytes moved, one line: the seconds that passed, the
+# guest's busy CPU seconds, each agent's CPU seconds and its share of one
+# vCPU, and (when agent 1 worked) the megabytes per CPU-second of node 1's
+# agent, the senders' (rxe does a send's packet work in the ibv_post_send
+# of the process that posts): what it could carry with a vCPU to itself
+cpu_report() {
+    awk -v b="$1" -v a="$2" -v mb="$3" -v hz="$(getconf CLK_TCK)" \
+        -v ncpu="$(nproc)" 'BEGIN {
+        split(b, x, " "); split(a, y, " ")
+        for (i = 1; i <= 8; i++) d[i] = (y[i] - x[i]) / hz
+        wall = d[1] / ncpu
+        printf "%.1f s on %d vCPUs: busy %.1f CPU-s (system %.1f, softirq %.1f); agent 1 %.2f CPU-s (%.0f%% of a vCPU), agent 2 %.2f CPU-s (%.0f%%)",
+            wall, ncpu, d[2], d[3], d[4], d[5], (wall > 0 ? 100 * d[5] / wall : 0),
+            d[7], (wall > 0 ? 100 * d[7] / wall : 0)
+        if (d[5] >= 0.1) printf "; %.0f MB per CPU-second of agent 1", mb / d[5]
+        printf "\n"
+    }'
 }

@@ -14,6 +14,11 @@
 #               passes 4 spinning processes on the guest's 2 vCPUs,
 #               rc_verbs' only 2; rvt / that is the part of each ratio that
 #               is not the emulator's scheduling of busy pollers
+#   agent core  rvt again with its agents on one vCPU and every
+#               ucx_perftest on the other, for the rows the emulator's
+#               scheduling is suspected of (the README's rule: rvtd needs a
+#               core it does not wait for); where the CPU went in the
+#               4-pair runs, the agents' share of it
 #   UCX_TLS     what users should set: UCP tag_lat and tag_bw, one pair and
 #               4 pairs at once, with rvt alone, with active messages on
 #               per-process UD and the rendezvous on rvt (ud_verbs,rvt),
@@ -56,7 +61,7 @@ done
 # The UCT server takes the device name from its client: node 2 opens its
 # own rxe2 under node 1's name (perftest_dev_alias.so, see the file).
 alias_env="RVT_PERFTEST_DEV_ALIAS=rxe1:1=rxe2:1"
-declare -A fig
+declare -A fig cpu
 rows=()
 
 # uct TEST LAYOUT SIZE ITERS TL [CLIENT_ENV [SERVER_ENV]]: one UCT run
@@ -178,7 +183,8 @@ section "4 processes per node, each pair at once"
 # shellcheck disable=SC2317 # called through both() and the pollers' reruns
 many() {
     local test=$1 layout=$2 size=$3 iters=$4 tl=$5 k pids=() sum ok=yes
-    local key_tl=${KEY_TL:-$tl}
+    local key_tl=${KEY_TL:-$tl} t0 t1 mb
+    t0=$(cpu_ticks)
     for k in 1 2 3 4; do
         uct_pair_bg "$test" "$layout" "$size" "$iters" "$tl" "$k" &
         pids+=($!)
@@ -186,9 +192,15 @@ many() {
     for k in "${pids[@]}"; do wait "$k" || ok=no; done
     sum=$(cat "$work"/many.*."$tl".fig 2>/dev/null | awk '{ s += $1 } END { printf "%.2f MB/s", s }')
     rm -f "$work"/many.*."$tl".fig
+    t1=$(cpu_ticks)
+    # what moved: 4 pairs, the measured iterations and the warm-up's
+    mb=$(awk -v n=$((4 * (iters + iters / 10 + 1))) -v s="$size" \
+        'BEGIN { printf "%.1f", n * s / 1e6 }')
     if [ "$ok" = yes ]; then
         fig[$test.x4.$size.$key_tl]=$sum
+        cpu[$test.x4.$size.$key_tl]=$(cpu_report "$t0" "$t1" "$mb")
         pass "4 pairs uct $test -D $layout $size B, $key_tl: $sum together"
+        echo "  $mb MB: ${cpu[$test.x4.$size.$key_tl]}"
     else
         fig[$test.x4.$size.$key_tl]=error
         fail "4 pairs uct $test -D $layout $size B, $key_tl: a pair failed"
@@ -225,6 +237,25 @@ for r in "${reruns[@]}"; do
 done
 pollers_stop
 
+section "rvt with a vCPU for its agents, every ucx_perftest on the other"
+# The deployment rule the README gives: rvtd needs a core it does not
+# wait for. Both agents on vCPU 1, every ucx_perftest on vCPU 0: rvt's
+# test processes get one vCPU where rc_verbs' (above) had both; the rows
+# where the emulator's scheduling is suspected (latency, one message at a
+# time, 4 pairs at once), against rc_verbs' figures above.
+core_runs=("uct am_lat short 8 1000" "uct put_bw zcopy 65536 200"
+    "uct am_bw bcopy 8192 500" "uct am_bw zcopy 8000 500"
+    "ucp tag_bw 1048576 10"
+    "many am_bw short 8 2000" "many put_bw zcopy 262144 40")
+for p in $(pgrep -x rvtd); do taskset -apc 1 "$p" >/dev/null; done
+perf_cpus="taskset -c 0"
+for r in "${core_runs[@]}"; do
+    read -ra cmd <<<"$r"
+    KEY_TL=rvt_core "${cmd[@]}" rvt
+done
+perf_cpus=""
+for p in $(pgrep -x rvtd); do taskset -apc 0-1 "$p" >/dev/null; done
+
 section "rvt / rc_verbs, same boot"
 # ratio VALUE_A VALUE_B: A / B from two figures ("12.3 us"), or "-"
 ratio() {
@@ -232,11 +263,13 @@ ratio() {
         if (x[1] + 0 <= 0 || y[1] + 0 <= 0) print "-"
         else printf "%.2f\n", x[1] / y[1] }'
 }
-printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %s\n' measure rvt rc_verbs \
-    ratio target verdict "rc_verbs+p" "rvt/that"
+printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %-8s %-12s %s\n' measure rvt \
+    rc_verbs ratio target verdict "rc_verbs+p" "rvt/that" "rvt+core" \
+    "rvt+core/rc_verbs"
 for r in "${rows[@]}"; do
     read -r key target <<<"$r"
     a=${fig[$key.rvt]:-?} b=${fig[$key.rc_verbs]:-?} c=${fig[$key.rc_verbs_pollers]:-?}
+    d=${fig[$key.rvt_core]:--}
     q=$(ratio "$a" "$b")
     verdict=-
     if [ "$q" != - ]; then
@@ -244,14 +277,22 @@ for r in "${rows[@]}"; do
             ok = (substr(t, 1, 2) == "<=") ? r <= lim : r >= lim
             print ok ? "met" : "not-met" }')
     fi
-    printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %s\n' "$key" "$a" "$b" \
-        "$q" "$target" "$verdict" "$c" "$(ratio "$a" "$c")"
+    printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %-8s %-12s %s\n' "$key" \
+        "$a" "$b" "$q" "$target" "$verdict" "$c" "$(ratio "$a" "$c")" "$d" \
+        "$(ratio "$d" "$b")"
 done
 echo "(latency: median half round trip, ratio > 1 is slower; bandwidth: MB/s,"
 echo " ratio < 1 is slower. TCG: every node shares the guest's 2 vCPUs."
 echo " rc_verbs+p: rc_verbs with one more polling process per node, as many"
 echo " spinning processes as rvt has; rvt/that: the ratio without the"
-echo " emulator's scheduling of busy pollers)"
+echo " emulator's scheduling of busy pollers; rvt+core: rvt with its agents"
+echo " on one vCPU and every ucx_perftest on the other)"
+echo "4 pairs, where the CPU went (agent 1 is the senders' node's: rxe does"
+echo "a send's packet work inside the ibv_post_send of the process that posts;"
+echo "rc_verbs has no agent, its agents' figures are the idle ones of rvt's):"
+for key in "${!cpu[@]}"; do
+    echo "  $key: ${cpu[$key]}"
+done | sort
 
 section "what users should set: UCX_TLS for MPI and OpenSHMEM (UCP, node1 -> node2)"
 # rvt alone; active messages on per-process UD with the rendezvous on the
