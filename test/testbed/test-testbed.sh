@@ -132,6 +132,10 @@ fi
 rm -rf "$tmpshare"
 expect "the command's exit status comes back, with the kernel log" 7 'guest kernel log' \
     -- run -n 1 'exit 7'
+# expect() sends stdout and stderr into one file: the guest's output must
+# survive the runner's notes after it (the kernel log of a failed run)
+expect "the guest's output and the runner's later notes share one file" 7 \
+    '^guest-said-this-before-failing$' -- run -n 1 'echo guest-said-this-before-failing; exit 7'
 expect "a guest that dies is reported, with its kernel log" 125 'Kernel panic - not syncing' \
     -- run -n 1 'echo c > /proc/sysrq-trigger; sleep 60'
 expect "a run past its timeout is stopped" 124 'timeout after 20s' -- run -n 1 -t 20 'sleep 600'
