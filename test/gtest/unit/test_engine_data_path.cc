@@ -324,8 +324,8 @@ TEST_F(data_path, inline_payloads_are_the_agents_own_once_taken)
     uint64_t most_queued     = 0;
     for (uint64_t i = 0; i < total; ++i) {
         work_request wr{};
-        wr.wr_id      = i;
-        wr.flags      = work_signaled;
+        wr.wr_id          = i;
+        wr.flags          = work_signaled;
         wr.peer           = me;
         wr.dst_client     = d.index();
         wr.dst_generation = d.generation();

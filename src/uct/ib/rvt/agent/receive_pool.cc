@@ -59,10 +59,11 @@ result<done> receive_pool::repost(std::span<const uint32_t> indices)
     while (!indices.empty()) {
         const size_t n = std::min(chain, indices.size());
         for (size_t i = 0; i < n; ++i) {
-            const uint32_t index = indices[i];
-            sges[i] = {reinterpret_cast<uint64_t>(m_memory.data() +
-                                                  size_t{index} * m_buffer_size),
-                       m_buffer_size, m_mr->lkey};
+            const uint32_t index    = indices[i];
+            const std::byte *buffer = m_memory.data() +
+                                      size_t{index} * m_buffer_size;
+            sges[i]        = {reinterpret_cast<uint64_t>(buffer), m_buffer_size,
+                              m_mr->lkey};
             wrs[i]         = {};
             wrs[i].wr_id   = wr_id_flag | index;
             wrs[i].sg_list = &sges[i];
@@ -71,8 +72,7 @@ result<done> receive_pool::repost(std::span<const uint32_t> indices)
         }
         ibv_recv_wr *bad = nullptr;
         const int err    = ibv_post_srq_recv(m_srq.get(), wrs.data(), &bad);
-        const size_t ok  = err == 0 ? n :
-                                      static_cast<size_t>(bad - wrs.data());
+        const size_t ok  = err == 0 ? n : static_cast<size_t>(bad - wrs.data());
         m_posted += static_cast<uint32_t>(ok);
         if (err != 0) {
             return failure{"receive pool: ibv_post_srq_recv failed: " +

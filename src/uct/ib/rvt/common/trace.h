@@ -59,7 +59,7 @@ inline constexpr uint8_t trace_stage_limit = 9;
 constexpr std::string_view to_string(trace_stage s)
 {
     constexpr std::string_view names[trace_stage_limit] = {
-            "submit", "reap",    "read",   "pop",    "post",
+            "submit", "reap",     "read",    "pop",    "post",
             "sent",   "complete", "receive", "deliver"};
     return names[static_cast<uint8_t>(s)];
 }
