@@ -123,7 +123,8 @@ if [ "$what" = all ]; then
         { cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
               --with-ucx-src="$UCX_SRC" && make -j"$(nproc)" all &&
           make -j"$(nproc)" test/gtest/rvt_integration_tests \
-              test/gtest/integration/shared_pd_client; } \
+              test/gtest/integration/shared_pd_client \
+              test/mpi/rvt_mpi_check; } \
             > "$top/build/build122.log" 2>&1; then
         cd "$top" || exit 1
         echo "UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC"
@@ -132,7 +133,7 @@ if [ "$what" = all ]; then
         run_suite "UCX 1.22 make check (loading)" make -C build122 check \
             check_PROGRAMS= \
             TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
-        step "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs (testbed)"
+        step "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)"
         run_suite "UCX 1.22 plugin (testbed)" test/testbed/plugin.sh build122
         step "UCX 1.22: integration tests (testbed)"
         run_suite "UCX 1.22 integration (testbed)" \

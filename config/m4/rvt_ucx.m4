@@ -111,6 +111,9 @@ AC_MSG_RESULT([$ucx_libdir])
 AS_IF([test "$UCX_PREFIX" = /usr],
     [UCX_LIBS="-L$ucx_libdir -luct -lucs"],
     [UCX_LIBS="-L$ucx_libdir -Wl,-rpath,$ucx_libdir -luct -lucs"])
+# UCP, for the integration tests that use it as a library user does
+# (test_ucp_rvt.cc); the module itself never links it
+UCP_LIBS="-L$ucx_libdir -lucp"
 
 rvt_save_CPPFLAGS=$CPPFLAGS
 rvt_save_LIBS=$LIBS
@@ -294,6 +297,9 @@ _RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_GET_DEVICE_EP],
     [uct_iface_internal_ops_t], [ep_get_device_ep])
 _RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_PUT_SGL_ZCOPY],
     [uct_iface_internal_ops_t], [ep_put_sgl_zcopy])
+_RVT_UCX_FEATURE([RVT_UCX_IFACE_FLAG_INTER_NODE],
+    [marks inter-node transports (UCT_IFACE_FLAG_INTER_NODE)],
+    [[static_assert(UCT_IFACE_FLAG_INTER_NODE != 0);]])
 UCX_INTERNAL_CPPFLAGS="$UCX_INTERNAL_CPPFLAGS$UCX_FEATURE_CPPFLAGS"
 
 # Whether UCX loads external modules by itself (1.22: every
@@ -321,6 +327,7 @@ AC_SUBST([UCX_PREFIX])
 AC_SUBST([UCX_VERSION])
 AC_SUBST([UCX_CPPFLAGS])
 AC_SUBST([UCX_LIBS])
+AC_SUBST([UCP_LIBS])
 AC_SUBST([ucxmoduledir])
 AC_SUBST([UCX_SRC])
 AC_SUBST([UCX_SRC_VERSION])

@@ -263,6 +263,44 @@ error_text() {
         head -3 | tr '\n' ' '
 }
 
+# mpi_options HOSTFILE [MPIRUN_OPTION...]: sets the array mpirun_opts, the
+# options under which mpirun runs a job over rvt across node1 and node2,
+# 4 slots each (HOSTFILE is written), with the options given added (how
+# this UCX loads the module). What each option is for:
+#  plm_rsh_agent            there is no ssh in the guest: `on N` instead
+#                           (mpi-rsh-agent.sh)
+#  plm_rsh_no_tree_spawn    only mpirun launches (the agent needs TB_*)
+#  if_base_do_not_resolve   all nodes share one network namespace, so
+#                           node2's address is also a local interface of
+#                           node1: without this, mpirun takes node2 for
+#                           itself and refuses the hostfile ("multiple
+#                           definitions of the slot count for node1")
+#  oob_tcp_if_include       out-of-band traffic over the nodes' addresses
+#  pml ucx, pml_ucx_tls rvt Open MPI 4.1 selects pml ucx only if UCX
+#  pml_ucx_devices any      offers a transport of its list (rc_verbs,...;
+#                           "rvt" is not in it) on a device whose driver
+#                           matches mlx*; rxe has neither
+#  btl self                 pml ucx moves the messages; no other BTL
+#  mpi_yield_when_idle      8 polling processes on 2 emulated cores
+#  UCX_TLS=rvt,sm,self      rvt between the nodes, shared memory within
+#  UCX_RVT_START_AGENT=n    use the agents the suite started, never another
+#  RVT_JOB_KEY              theirs (exported by the caller)
+mpi_options() {
+    local hosts=$1
+    shift
+    printf 'node1 slots=4\nnode2 slots=4\n' >"$hosts"
+    # SC2034: the caller's; SC2054: commas in values (UCX_TLS=rvt,sm,self)
+    # shellcheck disable=SC2034,SC2054
+    mpirun_opts=(--hostfile "$hosts" --bind-to none
+        --mca plm_rsh_agent "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/mpi-rsh-agent.sh"
+        --mca plm_rsh_no_tree_spawn 1
+        --mca if_base_do_not_resolve 1 --mca oob_tcp_if_include 198.18.0.0/24
+        --mca pml ucx --mca pml_ucx_tls rvt --mca pml_ucx_devices any
+        --mca btl self --mca mpi_yield_when_idle 1
+        -x UCX_TLS=rvt,sm,self -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY
+        -x UCX_WARN_UNUSED_ENV_VARS=n "$@")
+}
+
 # cpu_ticks: the CPU time used so far, in clock ticks, as one line
 # "all busy system softirq agent1 agent1_system agent2 agent2_system":
 # the guest's, every vCPU's, idle or not, and busy (/proc/stat), and each

@@ -41,7 +41,6 @@ set -u -o pipefail
 build=${1:?usage: mpi-guest.sh BUILD_DIR [threads]}
 only=${2:-}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
-top=$(cd "$(dirname "$0")/../.." && pwd)
 K=4
 rvtd=$build/src/uct/ib/rvt/tools/rvtd
 rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
@@ -49,7 +48,6 @@ module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 mpi_prog=$build/test/mpi/rvt_mpi_check
 threads_prog=$build/test/mpi/rvt_mpi_threads
 shmem_prog=$build/test/shmem/rvt_shmem_check
-rsh_agent=$top/test/testbed/mpi-rsh-agent.sh
 # Sizes: every test of the MPI program from 8 B to 16 MiB, as the issue
 # asks (the collectives at 16 MiB take some 20 s on this emulated 2-vCPU
 # machine, where 8 processes, 2 agents and rxe share two cores); SHMEM's
@@ -118,33 +116,9 @@ for n in 1 2; do
     ) &
 done
 
-printf 'node1 slots=4\nnode2 slots=4\n' >"$work/hosts"
-# What each option is for:
-#  plm_rsh_agent            there is no ssh in the guest: `on N` instead
-#  plm_rsh_no_tree_spawn    only mpirun launches (the agent needs TB_*)
-#  if_base_do_not_resolve   all nodes share one network namespace, so
-#                           node2's address is also a local interface of
-#                           node1: without this, mpirun takes node2 for
-#                           itself and refuses the hostfile ("multiple
-#                           definitions of the slot count for node1")
-#  oob_tcp_if_include       out-of-band traffic over the nodes' addresses
-#  pml ucx, pml_ucx_tls rvt Open MPI 4.1 selects pml ucx only if UCX
-#  pml_ucx_devices any      offers a transport of its list (rc_verbs,...;
-#                           "rvt" is not in it) on a device whose driver
-#                           matches mlx*; rxe has neither
-#  btl self                 pml ucx moves the messages; no other BTL
-#  mpi_yield_when_idle      8 polling processes on 2 emulated cores
-#  UCX_TLS=rvt,sm,self      rvt between the nodes, shared memory within
-#  UCX_RVT_START_AGENT=n    use the agents started above, never another
-#  LD_PRELOAD               UCX 1.13 loads only its own modules
-# shellcheck disable=SC2054 # commas in values (UCX_TLS=rvt,sm,self)
-mpirun_opts=(--hostfile "$work/hosts" --bind-to none
-    --mca plm_rsh_agent "$rsh_agent" --mca plm_rsh_no_tree_spawn 1
-    --mca if_base_do_not_resolve 1 --mca oob_tcp_if_include 198.18.0.0/24
-    --mca pml ucx --mca pml_ucx_tls rvt --mca pml_ucx_devices any
-    --mca btl self --mca mpi_yield_when_idle 1
-    -x UCX_TLS=rvt,sm,self -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY
-    -x UCX_WARN_UNUSED_ENV_VARS=n -x LD_PRELOAD="$module")
+# Open MPI's options for the testbed (lib.sh), and UCX 1.13's way to load
+# the module: LD_PRELOAD (it loads only its own modules)
+mpi_options "$work/hosts" -x LD_PRELOAD="$module"
 
 # Rank 0 (node1) logs at info level: its ep_cfg lines name the transports
 # UCP chose for each peer. (Not mpirun's "-np 1 env ... : -np 7 ...": -x

@@ -13,7 +13,10 @@
 #      UCP tag_bw 4 MiB (a rendezvous; over rvt its bytes the two agents
 #      must have posted between the nodes) and, for rvt, tag_lat 8 B.
 #      The full matrix is the 1.13 leg's perftest.sh; figures are
-#      printed, never judged.
+#      printed, never judged;
+#   5. Debian's Open MPI 4.1.4 on this UCX's libraries: the project's MPI
+#      program, 2 nodes x 4 processes, every word verified, with rvt
+#      between the nodes (rank 0's UCP lanes, the agents' counters).
 # Exits 1 if any check failed.
 # Usage: plugin-guest.sh BUILD_DIR UCX_PREFIX
 set -u -o pipefail
@@ -135,5 +138,52 @@ for tls in rvt,self rc_verbs,ud_verbs:aux,self; do
         fi
     done
 done
+
+# ---- 5. Open MPI on this UCX's libraries -----------------------------
+# Debian's Open MPI 4.1.4 was built against Debian's UCX 1.13; this UCX's
+# libraries take their place through LD_LIBRARY_PATH (the same sonames),
+# and they load rvt from UCX_PLUGIN_PATH. 2 nodes x 4 processes, rvt
+# between the nodes; rank 0 logs at info level: which UCX it loaded, and
+# the transports UCP chose for each peer.
+section "Open MPI 4.1.4 on UCX $prefix's libraries, over rvt"
+mpi_prog=$PWD/$build/test/mpi/rvt_mpi_check
+if [ ! -x "$mpi_prog" ]; then
+    fail "$mpi_prog not built (make test/mpi/rvt_mpi_check: configure finds Open MPI's mpicxx)"
+else
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpi_options "$work/hosts" -x LD_LIBRARY_PATH="$prefix/lib" \
+        -x "$plugin_env"
+    # shellcheck disable=SC2016 # for the ranks' shell
+    rank0_info='[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export UCX_LOG_LEVEL=info; exec "$0" "$@"'
+    for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
+    t0=$SECONDS
+    on 1 timeout 600 mpirun "${mpirun_opts[@]}" -np 8 bash -c "$rank0_info" \
+        "$mpi_prog" --max-size=1048576 >"$work/mpi.out" 2>&1
+    rc=$?
+    grep -v ' UCX  INFO ' "$work/mpi.out" | sed 's/^/  mpi| /'
+    if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_check' "$work/mpi.out"; then
+        pass "MPI program verified, 2 nodes x 4 processes, 8 B to 1 MiB ($((SECONDS - t0)) s)"
+    else
+        fail "MPI program (mpirun exit $rc after $((SECONDS - t0)) s; output above)"
+    fi
+    loaded=$(sed -n 's/.*UCX  INFO  Version \(.*\)/\1/p' "$work/mpi.out" | head -1)
+    check "rank 0 ran on $prefix's UCX: ${loaded:-no version logged}" \
+        grep -q "loaded from $prefix/lib/libucp" <<<"$loaded"
+    # UCP's endpoint configurations ("ucp_context_0 inter-node cfg#1
+    # tag(rvt/rxe1:1)"): the other node's ranks on rvt, and taken for
+    # other nodes (UCT_IFACE_FLAG_INTER_NODE, ucx_compat.h)
+    grep -E ' cfg#[0-9]+ ' "$work/mpi.out" | sed 's/.*INFO *//' | sort -u | sed 's/^/  rank 0 UCP| /'
+    check "rank 0's UCP put the other node's ranks on rvt, as inter-node endpoints" \
+        grep -qE 'inter-node cfg#[0-9]+ .*rvt/' "$work/mpi.out"
+    for n in 1 2; do
+        if d=$(counters_delta "$n" "$work/counters.before.$n"); then
+            read -r am _ _ tx rx <<<"$d"
+            check "node $n's agent carried the job: +$am AMs delivered, $tx bytes sent, $rx received" \
+                test "$am" -gt 0 -a "$tx" -gt 0 -a "$rx" -gt 0
+        else
+            fail "node $n's agent does not answer after the MPI job"
+        fi
+    done
+fi
 
 finish "plugin (UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p'))"

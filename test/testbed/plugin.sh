@@ -3,7 +3,8 @@
 # the UCX that BUILD_DIR was configured against (one that loads plugins,
 # 1.22) lists transport rvt with the module's directory on UCX_PLUGIN_PATH
 # and no LD_PRELOAD, and does not without it; that UCX's ucx_perftest runs
-# UCT and UCP over rvt beside rc_verbs (plugin-guest.sh).
+# UCT and UCP over rvt beside rc_verbs; Debian's Open MPI runs the
+# project's MPI program over rvt on that UCX's libraries (plugin-guest.sh).
 # Exits with the guest script's status, 1 when a check failed.
 # Usage: test/testbed/plugin.sh [BUILD_DIR]   (default: build122)
 set -u -o pipefail

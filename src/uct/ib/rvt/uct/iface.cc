@@ -631,7 +631,7 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
                       UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
                       UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                       UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
-                      UCT_IFACE_FLAG_EP_CHECK;
+                      UCT_IFACE_FLAG_EP_CHECK | iface_flag_inter_node;
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV | UCT_IFACE_FLAG_EVENT_FD;
 

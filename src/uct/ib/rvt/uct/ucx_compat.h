@@ -281,6 +281,19 @@ config_entry(const char *name, const char *prefix, ucs_config_field_t *table,
     return entry;
 }
 
+/* ---- the interface's capability flags ------------------------------------
+ * 1.22 marks a transport that reaches other nodes with
+ * UCT_IFACE_FLAG_INTER_NODE. UCP packs only those into a worker's
+ * network-only address (UCP_WORKER_ADDRESS_FLAG_NET_ONLY: what Open MPI
+ * 4.1 publishes to the other nodes), and takes an endpoint none of whose
+ * lanes has the flag for an intra-node one. 1.13 has no such flag: its
+ * network-only address keeps the transports on network devices. */
+#if RVT_UCX_IFACE_FLAG_INTER_NODE
+inline constexpr uint64_t iface_flag_inter_node = UCT_IFACE_FLAG_INTER_NODE;
+#else
+inline constexpr uint64_t iface_flag_inter_node = 0;
+#endif
+
 /* ---- the interface's internal operations ---------------------------------
  * 1.13: UCT's base table serves. 1.22: a transport brings its own, and
  * UCP asks it whether an address is reachable and whether an endpoint is
