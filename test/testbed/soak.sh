@@ -1,0 +1,31 @@
+#!/bin/bash
+# The soak of issue 11 in a 2-node testbed boot (soak-guest.sh says what
+# runs and what is checked): processes attach, register, transfer and
+# detach in a loop while each agent's memory, fds, MRs, QPs and CQs are
+# sampled, printed as a series and checked against a bound. Exits with the
+# guest script's status, 1 when a check failed.
+# Usage: test/testbed/soak.sh [--minutes N] [BUILD_DIR]
+#        (default: 2 minutes, as CI runs it; build)
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+minutes=2
+case ${1:-} in
+--minutes=*) minutes=${1#--minutes=}; shift ;;
+--minutes) minutes=${2:?--minutes needs a number}; shift 2 ;;
+esac
+[[ $minutes =~ ^[1-9][0-9]*$ ]] ||
+    { fail "--minutes '$minutes': expected a whole number of minutes, 1 or more"; exit 2; }
+build=${1:-build}
+for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
+         test/gtest/integration/rvt_traffic_client; do
+    [ -x "$build/$f" ] || { fail "$build/$f not built (make check)"; exit 1; }
+done
+started=$SECONDS
+contrib/testbed/testbed run -n 2 -t $((minutes * 60 + 600)) \
+    "test/testbed/soak-guest.sh $build $minutes"
+rc=$?
+echo "soak suite: $((SECONDS - started)) s of testbed time, boot included"
+exit $rc
