@@ -246,6 +246,31 @@ ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
     return status == UCS_OK ? UCS_INPROGRESS : status;
 }
 
+/* am_bcopy and put_bcopy: the caller packs into a bounce buffer, which
+ * is posted; the packed length, or the error */
+ssize_t bcopy(ep &e, const char *what, work_op op, uint8_t am_id,
+              uct_pack_callback_t pack_cb, void *arg, uint64_t remote_addr,
+              uct_rkey_t rkey)
+{
+    iface &i            = *e.owner;
+    ucs_status_t status = e.can_send();
+    if (status != UCS_OK) {
+        return status;
+    }
+    const uint32_t b    = i.bounce->get();
+    const size_t length = pack_cb(i.bounce->at(b), arg);
+    if (length > i.seg_size) {
+        i.bounce->put(b);
+        return bad_length(e, what, length, i.seg_size);
+    }
+    if (op == work_op::send_am) {
+        trace_am_send(i, am_id, i.bounce->at(b), length, "AM_BCOPY");
+    }
+    status = post_bounce(e, op, am_id, b, length, remote_addr, rkey);
+    return status == UCS_OK ? static_cast<ssize_t>(length) :
+                              static_cast<ssize_t>(status);
+}
+
 } // namespace
 
 /* ---- ep state ------------------------------------------------------------ */
@@ -425,25 +450,11 @@ ucs_status_t ep_am_short_iov(uct_ep_h handle, uint8_t id, const uct_iov_t *iov,
 ssize_t ep_am_bcopy(uct_ep_h handle, uint8_t id, uct_pack_callback_t pack_cb,
                     void *arg, unsigned) noexcept
 {
-    ep &e    = to_ep(handle);
-    iface &i = *e.owner;
+    ep &e = to_ep(handle);
     if (id >= UCT_AM_ID_MAX) {
         return bad_am_id(e, id);
     }
-    ucs_status_t status = e.can_send();
-    if (status != UCS_OK) {
-        return status;
-    }
-    const uint32_t b    = i.bounce->get();
-    const size_t length = pack_cb(i.bounce->at(b), arg);
-    if (length > i.seg_size) {
-        i.bounce->put(b);
-        return bad_length(e, "am_bcopy", length, i.seg_size);
-    }
-    trace_am_send(i, id, i.bounce->at(b), length, "AM_BCOPY");
-    status = post_bounce(e, work_op::send_am, id, b, length, 0, 0);
-    return status == UCS_OK ? static_cast<ssize_t>(length) :
-                              static_cast<ssize_t>(status);
+    return bcopy(e, "am_bcopy", work_op::send_am, id, pack_cb, arg, 0, 0);
 }
 
 ucs_status_t ep_am_zcopy(uct_ep_h handle, uint8_t id, const void *header,
@@ -493,22 +504,8 @@ ucs_status_t ep_put_short(uct_ep_h handle, const void *buffer, unsigned length,
 ssize_t ep_put_bcopy(uct_ep_h handle, uct_pack_callback_t pack_cb, void *arg,
                      uint64_t remote_addr, uct_rkey_t rkey) noexcept
 {
-    ep &e               = to_ep(handle);
-    iface &i            = *e.owner;
-    ucs_status_t status = e.can_send();
-    if (status != UCS_OK) {
-        return status;
-    }
-    const uint32_t b    = i.bounce->get();
-    const size_t length = pack_cb(i.bounce->at(b), arg);
-    if (length > i.seg_size) {
-        i.bounce->put(b);
-        return bad_length(e, "put_bcopy", length, i.seg_size);
-    }
-    status = post_bounce(e, work_op::rdma_write, 0, b, length, remote_addr,
-                         rkey);
-    return status == UCS_OK ? static_cast<ssize_t>(length) :
-                              static_cast<ssize_t>(status);
+    return bcopy(to_ep(handle), "put_bcopy", work_op::rdma_write, 0, pack_cb,
+                 arg, remote_addr, rkey);
 }
 
 ucs_status_t ep_put_zcopy(uct_ep_h handle, const uct_iov_t *iov, size_t iovcnt,
