@@ -57,9 +57,11 @@ if [ $# = 0 ]; then
     set -- "${ci_groups[@]}"
 fi
 started=$SECONDS
-# the guest script's output goes through a file of its own (it was once
-# lost when the runner's notes overwrote it in a shared log file, which
-# the runner's output FIFO now prevents: a file survives either way)
+# the guest script's output goes through a file: printed straight to the
+# testbed's console, it was lost after the suite's first run (every line).
+# The runner has since stopped its notes overwriting the guest's output in
+# a shared log file, but that loss was seen through run-tests.sh's pipe,
+# where that bug cannot happen: its cause is not known, so the file stays
 out=$build/conformance.out
 rm -f "$out"
 contrib/testbed/testbed run -n 1 -t 7200 \

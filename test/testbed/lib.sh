@@ -301,22 +301,31 @@ mpi_options() {
         -x UCX_WARN_UNUSED_ENV_VARS=n "$@")
 }
 
+# agent_pids N: the pids of node N's rvtd processes, one a line (pids are
+# global in the guest, and an agent's environment names its node)
+agent_pids() {
+    local p
+    for p in $(pgrep -x rvtd); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+            grep -qx "RVT_NODE=$1" && echo "$p"
+    done
+}
+
 # cpu_ticks: the CPU time used so far, in clock ticks, as one line
 # "all busy system softirq agent1 agent1_system agent2 agent2_system":
 # the guest's, every vCPU's, idle or not, and busy (/proc/stat), and each
-# node's rvtd's (its utime and stime; pids are global in the guest, and an
-# agent's environment names its node). For cpu_report.
+# node's rvtd's (its utime and stime). For cpu_report.
 cpu_ticks() {
-    local p node st a1=0 s1=0 a2=0 s2=0
-    for p in $(pgrep -x rvtd); do
-        node=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^RVT_NODE=//p')
-        read -r -a st <"/proc/$p/stat" 2>/dev/null || continue
-        case $node in
-        1) a1=$((a1 + st[13] + st[14])) s1=$((s1 + st[14])) ;;
-        2) a2=$((a2 + st[13] + st[14])) s2=$((s2 + st[14])) ;;
-        esac
+    local n p st ticks=(0 0 0) sys_ticks=(0 0 0)
+    for n in 1 2; do
+        for p in $(agent_pids "$n"); do
+            read -r -a st <"/proc/$p/stat" 2>/dev/null || continue
+            ticks[n]=$((ticks[n] + st[13] + st[14]))
+            sys_ticks[n]=$((sys_ticks[n] + st[14]))
+        done
     done
-    awk -v a1=$a1 -v s1=$s1 -v a2=$a2 -v s2=$s2 '/^cpu / {
+    awk -v a1="${ticks[1]}" -v s1="${sys_ticks[1]}" -v a2="${ticks[2]}" \
+        -v s2="${sys_ticks[2]}" '/^cpu / {
         all = 0; for (i = 2; i <= NF; i++) all += $i
         print all, $2 + $3 + $4 + $7 + $8 + $9, $4, $8, a1, s1, a2, s2 }' /proc/stat
 }
