@@ -37,13 +37,8 @@ done
 for n in 1 2; do
     wait_agent "$n" || { fail "rvtd on node $n does not answer"; finish soak; }
 done
-# the agents' pids (global in the guest; an agent's environment names its
-# node)
 declare -A agent_pid
-for p in $(pgrep -x rvtd); do
-    n=$(tr '\0' '\n' <"/proc/$p/environ" | sed -n 's/^RVT_NODE=//p')
-    agent_pid[$n]=$p
-done
+for n in 1 2; do agent_pid[$n]=$(agent_pids "$n"); done
 
 # sample N: node N's agent as "rss_kib fds mrs qps cqs attached"
 sample() {
@@ -56,6 +51,22 @@ sample() {
         print v["mr"] + 0, v["qp"] + 0, v["cq"] + 0 }')
     attached=$(agent_get "$1" '.clients | length') || attached='?'
     echo "$rss $fds ${res:-? ? ?} $attached"
+}
+
+# settle N: wait (at most 10 s) until node N's agent has finished with
+# the round's clients: none attached, and the MRs of those that left
+# without releasing them (the traffic client exits holding its MRs)
+# deregistered. Sampled earlier, the agent would still hold some of them
+# (seen: 4 MRs for about 0.5 s), and the figures would depend on timing.
+# An agent that never settles shows in the sample that follows.
+settle() {
+    local _
+    for _ in $(seq 100); do
+        agent_get "$1" '(.clients | length) == 0 and .data_path.gone_waiting == 0
+            and .data_path.releases_waiting == 0' >/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 # one round: 2 clients per node, ids 0..3, every one trading with the
@@ -77,7 +88,7 @@ round() {
     return $rc
 }
 
-section() { echo; echo "--- $*"; }
+t_start=$SECONDS # for lib.sh's section
 section "soak: $minutes minutes of rounds (2 processes per node attach, register, trade, detach)"
 printf '%-6s %-6s | %-9s %-4s %-4s %-4s %-4s %-8s | %-9s %-4s %-4s %-4s %-4s %s\n' \
     round secs "1:rss KiB" fds mrs qps cqs attached "2:rss KiB" fds mrs qps cqs attached
@@ -88,8 +99,7 @@ t0=$SECONDS
 while [ $SECONDS -lt $end ] || [ $rounds -le $WARMUP ]; do
     rounds=$((rounds + 1))
     round "$rounds" || bad_rounds=$((bad_rounds + 1))
-    # the agents see the clients' sockets close on their next pass
-    sleep 0.5
+    for n in 1 2; do settle "$n"; done
     line=()
     for n in 1 2; do
         read -r rss fds mrs qps cqs attached < <(sample "$n")
