@@ -219,6 +219,8 @@ public:
     void disarm() override;
     /* Returns the handle; fails for a handle that is not registered. */
     result<uint32_t> deregister(uint32_t handle) override;
+    /* Every registered MR is a client's: this nic registers none itself. */
+    std::optional<nic_mr> query_client_mr(uint32_t handle) override;
     nic_counters counters() const override;
 
     /* The MR table (copy mode). access: IBV_ACCESS_* flags; an RDMA READ

@@ -260,6 +260,16 @@ result<uint32_t> loopback_nic::deregister(uint32_t handle)
     return handle;
 }
 
+std::optional<nic_mr> loopback_nic::query_client_mr(uint32_t handle)
+{
+    auto it = m_mrs.find(handle);
+    if (it == m_mrs.end()) {
+        return std::nullopt;
+    }
+    return nic_mr{handle, key_of(handle, lkey_tag), key_of(handle, rkey_tag),
+                  it->second.addr, it->second.length};
+}
+
 const loopback_nic::memory_region *
 loopback_nic::find_mr(uint32_t key, bool remote) const
 {

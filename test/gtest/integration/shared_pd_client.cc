@@ -4,12 +4,17 @@
  * rvt::client::attach, registers its own buffer into the agent's PD with
  * rvt::client::register_memory (which also tells the agent the MR's
  * handle), reports the keys on its control socket, and then
- * answers "does your buffer hold this?" until told to exit.
+ * answers "does your buffer hold this?" until told to exit. With
+ * "unannounced", it also registers a second buffer as a process killed
+ * between its REG_MR and its notice leaves one: the intent sent, the MR
+ * made, the notice never sent.
  *
- *   shared_pd_client AGENT_SOCKET CONTROL_FD
+ *   shared_pd_client AGENT_SOCKET CONTROL_FD [unannounced]
  */
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/registration.h"
+#include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
 #include "shared_pd_protocol.h"
@@ -27,8 +32,13 @@ using namespace rvt::test;
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: %s AGENT_SOCKET CONTROL_FD\n", argv[0]);
+    const bool unannounced = argc == 4 &&
+                             std::strcmp(argv[3], "unannounced") == 0;
+    if (argc != 3 && !unannounced) {
+        std::fprintf(stderr,
+                     "usage: %s AGENT_SOCKET CONTROL_FD "
+                     "[unannounced]\n",
+                     argv[0]);
         return 2;
     }
     int ctl = std::atoi(argv[2]);
@@ -69,6 +79,25 @@ int main(int argc, char **argv)
     } else {
         std::snprintf(report.error, sizeof(report.error), "%s",
                       mr.error().c_str());
+    }
+    std::vector<unsigned char> second(buffer_size);
+    if (unannounced && report.registered) {
+        auto n    = rvt::wire::make_mr_intent((uintptr_t)second.data(),
+                                              second.size());
+        auto sent = rvt::send_with_fds(a.sock.get(),
+                                       std::as_bytes(std::span(&n, 1)), {});
+        auto keys = rvt::uverbs::reg_mr(
+                {a.cmd_fd.get(), a.driver_id, a.pd_handle, second.data(),
+                 second.size(), (uintptr_t)second.data(),
+                 IBV_ACCESS_LOCAL_WRITE});
+        if (sent.ok() && keys.ok()) {
+            report.unannounced_handle = keys.value().handle;
+            report.unannounced_addr   = (uintptr_t)second.data();
+        } else {
+            report.registered = 0;
+            std::snprintf(report.error, sizeof(report.error), "%s",
+                          (sent.ok() ? keys.error() : sent.error()).c_str());
+        }
     }
     if (write(ctl, &report, sizeof(report)) != sizeof(report)) {
         return 2;

@@ -20,6 +20,10 @@ struct client_report {
     uint32_t client_index;
     uint32_t handle, lkey, rkey, pid;
     uint64_t addr;
+    /* with the "unannounced" argument: a second buffer's MR, registered
+     * after its intent and never announced (as if killed in between) */
+    uint32_t unannounced_handle;
+    uint64_t unannounced_addr;
     char error[512];
 };
 

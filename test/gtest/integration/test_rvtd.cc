@@ -1,7 +1,8 @@
 /*
  * Integration test of the rvtd daemon itself (real verbs, in the testbed):
  * it starts, serves its attach socket, refuses a second agent for the same
- * key, deregisters the memory of a client killed with SIGKILL (and its
+ * key, deregisters the memory of a client killed with SIGKILL, the MR it
+ * registered and never announced included (and its
  * status, over the socket and through rvt-status, shows it), and leaves
  * after its linger time; a bad option is refused naming it.
  *
@@ -168,10 +169,12 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
     EXPECT_NE(slurp(m_log).find("another agent holds it"), std::string::npos)
             << slurp(m_log);
 
-    /* a client attaches, registers memory, and is killed */
+    /* a client attaches, registers memory (one buffer announced, one
+     * registered after its intent and never announced), and is killed */
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    pid_t client = spawn({test::client_path, m_socket, std::to_string(sv[1])},
+    pid_t client = spawn({test::client_path, m_socket, std::to_string(sv[1]),
+                          "unannounced"},
                          m_runtime, m_log);
     m_pids.push_back(client);
     close(sv[1]);
@@ -199,7 +202,7 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
     close(sv[0]);
     EXPECT_TRUE(eventually(
             [&] {
-                return slurp(m_log).find("gone: deregistered 1 of its 1 MRs") !=
+                return slurp(m_log).find("gone: deregistered 2 of its 2 MRs") !=
                        std::string::npos;
             },
             10s))
@@ -211,7 +214,8 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
     ASSERT_FALSE(status.is_discarded()) << st.value();
     const auto &data_path = status["data_path"];
     EXPECT_EQ(data_path.value("clients_gone", -1), 1) << st.value();
-    EXPECT_EQ(data_path.value("mrs_cleaned", -1), 1) << st.value();
+    EXPECT_EQ(data_path.value("mrs_cleaned", -1), 2) << st.value();
+    EXPECT_EQ(data_path.value("mrs_unannounced", -1), 1) << st.value();
     EXPECT_EQ(data_path.value("mrs_released", -1), 0) << st.value();
     EXPECT_EQ(data_path.value("mrs_leaked", -1), 0) << st.value();
     EXPECT_EQ(status["clients"], nlohmann::json::array()) << st.value();
@@ -227,8 +231,8 @@ TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
     }
     EXPECT_EQ(pclose(p), 0) << out;
     EXPECT_NE(out.find("clients   0 attached\n"), std::string::npos) << out;
-    EXPECT_NE(out.find("gone      1 clients; their MRs deregistered 1, "
-                       "waiting"),
+    EXPECT_NE(out.find("gone      1 clients; their MRs deregistered 2 (1 "
+                       "never announced), waiting"),
               std::string::npos)
             << out;
 

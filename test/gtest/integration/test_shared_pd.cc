@@ -9,7 +9,9 @@
  * client::register_memory (uverbs REG_MR on that fd, then a notice to the
  * agent). Then the agent's QP sends from the client's memory and writes
  * into it; the client is SIGKILLed, and the agent deregisters the MR the
- * client had announced, after which its lkey no longer works.
+ * client had announced, after which its lkey no longer works. A client
+ * killed between its REG_MR and its notice leaves an MR the agent finds
+ * by the intent it sent first (QUERY_MR on the agent's fd, as rvtd does).
  *
  * Environment: RXE_DEV (device, set by the testbed's `on`), GID_IDX.
  * Skips without a device.
@@ -32,6 +34,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -153,7 +156,8 @@ protected:
                             const std::string &refusal) {
                          m_server->answer_release(index, handle, refusal);
                      },
-                     log};
+                     log,
+                     [this, driver_id] { return find_unannounced(driver_id); }};
         auto srv  = agent::attach_server::create(
                  cfg, grant, log, [this](const agent::attached_client &c) {
                     /* what rvtd does for a client that is gone */
@@ -236,8 +240,28 @@ protected:
                   0);
     }
 
-    /* Starts the client; it attaches and registers its buffer. */
-    client_report start_client()
+    /* What engine::find_unannounced does, without the engine: every MR
+     * of the agent's fd but its own, by QUERY_MR. */
+    std::vector<agent::client_mr> find_unannounced(uint32_t driver_id)
+    {
+        std::vector<agent::client_mr> found;
+        for (uint32_t h = 0; h < 256; ++h) {
+            if (h == m_own_mr->handle) {
+                continue;
+            }
+            auto q = uverbs::query_mr(m_ctx->cmd_fd, driver_id, h);
+            if (q.ok()) {
+                found.push_back({h, q.value().keys.lkey, q.value().keys.rkey,
+                                 q.value().iova, q.value().length});
+            }
+        }
+        m_found = found;
+        return found;
+    }
+
+    /* Starts the client; it attaches and registers its buffer (and one
+     * it never announces, with `unannounced`). */
+    client_report start_client(bool unannounced = false)
     {
         int sv[2];
         EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -249,13 +273,28 @@ protected:
             int fd          = dup(theirs.get()); /* without CLOEXEC */
             std::string arg = std::to_string(fd);
             execl(test::client_path.c_str(), test::client_path.c_str(),
-                  sock_path.c_str(), arg.c_str(), static_cast<char *>(nullptr));
+                  sock_path.c_str(), arg.c_str(),
+                  unannounced ? "unannounced" : static_cast<char *>(nullptr),
+                  static_cast<char *>(nullptr));
             _exit(127);
         }
         client_report r{};
         EXPECT_EQ(read(m_sock.get(), &r, sizeof(r)), (ssize_t)sizeof(r))
                 << "client " << test::client_path << " did not report";
         return r;
+    }
+
+    /* SIGKILLs the client; true once the agent has cleaned up after it
+     * (at most 5 s). */
+    bool kill_client()
+    {
+        kill(m_client_pid, SIGKILL);
+        waitpid(m_client_pid, nullptr, 0);
+        m_client_pid = -1;
+        for (int i = 0; i < 500 && !m_detached; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return m_detached;
     }
 
     bool client_holds(uint32_t seed, uint32_t length)
@@ -320,6 +359,7 @@ protected:
     agent::mr_registry m_mrs{8, std::chrono::milliseconds(0)};
     agent::mr_executor m_mr_exec;
     std::vector<std::pair<uint32_t, bool>> m_cleaned; /* handle, dereg ok */
+    std::vector<agent::client_mr> m_found; /* by find_unannounced */
     std::atomic<bool> m_detached{false};
 };
 
@@ -376,13 +416,7 @@ TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
             << "the client's own buffer does not hold what was written";
 
     /* the client is killed; the agent deregisters the MR it announced */
-    kill(m_client_pid, SIGKILL);
-    waitpid(m_client_pid, nullptr, 0);
-    m_client_pid = -1;
-    for (int i = 0; i < 500 && !m_detached; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_TRUE(m_detached) << "the agent did not notice the client's death";
+    ASSERT_TRUE(kill_client()) << "the agent did not notice the client's death";
     {
         std::lock_guard g(m_detach_lock);
         ASSERT_EQ(m_cleaned.size(), 1u);
@@ -400,4 +434,45 @@ TEST_F(shared_pd, client_memory_is_usable_by_the_agents_qps)
     ASSERT_FALSE(twice.ok());
     EXPECT_NE(twice.error().find(std::to_string(c.handle)), std::string::npos)
             << twice.error();
+}
+
+/* The client registers a second buffer and is killed before it announces
+ * it: the agent finds that MR through the client's intent (QUERY_MR gives
+ * its address and length) and deregisters it with the announced one. */
+TEST_F(shared_pd, an_mr_registered_and_never_announced_goes_with_its_client)
+{
+    auto id = agent::uverbs_driver_id(m_dev);
+    ASSERT_TRUE(id.ok()) << id.error();
+    serve_attach(id.value());
+    client_report c = start_client(true);
+    ASSERT_EQ(c.registered, 1u) << c.error;
+    ASSERT_NE(c.unannounced_handle, c.handle);
+
+    /* QUERY_MR on the agent's fd tells what the client registered */
+    auto q = uverbs::query_mr(m_ctx->cmd_fd, id.value(), c.unannounced_handle);
+    ASSERT_TRUE(q.ok()) << q.error();
+    EXPECT_EQ(q.value().iova, c.unannounced_addr);
+    EXPECT_EQ(q.value().length, buffer_size);
+    auto none = uverbs::query_mr(m_ctx->cmd_fd, id.value(), 100000);
+    ASSERT_FALSE(none.ok());
+    EXPECT_NE(none.error().find("handle 100000"), std::string::npos)
+            << none.error();
+
+    ASSERT_TRUE(kill_client()) << "the agent did not notice the client's death";
+    std::lock_guard g(m_detach_lock);
+    ASSERT_EQ(m_found.size(), 2u) << "QUERY_MR did not show the client's MRs";
+    std::vector<uint32_t> cleaned;
+    for (const auto &[handle, ok] : m_cleaned) {
+        EXPECT_TRUE(ok) << "deregistering MR handle " << handle << " failed";
+        cleaned.push_back(handle);
+    }
+    std::sort(cleaned.begin(), cleaned.end());
+    std::vector<uint32_t> want{c.handle, c.unannounced_handle};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(cleaned, want);
+    EXPECT_EQ(m_mrs.counters().unannounced, 1u);
+    EXPECT_FALSE(
+            uverbs::query_mr(m_ctx->cmd_fd, id.value(), c.unannounced_handle)
+                    .ok())
+            << "the unannounced MR is still registered";
 }

@@ -186,6 +186,14 @@ struct test_client {
         auto sent = send_with_fds(sock(), std::as_bytes(std::span(&n, 1)), {});
         ASSERT_TRUE(sent.ok()) << sent.error();
     }
+    /* Tells the agent it is about to register (at, length), as
+     * registration.cc does before its REG_MR. */
+    void intend(const void *at, size_t length) const
+    {
+        auto n = wire::make_mr_intent(reinterpret_cast<uintptr_t>(at), length);
+        auto sent = send_with_fds(sock(), std::as_bytes(std::span(&n, 1)), {});
+        ASSERT_TRUE(sent.ok()) << sent.error();
+    }
     void post(const work_request &wr)
     {
         ASSERT_EQ(session->post(wr), client::post_status::posted)

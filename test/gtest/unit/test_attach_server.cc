@@ -218,7 +218,8 @@ protected:
                 },
                 [this](std::string_view line) {
                     m_log += std::string(line) + "\n";
-                }};
+                },
+                [] { return std::vector<agent::client_mr>{}; }};
         exec.run(m_mrs, std::move(acts));
     }
 

@@ -328,6 +328,33 @@ TEST(attach_wire, mr_notices_round_trip_and_are_checked)
                    "type 1");
 }
 
+TEST(attach_wire, mr_intents_name_a_region_and_nothing_else)
+{
+    auto n = wire::make_mr_intent(0x7f0000001000, 65536);
+    auto r = wire::parse_mr_notice(bytes_of(n));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().hdr.type,
+              static_cast<uint16_t>(wire::msg_type::mr_intent));
+    EXPECT_EQ(r.value().addr, 0x7f0000001000u);
+    EXPECT_EQ(r.value().length, 65536u);
+    n = wire::make_mr_intent(0x1000, 8192, wire::mr_intent_withdrawn);
+    r = wire::parse_mr_notice(bytes_of(n));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().flags, wire::mr_intent_withdrawn);
+
+    n.flags = 2;
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "flags 0x2");
+    expect_refused(wire::parse_mr_notice(
+                           bytes_of(wire::make_mr_intent(0x1000, 0))),
+                   "length 0");
+    n        = wire::make_mr_intent(0x1000, 8192);
+    n.handle = 3; /* an intent names no MR yet */
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "handle 3");
+    n      = wire::make_mr_intent(0x1000, 8192);
+    n.rkey = 0x55;
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "rkey 0x55");
+}
+
 TEST(attach_wire, mr_release_replies_round_trip_and_are_checked)
 {
     auto rep = wire::make_mr_release_reply(wire::release_status::released, 9,

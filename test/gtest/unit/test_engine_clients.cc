@@ -75,6 +75,48 @@ TEST_F(dead_clients, a_dead_clients_ops_are_dropped_and_its_mr_freed_after)
     EXPECT_TRUE(a.engine->idle()) << a.status();
 }
 
+/* A client registers, dies before it announces the MR (only its intent
+ * reached the agent): the agent finds the MR by that intent and
+ * deregisters it with the client's other MRs. A neighbour that meant to
+ * register the very same region keeps its MR: the agent cannot tell whose
+ * it is. */
+TEST_F(dead_clients, an_mr_registered_and_never_announced_goes_with_its_client)
+{
+    agent_node &a       = add_agent();
+    test_client &y      = attach(a);
+    test_client &x      = attach_as(a, {}); /* registered, not announced */
+    const uint32_t x_mr = x.mr.handle;
+    const uint32_t y_mr = y.mr.handle;
+    /* the agent has seen n clients go and finished with their MRs */
+    const auto cleaned_up = [&](uint64_t n) {
+        return run_until([&] {
+            return json_number(a.status(), "clients_gone") == n &&
+                   json_number(a.status(), "gone_waiting") == 0;
+        });
+    };
+    x.intend(x.memory.data(), x.memory.size());
+    pump();
+    kill(x);
+    ASSERT_TRUE(cleaned_up(1)) << a.status();
+    EXPECT_FALSE(a.nic->has_mr(x_mr)) << "the unannounced MR stays pinned";
+    EXPECT_TRUE(a.nic->has_mr(y_mr));
+    EXPECT_EQ(json_number(a.status(), "mrs_unannounced"), 1u);
+    EXPECT_EQ(json_number(a.status(), "mrs_cleaned"), 1u);
+
+    /* the same, with y meaning to register z's region too */
+    test_client &z      = attach_as(a, {});
+    const uint32_t z_mr = z.mr.handle;
+    z.intend(z.memory.data(), z.memory.size());
+    y.intend(z.memory.data(), z.memory.size());
+    pump();
+    kill(z);
+    ASSERT_TRUE(cleaned_up(2)) << a.status();
+    EXPECT_TRUE(a.nic->has_mr(z_mr))
+            << "an MR a live client may own was deregistered";
+    EXPECT_EQ(json_number(a.status(), "mrs_unannounced"), 1u);
+    EXPECT_TRUE(a.nic->has_mr(y_mr));
+}
+
 /* The same, but a new client takes the dead one's index while its ops are
  * still posted: the new holder of the index must not make the agent think
  * the old one's ops are done. */

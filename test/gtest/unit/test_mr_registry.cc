@@ -452,7 +452,8 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
             },
             [&](std::string_view line) {
                 seen.push_back("log " + std::string(line));
-            }};
+            },
+            [] { return std::vector<client_mr>{}; }};
     mr_actions acts = reg.release_requested(0, 5, true, false);
     auto more       = reg.release_requested(0, 6, true, false);
     acts.insert(acts.end(), more.begin(), more.end());
@@ -563,3 +564,161 @@ TEST_F(mr_registry_test, a_new_holder_of_a_leaders_index_has_no_siblings)
 }
 
 } // namespace
+
+/* ---- intents: MRs registered and never announced ---------------------- */
+
+namespace {
+
+/* Client `index` says it is about to register mr(handle)'s region. */
+void intend(mr_registry &reg, uint32_t index, uint32_t handle)
+{
+    const client_mr m = mr(handle);
+    EXPECT_TRUE(reg.intended(index, m.addr, m.length).empty());
+}
+
+/* Client 0 dies at t0 with nothing posted; its record is due at
+ * t0 + grace. */
+mr_actions die_and_wait(mr_registry &reg)
+{
+    reg.client_gone(0, 1, 0);
+    EXPECT_TRUE(reg.tick(t0).empty());
+    return reg.tick(t0 + grace);
+}
+
+} // namespace
+
+TEST_F(mr_registry_test, a_dead_clients_unannounced_mr_is_found_and_freed)
+{
+    announce(0, 5);
+    intend(reg, 0, 9); /* registered as handle 9, never announced */
+    EXPECT_EQ(reg.intents_pending(), 1u);
+    auto acts = die_and_wait(reg);
+    ASSERT_EQ(acts.size(), 1u) << "its known MR waits for the look";
+    EXPECT_EQ(acts[0].kind, mr_action_kind::find_unannounced);
+
+    /* the device knows handles 5 (announced), 9, and 12 (nobody's
+     * intent: not the dead client's) */
+    const std::vector<client_mr> found{mr(5), mr(9), mr(12)};
+    acts        = reg.unannounced(found);
+    auto deregs = only(acts, mr_action_kind::deregister);
+    ASSERT_EQ(deregs.size(), 2u);
+    EXPECT_TRUE(is(deregs[0], mr_action_kind::deregister, 5));
+    EXPECT_TRUE(is(deregs[1], mr_action_kind::deregister, 9));
+    auto notes = only(acts, mr_action_kind::note);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].text.find("registered MR handle 9 (4096 bytes at "
+                                 "0x900000) and died before announcing it"),
+              std::string::npos)
+            << notes[0].text;
+    EXPECT_EQ(reg.counters().unannounced, 1u);
+    EXPECT_TRUE(reg.deregistered(5, 5u).empty());
+    acts = reg.deregistered(9, 9u);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_NE(acts[0].text.find("deregistered 2 of its 2 MRs"),
+              std::string::npos)
+            << acts[0].text;
+    EXPECT_EQ(reg.counters().cleaned, 2u);
+    EXPECT_TRUE(reg.idle());
+    EXPECT_EQ(reg.intents_pending(), 0u);
+}
+
+TEST_F(mr_registry_test, an_announce_or_a_withdrawal_takes_the_intent_back)
+{
+    intend(reg, 0, 5);
+    intend(reg, 0, 6);
+    announce(0, 5);
+    reg.withdrawn(0, mr(6).addr, mr(6).length);
+    EXPECT_EQ(reg.intents_pending(), 0u);
+    auto acts = die_and_wait(reg);
+    EXPECT_TRUE(only(acts, mr_action_kind::find_unannounced).empty())
+            << "nothing to look for";
+    EXPECT_EQ(only(acts, mr_action_kind::deregister).size(), 1u);
+}
+
+TEST_F(mr_registry_test, an_unannounced_mr_a_live_client_may_own_stays)
+{
+    /* both mean to register the same region (same address, as two
+     * processes of one program may): the MR found may be client 1's, on
+     * its way to being announced */
+    intend(reg, 0, 9);
+    intend(reg, 1, 9);
+    auto acts = die_and_wait(reg);
+    ASSERT_EQ(only(acts, mr_action_kind::find_unannounced).size(), 1u);
+    const std::vector<client_mr> found{mr(9)};
+    acts = reg.unannounced(found);
+    EXPECT_TRUE(only(acts, mr_action_kind::deregister).empty())
+            << "a live client's MR was deregistered";
+    auto notes = only(acts, mr_action_kind::note);
+    ASSERT_GE(notes.size(), 1u);
+    EXPECT_NE(notes[0].text.find("more than one client"), std::string::npos)
+            << notes[0].text;
+    EXPECT_EQ(reg.counters().unannounced, 0u);
+    EXPECT_EQ(reg.gone_waiting(), 0u) << "the record ends all the same";
+    EXPECT_EQ(reg.intents_pending(), 1u) << "client 1's is kept";
+}
+
+TEST_F(mr_registry_test, an_mr_announced_while_looking_is_not_taken)
+{
+    /* the look found handle 9 unknown; the announce arrived before the
+     * answer (the engine reads every socket after looking) */
+    intend(reg, 0, 9);
+    auto n = mr(9);
+    reg.client_gone(0, 1, 0);
+    intend(reg, 1, 9);
+    EXPECT_TRUE(reg.tick(t0).empty());
+    auto acts = reg.tick(t0 + grace);
+    ASSERT_EQ(only(acts, mr_action_kind::find_unannounced).size(), 1u);
+    EXPECT_TRUE(reg.announced(1, n).empty());
+    acts = reg.unannounced(std::vector<client_mr>{n});
+    EXPECT_TRUE(only(acts, mr_action_kind::deregister).empty());
+    EXPECT_EQ(reg.mrs_of(1).count(n.lkey), 1u) << "client 1's MR stays its";
+}
+
+TEST_F(mr_registry_test, more_unannounced_mrs_than_intents_are_left_alone)
+{
+    intend(reg, 0, 9);
+    die_and_wait(reg);
+    client_mr twin = mr(9);
+    twin.handle    = 10;
+    auto acts      = reg.unannounced(std::vector<client_mr>{mr(9), twin});
+    EXPECT_TRUE(only(acts, mr_action_kind::deregister).empty());
+    EXPECT_EQ(reg.gone_waiting(), 0u);
+}
+
+TEST_F(mr_registry_test, intents_are_bounded_and_a_siblings_ignored)
+{
+    for (size_t i = 0; i < mr_registry::max_intents; ++i) {
+        intend(reg, 0, static_cast<uint32_t>(i + 1));
+    }
+    auto acts = reg.intended(0, 0x1234000, 4096);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_NE(acts[0].text.find("ignored"), std::string::npos) << acts[0].text;
+    EXPECT_EQ(reg.intents_pending(), mr_registry::max_intents);
+
+    reg.attached(2);
+    reg.joined(2, 1);
+    acts = reg.intended(2, 0x1234000, 4096);
+    ASSERT_EQ(acts.size(), 1u);
+    EXPECT_NE(acts[0].text.find("sibling"), std::string::npos) << acts[0].text;
+}
+
+TEST_F(mr_registry_test, the_executor_answers_a_look_with_what_it_finds)
+{
+    intend(reg, 0, 9);
+    std::vector<std::string> seen;
+    const mr_executor exec{[&](uint32_t handle) -> result<uint32_t> {
+                               seen.push_back("dereg " +
+                                              std::to_string(handle));
+                               return handle;
+                           },
+                           [&](uint32_t, uint32_t, const std::string &) {},
+                           [&](std::string_view) {},
+                           [&] {
+                               seen.emplace_back("find");
+                               return std::vector<client_mr>{mr(9)};
+                           }};
+    exec.run(reg, die_and_wait(reg));
+    const std::vector<std::string> want{"find", "dereg 9"};
+    EXPECT_EQ(seen, want);
+    EXPECT_TRUE(reg.idle());
+}

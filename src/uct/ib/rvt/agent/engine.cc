@@ -314,8 +314,51 @@ void engine::run_mrs(mr_actions acts)
                                                             refusal);
                                }
                            },
-                           m_log};
+                           m_log, [this] { return find_unannounced(); }};
     exec.run(m_mrs, std::move(acts));
+}
+
+std::vector<client_mr> engine::find_unannounced()
+{
+    /* The kernel gives a new object the lowest free handle of the agent's
+     * file, whose table holds the agent's own objects (a PD, CQs, the
+     * SRQ, and per QP the QP and up to two MRs) and the clients' MRs. So
+     * an MR nobody announced has a handle below the number of objects the
+     * file held when it was registered: announced MRs (handles up to the
+     * highest ever announced), registrations in flight (each has an
+     * intent) and the agent's own. The bound counts those as they are
+     * now, with room to spare; an MR above it (made when the agent had
+     * many more QPs or registrations in flight than now) is not found,
+     * and stays registered until the agent exits, as without intents. */
+    size_t qps = 0;
+    for (const auto &p : m_peers) {
+        qps += p->lanes.size();
+    }
+    constexpr size_t fixed_objects = 64; /* PD, CQs, SRQ, UD QP, MRs */
+    const size_t bound             = size_t{m_mrs.highest_handle()} +
+                         m_mrs.intents_pending() + 3 * qps + fixed_objects;
+    std::vector<client_mr> found;
+    for (size_t h = 0; h <= bound && h <= UINT32_MAX; ++h) {
+        const auto handle = static_cast<uint32_t>(h);
+        if (m_mrs.knows(handle)) {
+            continue;
+        }
+        if (auto mr = m_nic.query_client_mr(handle)) {
+            found.push_back(
+                    {mr->handle, mr->lkey, mr->rkey, mr->addr, mr->length});
+        }
+    }
+    /* after the look, what every client has sent: a live client whose MR
+     * was found unknown sent its intent (or its announce) before it */
+    if (m_server != nullptr) {
+        for (const attached_client *c : m_server->clients()) {
+            m_server->take_pending(c->index);
+        }
+    }
+    m_log("looked up " + std::to_string(bound + 1) +
+          " handles for MRs of departed clients: " +
+          std::to_string(found.size()) + " it did not know");
+    return found;
 }
 
 void engine::shut_down(time_point now)

@@ -69,7 +69,10 @@
  * pulled from under an op would break the QP every client shares. The
  * clients' MRs, live, released or orphaned, have one owner, the engine's
  * mr_registry (mr_registry.h): the engine feeds it what the attach server
- * and the data path see and runs the actions it returns.
+ * and the data path see and runs the actions it returns. An MR a client
+ * registered and died before announcing is found through the intent it
+ * sent first (mr_registry.h, "Intents"): the engine asks the nic about
+ * the handles its registry does not know.
  *
  * Departed clients: a client index is reused, so every attachment of it
  * has a generation (attach_server.h), the iface address a process
@@ -443,6 +446,9 @@ private:
 
     /* engine.cc: runs what the MR registry asks for */
     void run_mrs(mr_actions acts);
+    /* engine.cc: the registry's find_unannounced (mr_registry.h,
+     * "Intents") */
+    std::vector<client_mr> find_unannounced();
 
     nic &m_nic;
     engine_config m_cfg;

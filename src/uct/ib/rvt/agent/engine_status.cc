@@ -86,14 +86,15 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.pauses),
                       static_cast<unsigned long long>(m_totals.resumes),
                       static_cast<unsigned long long>(m_totals.ops_parked));
-        out += format("gone      %llu clients; their MRs deregistered %llu, "
-                      "waiting %zu clients; %llu detached for a corrupt "
-                      "ring\n",
-                      static_cast<unsigned long long>(m_totals.clients_gone),
-                      static_cast<unsigned long long>(m_mrs.counters().cleaned),
-                      m_mrs.gone_waiting(),
-                      static_cast<unsigned long long>(
-                              m_totals.corrupt_detached));
+        out += format(
+                "gone      %llu clients; their MRs deregistered %llu "
+                "(%llu never announced), waiting %zu clients; %llu "
+                "detached for a corrupt ring\n",
+                static_cast<unsigned long long>(m_totals.clients_gone),
+                static_cast<unsigned long long>(m_mrs.counters().cleaned),
+                static_cast<unsigned long long>(m_mrs.counters().unannounced),
+                m_mrs.gone_waiting(),
+                static_cast<unsigned long long>(m_totals.corrupt_detached));
         out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
                       rc_qps);
         for (const auto &p : m_peers) {
@@ -222,6 +223,7 @@ nlohmann::ordered_json engine::status_json() const
             {"clients_gone", m_totals.clients_gone},
             {"corrupt_detached", m_totals.corrupt_detached},
             {"mrs_cleaned", m_mrs.counters().cleaned},
+            {"mrs_unannounced", m_mrs.counters().unannounced},
             {"mrs_released", m_mrs.counters().released},
             {"mrs_leaked", m_mrs.counters().leaked},
             {"mrs_deferred", m_mrs.counters().deferred},

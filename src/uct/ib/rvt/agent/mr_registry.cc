@@ -4,6 +4,7 @@
 #include "uct/ib/rvt/agent/mr_registry.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace rvt::agent {
 
@@ -17,6 +18,27 @@ std::string client_text(uint32_t index)
 std::string handle_text(uint32_t handle)
 {
     return "MR handle " + std::to_string(handle);
+}
+
+std::string region_text(uint64_t addr, uint64_t length)
+{
+    return std::to_string(length) + " bytes at 0x" + [&] {
+        char hex[17];
+        std::snprintf(hex, sizeof(hex), "%llx",
+                      static_cast<unsigned long long>(addr));
+        return std::string(hex);
+    }();
+}
+
+/* Takes one element equal to `x` out of `v`; false if there is none. */
+template<class T> bool take_one(std::vector<T> &v, const T &x)
+{
+    auto it = std::find(v.begin(), v.end(), x);
+    if (it == v.end()) {
+        return false;
+    }
+    v.erase(it);
+    return true;
 }
 
 } // namespace
@@ -83,9 +105,49 @@ mr_actions mr_registry::announced(uint32_t index, const client_mr &mr)
                      handle_text(mr.handle) + ", which index " +
                      std::to_string(known->second.index) + " holds: ignored")};
     }
+    take_one(m_clients[index].intents, intent{mr.addr, mr.length});
     m_handles.emplace(mr.handle, record{index, mr, state::live});
     m_clients[index].mrs[mr.lkey] = mr;
+    m_highest_handle              = std::max(m_highest_handle, mr.handle);
     return {};
+}
+
+mr_actions mr_registry::intended(uint32_t index, uint64_t addr, uint64_t length)
+{
+    client &c = m_clients[index];
+    if (c.leader) {
+        return {note(client_text(index) + " is about to register " +
+                     region_text(addr, length) +
+                     ", but it is a sibling of "
+                     "index " +
+                     std::to_string(*c.leader) + ", which registers: ignored")};
+    }
+    if (c.intents.size() >= max_intents) {
+        return {note(client_text(index) + " is about to register " +
+                     region_text(addr, length) + " with " +
+                     std::to_string(max_intents) +
+                     " registrations not announced yet: ignored (if it "
+                     "dies before announcing it, the MR stays registered)")};
+    }
+    c.intents.push_back({addr, length});
+    return {};
+}
+
+void mr_registry::withdrawn(uint32_t index, uint64_t addr, uint64_t length)
+{
+    take_one(m_clients[index].intents, intent{addr, length});
+}
+
+size_t mr_registry::intents_pending() const
+{
+    size_t n = 0;
+    for (const auto &c : m_clients) {
+        n += c.intents.size();
+    }
+    for (const auto &g : m_gone) {
+        n += g.intents.size();
+    }
+    return n;
 }
 
 mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
@@ -127,10 +189,18 @@ mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
 mr_actions mr_registry::on_notice(uint32_t index, const wire::mr_notice &notice,
                                   bool ring_busy)
 {
-    if (notice.hdr.type ==
-        static_cast<uint16_t>(wire::msg_type::mr_registered)) {
+    switch (static_cast<wire::msg_type>(notice.hdr.type)) {
+    case wire::msg_type::mr_registered:
         return announced(index, {notice.handle, notice.lkey, notice.rkey,
                                  notice.addr, notice.length});
+    case wire::msg_type::mr_intent:
+        if (notice.flags & wire::mr_intent_withdrawn) {
+            withdrawn(index, notice.addr, notice.length);
+            return {};
+        }
+        return intended(index, notice.addr, notice.length);
+    default:
+        break;
     }
     return release_requested(index, notice.handle,
                              notice.flags & wire::mr_release_reply_wanted,
@@ -200,6 +270,8 @@ void mr_registry::client_gone(uint32_t index, uint32_t generation,
         return m_handles.at(handle).st == state::orphaned;
     });
     m_clients[index].mrs.clear(); /* its lkey uses: until attached() */
+    g.intents = std::move(m_clients[index].intents);
+    m_clients[index].intents.clear();
     m_gone.push_back(std::move(g));
 }
 
@@ -228,10 +300,27 @@ mr_actions mr_registry::tick(time_point now)
             g.release_at = now + m_grace;
         }
     }
+    bool sweep = false;
+    for (auto &g : m_gone) {
+        if (g.release_at && now >= *g.release_at) {
+            g.due = true;
+            sweep = sweep || !g.intents.empty();
+        }
+    }
+    if (sweep && !m_sweep_asked) {
+        m_sweep_asked = true;
+        out.push_back({mr_action_kind::find_unannounced, 0, 0, {}});
+    }
+    collect_due(out);
+    return out;
+}
+
+void mr_registry::collect_due(mr_actions &out)
+{
     /* a record whose MRs are out for deregistering stays until the last
      * outcome (finish_gone); one with none goes now */
     std::erase_if(m_gone, [&](gone_client &g) {
-        if (!g.release_at || now < *g.release_at) {
+        if (!g.due || !g.intents.empty()) {
             return false;
         }
         if (g.handles.empty()) {
@@ -248,7 +337,88 @@ mr_actions mr_registry::tick(time_point now)
         }
         return false;
     });
+}
+
+mr_actions mr_registry::unannounced(std::span<const client_mr> found)
+{
+    mr_actions out;
+    m_sweep_asked = false;
+    std::vector<client_mr> unknown;
+    for (const auto &mr : found) {
+        if (!knows(mr.handle)) {
+            unknown.push_back(mr);
+        }
+    }
+    /* one key at a time: every unknown MR with that (addr, length) */
+    std::sort(unknown.begin(), unknown.end(), [](const auto &a, const auto &b) {
+        return std::tie(a.addr, a.length, a.handle) <
+               std::tie(b.addr, b.length, b.handle);
+    });
+    for (size_t i = 0; i < unknown.size();) {
+        const intent key{unknown[i].addr, unknown[i].length};
+        size_t j = i;
+        while (j < unknown.size() && unknown[j].addr == key.addr &&
+               unknown[j].length == key.length) {
+            ++j;
+        }
+        adopt(std::span(unknown).subspan(i, j - i), key, out);
+        i = j;
+    }
+    for (auto &g : m_gone) {
+        if (g.due) {
+            g.intents.clear(); /* registered nothing else, or too late */
+        }
+    }
+    collect_due(out);
     return out;
+}
+
+void mr_registry::adopt(std::span<const client_mr> found, const intent &key,
+                        mr_actions &out)
+{
+    const auto count = [&](const std::vector<intent> &v) {
+        return static_cast<size_t>(std::count(v.begin(), v.end(), key));
+    };
+    size_t live = 0;
+    for (const auto &c : m_clients) {
+        live += count(c.intents);
+    }
+    gone_client *owner = nullptr;
+    size_t owners      = 0;
+    for (auto &g : m_gone) {
+        if (count(g.intents) > 0) {
+            owner = &g;
+            ++owners;
+        }
+    }
+    if (owners == 0) {
+        return; /* an MR registered without an intent: not a dead one's */
+    }
+    const std::string what = std::to_string(found.size()) +
+                             " unannounced MR(s) of " +
+                             region_text(key.addr, key.length);
+    if (live > 0 || owners > 1 || found.size() > count(owner->intents)) {
+        out.push_back(note(what + ": more than one client (live or gone) "
+                                  "meant to register that: left registered"));
+        return;
+    }
+    if (!owner->due) {
+        return; /* its own sweep comes when its ops are done */
+    }
+    for (const auto &mr : found) {
+        record r{owner->index, mr, state::orphaned};
+        r.gone       = true;
+        r.generation = owner->generation;
+        m_handles.emplace(mr.handle, r);
+        owner->handles.push_back(mr.handle);
+        take_one(owner->intents, key);
+        ++m_counters.unannounced;
+        out.push_back(note(client_text(owner->index) + " registered " +
+                           handle_text(mr.handle) + " (" +
+                           region_text(key.addr, key.length) +
+                           ") and died before announcing it: it goes with "
+                           "the client's other MRs"));
+    }
 }
 
 mr_actions
@@ -341,6 +511,13 @@ void mr_executor::run(mr_registry &reg, mr_actions acts) const
         case mr_action_kind::note:
             log(a.text);
             break;
+        case mr_action_kind::find_unannounced: {
+            auto more = reg.unannounced(find ? find() :
+                                               std::vector<client_mr>{});
+            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
+                        more.begin(), more.end());
+            break;
+        }
         }
     }
 }

@@ -89,6 +89,43 @@
  * Generations are the caller's: a gone record is (index, generation), so
  * the ops of a dead client are told apart from those of the next holder
  * of its index, and its MRs wait for its own ops only.
+ *
+ * Intents (wire::msg_type::mr_intent). A client registers in the agent's
+ * PD itself and announces the handle afterwards; killed between the two,
+ * it leaves an MR the agent never heard of, pinned for the agent's life.
+ * So it first says what it is about to register (addr, length), and the
+ * intent is kept until the announce (or a withdrawal after a failed
+ * REG_MR) takes it back. A dead client's intents go into its gone record;
+ * when the record is due, the agent looks for MRs of its PD it does not
+ * know (find_unannounced: by handle, what the device says of each) and
+ * feeds them back (unannounced): an unknown MR whose (addr, length) the
+ * intents of that dead client name, and no other client's (live or gone),
+ * is that client's: it is deregistered with its other MRs. Anything
+ * ambiguous is left registered, with a note: deregistering a live
+ * client's MR would fail its ops and break the QPs every client shares.
+ * Why nothing live is missed: the caller looks for unknown MRs first and
+ * then reads every client's socket, so a live client's MR found unknown
+ * was registered, and its intent sent, before that read. An MR found
+ * unknown and then announced in that read is known by the time
+ * unannounced() runs, and is skipped.
+ *
+ *   intended(i, addr, len)  i's intents + (addr, len) (at most max_intents,
+ *                        beyond: note "... ignored"; i a sibling: note
+ *                        "... ignored")
+ *   withdrawn(i, addr, len) one of i's intents for (addr, len) - 1
+ *   announced(i, mr)     also: one of i's intents for (mr.addr, mr.length)
+ *                        - 1
+ *   client_gone(i, ...)  also: i's intents -> its gone record
+ *   tick(now)            a due record with intents waits for the sweep:
+ *                        one find_unannounced action for all of them (the
+ *                        caller answers with unannounced())
+ *   unannounced(found)   each found MR (unknown handles only) whose key is
+ *                        named by intents of exactly one gone client, due,
+ *                        and no more found MRs with that key than it has
+ *                        intents for it -> orphaned in its record
+ *                        (mrs_unannounced + 1, a note); then every due
+ *                        record's intents are dropped and due records go
+ *                        on as in tick()
  */
 #ifndef RVT_AGENT_MR_REGISTRY_H
 #define RVT_AGENT_MR_REGISTRY_H
@@ -101,6 +138,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -167,6 +205,9 @@ enum class mr_action_kind : uint8_t {
                        `handle`: released if `text` is empty, else refused
                        with `text` as the reason */
     note, /* a line for the agent's log: `text` */
+    find_unannounced, /* look up the MRs of the agent's PD it may not know
+                         of, read what every client has sent, then call
+                         unannounced() with the MRs found (see "Intents") */
 };
 
 struct mr_action {
@@ -182,11 +223,16 @@ struct mr_counters {
     uint64_t deferred = 0; /* of those, put off for ops using them */
     uint64_t cleaned  = 0; /* of dead clients */
     uint64_t leaked   = 0; /* the device refused to deregister */
+    /* of the cleaned, registered by a client that died before it
+     * announced them (found through its intents) */
+    uint64_t unannounced = 0;
 };
 
 class mr_registry {
 public:
     using time_point = std::chrono::steady_clock::time_point;
+    /* Registrations one client may have announced and not yet made. */
+    static constexpr size_t max_intents = 64;
 
     mr_registry(uint32_t max_clients, std::chrono::milliseconds grace);
 
@@ -199,10 +245,12 @@ public:
         return m_clients[index].leader.value_or(index);
     }
     mr_actions announced(uint32_t index, const client_mr &mr);
+    mr_actions intended(uint32_t index, uint64_t addr, uint64_t length);
+    void withdrawn(uint32_t index, uint64_t addr, uint64_t length);
     mr_actions release_requested(uint32_t index, uint32_t handle, bool answer,
                                  bool ring_busy);
-    /* A notice off the socket (attach_server's MR handler): announced()
-     * or release_requested(), as its type says. */
+    /* A notice off the socket (attach_server's MR handler): announced(),
+     * release_requested(), intended() or withdrawn(), as its type says. */
     mr_actions
     on_notice(uint32_t index, const wire::mr_notice &notice, bool ring_busy);
     /* The data path: an op of the client's taken from its ring, and freed
@@ -222,6 +270,22 @@ public:
     void gone_op_retired(uint32_t index, uint32_t generation);
     mr_actions tick(time_point now);
     mr_actions deregistered(uint32_t handle, const result<uint32_t> &outcome);
+    /* The answer to find_unannounced: MRs of the agent's PD, as the
+     * device tells of them, those it knows among them or not. */
+    mr_actions unannounced(std::span<const client_mr> found);
+
+    /* Whether `handle` is a client's MR the registry holds. */
+    bool knows(uint32_t handle) const
+    {
+        return m_handles.contains(handle);
+    }
+    /* The highest handle ever announced (0: none yet). */
+    uint32_t highest_handle() const
+    {
+        return m_highest_handle;
+    }
+    /* Intents held, of live clients and gone ones. */
+    size_t intents_pending() const;
 
     /* What client `index`'s work is checked against, by lkey (a
      * sibling's: its leader's). */
@@ -272,12 +336,20 @@ private:
         uint32_t generation = 0;
     };
 
+    /* A registration a client said it was about to make. */
+    struct intent {
+        uint64_t addr;
+        uint64_t length;
+        friend bool operator==(const intent &, const intent &) = default;
+    };
+
     struct client {
         std::unordered_map<uint32_t, client_mr> mrs; /* by lkey */
         lkey_uses uses;
         uint64_t epoch = 0; /* attached() calls of this index */
         std::optional<uint32_t> leader; /* a sibling's */
         std::vector<uint32_t> siblings; /* a leader's live ones */
+        std::vector<intent> intents;
     };
 
     /* A leader, as a gone sibling's record names it. */
@@ -296,6 +368,8 @@ private:
         size_t freed = 0;
         std::optional<leader_of_gone> leader; /* a sibling's */
         uint64_t epoch = 0; /* the index's epoch when it went */
+        std::vector<intent> intents; /* made and never announced, maybe */
+        bool due = false; /* release_at has passed */
     };
 
     /* Posted ops of gone siblings of the leader `index` at `epoch`. */
@@ -305,6 +379,12 @@ private:
                     const std::function<bool(uint32_t)> &ring_busy) const;
 
     void start_deregister(uint32_t handle, record &r, mr_actions &out);
+    /* Due records with no intents left: deregister their MRs. */
+    void collect_due(mr_actions &out);
+    /* Adopts the unknown MRs `found` (all of one key) into `g`, if its
+     * intents alone name the key. */
+    void
+    adopt(std::span<const client_mr> found, const intent &key, mr_actions &out);
     void refuse(uint32_t index, uint32_t handle, bool answer,
                 std::string reason, mr_actions &out);
     void forget(uint32_t handle, const record &r);
@@ -318,6 +398,8 @@ private:
     std::vector<uint32_t> m_deferred; /* handles, in release order */
     std::vector<gone_client> m_gone;
     mr_counters m_counters;
+    uint32_t m_highest_handle = 0;
+    bool m_sweep_asked        = false; /* find_unannounced is out */
 };
 
 /* The executor: runs `acts` in order, deregistering through `dereg` and
@@ -330,6 +412,8 @@ struct mr_executor {
                        const std::string &refusal)>
             answer;
     std::function<void(std::string_view)> log;
+    /* find_unannounced: the MRs of the agent's PD it may not know of */
+    std::function<std::vector<client_mr>()> find;
 
     void run(mr_registry &reg, mr_actions acts) const;
 };

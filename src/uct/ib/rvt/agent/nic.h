@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -140,6 +141,15 @@ struct rc_qp_params {
     uint32_t max_inline = 0;
 };
 
+/* An MR in the agent's PD, as the device tells of it. */
+struct nic_mr {
+    uint32_t handle;
+    uint32_t lkey;
+    uint32_t rkey;
+    uint64_t addr; /* its iova: what REG_MR was given as the address */
+    uint64_t length;
+};
+
 struct nic_counters {
     uint32_t receive_buffers    = 0; /* in the pool */
     uint32_t receives_posted    = 0; /* of those, on the SRQ now */
@@ -224,6 +234,11 @@ public:
     /* Deregisters a client's MR by its handle in the agent's PD; returns
      * the handle. */
     virtual result<uint32_t> deregister(uint32_t handle) = 0;
+    /* A client's MR in the agent's PD, by its handle: nullopt when no MR
+     * has that handle, or it is one of the agent's own. How the agent
+     * finds an MR a dead client registered and never announced
+     * (mr_registry.h, "Intents"). */
+    virtual std::optional<nic_mr> query_client_mr(uint32_t handle) = 0;
 
     virtual nic_counters counters() const = 0;
 };

@@ -32,6 +32,11 @@ public:
     {
         return m_srq.get();
     }
+    /* its MR's handle in the agent's PD */
+    uint32_t mr_handle() const
+    {
+        return m_mr->handle;
+    }
     uint32_t count() const
     {
         return m_count;

@@ -63,6 +63,11 @@ public:
                                   const std::array<uint8_t, 16> &)> &deliver);
 
     /* Counters for the status tool. */
+    /* its MR's handle in the agent's PD */
+    uint32_t mr_handle() const
+    {
+        return m_mr->handle;
+    }
     uint64_t sent() const
     {
         return m_sent;

@@ -489,6 +489,33 @@ result<uint32_t> verbs_nic::deregister(uint32_t handle)
     return uverbs::dereg_mr(m_dev.context()->cmd_fd, m_dev.driver_id(), handle);
 }
 
+bool verbs_nic::owns_mr(uint32_t handle) const
+{
+    if (handle == m_pool->mr_handle() || handle == m_ud->mr_handle() ||
+        handle == m_control_mr->handle) {
+        return true;
+    }
+    return std::any_of(m_qps.begin(), m_qps.end(), [&](const auto &q) {
+        const rc_entry &e = q.second;
+        return (e.staging_mr && e.staging_mr->handle == handle) ||
+               (e.results_mr && e.results_mr->handle == handle);
+    });
+}
+
+std::optional<nic_mr> verbs_nic::query_client_mr(uint32_t handle)
+{
+    if (owns_mr(handle)) {
+        return std::nullopt;
+    }
+    auto info = uverbs::query_mr(m_dev.context()->cmd_fd, m_dev.driver_id(),
+                                 handle);
+    if (!info) {
+        return std::nullopt; /* no MR has that handle */
+    }
+    const uverbs::mr_info &i = info.value();
+    return nic_mr{handle, i.keys.lkey, i.keys.rkey, i.iova, i.length};
+}
+
 nic_counters verbs_nic::counters() const
 {
     nic_counters c;

@@ -113,6 +113,7 @@ public:
     void disarm() override;
 
     result<uint32_t> deregister(uint32_t handle) override;
+    std::optional<nic_mr> query_client_mr(uint32_t handle) override;
 
     nic_counters counters() const override;
 
@@ -148,6 +149,8 @@ private:
         verbs::qp_ptr qp;
     };
     rc_entry *entry_of(uint32_t qpn);
+    /* Whether `handle` is one of the MRs this nic registered itself. */
+    bool owns_mr(uint32_t handle) const;
     ibv_qp *qp_of(uint32_t qpn) const;
     /* Fills m_sges[i] and w's gather list and flags for an inline WR;
      * false (with why) if s cannot be posted inline. */

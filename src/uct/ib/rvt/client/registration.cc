@@ -71,6 +71,16 @@ result<size_t> notify(const attachment &at, wire::msg_type type,
     return send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {});
 }
 
+/* mr_intent: what this process is about to register, or (withdrawn) what
+ * it failed to (attach_wire.h, mr_intent). */
+result<size_t>
+tell_intent(const attachment &at, void *addr, size_t length, uint32_t flags)
+{
+    auto n = wire::make_mr_intent(reinterpret_cast<uintptr_t>(addr), length,
+                                  flags);
+    return send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {});
+}
+
 /* The agent's answer to a release with mr_release_reply_wanted. */
 result<uint32_t> await_release(const attachment &at, uint32_t handle,
                                std::chrono::milliseconds wait)
@@ -111,13 +121,27 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
     if (!at.imported && !at.cmd_fd) {
         return failure{"the agent is gone (its verbs context was released)"};
     }
+    /* said first: killed between the REG_MR and the notice, this process
+     * would leave an MR the agent was never told of (mr_registry.h,
+     * "Intents") */
+    auto told = tell_intent(at, addr, length, 0);
+    if (!told) {
+        return failure{"telling the agent about the registration of " +
+                       std::to_string(length) +
+                       " bytes failed: " + told.error()};
+    }
+    const auto withdraw = [&] {
+        (void)tell_intent(at, addr, length, wire::mr_intent_withdrawn);
+    };
     memory_region mr{};
     if (at.imported) {
         ibv_mr *m = ibv_reg_mr(at.imported->pd, addr, length, access);
         if (m == nullptr) {
-            return failure{"ibv_reg_mr of " + std::to_string(length) +
-                           " bytes in the imported PD failed: " +
-                           std::strerror(errno)};
+            const int err = errno;
+            withdraw();
+            return failure{
+                    "ibv_reg_mr of " + std::to_string(length) +
+                    " bytes in the imported PD failed: " + std::strerror(err)};
         }
         std::lock_guard g(at.imported->lock);
         at.imported->mrs[m->handle] = m;
@@ -127,6 +151,7 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
                                     addr, length,
                                     reinterpret_cast<uintptr_t>(addr), access});
         if (!keys) {
+            withdraw();
             return failure{keys.error()};
         }
         mr = {keys.value().handle, keys.value().lkey, keys.value().rkey, addr,

@@ -11,7 +11,9 @@
  * first client's notice (wire::msg_type::mr_release).
  *
  * A process killed between REG_MR and its notice leaves an MR the agent
- * does not know about; it is released when the agent closes its device.
+ * was never told of: so it says what it is about to register first
+ * (wire::msg_type::mr_intent), and the agent finds the MR by that after
+ * its death (agent/mr_registry.h, "Intents").
  *
  * Not thread-safe: one caller at a time per attachment (the UCX MD calls
  * these under its registration cache's lock).
@@ -45,7 +47,9 @@ result<std::shared_ptr<imported_pd>>
 import_agent_pd(int cmd_fd, uint32_t pd_handle);
 
 /* `access` is IBV_ACCESS_* flags. Uses the imported PD if there is one,
- * else REG_MR through the uverbs ioctl on the shared command fd. */
+ * else REG_MR through the uverbs ioctl on the shared command fd. Tells
+ * the agent what it is about to register first (mr_intent), then the
+ * handle it got (mr_registered), or that the registration failed. */
 result<memory_region>
 register_memory(const attachment &at, void *addr, size_t length, int access);
 

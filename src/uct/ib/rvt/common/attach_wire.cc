@@ -298,26 +298,37 @@ result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes)
         return failure{hdr.error()};
     }
     const auto type = static_cast<msg_type>(hdr.value().type);
-    if (type != msg_type::mr_registered && type != msg_type::mr_release) {
-        return failure{format("message type %u where an MR notice (3 or 4) "
-                              "was expected",
+    if (type != msg_type::mr_registered && type != msg_type::mr_release &&
+        type != msg_type::mr_intent) {
+        return failure{format("message type %u where an MR notice (3, 4 or "
+                              "10) was expected",
                               hdr.value().type)};
     }
     auto msg = parse_fixed<mr_notice>(bytes, type, "mr notice");
     if (!msg) {
         return msg;
     }
+    const mr_notice &n     = msg.value();
     const uint32_t allowed = type == msg_type::mr_release ?
                                      mr_release_reply_wanted :
-                                     0;
-    if ((msg.value().flags & ~allowed) != 0) {
+                             type == msg_type::mr_intent ? mr_intent_withdrawn :
+                                                           0;
+    if ((n.flags & ~allowed) != 0) {
         return failure{format("MR notice flags 0x%x: expected 0x%x or less",
-                              msg.value().flags, allowed)};
+                              n.flags, allowed)};
     }
-    if (type == msg_type::mr_registered && msg.value().length == 0) {
+    if (type == msg_type::mr_registered && n.length == 0) {
         return failure{format("MR handle %u registered with length 0: "
                               "expected a length",
-                              msg.value().handle)};
+                              n.handle)};
+    }
+    if (type == msg_type::mr_intent &&
+        (n.handle != 0 || n.lkey != 0 || n.rkey != 0 || n.length == 0)) {
+        return failure{format("MR intent with handle %u, lkey 0x%x, rkey 0x%x "
+                              "and length %llu: expected zero handle and "
+                              "keys and a length",
+                              n.handle, n.lkey, n.rkey,
+                              static_cast<unsigned long long>(n.length))};
     }
     return msg;
 }
@@ -335,6 +346,11 @@ mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
     n.length = length;
     n.flags  = flags;
     return n;
+}
+
+mr_notice make_mr_intent(uint64_t addr, uint64_t length, uint32_t flags)
+{
+    return make_mr_notice(msg_type::mr_intent, 0, 0, 0, addr, length, flags);
 }
 
 result<mr_release_reply>

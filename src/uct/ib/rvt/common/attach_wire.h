@@ -45,8 +45,9 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
 /* 4: the reply carries the client's generation; inline work requests and
  * the segment's work-data area (shm_layout.h version 4); 5: the reply
  * carries the agent's features, and work requests may be atomics (work.h);
- * 6: an attach request may name a leader (attach_sibling) */
-inline constexpr uint16_t protocol_version = 6;
+ * 6: an attach request may name a leader (attach_sibling); 7: a client
+ * announces each registration before it makes it (mr_intent) */
+inline constexpr uint16_t protocol_version = 7;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -75,6 +76,12 @@ enum class msg_type : uint16_t {
     /* agent to client, for an mr_release with mr_release_reply_wanted:
      * sent after the MR is gone from the device (its rkey is dead) */
     mr_release_reply = 9,
+    /* client to agent, before its REG_MR: "I am about to register
+     * (addr, length)"; with mr_intent_withdrawn after a REG_MR that failed.
+     * A client killed between its REG_MR and its mr_registered leaves an
+     * MR the agent was never told of; the intent is how the agent finds
+     * it and knows it was that client's (mr_registry.h, "Intents"). */
+    mr_intent = 10,
 };
 
 struct msg_header {
@@ -189,16 +196,21 @@ static_assert(sizeof(attach_reply) <= max_message_size);
  * the release is not answered, and the client goes on at once. */
 inline constexpr uint32_t mr_release_reply_wanted = 1;
 
+/* mr_notice.flags of an mr_intent: the REG_MR it announced failed. */
+inline constexpr uint32_t mr_intent_withdrawn = 1;
+
 /* mr_registered / mr_release: one MR of the client's, by the handle
- * REG_MR gave it in the shared fd's table. */
+ * REG_MR gave it in the shared fd's table. mr_intent: the registration
+ * about to be made, by addr (its iova) and length; handle and keys zero. */
 struct mr_notice {
     msg_header hdr;
     uint32_t handle;
     uint32_t lkey;
     uint32_t rkey;
-    uint32_t flags; /* mr_release: mr_release_reply_wanted or 0; else 0 */
+    uint32_t flags; /* mr_release: mr_release_reply_wanted or 0;
+                       mr_intent: mr_intent_withdrawn or 0; else 0 */
     uint64_t addr;
-    uint64_t length; /* > 0 for mr_registered */
+    uint64_t length; /* > 0 for mr_registered and mr_intent */
 };
 static_assert(sizeof(mr_notice) == 48 && offsetof(mr_notice, addr) == 32);
 static_assert(offsetof(mr_notice, flags) == 28);
@@ -280,11 +292,12 @@ attach_request make_attach_request(std::string_view job_key, uint32_t pid,
                                    std::optional<leader_ref> leader = {});
 attach_reply make_refusal(attach_status status, std::string_view reason);
 
-/* Checks an mr_registered or mr_release message. */
+/* Checks an mr_registered, mr_release or mr_intent message. */
 result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes);
 mr_notice make_mr_notice(msg_type type, uint32_t handle, uint32_t lkey,
                          uint32_t rkey, uint64_t addr, uint64_t length,
                          uint32_t flags = 0);
+mr_notice make_mr_intent(uint64_t addr, uint64_t length, uint32_t flags = 0);
 
 result<mr_release_reply>
 parse_mr_release_reply(std::span<const std::byte> bytes);

@@ -20,14 +20,16 @@ namespace rvt::uverbs {
 
 namespace {
 
-/* An INVOKE_WRITE ioctl: the header (whose attrs[] is a flexible array,
- * so it is built in a byte buffer at call time) followed by up to three
- * attributes: the command number, the core input, the core output. */
-class invoke_write {
+/* One RDMA_VERBS_IOCTL: the header (whose attrs[] is a flexible array,
+ * so it is built in a byte buffer at call time) followed by up to
+ * max_attrs attributes. */
+class verbs_ioctl {
 public:
-    invoke_write(uint32_t driver_id, uint64_t command) : m_driver_id(driver_id)
+    static constexpr uint16_t max_attrs = 5;
+
+    verbs_ioctl(uint16_t object, uint16_t method, uint32_t driver_id) :
+        m_object(object), m_method(method), m_driver_id(driver_id)
     {
-        add(UVERBS_ATTR_WRITE_CMD, &command, sizeof(command), true);
     }
 
     /* Inputs of at most 8 bytes travel inline in .data, larger ones and
@@ -44,11 +46,19 @@ public:
         }
     }
 
+    /* An object by its handle (an IDR attribute: the handle in .data). */
+    void add_object(uint16_t id, uint32_t handle)
+    {
+        ib_uverbs_attr &a = m_attrs[m_num_attrs++];
+        a.attr_id         = id;
+        a.data            = handle;
+    }
+
     int call(int fd)
     {
         ib_uverbs_ioctl_hdr hdr{};
-        hdr.object_id = UVERBS_OBJECT_DEVICE;
-        hdr.method_id = UVERBS_METHOD_INVOKE_WRITE;
+        hdr.object_id = m_object;
+        hdr.method_id = m_method;
         hdr.driver_id = static_cast<uint16_t>(m_driver_id);
         hdr.num_attrs = m_num_attrs;
         hdr.length    = static_cast<uint16_t>(
@@ -61,9 +71,22 @@ public:
     }
 
 private:
+    uint16_t m_object;
+    uint16_t m_method;
     uint32_t m_driver_id;
     uint16_t m_num_attrs = 0;
-    ib_uverbs_attr m_attrs[3]{};
+    ib_uverbs_attr m_attrs[max_attrs]{};
+};
+
+/* An INVOKE_WRITE ioctl: the command number, then the core input and
+ * output as attributes. */
+class invoke_write : public verbs_ioctl {
+public:
+    invoke_write(uint32_t driver_id, uint64_t command) :
+        verbs_ioctl(UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE, driver_id)
+    {
+        add(UVERBS_ATTR_WRITE_CMD, &command, sizeof(command), true);
+    }
 };
 
 std::string errno_text(int err)
@@ -114,6 +137,28 @@ result<uint32_t> dereg_mr(int cmd_fd, uint32_t driver_id, uint32_t mr_handle)
                        ") failed: " + errno_text(err)};
     }
     return mr_handle;
+}
+
+result<mr_info> query_mr(int cmd_fd, uint32_t driver_id, uint32_t mr_handle)
+{
+    mr_info info{};
+    verbs_ioctl c(UVERBS_OBJECT_MR, UVERBS_METHOD_QUERY_MR, driver_id);
+    c.add_object(UVERBS_ATTR_QUERY_MR_HANDLE, mr_handle);
+    c.add(UVERBS_ATTR_QUERY_MR_RESP_LKEY, &info.keys.lkey,
+          sizeof(info.keys.lkey), false);
+    c.add(UVERBS_ATTR_QUERY_MR_RESP_RKEY, &info.keys.rkey,
+          sizeof(info.keys.rkey), false);
+    c.add(UVERBS_ATTR_QUERY_MR_RESP_LENGTH, &info.length, sizeof(info.length),
+          false);
+    c.add(UVERBS_ATTR_QUERY_MR_RESP_IOVA, &info.iova, sizeof(info.iova), false);
+    if (c.call(cmd_fd) != 0) {
+        int err = errno;
+        return failure{"QUERY_MR of handle " + std::to_string(mr_handle) +
+                       " (fd " + std::to_string(cmd_fd) +
+                       ") failed: " + errno_text(err)};
+    }
+    info.keys.handle = mr_handle;
+    return info;
 }
 
 } // namespace rvt::uverbs

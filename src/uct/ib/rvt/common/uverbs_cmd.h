@@ -15,7 +15,10 @@
  * The ioctl header's driver_id must equal the device's own (the kernel
  * checks it); the agent reads it over RDMA netlink and passes it on in the
  * attach reply. Both sides use these calls: clients to register and
- * deregister, the agent to deregister what a dead client left behind.
+ * deregister, the agent to deregister what a dead client left behind, and
+ * to look up, by handle, an MR a dead client registered and never
+ * announced (query_mr: UVERBS_METHOD_QUERY_MR, which ibv_import_mr uses;
+ * generic in the kernel, so it works where the provider has no import).
  */
 #ifndef RVT_COMMON_UVERBS_CMD_H
 #define RVT_COMMON_UVERBS_CMD_H
@@ -48,6 +51,18 @@ result<mr_keys> reg_mr(const reg_args &args);
 
 /* DEREG_MR of an MR handle on the shared fd. */
 result<uint32_t> dereg_mr(int cmd_fd, uint32_t driver_id, uint32_t mr_handle);
+
+/* What QUERY_MR tells of an MR. */
+struct mr_info {
+    mr_keys keys;
+    uint64_t iova; /* the address REG_MR was given (hca_va) */
+    uint64_t length;
+};
+
+/* QUERY_MR of a handle in the fd's object table: fails (naming the handle
+ * and errno) when no MR has that handle; ENOENT or EINVAL then, EINVAL
+ * also for a handle of another kind of object. */
+result<mr_info> query_mr(int cmd_fd, uint32_t driver_id, uint32_t mr_handle);
 
 } // namespace rvt::uverbs
 
