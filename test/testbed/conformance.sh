@@ -20,15 +20,9 @@ build=${1:-build}
 shift $(($# > 0 ? 1 : 0))
 
 # What CI runs: the groups that cover the MD, the data path, pending,
-# flush, fence, events and the keepalive, in about 12 minutes of testbed
-# time. Left to --all: test_uct_ep (destroy_entity_after_send closes 300
-# interfaces with 256 messages stuck behind a receiver that never reads,
-# and rvt's close waits 2 s for them each time: over 10 minutes), the
-# many-to-one and mixed groups (long under the emulator), and
-# test_uct_peer_failure and _multiple, which race in rvt's single-process
-# form: the test closes the receiver and at once puts to it, and whether
-# the put fails depends on the agent having read the receiver's socket
-# close first (2 passes in 3 runs here; README, "Conformance").
+# flush, fence, events, endpoints and peer failure, the keepalive
+# included. Left to --all: the many-to-one and mixed groups (long under
+# the emulator).
 ci_groups=(
     test_md
     uct_p2p_rma_test
@@ -48,6 +42,9 @@ ci_groups=(
     test_uct_query
     test_uct_event
     test_uct_peer_failure_keepalive
+    test_uct_peer_failure
+    test_uct_peer_failure_multiple
+    test_uct_ep
 )
 
 perf_prerequisites "$build" || exit 1

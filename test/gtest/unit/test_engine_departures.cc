@@ -249,5 +249,33 @@ TEST_F(departures_fixture,
     EXPECT_EQ(y.count(completion_status::success), 1u);
 }
 
+/* A client that leaves (client::leave, as UCT does when it closes an
+ * interface or a memory domain) is gone at the agent once leave()
+ * returns: nothing sent to it afterwards reaches it, and its senders
+ * fail. Without the wait, a message posted right after the close could
+ * still be delivered to the closed interface's index (UCX's
+ * test_uct_peer_failure). */
+TEST_F(departures_fixture, a_client_that_leaves_is_gone_when_leave_returns)
+{
+    agent_node &a       = add_agent();
+    test_client &x      = attach(a);
+    test_client &y      = attach(a);
+    const uint32_t self = peer(x, a);
+    EXPECT_TRUE(while_serving([&] { return y.session->leave(5000ms); }));
+    EXPECT_EQ(json_number(a.status(), "clients_gone"), 1u)
+            << "leave() returned before the agent let the client go";
+    x.post(x.am(self, y, 1, 0));
+    ASSERT_TRUE(run_until([&] { return x.done.size() == 1; }));
+    EXPECT_EQ(x.done.back().status,
+              static_cast<uint32_t>(completion_status::peer_failed));
+    EXPECT_TRUE(y.inbound.empty());
+
+    /* an agent that never answers: leave() gives up after its wait */
+    test_client &z = attach(a);
+    const auto t0  = std::chrono::steady_clock::now();
+    EXPECT_FALSE(z.session->leave(50ms)) << "nobody served the socket";
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+}
+
 } // namespace
 } // namespace engine_test

@@ -118,4 +118,37 @@ result<attachment> attach(const std::string &socket_path,
             rep.features};
 }
 
+bool leave(attachment &at, std::chrono::milliseconds wait)
+{
+    if (!at.sock || ::shutdown(at.sock.get(), SHUT_WR) != 0) {
+        return false;
+    }
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            return false;
+        }
+        pollfd p{at.sock.get(), POLLIN, 0};
+        const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+        if (r < 0 && errno != EINTR) {
+            return false;
+        }
+        if (r <= 0) {
+            continue;
+        }
+        std::byte drop[512];
+        const ssize_t n = ::recv(at.sock.get(), drop, sizeof(drop),
+                                 MSG_DONTWAIT);
+        if (n == 0) {
+            return true; /* the agent closed its end */
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+            errno != EINTR) {
+            return errno == ECONNRESET; /* closed with our data unread */
+        }
+    }
+}
+
 } // namespace rvt::client

@@ -64,6 +64,18 @@ attach(const std::string &socket_path, std::string_view job_key,
        std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
        std::optional<wire::leader_ref> leader = {});
 
+/* Ends the attachment and waits, at most `wait`, until the agent has let
+ * the client go. The socket is half-closed: the agent reads its end of
+ * file, handles the departure as it does a process's death (drops the
+ * client's queued work, tells the peers that the index's generation has
+ * gone; attach_server.h, "attached") and closes its end, which is the
+ * answer read here (anything the agent sent before is read and dropped).
+ * So once this returns true, nothing sent to this attachment's address
+ * is delivered any more: a sender learns of the departure at once, as
+ * UCT's peer-failure semantics want of a closed interface. False: the
+ * agent did not answer in time (stopped, or gone without closing). */
+bool leave(attachment &at, std::chrono::milliseconds wait);
+
 } // namespace rvt::client
 
 #endif

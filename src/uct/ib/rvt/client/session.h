@@ -115,6 +115,13 @@ public:
      * this; deregistering succeeds at once (the MRs go with the context). */
     void release_agent_context();
 
+    /* Ends the attachment, waiting at most `wait` for the agent to have
+     * let it go (client::leave); the session may only be destroyed then. */
+    bool leave(std::chrono::milliseconds wait)
+    {
+        return client::leave(m_at, wait);
+    }
+
     /* Asks the agent for an inbound `write` entry per RDMA WRITE WITH
      * IMM into this process (off after attach: see shm_doorbells). */
     void set_write_notices(bool on)

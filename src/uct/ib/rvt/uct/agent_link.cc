@@ -97,6 +97,15 @@ agent_link::~agent_link()
     if (m_session) {
         ucs_debug("rvt %s:%u: detaching client %u", m_settings.device.c_str(),
                   m_settings.port, m_session->client_index());
+        /* so that once the MD is closed, the agent has seen the process
+         * go (client::leave) */
+        if (!m_session->leave(leave_wait)) {
+            ucs_debug("rvt %s:%u: the agent did not let client %u go "
+                      "within %lld ms",
+                      m_settings.device.c_str(), m_settings.port,
+                      m_session->client_index(),
+                      static_cast<long long>(leave_wait.count()));
+        }
     }
 }
 
@@ -226,6 +235,15 @@ bool agent_link::claim_data_path(const void *iface)
     }
     m_data_path_owner = iface;
     return true;
+}
+
+void agent_link::retire_data_path(const void *iface)
+{
+    static const char retired = 0; /* an owner no interface can be */
+    std::lock_guard guard(m_lock);
+    if (m_data_path_owner == iface) {
+        m_data_path_owner = &retired;
+    }
 }
 
 void agent_link::release_data_path(const void *iface)

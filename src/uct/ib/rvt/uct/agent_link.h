@@ -17,7 +17,9 @@
  * remembered: the next caller tries again.
  *
  * The MD and its interfaces hold it through shared_ptr; whichever closes
- * last detaches. Memory registration, peer lookups and attaching take the
+ * last detaches, and waits until the agent has let the attachment go
+ * (client::leave), as an interface closing its sibling does: once a
+ * close returns, nothing sent to its address is delivered. Memory registration, peer lookups and attaching take the
  * link's lock (the rcache may call in from any thread); the data path
  * (post, poll) is the interface's alone and goes to the session directly.
  */
@@ -39,6 +41,11 @@
 #include <vector>
 
 namespace rvt::uct {
+
+/* How long closing an attachment waits for the agent to let it go
+ * (client::leave): an agent that answers at all does in one pass of its
+ * loop. */
+inline constexpr std::chrono::milliseconds leave_wait{1000};
 
 struct link_settings {
     std::string device; /* e.g. "rxe1" */
@@ -101,6 +108,9 @@ public:
      * interface then attaches a sibling). */
     bool claim_data_path(const void *iface);
     void release_data_path(const void *iface);
+    /* The owner closed with work in flight, whose completions will still
+     * come into the leader's rings: no interface claims it again. */
+    void retire_data_path(const void *iface);
 
 private:
     result<client::session *> attach_locked();

@@ -501,35 +501,42 @@ void iface::unlist_pending(ep &e)
 
 namespace {
 
-/* At close: waits a little for what is in flight, so the bounce buffers
- * are not deregistered under the agent's feet. */
-void drain(iface &i)
+/* At close, nothing waits for work in flight: the agent defers the
+ * bounce buffers' deregistration while any op of this process names
+ * them (agent/mr_registry.h), and their pages stay pinned by the MR after
+ * the munmap. What must not happen is another interface taking this
+ * one's completions or messages for its own:
+ *   - its own attachment (a sibling): left, so the agent drops its queued
+ *     work, and its peers learn at once that its address is gone;
+ *   - the MD's attachment: with work in flight, whose completions will
+ *     still come, no interface claims it again (later ones attach
+ *     siblings); else what arrived for this interface is dropped and the
+ *     next interface may claim it. */
+void end_data_path(iface &i)
 {
-    const ucs_time_t deadline = ucs_get_time() + ucs_time_from_sec(2.0);
-    std::array<completion, 64> batch;
-    while (i.ops.in_flight() > 0 && !i.agent_lost &&
-           ucs_get_time() < deadline) {
-        const size_t n = i.session->poll_completions(batch);
-        for (size_t k = 0; k < n; ++k) {
-            auto op = i.ops.finish(batch[k].wr_id);
-            if (op && op->bounce >= 0) {
-                i.bounce->put(static_cast<uint32_t>(op->bounce));
-            }
+    if (i.own_session) {
+        if (!i.agent_lost && !i.own_session->leave(leave_wait)) {
+            ucs_warn("rvt %s: the agent did not let interface %p's "
+                     "attachment (client %u) go within %lld ms",
+                     i.owner_md->port.device.c_str(), static_cast<void *>(&i),
+                     i.own_session->client_index(),
+                     static_cast<long long>(leave_wait.count()));
         }
-        if (n == 0) {
-            (void)i.session->wait(std::chrono::milliseconds(10));
-        }
+        return;
     }
-    if (i.ops.in_flight() > 0 && i.bounce) {
-        ucs_warn("rvt %s: closing with %u operations still in flight: "
-                 "their bounce buffers stay registered",
-                 i.owner_md->port.device.c_str(), i.ops.in_flight());
-        (void)i.bounce.release();
+    if (i.ops.in_flight() > 0) {
+        ucs_debug("rvt %s: interface %p closes with %u operations in "
+                  "flight: its memory domain's attachment is not reused",
+                  i.owner_md->port.device.c_str(), static_cast<void *>(&i),
+                  i.ops.in_flight());
+        i.link->retire_data_path(&i);
+        return;
     }
     client::inbound_view v;
     while (i.session->peek_inbound(v)) {
         i.session->release_inbound();
     }
+    i.link->release_data_path(&i);
 }
 
 } // namespace
@@ -545,11 +552,6 @@ iface::~iface()
                  eps.size());
     }
     if (data_path_claimed || own_session) {
-        try {
-            drain(*this);
-        } catch (const std::exception &ex) {
-            ucs_warn("rvt: draining the interface: %s", ex.what());
-        }
         ucs_debug("rvt %s: interface %p received %llu active messages "
                   "(%llu bytes) and %llu write notices (%llu bytes)",
                   owner_md->port.device.c_str(), static_cast<void *>(this),
@@ -557,8 +559,10 @@ iface::~iface()
                   static_cast<unsigned long long>(rx_am_bytes),
                   static_cast<unsigned long long>(rx_writes),
                   static_cast<unsigned long long>(rx_write_bytes));
-        if (data_path_claimed) {
-            link->release_data_path(this);
+        try {
+            end_data_path(*this);
+        } catch (const std::exception &ex) {
+            ucs_warn("rvt: closing the interface's data path: %s", ex.what());
         }
     }
     for (ep *e : graveyard) {
