@@ -1107,3 +1107,20 @@ TEST_F(attach_fixture, a_client_with_replies_beyond_the_limit_is_detached)
               std::string::npos)
             << m_log;
 }
+
+/* The busy loop serves the socket every 256 passes, and after a
+ * millisecond whatever the count (rvtd.cc). */
+TEST(serve_pacer, serves_by_count_and_by_time)
+{
+    agent::serve_pacer p;
+    const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+    p.served_at(t0);
+    for (unsigned i = 1; i < 256; ++i) {
+        ASSERT_FALSE(p.due(t0)) << "pass " << i;
+    }
+    EXPECT_TRUE(p.due(t0)) << "the 256th pass";
+    EXPECT_FALSE(p.due(t0 + 999us));
+    EXPECT_TRUE(p.due(t0 + 1ms)) << "a millisecond of slow passes";
+    EXPECT_FALSE(p.due(t0 + 1ms + 10us));
+    EXPECT_TRUE(p.due(t0 + 2ms + 10us));
+}

@@ -122,6 +122,36 @@ struct attach_config {
     std::chrono::milliseconds index_quarantine = default_index_quarantine;
 };
 
+/* When a busy loop should call run_once(0): every `passes` passes, and
+ * at least every `period`. A count alone is not enough: a pass that
+ * yields can take tens of milliseconds when the node's processes
+ * outnumber its cores, and 256 of them left the socket unread for
+ * seconds (a process's close, which waits for the agent to let it go,
+ * and rvt-status timed out). */
+struct serve_pacer {
+    using time_point                = std::chrono::steady_clock::time_point;
+    unsigned passes                 = 256;
+    std::chrono::nanoseconds period = std::chrono::milliseconds(1);
+    unsigned counter                = 0;
+    time_point served{};
+
+    /* One busy pass at `now`: true if the socket is due (then it counts
+     * as served now). */
+    bool due(time_point now)
+    {
+        if (++counter % passes == 0 || now - served >= period) {
+            served = now;
+            return true;
+        }
+        return false;
+    }
+    /* The loop served it anyway (an idle pass). */
+    void served_at(time_point now)
+    {
+        served = now;
+    }
+};
+
 struct attached_client {
     uint32_t index;
     pid_t pid;

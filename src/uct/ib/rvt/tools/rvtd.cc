@@ -462,31 +462,35 @@ int run(const options &opt)
         notify->ready();
     }
 
-    using clock      = std::chrono::steady_clock;
-    const auto spin  = std::chrono::microseconds(opt.spin_us);
-    auto idle_since  = clock::now();
-    auto last_busy   = clock::now();
-    unsigned counter = 0;
+    using clock     = std::chrono::steady_clock;
+    const auto spin = std::chrono::microseconds(opt.spin_us);
+    auto idle_since = clock::now();
+    auto last_busy  = clock::now();
+    /* while busy, the socket is served as the pacer says (its comment) */
+    agent::serve_pacer pacer;
+    pacer.served_at(clock::now());
+    const auto serve_when_due = [&](clock::time_point now) {
+        if (pacer.due(now)) {
+            srv.run_once(0);
+        }
+    };
     std::vector<pollfd> pfds;
     while (!g_stop) {
         auto now = clock::now();
         if (e.progress(now)) {
             last_busy = now;
-            if (++counter % 256 == 0) {
-                srv.run_once(0);
-            }
+            serve_when_due(now);
             continue;
         }
         if (now - last_busy < spin) {
-            if (++counter % 256 == 0) {
-                srv.run_once(0);
-            }
+            serve_when_due(now);
             if (opt.idle_yield) {
                 sched_yield();
             }
             continue;
         }
         srv.run_once(0);
+        pacer.served_at(now);
         if (srv.attached_count() > 0 || !e.idle()) {
             idle_since = now;
         } else if (opt.linger > 0 &&
