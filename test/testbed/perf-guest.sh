@@ -24,6 +24,8 @@
 #               per-process UD and the rendezvous on rvt (ud_verbs,rvt),
 #               and rc_verbs; the agents' counters show that rvt carried
 #               the rendezvous
+#   rendezvous  UCP's get and put rendezvous schemes over rvt, 4 pairs at
+#               once, 1 and 4 MiB: which moves more (printed, not judged)
 #   trace       where an 8-byte active message's time goes, per hop, from
 #               the agents' and the processes' traces (rvt-trace-report)
 #   bench       rvt_host_bench in this guest: the same hops with the agent
@@ -325,6 +327,58 @@ echo "ratios to rc_verbs: rvt $(ratio "${fig[tag_lat.ucp.8.rvt]:-?}" "${fig[tag_
     "ud_verbs,rvt $(ratio "${fig[tag_lat.ucp.8.ud_verbs,rvt,self]:-?}" "${fig[tag_lat.ucp.8.rc_verbs]:-?}") (tag_lat);" \
     "rvt $(ratio "${fig[tag_bw.ucp.1048576.rvt]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}")," \
     "ud_verbs,rvt $(ratio "${fig[tag_bw.ucp.1048576.ud_verbs,rvt,self]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}") (tag_bw 1 MiB)"
+
+section "rendezvous by RDMA READ (get) or WRITE WITH IMMEDIATE (put), 4 pairs at once"
+# UCP 1.13's rendezvous for host memory: the receiver READs the data
+# (get_zcopy, its default) or, with UCX_RNDV_SCHEME=put_zcopy, the sender
+# WRITEs it with an immediate. On the shared QPs a READ also waits for
+# the responder's outstanding-read limit per QP, which every process of
+# the node shares (issue 13, item 5). 4 pairs node1 -> node2 at once,
+# UCP tag_bw, their sum; node 2's agent's counters show what moved the
+# data: writes with immediate delivered (put), bytes it posted (the READs
+# of get), or active messages (UCP chose eager sends, no rendezvous).
+# ucp_pair_bg SIZE ITERS TL SCHEME K: pair K of rndv_many, its figure into
+# rndv.K.fig
+# shellcheck disable=SC2317 # called by rndv_many
+ucp_pair_bg() {
+    local size=$1 iters=$2 tl=$3 scheme=$4 k=$5 out env
+    out=$work/rndv.$size.${tl//,/_}.$scheme.$k
+    env="LD_PRELOAD=$module $(ucx_tls_env "$tl") UCX_RNDV_SCHEME=$scheme"
+    port=$((30000 + 10 * k)) # a port of its own: the pairs run at once
+    perf_pair "$out" 2 1 "$env" "$env" -t tag_bw -s "$size" -n "$iters" \
+        -w $((iters / 4 + 1)) || return 1
+    figure "$out" bw | awk '{ print $1 }' >"$work/rndv.$k.fig"
+}
+# rndv_many SIZE ITERS TL SCHEME: 4 pairs at once, the sum
+rndv_many() {
+    local size=$1 iters=$2 tl=$3 scheme=$4 k pids=() ok=yes sum ams writes sent
+    counters_save 2 "$work/rndv.before"
+    for k in 1 2 3 4; do
+        ucp_pair_bg "$size" "$iters" "$tl" "$scheme" "$k" &
+        pids+=($!)
+    done
+    for k in "${pids[@]}"; do wait "$k" || ok=no; done
+    sum=$(cat "$work"/rndv.*.fig 2>/dev/null | awk '{ s += $1 } END { printf "%.2f MB/s", s }')
+    rm -f "$work"/rndv.*.fig
+    # node 2 (the receivers'): AMs and writes with immediate delivered to
+    # its processes, bytes its agent posted (the READs of get_zcopy)
+    read -r ams writes _ sent _ < <(counters_delta 2 "$work/rndv.before")
+    if [ "$ok" = yes ]; then
+        fig[rndv.$size.$tl.$scheme]=$sum
+        pass "4 pairs ucp tag_bw $size B, $tl, $scheme: $sum together (node 2: ${ams:-?} AMs, ${writes:-?} writes with immediate delivered, ${sent:-?} bytes posted)"
+    else
+        fig[rndv.$size.$tl.$scheme]=error
+        fail "4 pairs ucp tag_bw $size B, $tl, $scheme: a pair failed"
+    fi
+}
+for tl in rvt ud_verbs,rvt,self; do
+    for s in 1048576:8 4194304:4; do
+        for scheme in get_zcopy put_zcopy; do
+            rndv_many "${s%:*}" "${s#*:}" "$tl" "$scheme"
+        done
+        echo "  put / get, $tl, ${s%:*} B: $(ratio "${fig[rndv.${s%:*}.$tl.put_zcopy]:-?}" "${fig[rndv.${s%:*}.$tl.get_zcopy]:-?}")"
+    done
+done
 
 [ "$trace" = 1 ] || finish perf
 section "where the time goes: the first rvt am_lat, per hop"
