@@ -106,6 +106,8 @@ if [ "$what" = all ]; then
     run_suite "traffic (testbed)" test/testbed/traffic.sh build
     step "soak: processes attach, register, transfer and detach for 2 minutes; the agents stay flat (testbed)"
     run_suite "soak (testbed)" test/testbed/soak.sh --minutes 2 build
+    step "chaos: processes killed, links down, processes stopped under traffic and MPI; nothing lost, nothing hung, the agents back to their baseline (testbed)"
+    run_suite "chaos (testbed)" test/testbed/chaos.sh --minutes 1 build
     step "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)"
     run_suite "perftest (testbed)" test/testbed/perftest.sh build
     step "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)"

@@ -119,6 +119,42 @@ wait_agent() {
     return 1
 }
 
+# agent_settle N [SECONDS]: wait (default 10 s) until node N's agent has
+# finished with the clients that left: none attached, and the MRs of
+# those that left without releasing them (a killed process, or the traffic
+# client, which exits holding its MRs) deregistered. Sampled earlier, the
+# agent would still hold some of them (seen: 4 MRs for about 0.5 s), and
+# its figures would depend on timing. Status non-zero if it never does.
+agent_settle() {
+    local tries=$((${2:-10} * 10))
+    while [ "$tries" -gt 0 ]; do
+        agent_get "$1" '(.clients | length) == 0 and .data_path.gone_waiting == 0
+            and .data_path.releases_waiting == 0' >/dev/null && return 0
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    return 1
+}
+
+# agent_sample N: node N's agent (testbed device rxeN) as one line
+# "rss_kib fds mrs qps cqs attached": its resident memory and open fds
+# (/proc), its device's MRs, QPs and CQs (`rdma resource`: everything in
+# the agent's PD, its clients' MRs included) and its clients; "?" for
+# what cannot be read
+agent_sample() {
+    local p rss fds res attached
+    p=$(agent_pids "$1" | head -n 1)
+    rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/${p:-0}/status" 2>/dev/null)
+    fds=$(find "/proc/${p:-0}/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+    # "1: rxe1: pd 3 cq 5 qp 9 cm_id 0 mr 12 ctx 0 srq 1"
+    res=$(rdma resource show | awk -v dev="rxe$1:" '$2 == dev {
+        for (i = 3; i < NF; i += 2) v[$i] = $(i + 1)
+        print v["mr"] + 0, v["qp"] + 0, v["cq"] + 0 }')
+    attached=$(agent_get "$1" '.clients | length') || attached='?'
+    [ -n "$p" ] || fds='?'
+    echo "${rss:-?} $fds ${res:-? ? ?} $attached"
+}
+
 # agent_counters N: node N's agent's life totals, one line: "AMs writes
 # write_bytes sent received", the AMs and writes with immediate it
 # delivered to its clients and the bytes it posted to and received from

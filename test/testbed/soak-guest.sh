@@ -37,38 +37,6 @@ done
 for n in 1 2; do
     wait_agent "$n" || { fail "rvtd on node $n does not answer"; finish soak; }
 done
-declare -A agent_pid
-for n in 1 2; do agent_pid[$n]=$(agent_pids "$n"); done
-
-# sample N: node N's agent as "rss_kib fds mrs qps cqs attached"
-sample() {
-    local p=${agent_pid[$1]} rss fds res attached
-    rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status")
-    fds=$(find "/proc/$p/fd" -mindepth 1 -maxdepth 1 | wc -l)
-    # "1: rxe1: pd 3 cq 5 qp 9 cm_id 0 mr 12 ctx 0 srq 1"
-    res=$(rdma resource show | awk -v dev="rxe$1:" '$2 == dev {
-        for (i = 3; i < NF; i += 2) v[$i] = $(i + 1)
-        print v["mr"] + 0, v["qp"] + 0, v["cq"] + 0 }')
-    attached=$(agent_get "$1" '.clients | length') || attached='?'
-    echo "$rss $fds ${res:-? ? ?} $attached"
-}
-
-# settle N: wait (at most 10 s) until node N's agent has finished with
-# the round's clients: none attached, and the MRs of those that left
-# without releasing them (the traffic client exits holding its MRs)
-# deregistered. Sampled earlier, the agent would still hold some of them
-# (seen: 4 MRs for about 0.5 s), and the figures would depend on timing.
-# An agent that never settles shows in the sample that follows.
-settle() {
-    local _
-    for _ in $(seq 100); do
-        agent_get "$1" '(.clients | length) == 0 and .data_path.gone_waiting == 0
-            and .data_path.releases_waiting == 0' >/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # one round: 2 clients per node, ids 0..3, every one trading with the
 # other 3 (its own node's through the agent's loopback), all verified
 round() {
@@ -99,10 +67,11 @@ t0=$SECONDS
 while [ $SECONDS -lt $end ] || [ $rounds -le $WARMUP ]; do
     rounds=$((rounds + 1))
     round "$rounds" || bad_rounds=$((bad_rounds + 1))
-    for n in 1 2; do settle "$n"; done
+    # (lib.sh; an agent that never settles shows in the sample that follows)
+    for n in 1 2; do agent_settle "$n"; done
     line=()
     for n in 1 2; do
-        read -r rss fds mrs qps cqs attached < <(sample "$n")
+        read -r rss fds mrs qps cqs attached < <(agent_sample "$n")
         line+=("$rss" "$fds" "$mrs" "$qps" "$cqs" "$attached")
         [ "$attached" = 0 ] || left_attached=$((left_attached + 1))
         if [ $rounds = $WARMUP ]; then

@@ -111,6 +111,24 @@ wait_agent 3 5 && echo "node 3 answered"
 wait_agent 4 1 || echo "node 4 never answered"
 EOF
 
+lib_expect "lib.sh: agent_settle waits for no client, no gone or release waiting" 0 \
+    "$(printf '%s\n' 'node 1 settled' 'node 2 never settled' 'node 3 settled' 'node 4 never settled')" <<'EOF'
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+rvt_status=/nonexistent
+on() { cat "$d/node$1" 2>/dev/null; }
+status() { # status CLIENTS GONE_WAITING RELEASES_WAITING
+    echo "{\"clients\": $1, \"data_path\": {\"gone_waiting\": $2, \"releases_waiting\": $3}}"
+}
+status '[]' 0 0 >"$d/node1"
+status '[{"pid": 10}]' 0 0 >"$d/node2"
+status '[]' 1 0 >"$d/node3"
+agent_settle 1 1 && echo "node 1 settled"
+agent_settle 2 1 || echo "node 2 never settled"
+(sleep 0.5; status '[]' 0 0 >"$d/node3.new"; mv "$d/node3.new" "$d/node3") &
+agent_settle 3 5 && echo "node 3 settled"
+agent_settle 4 1 || echo "node 4 never settled"
+EOF
 before=$(qemus)
 expect "bad node count is refused, naming it" 125 "-n '0': expected a node count" -- run -n 0 true
 expect "bad node number is refused, naming it" 125 "--on '5': expected 'all' or a node number from 1 to 2" \

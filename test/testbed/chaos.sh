@@ -1,0 +1,51 @@
+#!/bin/bash
+# The chaos run of issue 11 in a 3-node testbed boot (chaos-guest.sh says
+# what runs and what is checked): traffic processes, then MPI jobs, while
+# a driver kills processes, takes links down and stops processes at
+# random; every arrival verified, nothing lost, nothing hung, and the
+# agents back to their baseline afterwards. Exits with the guest script's
+# status, 1 when a check failed.
+# Usage: test/testbed/chaos.sh [--minutes N] [--seed S] [BUILD_DIR]
+#   --minutes N  the run's length: N x 30 s of faults under the traffic
+#                processes and N x 15 s under MPI jobs, beside about 2
+#                minutes of boot, set-up, job ends and checks (default 1,
+#                as CI runs it: about 3 minutes of testbed time in all;
+#                --minutes 80: an hour of faults)
+#   --seed S     the driver's random choices (default: a new one, printed;
+#                the same seed replays the same choices)
+#   BUILD_DIR    default: build
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+minutes=1
+seed=$(( $(date +%s%N) % 32768 ))
+while [ $# -gt 0 ]; do
+    case $1 in
+    --minutes=*) minutes=${1#--minutes=}; shift ;;
+    --minutes) minutes=${2:?--minutes needs a number}; shift 2 ;;
+    --seed=*) seed=${1#--seed=}; shift ;;
+    --seed) seed=${2:?--seed needs a number}; shift 2 ;;
+    *) break ;;
+    esac
+done
+[[ $minutes =~ ^[1-9][0-9]*$ ]] ||
+    { fail "--minutes '$minutes': expected a whole number of minutes, 1 or more"; exit 2; }
+[[ $seed =~ ^[0-9]+$ ]] || { fail "--seed '$seed': expected a number"; exit 2; }
+build=${1:-build}
+for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
+         src/uct/ib/rvt/uct/.libs/libuct_rvt.so \
+         test/gtest/integration/rvt_traffic_client test/mpi/rvt_mpi_check; do
+    [ -e "$build/$f" ] ||
+        { fail "$build/$f not built (make check; the MPI program needs Open MPI's mpicxx at configure time)"; exit 1; }
+done
+traffic_secs=$((minutes * 30))
+mpi_secs=$((minutes * 15))
+echo "chaos: seed $seed (replay: test/testbed/chaos.sh --minutes $minutes --seed $seed $build)"
+started=$SECONDS
+contrib/testbed/testbed run -n 3 -t $((minutes * 60 + 1200)) \
+    "test/testbed/chaos-guest.sh $build $traffic_secs $mpi_secs $seed"
+rc=$?
+echo "chaos suite: $((SECONDS - started)) s of testbed time, boot included (seed $seed)"
+exit $rc
