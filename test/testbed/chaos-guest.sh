@@ -114,7 +114,8 @@ cleanup() {
     for n in "${!agent_pid[@]}"; do kill -TERM "${agent_pid[$n]}" 2>/dev/null; done
     # shellcheck disable=SC2046 # one word per job
     kill $(jobs -p) 2>/dev/null
-    wait
+    # shellcheck disable=SC2046
+    wait_bounded 30 $(jobs -p)
     if [ "$checks_failed" = 0 ]; then
         rm -rf "$work"
     else
@@ -123,6 +124,31 @@ cleanup() {
 }
 trap cleanup EXIT
 declare -A agent_pid agent_wrapper
+
+# wait_bounded SECONDS PID...: wait for the PIDs (children) to end, SECONDS
+# at most: a process stuck in the kernel (a wedged device) ends with no
+# signal, and a plain `wait` would hold the run until the testbed's -t
+wait_bounded() {
+    local tries=$(($1 * 10)) p
+    shift
+    while [ "$tries" -gt 0 ]; do
+        for p in "$@"; do
+            kill -0 "$p" 2>/dev/null && break
+            p=
+        done
+        [ -z "${p:-}" ] && break
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    for p in "$@"; do
+        if kill -0 "$p" 2>/dev/null; then
+            echo "  pid $p did not end: left behind"
+            disown "$p" 2>/dev/null
+        else
+            wait "$p" 2>/dev/null
+        fi
+    done
+}
 
 for f in "$rvtd" "$rvt_status" "$client" "$module" "$mpi_prog"; do
     [ -e "$f" ] || { fail "$f not built (make check)"; finish chaos; }
@@ -167,7 +193,7 @@ stop_agents() {
             sleep 0.1
         done
         kill -KILL "${agent_pid[$n]}" 2>/dev/null
-        wait "${agent_wrapper[$n]}" 2>/dev/null
+        wait_bounded 10 "${agent_wrapper[$n]}"
         unset "agent_pid[$n]"
     done
 }
@@ -413,6 +439,12 @@ for id in "${!inc[@]}"; do
 done
 event "every process has ended"
 wait "$probe"
+# each agent's connections now (a peer not connected again is what a
+# failed clean round below would be about)
+for n in 1 2 3; do
+    echo "  node $n agent's peers: $(agent_get "$n" '[.data_path.peers[] | select(.loopback | not)
+        | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
+done
 section "chaos A: what the processes saw"
 
 # the figures: each process's summary line (its last progress line for

@@ -142,14 +142,26 @@ agent_settle() {
 # the agent's PD, its clients' MRs included) and its clients; "?" for
 # what cannot be read
 agent_sample() {
-    local p rss fds res attached
+    local p rss fds res attached out rp _
     p=$(agent_pids "$1" | head -n 1)
     rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/${p:-0}/status" 2>/dev/null)
     fds=$(find "/proc/${p:-0}/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
-    # "1: rxe1: pd 3 cq 5 qp 9 cm_id 0 mr 12 ctx 0 srq 1"
-    res=$(rdma resource show | awk -v dev="rxe$1:" '$2 == dev {
+    # "1: rxe1: pd 3 cq 5 qp 9 cm_id 0 mr 12 ctx 0 srq 1", read for 20 s
+    # at most, and never waited for beyond: a device stuck in the kernel
+    # can hold rdma in a sleep no signal ends
+    out=$(mktemp)
+    rdma resource show >"$out" 2>/dev/null &
+    rp=$!
+    disown "$rp"
+    for _ in $(seq 200); do
+        kill -0 "$rp" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$rp" 2>/dev/null && { kill -KILL "$rp" 2>/dev/null; : >"$out"; }
+    res=$(awk -v dev="rxe$1:" '$2 == dev {
         for (i = 3; i < NF; i += 2) v[$i] = $(i + 1)
-        print v["mr"] + 0, v["qp"] + 0, v["cq"] + 0 }')
+        print v["mr"] + 0, v["qp"] + 0, v["cq"] + 0 }' "$out")
+    rm -f "$out"
     attached=$(agent_get "$1" '.clients | length') || attached='?'
     [ -n "$p" ] || fds='?'
     echo "${rss:-?} $fds ${res:-? ? ?} $attached"
