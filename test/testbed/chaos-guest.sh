@@ -443,7 +443,7 @@ wait "$probe"
 # failed clean round below would be about)
 for n in 1 2 3; do
     echo "  node $n agent's peers: $(agent_get "$n" '[.data_path.peers[] | select(.loopback | not)
-        | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
+        | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects, \(.posted) posted, by lane \(.in_flight_by_lane)\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
 done
 section "chaos A: what the processes saw"
 

@@ -64,6 +64,15 @@ TEST_F(engine_status, the_json_has_every_field_with_its_type)
                             "received", "received_bytes", "qp_errors",
                             "reconnects", "queued", "parked", "posted"});
         EXPECT_EQ(p["state"], "connected");
+        /* one entry per lane, adding up to what the peer counts posted */
+        ASSERT_TRUE(p["in_flight_by_lane"].is_array()) << p;
+        EXPECT_EQ(p["in_flight_by_lane"].size(), s["num_qps"].get<size_t>())
+                << p;
+        uint64_t in_flight = 0;
+        for (const json &n : p["in_flight_by_lane"]) {
+            in_flight += n.get<uint64_t>();
+        }
+        EXPECT_EQ(in_flight, p["posted"].get<uint64_t>()) << p;
         EXPECT_EQ(p["loopback"], p["index"] != to);
         EXPECT_EQ(p["ops"], p["index"] == to ? 1u : 0u);
         rc_qps += p["qps"].get<uint64_t>();

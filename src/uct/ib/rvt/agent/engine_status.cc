@@ -144,8 +144,11 @@ nlohmann::ordered_json engine::status_json() const
     nlohmann::ordered_json peers = nlohmann::ordered_json::array();
     for (const auto &p : m_peers) {
         size_t queued = 0;
+        /* per lane; their sum is `posted` unless the books are wrong */
+        nlohmann::ordered_json in_flight = nlohmann::ordered_json::array();
         for (const auto &l : p->lanes) {
             queued += l.backlog.size();
+            in_flight.push_back(l.inflight.size());
         }
         size_t parked = 0;
         for (const auto &[dst, ops] : p->parked) {
@@ -168,6 +171,7 @@ nlohmann::ordered_json engine::status_json() const
                          {"queued", queued},
                          {"parked", parked},
                          {"posted", p->posted},
+                         {"in_flight_by_lane", in_flight},
                          {"last_error", p->last_error}});
     }
     nlohmann::ordered_json traffic = nlohmann::ordered_json::array();
