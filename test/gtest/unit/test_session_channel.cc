@@ -73,7 +73,8 @@ protected:
                               std::move(client_wake),
                               nullptr,
                               0,
-                              0};
+                              0,
+                              {}};
         auto s = client::session::open(std::move(at));
         ASSERT_TRUE(s.ok()) << s.error();
         m_session = std::move(s).value();

@@ -115,7 +115,7 @@ result<attachment> attach(const std::string &socket_path,
             std::move(fds[0]),   std::move(map).value(),
             std::move(fds[2]),   std::move(fds[3]),
             std::move(imported), static_cast<uint8_t>(rep.client_generation),
-            rep.features};
+            rep.features,        {}};
 }
 
 bool leave(attachment &at, std::chrono::milliseconds wait)

@@ -11,6 +11,7 @@
 #ifndef RVT_CLIENT_ATTACH_H
 #define RVT_CLIENT_ATTACH_H
 
+#include "uct/ib/rvt/client/agent_reply.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
@@ -53,6 +54,7 @@ struct attachment {
      * holder of the index reaches this process */
     uint8_t client_generation;
     uint32_t features; /* wire::agent_feature_* bits: what the agent's device does */
+    reply_reader replies; /* the agent's answers on `sock` (agent_reply.h) */
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

@@ -82,15 +82,15 @@ tell_intent(const attachment &at, void *addr, size_t length, uint32_t flags)
 }
 
 /* The agent's answer to a release with mr_release_reply_wanted. */
-result<uint32_t> await_release(const attachment &at, uint32_t handle,
-                               std::chrono::milliseconds wait)
+result<uint32_t>
+await_release(attachment &at, uint32_t handle, std::chrono::milliseconds wait)
 {
     const std::string what = "deregistering MR handle " +
                              std::to_string(handle);
     wire::mr_release_reply rep{};
-    auto got = receive_reply(at.sock.get(),
-                             std::as_writable_bytes(std::span(&rep, 1)), wait,
-                             what);
+    auto got = at.replies.receive(at.sock.get(),
+                                  std::as_writable_bytes(std::span(&rep, 1)),
+                                  wait, what);
     if (!got) {
         return failure{got.error()};
     }
@@ -177,7 +177,7 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
 }
 
 result<uint32_t>
-deregister_memory(const attachment &at, const memory_region &mr,
+deregister_memory(attachment &at, const memory_region &mr,
                   std::optional<std::chrono::milliseconds> wait)
 {
     if (!at.imported && !at.cmd_fd) {

@@ -59,7 +59,7 @@ register_memory(const attachment &at, void *addr, size_t length, int access);
  * the MR is gone from the device, so no peer can reach it any more (UCT's
  * invalidate), or fails after that long. */
 result<uint32_t>
-deregister_memory(const attachment &at, const memory_region &mr,
+deregister_memory(attachment &at, const memory_region &mr,
                   std::optional<std::chrono::milliseconds> wait = {});
 
 } // namespace rvt::client

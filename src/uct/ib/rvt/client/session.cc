@@ -92,9 +92,9 @@ result<uint32_t> session::connect_peer(const wire::agent_address &remote,
                        std::strerror(errno)};
     }
     wire::peer_reply rep{};
-    auto got = receive_reply(m_at.sock.get(),
-                             std::as_writable_bytes(std::span(&rep, 1)),
-                             timeout, "connect to peer");
+    auto got = m_at.replies.receive(m_at.sock.get(),
+                                    std::as_writable_bytes(std::span(&rep, 1)),
+                                    timeout, "connect to peer");
     if (!got) {
         return failure{got.error()};
     }

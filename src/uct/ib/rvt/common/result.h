@@ -42,6 +42,10 @@ public:
     {
         return std::get<0>(m_v);
     }
+    T &value() &
+    {
+        return std::get<0>(m_v);
+    }
     T &&value() &&
     {
         return std::get<0>(std::move(m_v));
