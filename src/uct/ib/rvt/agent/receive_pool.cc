@@ -1,5 +1,7 @@
 #include "uct/ib/rvt/agent/receive_pool.h"
 
+#include "uct/ib/rvt/agent/chain_taken.h"
+
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -72,7 +74,9 @@ result<done> receive_pool::repost(std::span<const uint32_t> indices)
         }
         ibv_recv_wr *bad = nullptr;
         const int err    = ibv_post_srq_recv(m_srq.get(), wrs.data(), &bad);
-        const size_t ok  = err == 0 ? n : static_cast<size_t>(bad - wrs.data());
+        const size_t ok  = err == 0 ?
+                                   n :
+                                   chain_taken<ibv_recv_wr>(wrs.data(), n, bad);
         m_posted += static_cast<uint32_t>(ok);
         if (err != 0) {
             return failure{"receive pool: ibv_post_srq_recv failed: " +

@@ -1,5 +1,6 @@
 #include "uct/ib/rvt/agent/verbs_nic.h"
 
+#include "uct/ib/rvt/agent/chain_taken.h"
 #include "uct/ib/rvt/agent/rc_qp.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
@@ -278,12 +279,12 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
             w.next = m_wrs.data() + i + 1; /* the last one: below */
         }
         if (n > 0) {
-            m_wrs[n - 1].next     = nullptr;
-            ibv_send_wr *bad      = nullptr;
-            const int err         = ibv_post_send(qp, m_wrs.data(), &bad);
-            const size_t accepted = err != 0 ? static_cast<size_t>(
-                                                       bad - m_wrs.data()) :
-                                               n;
+            m_wrs[n - 1].next = nullptr;
+            ibv_send_wr *bad  = nullptr;
+            const int err     = ibv_post_send(qp, m_wrs.data(), &bad);
+            const size_t accepted =
+                    err != 0 ? chain_taken<ibv_send_wr>(m_wrs.data(), n, bad) :
+                               n;
             for (size_t k = 0; k < num_atomics; ++k) {
                 if (atomics[k].first < accepted) {
                     qpe->atomics.push_back(atomics[k].second);
