@@ -347,6 +347,8 @@ result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
                 gather(wr, qp->inline_store.data() + q.inline_at);
             }
             qp->queue.push_back(q);
+        } else if (qp->late) { /* in error: it will flush, much later */
+            complete(*qp, wr, nic_status::flushed, IBV_WC_WR_FLUSH_ERR);
         }
     }
     kick(*qp);
@@ -441,6 +443,28 @@ result<done> loopback_nic::break_silently(uint32_t qpn)
     qp->silent = true;
     to_error(*qp);
     return done{};
+}
+
+result<done> loopback_nic::break_late(uint32_t qpn)
+{
+    rc_qp *qp = find_qp(qpn);
+    if (qp == nullptr) {
+        return failure{name(qpn) + ": break_late: no such QP"};
+    }
+    qp->silent = true;
+    qp->late   = true;
+    to_error(*qp);
+    return done{};
+}
+
+size_t loopback_nic::speak_late()
+{
+    const size_t n = m_late.size();
+    for (const cq_entry &e : m_late) {
+        push(e);
+    }
+    m_late.clear();
+    return n;
 }
 
 void loopback_nic::drop_datagrams(uint32_t n)

@@ -90,6 +90,12 @@
  *                         completion, not even for a flush, for WRs queued
  *                         or posted later: rxe's lost completions (issue
  *                         11), which the engine must survive by timeout.
+ *   break_late(qpn)       as break_silently, but the completions are only
+ *                         late: the flushes of the WRs it held and of
+ *                         those posted later are kept, and speak_late()
+ *                         puts every kept one into the CQ, whether the QP
+ *                         still exists or not: a device that answers after
+ *                         the engine gave its WRs up.
  *   drop_datagrams(n)     the next n datagrams this nic sends are lost.
  *
  * Single-threaded, as the engine is. The fabric must outlive its nics (its
@@ -233,6 +239,8 @@ public:
     result<done> hold(uint32_t qpn, bool on);
     result<done> fail_next(uint32_t qpn, uint32_t vendor_status);
     result<done> break_silently(uint32_t qpn);
+    result<done> break_late(uint32_t qpn);
+    size_t speak_late(); /* how many completions it released */
     void drop_datagrams(uint32_t n);
 
     /* WRs posted on the QP and not run yet (held, waiting for a receive
@@ -283,7 +291,8 @@ private:
         uint32_t outstanding      = 0; /* toward sq_depth */
         uint32_t retired_silently = 0; /* freed by the next completion */
         bool held                 = false;
-        bool silent               = false; /* break_silently */
+        bool silent               = false; /* break_silently, break_late */
+        bool late                 = false; /* break_late: keep completions */
         bool waiting              = false; /* in m_waiting */
         std::optional<uint32_t> fail_next{};
     };
@@ -352,6 +361,7 @@ private:
     std::unordered_map<uint32_t, rc_qp> m_qps;
     std::vector<uint32_t> m_waiting; /* QPs with WRs that may run later */
     std::deque<cq_entry> m_cq;
+    std::vector<cq_entry> m_late; /* break_late's, until speak_late() */
 
     std::vector<std::byte> m_receive_memory;
     std::deque<uint32_t> m_srq; /* posted buffers, oldest first */

@@ -365,7 +365,8 @@ std::byte *loopback_nic::buffer(uint32_t index)
 /* ---- completions ----------------------------------------------------- */
 
 /* To ERROR: every queued WR completes as flushed, unless the QP was
- * broken silently, when they vanish. */
+ * broken silently, when they vanish (or, broken late, wait for
+ * speak_late()). */
 void loopback_nic::to_error(rc_qp &qp)
 {
     qp.state = nic_qp_state::error;
@@ -379,7 +380,7 @@ void loopback_nic::to_error(rc_qp &qp)
 void loopback_nic::complete(rc_qp &qp, const nic_send &wr, nic_status status,
                             uint32_t vendor, uint64_t fetched)
 {
-    if (qp.silent) {
+    if (qp.silent && !qp.late) {
         return;
     }
     nic_completion c{};
@@ -388,8 +389,13 @@ void loopback_nic::complete(rc_qp &qp, const nic_send &wr, nic_status status,
     c.status  = status;
     c.vendor  = vendor;
     c.fetched = fetched;
-    push({c, 1 + qp.retired_silently});
+    const cq_entry e{c, 1 + qp.retired_silently};
     qp.retired_silently = 0;
+    if (qp.silent) {
+        m_late.push_back(e); /* until speak_late() */
+    } else {
+        push(e);
+    }
 }
 
 /* A WR that ran: signaled ones complete, the others wait in the send

@@ -84,6 +84,45 @@ TEST_F(watchdog, a_qp_in_error_without_any_completion_is_found_and_given_up)
     expect_round(c, self, 4);
 }
 
+TEST_F(watchdog, a_completion_after_its_op_was_given_up_touches_no_other_op)
+{
+    agent_node &a       = add_agent(watched());
+    test_client &c      = attach(a);
+    const uint32_t self = peer(c, a);
+    expect_round(c, self, 1);
+
+    /* the QPs go silent; the watchdog gives their ops up */
+    for (uint32_t q : a.loopback_qps()) {
+        ASSERT_TRUE(a.nic->break_late(q).ok());
+    }
+    c.post(c.am(self, c, 2, 2));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 2; }, 5s))
+            << a.status();
+    EXPECT_EQ(a.logged("completing them as flushed"), 1u);
+
+    /* on the rebuilt QPs an op waits in flight, in the record op 2 had */
+    a.hold(a.loopback_qps(), true);
+    c.post(c.am(self, c, 3, 3));
+    run_for(100ms);
+    ASSERT_EQ(c.done.size(), 2u) << "a held op completed";
+
+    /* now the old QPs' device answers, very late */
+    EXPECT_EQ(a.nic->speak_late(), 1u);
+    run_for(100ms);
+    EXPECT_EQ(c.done.size(), 2u)
+            << "op 2's late flush completed op 3: " << a.status();
+    EXPECT_EQ(a.logged("for an op given up on before"), 1u);
+    EXPECT_NE(a.status().find("\"late_completions\":1,"), std::string::npos)
+            << a.status();
+
+    a.hold(a.loopback_qps(), false);
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 3; })) << a.status();
+    EXPECT_EQ(c.done[2].wr_id, 3u);
+    EXPECT_EQ(c.done[2].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(a.logged("connection lost"), 1u) << "only the first loss";
+}
+
 TEST_F(watchdog, a_slow_lane_whose_qp_is_fine_is_left_alone)
 {
     agent_node &a       = add_agent(watched());

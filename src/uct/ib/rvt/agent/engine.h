@@ -61,7 +61,10 @@
  * error fails the peer as an error completion would; a draining peer's
  * lane that got no flush completion for a whole period is given up (its
  * WRs complete as flushed), so the drain ends. A flushed completion that
- * no flush of ours explains fails the peer too.
+ * no flush of ours explains fails the peer too. A completion the device
+ * sends after all, for an op given up, is told by its wr_id (the record's
+ * use, engine_tags.h) from one for the op that has the record now, and
+ * dropped (status "late_completions").
  *
  * Dead clients: their queued ops are dropped, their posted ops run to
  * completion, and only then (plus a grace time, for remote writes already
@@ -201,6 +204,13 @@ struct engine_config {
 
 /* A GID as text (IPv6 notation), for logs and the status. */
 std::string gid_text(std::span<const uint8_t, 16> gid);
+
+/* Counted drops are logged at the 1st, 2nd, 4th, 8th, ... one: a flood
+ * cannot fill the log. */
+constexpr bool worth_logging(uint64_t count)
+{
+    return (count & (count - 1)) == 0;
+}
 
 class engine {
 public:
@@ -470,6 +480,9 @@ private:
 
     std::vector<op_record> m_ops;
     std::vector<uint32_t> m_free_ops;
+    /* per op record, how often it was allocated: the `use` of its wr_ids
+     * (engine_tags.h) */
+    std::vector<uint32_t> m_op_uses;
     /* lanes that got work this pass: (peer, lane), posted at its end */
     std::vector<std::pair<uint32_t, uint16_t>> m_marked;
     /* lanes with a backlog that found no CQ credit, in the order they
@@ -522,6 +535,8 @@ private:
         uint64_t table_full        = 0; /* max_peers reached: dropped */
         uint64_t peers_recycled    = 0;
         uint64_t corrupt_detached  = 0; /* clients whose ring broke */
+        /* send completions for ops the watchdog had given up on */
+        uint64_t late_completions = 0;
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

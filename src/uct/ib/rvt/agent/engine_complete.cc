@@ -61,8 +61,21 @@ size_t engine::poll_cq(time_point now)
 void engine::on_send_completion(const nic_completion &wc, time_point now)
 {
     const uint32_t op_index = tag::index_of(wc.wr_id);
-    if (op_index >= m_ops.size() || !m_ops[op_index].in_use) {
+    if (op_index >= m_ops.size()) {
         m_log("completion for unknown op " + std::to_string(op_index));
+        return;
+    }
+    if (!m_ops[op_index].in_use ||
+        tag::use_of(wc.wr_id) != (m_op_uses[op_index] & tag::use_mask)) {
+        /* its op was given up (watch_lanes) and the record freed, maybe
+         * taken by another op since: this is not that op's completion */
+        ++m_totals.late_completions;
+        if (worth_logging(m_totals.late_completions)) {
+            m_log("completion (" + status_text(wc) + ") on QP " +
+                  std::to_string(wc.qpn) + " for an op given up on before " +
+                  "(record " + std::to_string(op_index) + "): dropped; " +
+                  std::to_string(m_totals.late_completions) + " so far");
+        }
         return;
     }
     peer &p   = *m_peers[m_ops[op_index].peer];

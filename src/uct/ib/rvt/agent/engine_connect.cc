@@ -292,17 +292,6 @@ void engine::fail_backlog(peer &p, completion_status why)
     }
 }
 
-namespace {
-
-/* Counted drops are logged at the 1st, 2nd, 4th, 8th, ... one: a flood
- * cannot fill the log. */
-bool worth_logging(uint64_t count)
-{
-    return (count & (count - 1)) == 0;
-}
-
-} // namespace
-
 bool engine::recyclable(const peer &p)
 {
     return !p.loopback && unconfirmed(p) &&

@@ -39,10 +39,12 @@ uint32_t engine::alloc_op()
 {
     if (m_free_ops.empty()) {
         m_ops.emplace_back();
+        m_op_uses.push_back(0);
         return static_cast<uint32_t>(m_ops.size() - 1);
     }
     uint32_t i = m_free_ops.back();
     m_free_ops.pop_back();
+    ++m_op_uses[i];
     return i;
 }
 
@@ -380,7 +382,7 @@ nic_send engine::make_send(uint32_t op_index) const
     const op_record &op    = m_ops[op_index];
     const work_request &wr = op.wr;
     nic_send s{};
-    s.wr_id = tag::op | op_index;
+    s.wr_id = tag::of_op(op_index, m_op_uses[op_index]);
     s.fence = (wr.flags & work_fence) != 0;
     if (op.client == no_client) { /* the agent's own: keepalive, pause */
         s.opcode  = nic_opcode::send_imm;

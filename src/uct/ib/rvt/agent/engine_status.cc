@@ -95,8 +95,11 @@ std::string engine::status(bool human) const
                 static_cast<unsigned long long>(m_mrs.counters().unannounced),
                 m_mrs.gone_waiting(),
                 static_cast<unsigned long long>(m_totals.corrupt_detached));
-        out += format("peers     %zu, RC QPs %u in all\n", m_peers.size(),
-                      rc_qps);
+        out += format("peers     %zu, RC QPs %u in all; %llu completions "
+                      "came after their op was given up on\n",
+                      m_peers.size(), rc_qps,
+                      static_cast<unsigned long long>(
+                              m_totals.late_completions));
         for (const auto &p : m_peers) {
             out += format("  peer %u  %s  %s  QPs %zu  ops %llu  bytes %llu  "
                           "failed %llu  received %llu  reconnects %llu%s%s\n",
@@ -226,6 +229,7 @@ nlohmann::ordered_json engine::status_json() const
               {"recycled", m_totals.peers_recycled}}},
             {"clients_gone", m_totals.clients_gone},
             {"corrupt_detached", m_totals.corrupt_detached},
+            {"late_completions", m_totals.late_completions},
             {"mrs_cleaned", m_mrs.counters().cleaned},
             {"mrs_unannounced", m_mrs.counters().unannounced},
             {"mrs_released", m_mrs.counters().released},
