@@ -126,6 +126,9 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
         } else if (!p.lanes[lane_index].backlog.empty()) {
             wait_for_cq(p, lane_index); /* behind the lanes waiting */
         }
+        /* a drain's last op may be one that ran before the flush: it
+         * ends the drain as a flushed one would */
+        check_drained(p, now);
         return;
     }
     complete_op(op_index, completion_status::failed, wc.vendor);
