@@ -30,16 +30,13 @@ while [ $# -gt 0 ]; do
     *) break ;;
     esac
 done
-[[ $minutes =~ ^[1-9][0-9]*$ ]] ||
-    { fail "--minutes '$minutes': expected a whole number of minutes, 1 or more"; exit 2; }
+check_minutes "$minutes" || exit 2
 [[ $seed =~ ^[0-9]+$ ]] || { fail "--seed '$seed': expected a number"; exit 2; }
 build=${1:-build}
-for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
-         src/uct/ib/rvt/uct/.libs/libuct_rvt.so \
-         test/gtest/integration/rvt_traffic_client test/mpi/rvt_mpi_check; do
-    [ -e "$build/$f" ] ||
-        { fail "$build/$f not built (make check; the MPI program needs Open MPI's mpicxx at configure time)"; exit 1; }
-done
+need_built "$build" "make check; the MPI program needs Open MPI's mpicxx at configure time" \
+    src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
+    src/uct/ib/rvt/uct/.libs/libuct_rvt.so \
+    test/gtest/integration/rvt_traffic_client test/mpi/rvt_mpi_check || exit 1
 traffic_secs=$((minutes * 30))
 mpi_secs=$((minutes * 15))
 echo "chaos: seed $seed (replay: test/testbed/chaos.sh --minutes $minutes --seed $seed $build)"

@@ -197,17 +197,36 @@ counters_delta() {
     echo $((am1 - am0)) $((wr1 - wr0)) $((wb1 - wb0)) $((tx1 - tx0)) $((rx1 - rx0))
 }
 
+# ---- the host-side wrappers' arguments -----------------------------------
+
+# need_built BUILD HINT FILE...: each FILE exists under BUILD, or a failure
+# naming the first missing one and HINT (how to build it); status 1
+need_built() {
+    local build=$1 hint=$2 f
+    shift 2
+    for f in "$@"; do
+        [ -e "$build/$f" ] || { fail "$build/$f not built ($hint)"; return 1; }
+    done
+}
+
+# check_minutes VALUE: a whole number of minutes, 1 or more, or a failure
+# naming VALUE; status 2
+check_minutes() {
+    [[ $1 =~ ^[1-9][0-9]*$ ]] && return 0
+    fail "--minutes '$1': expected a whole number of minutes, 1 or more"
+    return 2
+}
+
 # ---- ucx_perftest between testbed nodes ---------------------------------
 
 # perf_prerequisites BUILD (host side, from the source tree): rvt is
 # built, and so is the UCT server's device alias (see the file: a test
 # helper, not part of rvt, so it is built here rather than by make)
 perf_prerequisites() {
-    local build=$1 f shim_src=test/testbed/perftest_dev_alias.cc shim
-    for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
-             src/uct/ib/rvt/uct/.libs/libuct_rvt.so; do
-        [ -e "$build/$f" ] || { fail "$build/$f not built (make)"; return 1; }
-    done
+    local build=$1 shim_src=test/testbed/perftest_dev_alias.cc shim
+    need_built "$build" make src/uct/ib/rvt/tools/rvtd \
+        src/uct/ib/rvt/tools/rvt-status \
+        src/uct/ib/rvt/uct/.libs/libuct_rvt.so || return 1
     shim=$build/test/testbed/perftest_dev_alias.so
     if [ ! -f "$shim" ] || [ "$shim_src" -nt "$shim" ]; then
         if ! { mkdir -p "$(dirname "$shim")" &&

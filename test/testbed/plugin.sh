@@ -21,9 +21,8 @@ if [ "$(make_var UCX_LOADS_PLUGINS)" != yes ]; then
         "which does not load plugins (configure against UCX 1.22)"
     exit 1
 fi
-for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/uct/.libs/libuct_rvt.so.0; do
-    [ -e "$build/$f" ] || { fail "$build/$f not built (make)"; exit 1; }
-done
+need_built "$build" make src/uct/ib/rvt/tools/rvtd \
+    src/uct/ib/rvt/uct/.libs/libuct_rvt.so.0 || exit 1
 perf_prerequisites "$build" || exit 1 # rvt built (the shim is unused here)
 started=$SECONDS
 contrib/testbed/testbed run -n 2 -t 900 \

@@ -16,13 +16,11 @@ case ${1:-} in
 --minutes=*) minutes=${1#--minutes=}; shift ;;
 --minutes) minutes=${2:?--minutes needs a number}; shift 2 ;;
 esac
-[[ $minutes =~ ^[1-9][0-9]*$ ]] ||
-    { fail "--minutes '$minutes': expected a whole number of minutes, 1 or more"; exit 2; }
+check_minutes "$minutes" || exit 2
 build=${1:-build}
-for f in src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
-         test/gtest/integration/rvt_traffic_client; do
-    [ -x "$build/$f" ] || { fail "$build/$f not built (make check)"; exit 1; }
-done
+need_built "$build" "make check" src/uct/ib/rvt/tools/rvtd \
+    src/uct/ib/rvt/tools/rvt-status \
+    test/gtest/integration/rvt_traffic_client || exit 1
 started=$SECONDS
 contrib/testbed/testbed run -n 2 -t $((minutes * 60 + 600)) \
     "test/testbed/soak-guest.sh $build $minutes"

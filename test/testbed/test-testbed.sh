@@ -75,6 +75,16 @@ v=$(printf '%s\r\n' '[       OK ] a.one (3 ms)' \
     { gtest_verdicts; echo "demo: $checks_passed passed, $checks_failed failed"; })
 echo "${v//$'\r'/}"
 EOF2
+lib_expect "lib.sh: the wrappers' argument checks name the bad value" 0 \
+    $'FAIL: --minutes \'0\': expected a whole number of minutes, 1 or more\n2\n0\nFAIL: /nonexistent/b not built (make check)\n1\n0' <<'EOF'
+check_minutes 0; echo $?
+check_minutes 12; echo $?
+d=$(mktemp -d); touch "$d/a"
+need_built /nonexistent "make check" b; echo $?
+need_built "$d" "make check" a; echo $?
+rm -rf "$d"
+checks_failed=0
+EOF
 # the agent helpers, with a stand-in for the testbed's `on`: node N's
 # agent answers with the file $d/nodeN, and not at all without it
 lib_expect "lib.sh: agent status read with jq: fields, verdicts, counter deltas, waiting" 0 \

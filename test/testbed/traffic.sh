@@ -8,6 +8,6 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/test/testbed/lib.sh"
 cd "$top" || exit 125
 build=${1:-build}
-[ -x "$build/test/gtest/integration/rvt_traffic_client" ] ||
-    { fail "$build/test/gtest/integration/rvt_traffic_client not built (make check)"; exit 1; }
+need_built "$build" "make check" \
+    test/gtest/integration/rvt_traffic_client || exit 1
 contrib/testbed/testbed run -n 3 -t 600 "test/testbed/traffic-guest.sh $build"
