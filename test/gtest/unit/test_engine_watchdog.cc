@@ -123,6 +123,56 @@ TEST_F(watchdog, a_completion_after_its_op_was_given_up_touches_no_other_op)
     EXPECT_EQ(a.logged("connection lost"), 1u) << "only the first loss";
 }
 
+/* The watchdog judges a draining lane by what it did since the flush: a
+ * lane held for a long time before the connection was lost must get its
+ * flush completions, not be given up at the first look after the flush
+ * (which freed op records whose WRs the device still held: the chaos
+ * run's "completing them as flushed" at once, then every real flush
+ * dropped as late). */
+TEST_F(watchdog, a_lane_busy_before_the_flush_gets_its_flush_completions)
+{
+    agent_options o;
+    o.engine.lane_watch_period        = 1ms; /* a look every pass */
+    o.engine.peers.keepalive_interval = 20ms;
+    o.engine.peers.keepalive_timeout  = 60ms;
+    o.engine.peers.reconnect_delay    = 10ms;
+    agent_node &a                     = add_agent(o);
+    agent_node &b                     = add_agent(o);
+    test_client &c                    = attach(a);
+    test_client &d                    = attach(b);
+    const uint32_t to_b               = peer(c, b);
+    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
+            << a.status();
+    c.post(c.am(to_b, d, 1, 1));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 1; }));
+
+    /* nothing moves either way: ops wait, then the keepalive times out */
+    a.hold(a.qps_to(b), true);
+    b.hold(b.qps_to(a), true);
+    for (uint64_t i = 2; i < 6; ++i) {
+        c.post(c.am(to_b, d, i, static_cast<uint32_t>(i)));
+    }
+    run_for(20ms); /* the watchdog has seen the lane busy, nothing retired */
+    ASSERT_EQ(c.done.size(), 1u) << a.status();
+    /* one pass where the keepalive's timeout and the watchdog's next
+     * look fall together, as they do when a pass is slow (under TCG a
+     * pass takes tens of ms): the flush is asked for, and its
+     * completions are in the CQ for the next pass to read */
+    a.engine->progress(std::chrono::steady_clock::now() + 1s);
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 5; }, 5s))
+            << a.status();
+    for (size_t i = 1; i < 5; ++i) {
+        EXPECT_EQ(c.done[i].status,
+                  static_cast<uint32_t>(completion_status::failed));
+        EXPECT_EQ(c.done[i].detail, IBV_WC_WR_FLUSH_ERR);
+    }
+    EXPECT_EQ(a.logged("no answer to a keepalive"), 1u);
+    EXPECT_EQ(a.logged("completing them as flushed"), 0u)
+            << "given up although its flush had come";
+    EXPECT_NE(a.status().find("\"late_completions\":0,"), std::string::npos)
+            << a.status();
+}
+
 TEST_F(watchdog, a_slow_lane_whose_qp_is_fine_is_left_alone)
 {
     agent_node &a       = add_agent(watched());

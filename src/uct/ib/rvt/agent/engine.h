@@ -59,8 +59,9 @@
  * engine_config::lane_watch_period, a lane that has had WRs posted and none retired
  * since the last look is asked about: a connected peer's QP found in
  * error fails the peer as an error completion would; a draining peer's
- * lane that got no flush completion for a whole period is given up (its
- * WRs complete as flushed), so the drain ends. A flushed completion that
+ * lane that got no flush completion for a whole period after the flush
+ * (not counting what it did before) is given up (its WRs complete as
+ * flushed), so the drain ends. A flushed completion that
  * no flush of ours explains fails the peer too. A completion the device
  * sends after all, for an op given up, is told by its wr_id (the record's
  * use, engine_tags.h) from one for the op that has the record now, and

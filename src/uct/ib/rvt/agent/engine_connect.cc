@@ -186,6 +186,13 @@ void engine::run_one(peer &p, const action &a, time_point now)
     case action_kind::flush_qps:
         p.last_error = a.reason;
         m_log(who + ": connection lost (" + a.reason + "): flushing");
+        /* the watchdog judges a draining lane from the flush on: what it
+         * saw before (a lane quiet during an outage) says nothing of the
+         * flush, whose completions may be on their way */
+        for (lane &l : p.lanes) {
+            l.seen_busy    = false;
+            l.seen_retired = l.retired;
+        }
         for (uint32_t i = 0; i < a.num_qps; ++i) {
             const uint32_t qpn = a.local_qps[i].qpn;
             if (std::find(p.qps.begin(), p.qps.end(), qpn) != p.qps.end()) {
