@@ -47,7 +47,9 @@ TEST_F(engine_status, the_json_has_every_field_with_its_type)
                         "mrs_released", "mrs_leaked", "mrs_deferred",
                         "releases_waiting", "gone_waiting", "wakeups", "pauses",
                         "resumes", "ops_parked"});
-    expect_counters(s["receive_pool"], {"posted", "count", "buffer_size"});
+    expect_counters(s["receive_pool"],
+                    {"posted", "count", "buffer_size", "extra_completions",
+                     "refused_reposts"});
     expect_counters(s["delivered"], {"am", "writes", "write_bytes"});
     expect_counters(s["handshake"], {"sent", "received", "dropped"});
     EXPECT_EQ(s["num_qps"], a.engine->num_qps());

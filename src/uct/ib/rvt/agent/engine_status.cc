@@ -38,10 +38,14 @@ std::string engine::status(bool human) const
                       gid_text(address().gid).c_str(), m_nic.ud_qpn(),
                       m_cfg.peers.num_qps);
         out += format("receive   %u of %u buffers posted (%u bytes each); "
+                      "%llu completions for a buffer not posted dropped, "
+                      "%llu double reposts skipped; "
                       "misrouted %llu (detached %llu, old generation "
                       "%llu), bad immediates %llu\n",
                       nc.receives_posted, nc.receive_buffers,
                       m_layout.caps.slot_size,
+                      static_cast<unsigned long long>(nc.receives_extra),
+                      static_cast<unsigned long long>(nc.reposts_refused),
                       static_cast<unsigned long long>(m_totals.misrouted),
                       static_cast<unsigned long long>(m_totals.stale_detached),
                       static_cast<unsigned long long>(
@@ -201,7 +205,9 @@ nlohmann::ordered_json engine::status_json() const
             {"receive_pool",
              {{"posted", nc.receives_posted},
               {"count", nc.receive_buffers},
-              {"buffer_size", m_layout.caps.slot_size}}},
+              {"buffer_size", m_layout.caps.slot_size},
+              {"extra_completions", nc.receives_extra},
+              {"refused_reposts", nc.reposts_refused}}},
             {"misrouted", m_totals.misrouted},
             {"stale",
              {{"detached", m_totals.stale_detached},

@@ -151,8 +151,12 @@ struct nic_mr {
 };
 
 struct nic_counters {
-    uint32_t receive_buffers    = 0; /* in the pool */
-    uint32_t receives_posted    = 0; /* of those, on the SRQ now */
+    uint32_t receive_buffers = 0; /* in the pool */
+    uint32_t receives_posted = 0; /* of those, on the SRQ now */
+    /* completions for a buffer not on the SRQ, dropped, and reposts of
+     * one on it, skipped (srq_ledger.h): a device's fault, counted */
+    uint64_t receives_extra     = 0;
+    uint64_t reposts_refused    = 0;
     uint64_t datagrams_sent     = 0;
     uint64_t datagrams_received = 0;
     uint64_t datagrams_dropped  = 0;

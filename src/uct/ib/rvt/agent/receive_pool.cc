@@ -20,6 +20,7 @@ receive_pool::create(const device &dev, uint32_t count, uint32_t buffer_size)
     std::unique_ptr<receive_pool> pool(new receive_pool);
     pool->m_count       = count;
     pool->m_buffer_size = buffer_size;
+    pool->m_ledger      = srq_ledger(count);
     pool->m_memory.resize(size_t{count} * buffer_size);
     pool->m_mr.reset(ibv_reg_mr(dev.pd(), pool->m_memory.data(),
                                 pool->m_memory.size(), IBV_ACCESS_LOCAL_WRITE));
@@ -58,10 +59,20 @@ result<done> receive_pool::repost(std::span<const uint32_t> indices)
     constexpr size_t chain = 32;
     std::array<ibv_sge, chain> sges;
     std::array<ibv_recv_wr, chain> wrs;
+    std::array<uint32_t, chain> batch;
     while (!indices.empty()) {
-        const size_t n = std::min(chain, indices.size());
+        size_t n = 0;
+        while (n < chain && !indices.empty()) {
+            if (m_ledger.reposted(indices.front())) {
+                batch[n++] = indices.front();
+            }
+            indices = indices.subspan(1);
+        }
+        if (n == 0) {
+            break;
+        }
         for (size_t i = 0; i < n; ++i) {
-            const uint32_t index    = indices[i];
+            const uint32_t index    = batch[i];
             const std::byte *buffer = m_memory.data() +
                                       size_t{index} * m_buffer_size;
             sges[i]        = {reinterpret_cast<uint64_t>(buffer), m_buffer_size,
@@ -77,12 +88,13 @@ result<done> receive_pool::repost(std::span<const uint32_t> indices)
         const size_t ok  = err == 0 ?
                                    n :
                                    chain_taken<ibv_recv_wr>(wrs.data(), n, bad);
-        m_posted += static_cast<uint32_t>(ok);
+        for (size_t i = ok; i < n; ++i) {
+            m_ledger.not_reposted(batch[i]);
+        }
         if (err != 0) {
             return failure{"receive pool: ibv_post_srq_recv failed: " +
                            std::string(std::strerror(err))};
         }
-        indices = indices.subspan(n);
     }
     return done{};
 }

@@ -8,6 +8,7 @@
 #define RVT_AGENT_RECEIVE_POOL_H
 
 #include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/srq_ledger.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
 #include "uct/ib/rvt/common/result.h"
 
@@ -43,16 +44,28 @@ public:
     }
     uint32_t posted() const
     {
-        return m_posted;
+        return m_ledger.posted();
+    }
+    /* completions dropped: their buffer was not on the SRQ (srq_ledger.h) */
+    uint64_t extra_completions() const
+    {
+        return m_ledger.extra_completions();
+    }
+    /* reposts skipped: the buffer was on the SRQ already */
+    uint64_t refused_reposts() const
+    {
+        return m_ledger.refused_reposts();
     }
     /* The bytes a completed receive left in buffer `index`. */
     std::span<const std::byte> data(uint32_t index, uint32_t length) const;
-    /* Gives buffers back to the SRQ, one doorbell for all. */
+    /* Gives buffers back to the SRQ, one doorbell for all; one that is
+     * on the SRQ already is skipped (and counted). */
     result<done> repost(std::span<const uint32_t> indices);
-    /* A receive completed on buffer `index` (it is out of the SRQ). */
-    void consumed()
+    /* A receive completed on buffer `index`: true if the buffer was on
+     * the SRQ; false for a completion to drop (srq_ledger.h). */
+    bool consumed(uint32_t index)
     {
-        --m_posted;
+        return m_ledger.completed(index);
     }
 
 private:
@@ -61,7 +74,7 @@ private:
     std::vector<std::byte> m_memory;
     uint32_t m_count       = 0;
     uint32_t m_buffer_size = 0;
-    uint32_t m_posted      = 0;
+    srq_ledger m_ledger{0};
     verbs::mr_ptr m_mr;
     verbs::srq_ptr m_srq;
 };

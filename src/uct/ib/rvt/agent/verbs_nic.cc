@@ -409,9 +409,10 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
     if (n <= 0) {
         return 0;
     }
+    size_t kept = 0;
     for (int i = 0; i < n; ++i) {
         const ibv_wc &w   = wc[static_cast<size_t>(i)];
-        nic_completion &c = out[static_cast<size_t>(i)];
+        nic_completion &c = out[kept];
         /* the SRQ's receives say so in their wr_id (and only they: a
          * flushed WC's opcode is undefined) */
         c.receive  = (w.wr_id & receive_pool::wr_id_flag) != 0;
@@ -426,17 +427,20 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
         c.vendor   = w.status;
         c.fetched  = 0;
         if (c.receive) {
-            m_pool->consumed();
+            if (!m_pool->consumed(static_cast<uint32_t>(c.wr_id))) {
+                continue; /* its buffer was not on the SRQ: dropped */
+            }
         } else {
             take_fetched(w, c);
         }
+        ++kept;
     }
-    size_t kept = static_cast<size_t>(n);
     if (!m_silent.empty()) [[unlikely]] {
         /* fault_silent_qps: a silenced QP's sends vanish (a receive has
          * taken an SRQ buffer, which must go back: it is kept) */
-        kept = 0;
-        for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+        const size_t polled = kept;
+        kept                = 0;
+        for (size_t i = 0; i < polled; ++i) {
             if (out[i].receive || !m_silent.contains(out[i].qpn)) {
                 out[kept++] = out[i];
             }
@@ -522,6 +526,8 @@ nic_counters verbs_nic::counters() const
     nic_counters c;
     c.receive_buffers    = m_pool->count();
     c.receives_posted    = m_pool->posted();
+    c.receives_extra     = m_pool->extra_completions();
+    c.reposts_refused    = m_pool->refused_reposts();
     c.datagrams_sent     = m_ud->sent();
     c.datagrams_received = m_ud->received();
     c.datagrams_dropped  = m_ud->dropped();
