@@ -444,6 +444,8 @@ wait "$probe"
 for n in 1 2 3; do
     echo "  node $n agent's peers: $(agent_get "$n" '[.data_path.peers[] | select(.loopback | not)
         | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects, \(.posted) posted, by lane \(.in_flight_by_lane)\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
+    # what the device did twice or too late, dropped by the agent
+    echo "  node $n agent's device faults: $(agent_get "$n" '.data_path | "\(.receive_pool.extra_completions) receive completions for a buffer not posted, \(.receive_pool.refused_reposts) double reposts skipped, \(.late_completions) completions for ops given up on"')"
 done
 section "chaos A: what the processes saw"
 
