@@ -320,6 +320,79 @@ TEST_F(striping, a_peer_lost_with_parts_in_flight_fails_the_write_then_the_rest)
     EXPECT_TRUE(a_->engine->idle()) << a_->status();
 }
 
+TEST_F(striping, a_client_that_dies_with_a_part_still_queued_holds_no_lane)
+{
+    /* CQ credits for two sends: of the write's three other parts, one
+     * waits in its lane's backlog while two are posted (and held) */
+    agent_options o     = striped_agent();
+    o.nic.send_budget   = 2;
+    agent_node &a       = add_agent(o);
+    test_client &c      = attach(a);
+    test_client &other  = attach(a);
+    const uint32_t self = peer(c, a);
+    big_buffers b;
+    prepare(b, c, other);
+    other.post(other.am(peer(other, a), other, 1, 0)); /* connected */
+    ASSERT_TRUE(run_checked([&] { return other.done.size() == 1; }));
+    a.hold(a.loopback_qps(), true);
+    c.post(big_write(b, self, other, 1));
+    run_checked_for(30ms);
+    EXPECT_EQ(counter(a, "striped_ops"), 1u);
+    kill(c);
+    ASSERT_TRUE(run_checked([&] { return counter(a, "clients_gone") == 1; }));
+    a.hold(a.loopback_qps(), false);
+    /* the queued part is dropped with its client, and its op with it:
+     * nothing holds a lane, and other's work on every lane flows */
+    ASSERT_TRUE(run_checked([&] { return a.engine->idle(); })) << a.status();
+    for (uint64_t i = 2; i < 10; ++i) {
+        ASSERT_TRUE(
+                post_when_possible(other, other.am(self, other, i,
+                                                   static_cast<uint32_t>(i))));
+    }
+    ASSERT_TRUE(run_checked([&] { return other.done.size() == 9; }))
+            << a.status();
+    EXPECT_EQ(other.count(completion_status::success), 9u);
+}
+
+TEST_F(striping, striped_writes_of_several_endpoints_split_at_once_all_finish)
+{
+    /* each client's write is held at the front of its own lane while its
+     * parts go to the others, where other writes are held: the parts
+     * must not wait behind them */
+    agent_node &a = add_agent(striped_agent());
+    std::vector<test_client *> cs;
+    for (int i = 0; i < 4; ++i) {
+        cs.push_back(&attach(a));
+    }
+    std::vector<big_buffers> bufs(cs.size());
+    for (size_t i = 0; i < cs.size(); ++i) {
+        prepare(bufs[i], *cs[i], *cs[(i + 1) % cs.size()]);
+    }
+    const uint32_t self = peer(*cs[0], a);
+    for (test_client *c : cs) {
+        c->post(c->am(self, *c, 100, 0)); /* every lane connected */
+    }
+    ASSERT_TRUE(run_checked([&] {
+        return std::all_of(cs.begin(), cs.end(), [](const test_client *c) {
+            return c->done.size() == 1;
+        });
+    }));
+    for (size_t i = 0; i < cs.size(); ++i) { /* taken in one pass */
+        cs[i]->post(big_write(bufs[i], self, *cs[(i + 1) % cs.size()], 1));
+    }
+    ASSERT_TRUE(run_checked([&] {
+        return std::all_of(cs.begin(), cs.end(), [](const test_client *c) {
+            return c->done.size() == 2;
+        });
+    })) << "striped writes wait for each other: "
+        << a.status();
+    for (size_t i = 0; i < cs.size(); ++i) {
+        EXPECT_EQ(cs[i]->count(completion_status::success), 2u);
+        EXPECT_TRUE(bufs[i].dst == bufs[i].src) << "client " << i;
+    }
+    EXPECT_EQ(counter(a, "striped_ops"), cs.size());
+}
+
 TEST_F(striping, unflagged_short_and_fenced_writes_are_not_split)
 {
     ASSERT_NO_FATAL_FAILURE(two_nodes());

@@ -140,9 +140,11 @@
  * parts of whole stripe_align units (the last takes the rest; fewer parts
  * when it has fewer units); one that is fenced, or whose peer has one
  * lane, is not split. The parts for the other lanes are plain RDMA
- * WRITEs, op records of their own (stripe_of names the op), queued at the
- * back of their lanes and posted as any op, within the same SQ and CQ
- * credits, and always signaled. The op itself keeps the last part and
+ * WRITEs, op records of their own (stripe.of names the op), queued at
+ * the FRONT of their lanes (behind another held write they would wait
+ * for its parts, which may wait for this one's: a deadlock; parts owe
+ * other endpoints no order) and posted as any op, within the same SQ
+ * and CQ credits, and always signaled. The op itself keeps the last part and
  * stays at the front of its own lane, held (nothing behind it on that
  * lane is posted: the endpoint's order), until every other part has
  * retired; then it is posted as the WRITE WITH IMM. An RC send

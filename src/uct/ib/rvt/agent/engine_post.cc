@@ -322,7 +322,13 @@ void engine::post_lane(peer &p, uint16_t lane_index)
             if (op.client != no_client &&
                 (!m_clients[op.client].attached ||
                  m_clients[op.client].generation != op.generation)) {
-                free_op(op_index); /* its client died: drop it */
+                /* its client died: drop it (a part through its op,
+                 * which would wait for it for ever, holding its lane) */
+                if (op.stripe.of != no_op) {
+                    complete_op(op_index, completion_status::peer_failed, 0);
+                } else {
+                    free_op(op_index);
+                }
                 continue;
             }
             if (destination_is_gone(op)) {
@@ -540,7 +546,10 @@ void engine::split(peer &p, uint32_t op_index)
         part.stripe     = {};
         part.stripe.of  = op_index;
         m_mrs.op_queued(part.client, part.wr); /* until free_op */
-        p.lanes[part.lane].backlog.push_back(part_index);
+        /* first in line: behind another lane's held write it would wait
+         * for that write's parts, which may wait for this write: a
+         * deadlock; ahead of other endpoints' ops it breaks no order */
+        p.lanes[part.lane].backlog.push_front(part_index);
         mark(p, part.lane);
     }
     op_record &op          = m_ops[op_index];
