@@ -146,6 +146,25 @@ elif [ -f "$module" ]; then
     else
         fail "installed module not loaded ($how): no UCX_RVT_* in ucx_info -c"
     fi
+    # striping's threshold (engine.h, "Striping"): shown, and a value
+    # that is no size refused naming the setting
+    if grep -q '^UCX_RVT_STRIPE_MIN=' <<<"$got"; then
+        pass "UCX_RVT_STRIPE_MIN in ucx_info -c"
+    else
+        fail "no UCX_RVT_STRIPE_MIN in ucx_info -c"
+    fi
+    if [ "$UCX_LOADS_PLUGINS" = yes ]; then
+        bad=$(env -u LD_PRELOAD UCX_PLUGIN_PATH="$moddir" \
+            UCX_RVT_STRIPE_MIN=banana "$ucx_info" -c 2>&1)
+    else
+        bad=$(env -u UCX_PLUGIN_PATH LD_PRELOAD="$module" \
+            UCX_RVT_STRIPE_MIN=banana "$ucx_info" -c 2>&1)
+    fi
+    if grep -q "Invalid value for STRIPE_MIN: 'banana'" <<<"$bad"; then
+        pass "UCX_RVT_STRIPE_MIN=banana refused naming the setting"
+    else
+        fail "UCX_RVT_STRIPE_MIN=banana not refused: $(grep -i stripe <<<"$bad")"
+    fi
 fi
 
 # A UCX that loads plugins finds the module in its own module directory

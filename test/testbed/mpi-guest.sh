@@ -233,7 +233,10 @@ fi
 # 1b --------------------------------------------------------------------
 # The put scheme: the sender writes into the receiver's buffer. Every
 # message here is 1 MiB or more (rendezvous), so each agent must have
-# delivered writes with immediate, at least one 4 MiB message's worth.
+# delivered writes with immediate and sent at least one 4 MiB message's
+# worth (counted where it is posted: a write striped over the K QPs,
+# engine.h, carries its immediate, and its notice's length, on its last
+# part only).
 for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
 # shellcheck disable=SC2086
 mpi_verified "mpi put" "UCX_RNDV_SCHEME=put_zcopy" "${mpirun_opts[@]}" \
@@ -243,12 +246,12 @@ for n in 1 2; do
     d=$(deltas "$n") || { ok=no; line+=" node$n: no answer;"; continue; }
     read -r am wr wb tx _ <<<"$d"
     line+=" node$n: +$wr writes with immediate, $wb bytes, +$am AMs delivered, $tx bytes sent;"
-    [ "$wb" -ge 4194304 ] || ok=no
+    [ "$wr" -gt 0 ] && [ "$tx" -ge 4194304 ] || ok=no
 done
 if [ $ok = yes ]; then
-    pass "MPI rendezvous data arrived as RDMA WRITE WITH IMMEDIATE (agents' delivered counters):$line"
+    pass "MPI rendezvous data arrived as RDMA WRITE WITH IMMEDIATE (agents' delivered and sent counters):$line"
 else
-    fail "MPI rendezvous with the put scheme: too few bytes delivered as writes with immediate (expected >= 4194304 per node):$line"
+    fail "MPI rendezvous with the put scheme: no write with immediate delivered, or fewer than 4194304 bytes sent, on a node:$line"
 fi
 
 # 1c --------------------------------------------------------------------

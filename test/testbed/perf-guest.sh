@@ -30,15 +30,22 @@
 #               the agents' and the processes' traces (rvt-trace-report)
 #   bench       rvt_host_bench in this guest: the same hops with the agent
 #               and its client on a vCPU each, nothing else running
+#   striping    UCT put_bw zcopy 64 KiB to 4 MiB over rvt with the agent
+#               splitting each put over its K QPs (UCX_RVT_STRIPE_MIN=
+#               256k) and without (inf, the default), and rc_verbs: striped /
+#               unstriped, target >= 1.3 from 1 MiB (issue 13, item 6);
+#               `perf-guest.sh BUILD stripe` runs this section alone
 #
 # Every run is a check (PASS when it ends with a figure and no UCX error);
 # the ratios are printed with "met" or "not met", never judged: under TCG
 # with every node on 2 vCPUs they say what the emulator allows, and the
 # README explains them next to the host benchmark.
 #
-# Usage: perf-guest.sh BUILD_DIR (a path relative to the source tree)
+# Usage: perf-guest.sh BUILD_DIR [stripe] (a path relative to the source
+# tree; stripe: the striping section alone)
 set -u -o pipefail
-build=${1:?usage: perf-guest.sh BUILD_DIR}
+build=${1:?usage: perf-guest.sh BUILD_DIR [stripe]}
+only=${2:-}
 here=$(dirname "$0")
 # shellcheck source=test/testbed/lib.sh
 . "$here/lib.sh"
@@ -158,6 +165,48 @@ pollers_stop() {
     pollers=()
 }
 
+# ratio VALUE_A VALUE_B: A / B from two figures ("12.3 us"), or "-"
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
+        if (x[1] + 0 <= 0 || y[1] + 0 <= 0) print "-"
+        else printf "%.2f\n", x[1] / y[1] }'
+}
+
+# striping (engine.h, "Striping"): one put at a time (ucx_perftest's UCT
+# put_bw waits for each zcopy completion), split by node 1's agent over
+# its K QPs or not, beside rc_verbs; the agent's striped_ops counter
+# says it split them
+stripe_section() {
+    section "striping: UCT put_bw zcopy, rvt split over K QPs or not, rc_verbs"
+    local s size iters n0 n1
+    for s in 65536:100 262144:40 1048576:16 4194304:6; do
+        size=${s%:*} iters=${s#*:}
+        n0=$(agent_get 1 '.data_path.striped_ops') || n0=0
+        KEY_TL=rvt_stripe uct put_bw zcopy "$size" "$iters" rvt \
+            UCX_RVT_STRIPE_MIN=256k
+        n1=$(agent_get 1 '.data_path.striped_ops') || n1=0
+        echo "  node 1's agent split $((n1 - n0)) puts"
+        KEY_TL=rvt_nostripe uct put_bw zcopy "$size" "$iters" rvt \
+            UCX_RVT_STRIPE_MIN=inf
+        KEY_TL=rc_verbs_stripe uct put_bw zcopy "$size" "$iters" rc_verbs
+    done
+    printf '%-10s %-12s %-12s %-12s %-9s %-9s %s\n' size "rvt split" \
+        "rvt whole" rc_verbs split/whole split/rc whole/rc
+    for s in 65536 262144 1048576 4194304; do
+        a=${fig[put_bw.zcopy.$s.rvt_stripe]:-?}
+        b=${fig[put_bw.zcopy.$s.rvt_nostripe]:-?}
+        c=${fig[put_bw.zcopy.$s.rc_verbs_stripe]:-?}
+        printf '%-10s %-12s %-12s %-12s %-9s %-9s %s\n' "$s" "$a" "$b" "$c" \
+            "$(ratio "$a" "$b")" "$(ratio "$a" "$c")" "$(ratio "$b" "$c")"
+    done
+    echo "(MB/s, one boot; split: UCX_RVT_STRIPE_MIN=256k; whole:"
+    echo " UCX_RVT_STRIPE_MIN=inf, the default; target: split/whole >= 1.3 from 1 MiB)"
+}
+if [ "$only" = stripe ]; then
+    stripe_section
+    finish perf
+fi
+
 section "latency, 8 B"
 # the first rvt run is traced (the last section reports it)
 uct am_lat short 8 1000 rvt "RVT_TRACE=$work/client.trace" \
@@ -178,6 +227,8 @@ both uct am_bw zcopy 8000 500 ">=0.9"
 for s in 1048576:10 4194304:4 16777216:2; do
     both ucp tag_bw "${s%:*}" "${s#*:}" ">=0.95"
 done
+
+stripe_section
 
 section "4 processes per node, each pair at once"
 # many TEST LAYOUT SIZE ITERS TL: 4 pairs node1 -> node2 at once; their
@@ -259,12 +310,6 @@ perf_cpus=""
 for p in $(pgrep -x rvtd); do taskset -apc 0-1 "$p" >/dev/null; done
 
 section "rvt / rc_verbs, same boot"
-# ratio VALUE_A VALUE_B: A / B from two figures ("12.3 us"), or "-"
-ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ")
-        if (x[1] + 0 <= 0 || y[1] + 0 <= 0) print "-"
-        else printf "%.2f\n", x[1] / y[1] }'
-}
 printf '%-22s %-12s %-12s %-6s %-6s %-8s %-12s %-8s %-12s %s\n' measure rvt \
     rc_verbs ratio target verdict "rc_verbs+p" "rvt/that" "rvt+core" \
     "rvt+core/rc_verbs"

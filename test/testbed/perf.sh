@@ -3,16 +3,18 @@
 # issue 10 (latency, bandwidth, 4 pairs at once) and the per-hop trace of
 # an 8-byte active message (perf-guest.sh says what runs); exits with the
 # guest script's status, 1 when a run failed.
-# Usage: test/testbed/perf.sh [BUILD_DIR]   (default: build)
+# Usage: test/testbed/perf.sh [BUILD_DIR [stripe]]   (default: build;
+# stripe: only the striping section, perf-guest.sh says what it runs)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
 . "$top/test/testbed/lib.sh"
 cd "$top" || exit 125
 build=${1:-build}
+only=${2:-}
 perf_prerequisites "$build" || exit 1
 started=$SECONDS
-contrib/testbed/testbed run -n 2 -t 2400 "test/testbed/perf-guest.sh $build"
+contrib/testbed/testbed run -n 2 -t 2400 "test/testbed/perf-guest.sh $build $only"
 rc=$?
 echo "perf suite: $((SECONDS - started)) s of testbed time, boot included"
 exit $rc

@@ -13,8 +13,9 @@
 #      (UCX 1.13's default scheme: the receiver reads) must show up as
 #      bytes posted by node 2's agent.
 #   3. The same tag_bw with UCX_RNDV_SCHEME=put_zcopy: node 2's agent must
-#      have delivered at least the bytes moved as RDMA WRITE WITH IMM
-#      (rvt-status life totals, which outlive the client).
+#      have delivered writes with immediate, and node 1's must have posted
+#      at least the bytes moved (rvt-status life totals, which outlive the
+#      client; a striped write's notice comes with its last part only).
 #   4. Both processes on node 1, UCX_TLS=rvt,sm,self: shared memory must
 #      carry the am lane and the first rendezvous lane.
 #
@@ -274,14 +275,16 @@ section "rendezvous by RDMA WRITE WITH IMM: UCX_RNDV_SCHEME=put_zcopy"
 # put_zcopy makes the sender write into the receiver's buffer, which rvt
 # does as WRITE WITH IMM, routed and counted by the receiver's agent
 read -r w0 wb0 < <(delivered 2)
+s0=$(peer_bytes 1)
 ucp_case rvt,self tag_bw $size_rndv $iters_rndv $warm_rndv \
     UCX_RNDV_SCHEME=put_zcopy
 read -r w1 wb1 < <(delivered 2)
-if [ -n "${wb0:-}" ] && [ -n "${wb1:-}" ] && [ $((wb1 - wb0)) -ge $moved ] &&
-    [ $((w1 - w0)) -gt 0 ]; then
-    pass "node 2's agent delivered $((w1 - w0)) writes with immediate, $((wb1 - wb0)) bytes >= $moved bytes moved ($((iters_rndv + warm_rndv)) x $size_rndv)"
+s1=$(peer_bytes 1)
+if [ -n "${w0:-}" ] && [ -n "${w1:-}" ] && [ $((w1 - w0)) -gt 0 ] &&
+    [ -n "$s0" ] && [ -n "$s1" ] && [ $((s1 - s0)) -ge $moved ]; then
+    pass "node 2's agent delivered $((w1 - w0)) writes with immediate ($((wb1 - wb0)) bytes in their notices), node 1's posted $((s1 - s0)) bytes to node 2 >= $moved bytes moved ($((iters_rndv + warm_rndv)) x $size_rndv)"
 else
-    fail "rendezvous not delivered as WRITE WITH IMM on node 2: writes ${w0:-?} -> ${w1:-?}, bytes ${wb0:-?} -> ${wb1:-?}, moved $moved"
+    fail "rendezvous not delivered as WRITE WITH IMM on node 2: writes ${w0:-?} -> ${w1:-?}; node 1 posted ${s0:-?} -> ${s1:-?} bytes, moved $moved"
 fi
 
 # ---- 2b. within one node ------------------------------------------------

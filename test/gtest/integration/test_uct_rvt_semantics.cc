@@ -13,7 +13,10 @@
  *   operation that answers UCS_INPROGRESS completes exactly once, after
  *   which its buffer is the caller's again.
  *
- * uct_rvt_large: puts of 64 MiB and 80 MiB; UCX_RVT_MAX_ZCOPY bounds one.
+ * uct_rvt_large: puts of 64 MiB and 80 MiB (whole: UCX_RVT_STRIPE_MIN is
+ * inf by default); UCX_RVT_MAX_ZCOPY bounds one; puts from
+ * UCX_RVT_STRIPE_MIN up are split by the agent over its QPs, and a value
+ * below two pages is refused.
  * Failures are in test_uct_rvt_failure.cc. Times are printed, never
  * asserted.
  */
@@ -903,6 +906,63 @@ TEST_F(uct_rvt_large, puts_of_64_and_80_mib)
                     len / mib, s, len / s / 1e6);
         EXPECT_EQ(mismatch(target.bytes(), len, seed), npos)
                 << "the " << len / mib << " MiB put differs at this byte";
+    }
+    EXPECT_TRUE(m_errors.calls.empty());
+}
+
+TEST_F(uct_rvt_large, a_stripe_min_below_two_pages_is_refused)
+{
+    m_env.set("UCX_RVT_STRIPE_MIN", "4k");
+    ASSERT_NO_FATAL_FAILURE(start_agent());
+    ASSERT_NO_FATAL_FAILURE(open_md());
+    ASSERT_NO_FATAL_FAILURE(open_iface(m_oi, UCS_ERR_INVALID_PARAM));
+}
+
+/* Striping (engine.h): a put from UCX_RVT_STRIPE_MIN up is split by the
+ * agent, one below is not; both land whole and complete once. */
+TEST_F(uct_rvt_large, puts_from_stripe_min_up_are_split_by_the_agent)
+{
+    constexpr size_t kib = 1024;
+    m_env.set("UCX_RVT_STRIPE_MIN", "64k");
+    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::other_node));
+    if (IsSkipped()) {
+        return;
+    }
+    auto striped = [&] {
+        auto st = rvt::client::query_status(m_socket, false);
+        EXPECT_TRUE(st.ok()) << st.error();
+        const auto j = nlohmann::json::parse(st.ok() ? st.value() : "{}",
+                                             nullptr, false);
+        return j.is_object() && j.contains("data_path") ?
+                       j["data_path"].value("striped_ops", -1) :
+                       -1;
+    };
+    const int before = striped();
+    ASSERT_GE(before, 0) << "no striped_ops in the agent's status";
+    buffer src(m_md, 1024 * kib + 100);
+    buffer target(m_to_md, 1024 * kib + 100);
+    ASSERT_NE(src.memh, nullptr);
+    ASSERT_NE(target.memh, nullptr);
+    const uct_rkey_t rkey = rkey_of(target);
+    const auto remote     = reinterpret_cast<uint64_t>(target.bytes());
+    int expected          = before;
+    for (const size_t len : {1024 * kib + 100, 64 * kib, 64 * kib - 1}) {
+        const uint64_t seed = 9200 + len;
+        fill(src.bytes(), len, seed);
+        call_counter done;
+        uct_iov_t iov       = src.iov(len);
+        ucs_status_t status = retry([&] {
+            return uct_ep_put_zcopy(m_ep, &iov, 1, remote, rkey, &done.comp);
+        });
+        ASSERT_EQ(status, UCS_INPROGRESS) << ucs_status_string(status);
+        ASSERT_TRUE(progress_until([&] { return done.calls > 0; }, 60s));
+        EXPECT_EQ(done.calls, 1) << "one completion per put";
+        ASSERT_EQ(done.status, UCS_OK) << ucs_status_string(done.status);
+        ASSERT_EQ(flush_ep(m_ep), UCS_OK);
+        EXPECT_EQ(mismatch(target.bytes(), len, seed), npos)
+                << "the put of " << len << " bytes differs at this byte";
+        expected += len >= 64 * kib ? 1 : 0;
+        EXPECT_EQ(striped(), expected) << "after a put of " << len << " bytes";
     }
     EXPECT_TRUE(m_errors.calls.empty());
 }

@@ -54,6 +54,23 @@ TEST(work_check, a_good_request_passes)
     EXPECT_EQ(agent::check_work(w, mrs, limits), "");
 }
 
+TEST(work_check, only_a_write_with_immediate_from_memory_may_be_striped)
+{
+    auto w  = good_write();
+    w.flags = work_signaled | work_stripe;
+    EXPECT_EQ(agent::check_work(w, mrs, limits), "");
+    w.op = static_cast<uint8_t>(work_op::rdma_write);
+    expect_refused(w, "stripe flag on operation 1");
+    w.op = static_cast<uint8_t>(work_op::send_am);
+    expect_refused(w, "stripe flag on operation 3");
+    w            = good_write();
+    w.flags      = work_signaled | work_stripe | work_inline;
+    w.length     = 8;
+    w.local_addr = 0;
+    w.lkey       = 0;
+    expect_refused(w, "stripe flag on operation 2 (inline)");
+}
+
 TEST(work_check, local_memory_must_be_the_clients_own)
 {
     auto w = good_write();

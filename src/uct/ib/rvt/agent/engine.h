@@ -137,6 +137,40 @@
  * cannot fill the max_peers table for real peers; a request that finds
  * the table full anyway is dropped and counted ("table_full").
  *
+ * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
+ * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
+ * the peer's K lanes when it reaches the front of its endpoint's lane,
+ * so that one large write uses K QPs at once. It is split into up to K
+ * parts of whole stripe_align units (the last takes the rest; fewer parts
+ * when it has fewer units); one that is fenced, or whose peer has one
+ * lane, is not split. The parts for the other lanes are plain RDMA
+ * WRITEs, op records of their own (stripe.of names the op), queued at
+ * the FRONT of their lanes (behind another held write they would wait
+ * for its parts, which may wait for this one's: a deadlock; parts owe
+ * other endpoints no order) and posted as any op, within the same SQ
+ * and CQ credits, and always signaled. The op itself keeps the last part and
+ * stays at the front of its own lane, held (nothing behind it on that
+ * lane is posted: the endpoint's order), until every other part has
+ * retired; then it is posted as the WRITE WITH IMM. An RC send
+ * completion means the responder has the bytes, so the target agent's
+ * notice (the immediate) comes after every byte has landed. The client
+ * gets one completion, for the whole length: success when every part
+ * succeeded, else the first failure (status and detail), and never while
+ * a part is still posted: the client may then deregister the buffer. A
+ * part that fails fails the op at once (once the others have retired),
+ * without posting the held last part; parts flushed, given up by the
+ * watchdog, dropped for a departed destination or failed with their
+ * peer's backlog finish the same way. Each part holds the client's MR as
+ * an op does (mr_registry, op_queued), and counts in the client's posted
+ * ops, so a dead client's MRs wait for its parts too. The cost: another
+ * endpoint's ops behind a held op on its lane wait for the op's other
+ * parts (about 1/K of its transfer), and the other parts may land before
+ * ops the same endpoint posted earlier on its own lane and are still on
+ * the wire (RC orders one QP only): an earlier put to the same bytes
+ * needs a fence (a fenced op is not split) or a flush, as UCT's ordering
+ * of puts without a fence promises nothing either. Counted in the
+ * status: striped_ops, stripe_parts.
+ *
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
  * when prepare_sleep() allows.
  */
@@ -285,12 +319,32 @@ public:
     std::string status(bool human) const;
     /* The same as JSON (rvt-status's "data_path"). */
     nlohmann::ordered_json status_json() const;
+    /* For tests, after a pass: what does not add up in the engine's
+     * books (each peer's posted ops against its lanes' posted WRs, the CQ
+     * credits against the peers, each split op's parts against its
+     * count), or empty. */
+    std::string check_books() const;
     /* Closes every peer (disconnect datagrams) before exit. */
     void shut_down(time_point now);
 
 private:
     static constexpr uint32_t no_client = ~0u;
     static constexpr uint16_t no_lane   = 0xffff;
+    static constexpr uint32_t no_op     = ~0u;
+
+    /* An op's place in a striped write ("Striping" above). */
+    struct stripe_state {
+        uint32_t of      = no_op; /* a part: the op it is part of */
+        uint16_t pending = 0; /* the op: parts not retired yet */
+        bool split       = false; /* the op: its wr is now its last part */
+        /* the op was completed (failed with its peer) while parts were
+         * pending: its completion waits for them */
+        bool ended            = false;
+        uint32_t whole_length = 0; /* the op's length before the split */
+        /* the first failure among its parts (success: none yet) */
+        completion_status status = completion_status::success;
+        uint32_t detail          = 0;
+    };
 
     struct op_record {
         work_request wr; /* as the client sent it (after checks) */
@@ -304,6 +358,7 @@ private:
          * work-data slot at pop: the op may wait in a backlog long after
          * the client reused the slot */
         std::array<std::byte, max_work_inline> inline_data;
+        stripe_state stripe;
     };
 
     struct lane {
@@ -449,6 +504,11 @@ private:
     /* value: an atomic's fetched word (completion::value) */
     void complete_op(uint32_t op_index, completion_status status,
                      uint32_t detail, uint64_t value = 0);
+    /* striping ("Striping" above) */
+    bool wants_stripe(const peer &p, const op_record &op) const;
+    void split(peer &p, uint32_t op_index);
+    void
+    part_done(uint32_t part_index, completion_status status, uint32_t detail);
 
     /* engine_complete.cc: the CQ */
     size_t poll_cq(time_point now);
@@ -538,6 +598,9 @@ private:
         uint64_t corrupt_detached  = 0; /* clients whose ring broke */
         /* send completions for ops the watchdog had given up on */
         uint64_t late_completions = 0;
+        /* "Striping" above: writes split, and their parts (all K) */
+        uint64_t striped_ops  = 0;
+        uint64_t stripe_parts = 0;
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

@@ -104,7 +104,9 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
                     time_point now)
 {
     op_record &op = m_ops[op_index];
-    traced(trace_stage::sent, op.client, op.wr.wr_id);
+    if (op.stripe.of == no_op) { /* a striped write's parts: its own */
+        traced(trace_stage::sent, op.client, op.wr.wr_id);
+    }
     --p.posted;
     --m_cq_used;
     if (op.client != no_client) {

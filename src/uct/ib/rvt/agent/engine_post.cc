@@ -9,6 +9,7 @@
 #include "uct/ib/rvt/agent/work_check.h"
 #include "uct/ib/rvt/common/imm.h"
 
+#include <algorithm>
 #include <array>
 #include <span>
 
@@ -63,17 +64,35 @@ void engine::complete_op(uint32_t op_index, completion_status status,
                          uint32_t detail, uint64_t value)
 {
     op_record &op = m_ops[op_index];
+    if (op.stripe.of != no_op) {
+        part_done(op_index, status, detail); /* its op completes once */
+        return;
+    }
+    if (op.stripe.split) {
+        if (op.stripe.status == completion_status::success) {
+            op.stripe.status = status;
+            op.stripe.detail = detail;
+        }
+        if (op.stripe.pending > 0) {
+            op.stripe.ended = true; /* part_done completes it */
+            return;
+        }
+        /* the first failure of its parts is the op's */
+        status = op.stripe.status;
+        detail = op.stripe.detail;
+    }
     if (op.client != no_client) {
         client_state &c = m_clients[op.client];
         if (c.attached && c.generation == op.generation) {
             completion done{};
-            done.wr_id  = op.wr.wr_id;
-            done.status = static_cast<uint32_t>(status);
-            done.detail = detail;
-            done.length = status == completion_status::success ? op.wr.length :
-                                                                 0;
-            done.peer   = op.wr.peer;
-            done.value  = value;
+            done.wr_id        = op.wr.wr_id;
+            done.status       = static_cast<uint32_t>(status);
+            done.detail       = detail;
+            done.length       = status != completion_status::success ? 0 :
+                                op.stripe.split ? op.stripe.whole_length :
+                                                  op.wr.length;
+            done.peer         = op.wr.peer;
+            done.value        = value;
             const uint64_t at = stamp();
             c.channel->complete(done);
             traced(trace_stage::complete, op.client, op.wr.wr_id, at);
@@ -130,6 +149,7 @@ bool engine::take_work(uint32_t index, client_state &c)
         op.generation = c.generation;
         op.peer       = wr.peer;
         op.in_use     = true;
+        op.stripe     = {};
         m_mrs.op_queued(index, wr); /* until free_op */
         if (!why.empty()) {
             ++c.invalid;
@@ -272,9 +292,11 @@ void engine::check_pauses()
 
 void engine::post_marked()
 {
-    for (const auto &[peer_index, lane_index] : m_marked) {
-        peer &p                    = *m_peers[peer_index];
-        p.lanes[lane_index].marked = false;
+    /* by index: a lane that splits a write marks the lanes of its parts */
+    for (size_t i = 0; i < m_marked.size(); ++i) {
+        const auto [peer_index, lane_index] = m_marked[i];
+        peer &p                             = *m_peers[peer_index];
+        p.lanes[lane_index].marked          = false;
         post_lane(p, lane_index);
     }
     m_marked.clear();
@@ -287,17 +309,28 @@ void engine::post_lane(peer &p, uint16_t lane_index)
     std::array<uint32_t, max_chain> ops;
     while (!l.backlog.empty() && p.is(peer_state::connected) &&
            lane_index < p.active.size()) {
-        size_t n = 0;
+        size_t n  = 0;
+        bool held = false; /* a split write waits for its other parts */
         while (!l.backlog.empty() && n < max_chain &&
                l.inflight.size() + n < m_sq_depth &&
                m_cq_used + n < m_cq_budget) {
             const uint32_t op_index = l.backlog.front();
+            if (m_ops[op_index].stripe.pending > 0) {
+                held = true;
+                break;
+            }
             l.backlog.pop_front();
             const op_record &op = m_ops[op_index];
             if (op.client != no_client &&
                 (!m_clients[op.client].attached ||
                  m_clients[op.client].generation != op.generation)) {
-                free_op(op_index); /* its client died: drop it */
+                /* its client died: drop it (a part through its op,
+                 * which would wait for it for ever, holding its lane) */
+                if (op.stripe.of != no_op) {
+                    complete_op(op_index, completion_status::peer_failed, 0);
+                } else {
+                    free_op(op_index);
+                }
                 continue;
             }
             if (destination_is_gone(op)) {
@@ -305,12 +338,18 @@ void engine::post_lane(peer &p, uint16_t lane_index)
                 complete_op(op_index, completion_status::peer_failed, 0);
                 continue;
             }
+            if (wants_stripe(p, op)) {
+                l.backlog.push_front(op_index); /* held there */
+                split(p, op_index);
+                held = true;
+                break;
+            }
             chain[n] = make_send(op_index);
             ops[n++] = op_index;
         }
         if (n == 0) {
-            /* out of credits, or only dead clients' ops */
-            if (!l.backlog.empty() && m_cq_used >= m_cq_budget) {
+            /* out of credits, only dead clients' ops, or held */
+            if (!held && !l.backlog.empty() && m_cq_used >= m_cq_budget) {
                 wait_for_cq(p, lane_index);
             }
             return;
@@ -321,8 +360,10 @@ void engine::post_lane(peer &p, uint16_t lane_index)
                             posted);
         for (size_t i = 0; i < posted; ++i) {
             account_posted(p, lane_index, ops[i]);
-            traced(trace_stage::post, m_ops[ops[i]].client,
-                   m_ops[ops[i]].wr.wr_id);
+            if (m_ops[ops[i]].stripe.of == no_op) { /* the op's, once */
+                traced(trace_stage::post, m_ops[ops[i]].client,
+                       m_ops[ops[i]].wr.wr_id);
+            }
         }
         if (!r) {
             /* the QP refused the WRs (it is in error): they wait at the
@@ -332,6 +373,9 @@ void engine::post_lane(peer &p, uint16_t lane_index)
                 l.backlog.push_front(ops[i - 1]);
             }
             qp_failed(p, r.error(), std::chrono::steady_clock::now());
+            return;
+        }
+        if (held) {
             return;
         }
     }
@@ -363,14 +407,16 @@ void engine::resume_cq_waiting()
  * so does every signal_interval-th one of a long stream, so that the send
  * queue is reclaimed in time. The WRs before a signaled one complete with
  * it (on_send_completion). An atomic always asks: its completion carries
- * the value it fetched (nic.h). */
+ * the value it fetched (nic.h); so does what make_send marked signaled
+ * already (a striped write's parts: their op waits for each). */
 void engine::signal(lane &l, std::span<nic_send> chain)
 {
     for (size_t i = 0; i < chain.size(); ++i) {
         const bool last   = i + 1 == chain.size();
         const bool atomic = chain[i].opcode == nic_opcode::atomic_fetch_add ||
                             chain[i].opcode == nic_opcode::atomic_cmp_swp;
-        chain[i].signaled = last || atomic || ++l.unsignaled >= signal_interval;
+        chain[i].signaled = chain[i].signaled || last || atomic ||
+                            ++l.unsignaled >= signal_interval;
         if (chain[i].signaled) {
             l.unsignaled = 0;
         }
@@ -382,8 +428,9 @@ nic_send engine::make_send(uint32_t op_index) const
     const op_record &op    = m_ops[op_index];
     const work_request &wr = op.wr;
     nic_send s{};
-    s.wr_id = tag::of_op(op_index, m_op_uses[op_index]);
-    s.fence = (wr.flags & work_fence) != 0;
+    s.wr_id    = tag::of_op(op_index, m_op_uses[op_index]);
+    s.fence    = (wr.flags & work_fence) != 0;
+    s.signaled = op.stripe.of != no_op || op.stripe.split;
     if (op.client == no_client) { /* the agent's own: keepalive, pause */
         s.opcode  = nic_opcode::send_imm;
         s.sge[0]  = m_nic.control_buffer();
@@ -454,11 +501,97 @@ void engine::account_posted(peer &p, uint16_t lane_index, uint32_t op_index)
     ++m_cq_used;
     if (op.client != no_client) {
         client_state &c = m_clients[op.client];
-        ++c.posted;
-        ++c.ops;
+        ++c.posted; /* a part too: a dead client's MRs wait for it */
         c.bytes += op.wr.length;
-        ++p.n.ops_posted;
         p.n.bytes_posted += op.wr.length;
+        if (op.stripe.of == no_op) { /* a striped write is one op */
+            ++c.ops;
+            ++p.n.ops_posted;
+        }
+    }
+}
+
+/* ---- striping (engine.h, "Striping") --------------------------------- */
+
+bool engine::wants_stripe(const peer &p, const op_record &op) const
+{
+    return (op.wr.flags & work_stripe) != 0 && !op.stripe.split &&
+           op.stripe.of == no_op && (op.wr.flags & work_fence) == 0 &&
+           p.lanes.size() > 1 && p.active.size() == p.lanes.size() &&
+           op.wr.length >= 2 * stripe_align;
+}
+
+/* The op at the front of its lane becomes its last part (and stays
+ * there, held); the others go to the other lanes. */
+void engine::split(peer &p, uint32_t op_index)
+{
+    const auto lanes         = static_cast<uint32_t>(p.lanes.size());
+    const work_request whole = m_ops[op_index].wr;
+    const uint16_t own       = m_ops[op_index].lane;
+    const uint32_t parts     = std::min(lanes, whole.length / stripe_align);
+    const uint32_t chunk = whole.length / parts / stripe_align * stripe_align;
+    for (uint32_t j = 0; j + 1 < parts; ++j) {
+        const uint32_t part_index = alloc_op(); /* may move m_ops */
+        op_record &part           = m_ops[part_index];
+        part.wr                   = whole;
+        part.wr.op                = static_cast<uint8_t>(work_op::rdma_write);
+        part.wr.flags             = work_signaled;
+        part.wr.length            = chunk;
+        part.wr.local_addr += uint64_t{j} * chunk;
+        part.wr.remote_addr += uint64_t{j} * chunk;
+        part.client     = m_ops[op_index].client;
+        part.generation = m_ops[op_index].generation;
+        part.peer       = p.index;
+        part.lane       = static_cast<uint16_t>((own + 1 + j) % lanes);
+        part.in_use     = true;
+        part.control    = 0;
+        part.stripe     = {};
+        part.stripe.of  = op_index;
+        m_mrs.op_queued(part.client, part.wr); /* until free_op */
+        /* first in line: behind another lane's held write it would wait
+         * for that write's parts, which may wait for this write: a
+         * deadlock; ahead of other endpoints' ops it breaks no order */
+        p.lanes[part.lane].backlog.push_front(part_index);
+        mark(p, part.lane);
+    }
+    op_record &op          = m_ops[op_index];
+    const uint64_t before  = uint64_t{parts - 1} * chunk;
+    op.stripe.split        = true;
+    op.stripe.pending      = static_cast<uint16_t>(parts - 1);
+    op.stripe.whole_length = whole.length;
+    op.wr.length -= static_cast<uint32_t>(before);
+    op.wr.local_addr += before;
+    op.wr.remote_addr += before;
+    ++m_totals.striped_ops;
+    m_totals.stripe_parts += parts;
+}
+
+/* A part retired (or failed unposted): once none is left, the op goes on
+ * (its last part is posted) or fails with the first failure. */
+void engine::part_done(uint32_t part_index, completion_status status,
+                       uint32_t detail)
+{
+    const uint32_t op_index = m_ops[part_index].stripe.of;
+    free_op(part_index);
+    op_record &op = m_ops[op_index];
+    if (status != completion_status::success &&
+        op.stripe.status == completion_status::success) {
+        op.stripe.status = status;
+        op.stripe.detail = detail;
+    }
+    if (--op.stripe.pending > 0) {
+        return;
+    }
+    peer &p = *m_peers[op.peer];
+    if (op.stripe.ended) {
+        complete_op(op_index, op.stripe.status, op.stripe.detail);
+    } else if (op.stripe.status != completion_status::success) {
+        /* never posted: it leaves the front of its lane, failed */
+        std::erase(p.lanes[op.lane].backlog, op_index);
+        mark(p, op.lane); /* what waited behind it */
+        complete_op(op_index, op.stripe.status, op.stripe.detail);
+    } else {
+        mark(p, op.lane); /* its last part, the WRITE WITH IMM */
     }
 }
 

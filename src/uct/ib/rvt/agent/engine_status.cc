@@ -99,6 +99,10 @@ std::string engine::status(bool human) const
                 static_cast<unsigned long long>(m_mrs.counters().unannounced),
                 m_mrs.gone_waiting(),
                 static_cast<unsigned long long>(m_totals.corrupt_detached));
+        out += format("striped   %llu writes split over the lanes, in "
+                      "%llu parts\n",
+                      static_cast<unsigned long long>(m_totals.striped_ops),
+                      static_cast<unsigned long long>(m_totals.stripe_parts));
         out += format("peers     %zu, RC QPs %u in all; %llu completions "
                       "came after their op was given up on\n",
                       m_peers.size(), rc_qps,
@@ -247,8 +251,46 @@ nlohmann::ordered_json engine::status_json() const
             {"pauses", m_totals.pauses},
             {"resumes", m_totals.resumes},
             {"ops_parked", m_totals.ops_parked},
+            {"striped_ops", m_totals.striped_ops},
+            {"stripe_parts", m_totals.stripe_parts},
             {"peers", std::move(peers)},
             {"client_traffic", std::move(traffic)}};
+}
+
+std::string engine::check_books() const
+{
+    std::string out;
+    uint64_t posted = 0;
+    for (const auto &p : m_peers) {
+        size_t inflight = 0;
+        for (const auto &l : p->lanes) {
+            inflight += l.inflight.size();
+        }
+        if (inflight != p->posted) {
+            out += format("peer %u: %u ops posted, its lanes have %zu; ",
+                          p->index, p->posted, inflight);
+        }
+        posted += p->posted;
+    }
+    if (posted != m_cq_used) {
+        out += format("%llu ops posted, %u CQ credits used; ",
+                      static_cast<unsigned long long>(posted), m_cq_used);
+    }
+    std::unordered_map<uint32_t, uint32_t> parts; /* op -> its live parts */
+    for (const auto &op : m_ops) {
+        if (op.in_use && op.stripe.of != no_op) {
+            ++parts[op.stripe.of];
+        }
+    }
+    for (uint32_t i = 0; i < m_ops.size(); ++i) {
+        const op_record &op = m_ops[i];
+        const uint32_t live = parts.contains(i) ? parts[i] : 0;
+        if (live != (op.in_use ? op.stripe.pending : 0)) {
+            out += format("op %u: %u parts pending, %u parts in use; ", i,
+                          op.stripe.pending, live);
+        }
+    }
+    return out;
 }
 
 } // namespace rvt::agent

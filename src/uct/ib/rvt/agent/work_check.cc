@@ -102,9 +102,18 @@ std::string check_work(const work_request &wr,
         return format("operation %u: expected 1 to %u", wr.op,
                       work_op_limit - 1);
     }
-    if ((wr.flags & ~(work_signaled | work_fence | work_inline)) != 0) {
-        return format("flags 0x%x: expected only signaled, fence and inline",
+    if ((wr.flags &
+         ~(work_signaled | work_fence | work_inline | work_stripe)) != 0) {
+        return format("flags 0x%x: expected only signaled, fence, inline and "
+                      "stripe",
                       wr.flags);
+    }
+    if ((wr.flags & work_stripe) != 0 &&
+        (wr.op != static_cast<uint8_t>(work_op::rdma_write_imm) ||
+         (wr.flags & work_inline) != 0)) {
+        return format("stripe flag on operation %u%s: expected only on a "
+                      "write with immediate from client memory",
+                      wr.op, (wr.flags & work_inline) != 0 ? " (inline)" : "");
     }
     if (wr.peer >= limits.num_peers) {
         return format("peer %u: this client's agent knows %u peers", wr.peer,

@@ -46,8 +46,10 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * the segment's work-data area (shm_layout.h version 4); 5: the reply
  * carries the agent's features, and work requests may be atomics (work.h);
  * 6: an attach request may name a leader (attach_sibling); 7: a client
- * announces each registration before it makes it (mr_intent) */
-inline constexpr uint16_t protocol_version = 7;
+ * announces each registration before it makes it (mr_intent); 8: a write
+ * with immediate may ask to be striped (work_stripe, work.h), which an
+ * older agent would refuse op by op */
+inline constexpr uint16_t protocol_version = 8;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */

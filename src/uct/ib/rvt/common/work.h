@@ -52,7 +52,19 @@ enum work_flags : uint8_t {
      * rdma_write and rdma_write_imm; length at most the slot size (and
      * the largest AM for send_am). The agent posts it as an inline send. */
     work_inline = 1u << 2,
+    /* rdma_write_imm from client memory only (never inline): the agent
+     * may split it over the K lanes of its peer, as parts of at least
+     * stripe_align bytes (engine.h, "Striping"). The client still gets
+     * one completion, and the target's notice (the immediate) comes with
+     * the last part, once every other part has landed. The UCT module
+     * sets it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more. */
+    work_stripe = 1u << 3,
 };
+
+/* Striped parts are multiples of this many bytes (the last one takes the
+ * rest): whole pages of the source and the target buffer per part where
+ * they are page-aligned. */
+inline constexpr uint32_t stripe_align = 4096;
 
 /*
  * Client to agent. The client fills the entry (and, for work_inline, its

@@ -2,7 +2,7 @@
  * rvt endpoints (ep.h): creation, the operations, pending, flush, fence.
  *
  * Every operation is one work request, so one message or one RDMA
- * operation on the wire:
+ * operation on the wire (but a striped put_zcopy, which the agent splits):
  *   am_short, am_short_iov            SEND of the bytes the handler gets
  *                                     (am_short: the 8-byte header, then
  *                                     the payload): in the work ring's
@@ -18,7 +18,12 @@
  *   put_bcopy                         RDMA WRITE from a bounce buffer
  *   put_zcopy                         RDMA WRITE WITH IMM from the caller's
  *                                     buffer: the target's agent sees it
- *                                     and tells the target process
+ *                                     and tells the target process; at
+ *                                     UCX_RVT_STRIPE_MIN bytes or more
+ *                                     the agent splits it over its K QPs
+ *                                     (RDMA WRITEs, then the WITH IMM
+ *                                     part once they have landed; one
+ *                                     completion: engine.h, "Striping")
  *   get_bcopy                         RDMA READ into a bounce buffer,
  *                                     unpacked at its completion
  *   get_zcopy                         RDMA READ into the caller's buffer
@@ -242,7 +247,10 @@ ucs_status_t zcopy(ep &e, const char *what, work_op op, uint8_t am_id,
     wr.lkey        = lkey;
     wr.rkey        = static_cast<uint32_t>(rkey);
     wr.remote_addr = remote_addr;
-    status         = i.post(e, wr, comp, head);
+    if (op == work_op::rdma_write_imm && length >= i.stripe_min) {
+        wr.flags = work_stripe;
+    }
+    status = i.post(e, wr, comp, head);
     return status == UCS_OK ? UCS_INPROGRESS : status;
 }
 

@@ -61,6 +61,18 @@ ucs_config_field_t iface_config_table[] = {
          "Largest put or get zcopy: one RDMA WRITE or READ of the agent's",
          offsetof(iface_config, max_zcopy), UCS_CONFIG_TYPE_MEMUNITS},
 
+        {"STRIPE_MIN", "inf",
+         "A put zcopy of this many bytes or more is split by the agent over "
+         "its K\n"
+         "shared QPs to the peer's node, in parts of whole 4 KiB pages; it "
+         "still\n"
+         "completes once, and the target hears of it once every part has "
+         "landed.\n"
+         "At least 8k; inf (the default): never split. Off by default: on "
+         "Soft-RoCE\n"
+         "it moved no more than one QP (README, Performance).",
+         offsetof(iface_config, stripe_min), UCS_CONFIG_TYPE_MEMUNITS},
+
         {}};
 
 namespace {
@@ -113,7 +125,7 @@ ucs_status_t
 iface::post(ep &e, work_request &wr, uct_completion_t *comp, int32_t b)
 {
     const bool fence = e.fence_next || e.fence_generation != fence_generation;
-    wr.flags         = (wr.flags & work_inline) | work_signaled |
+    wr.flags = (wr.flags & (work_inline | work_stripe)) | work_signaled |
                (fence ? work_fence : 0);
     wr.peer           = e.peer;
     wr.dst_client     = e.dst_client;
@@ -855,6 +867,23 @@ std::string am_alignment_error(const uct_iface_params_t &p)
     return {};
 }
 
+/* Empty if UCX_RVT_STRIPE_MIN is usable, else why not. Below two pages
+ * nothing can be split (parts are whole pages, work.h); "auto" would
+ * leave the choice to a transport that has made it in its default. */
+std::string stripe_min_error(size_t stripe_min)
+{
+    if (stripe_min == UCS_MEMUNITS_AUTO) {
+        return "UCX_RVT_STRIPE_MIN=auto: expected a size of at least " +
+               std::to_string(2 * stripe_align) + " bytes, or inf";
+    }
+    if (stripe_min != UCS_MEMUNITS_INF && stripe_min < 2 * stripe_align) {
+        return "UCX_RVT_STRIPE_MIN=" + std::to_string(stripe_min) +
+               ": expected a size of at least " +
+               std::to_string(2 * stripe_align) + " bytes, or inf";
+    }
+    return {};
+}
+
 } // namespace
 
 ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
@@ -880,6 +909,10 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
         }
 
         if (auto bad = am_alignment_error(*params); !bad.empty()) {
+            ucs_error("rvt %s: %s", name.c_str(), bad.c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
+        if (auto bad = stripe_min_error(config.stripe_min); !bad.empty()) {
             ucs_error("rvt %s: %s", name.c_str(), bad.c_str());
             return UCS_ERR_INVALID_PARAM;
         }
@@ -925,8 +958,11 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
                                                         ring);
         i->max_poll              = std::max(1u, config.max_poll);
         i->idle_yield            = config.idle_yield != 0;
-        i->max_zcopy = std::min<size_t>(config.max_zcopy, UINT32_MAX);
-        i->atomic64  = (i->session->attached().features &
+        i->max_zcopy  = std::min<size_t>(config.max_zcopy, UINT32_MAX);
+        i->stripe_min = config.stripe_min == UCS_MEMUNITS_INF ?
+                                SIZE_MAX :
+                                config.stripe_min;
+        i->atomic64   = (i->session->attached().features &
                        wire::agent_feature_atomic64) != 0;
 
         auto pool = bounce_pool::create(*i->link, queue_len, i->seg_size);

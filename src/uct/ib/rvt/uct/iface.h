@@ -59,6 +59,7 @@ struct iface_config {
     unsigned max_poll;
     size_t max_zcopy;
     int idle_yield;
+    size_t stripe_min;
 };
 static_assert(std::is_standard_layout_v<iface_config>);
 
@@ -101,6 +102,9 @@ struct iface {
     }
     unsigned max_poll;
     size_t max_zcopy;
+    /* a put_zcopy of this many bytes or more may be split over the
+     * agent's K QPs (work_stripe); SIZE_MAX: never */
+    size_t stripe_min;
     bool idle_yield;
     /* the agent's device does 64-bit atomics (wire::agent_feature_atomic64) */
     bool atomic64;

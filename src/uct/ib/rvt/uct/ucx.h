@@ -22,6 +22,7 @@ extern "C" {
 #include <ucs/sys/sys.h>
 #include <ucs/time/time.h>
 #include <ucs/sys/compiler_def.h>
+#include <ucs/sys/string.h> /* UCS_MEMUNITS_INF, _AUTO */
 #include <ucs/time/time.h>
 #include <ucs/type/class.h>
 #include <uct/api/uct.h>
