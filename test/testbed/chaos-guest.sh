@@ -125,6 +125,14 @@ cleanup() {
 trap cleanup EXIT
 declare -A agent_pid agent_wrapper
 
+# agent_state N: node N's agent's connections (state, reconnects, what is
+# posted, the last error) and what its device did twice or too late
+agent_state() {
+    echo "  node $1 agent's peers: $(agent_get "$1" '[.data_path.peers[] | select(.loopback | not)
+        | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects, \(.posted) posted, by lane \(.in_flight_by_lane)\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
+    echo "  node $1 agent's device faults: $(agent_get "$1" '.data_path | "\(.receive_pool.extra_completions) receive completions for a buffer not posted, \(.receive_pool.refused_reposts) double reposts skipped, \(.late_completions) completions for ops given up on"')"
+}
+
 # wait_bounded SECONDS PID...: wait for the PIDs (children) to end, SECONDS
 # at most: a process stuck in the kernel (a wedged device) ends with no
 # signal, and a plain `wait` would hold the run until the testbed's -t
@@ -441,12 +449,7 @@ event "every process has ended"
 wait "$probe"
 # each agent's connections now (a peer not connected again is what a
 # failed clean round below would be about)
-for n in 1 2 3; do
-    echo "  node $n agent's peers: $(agent_get "$n" '[.data_path.peers[] | select(.loopback | not)
-        | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects, \(.posted) posted, by lane \(.in_flight_by_lane)\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
-    # what the device did twice or too late, dropped by the agent
-    echo "  node $n agent's device faults: $(agent_get "$n" '.data_path | "\(.receive_pool.extra_completions) receive completions for a buffer not posted, \(.receive_pool.refused_reposts) double reposts skipped, \(.late_completions) completions for ops given up on"')"
-done
+for n in 1 2 3; do agent_state "$n"; done
 section "chaos A: what the processes saw"
 
 # the figures: each process's summary line (its last progress line for
@@ -641,6 +644,8 @@ while [ ! -e "$work/b.done" ] && [ $SECONDS -lt $((mpi_end + 2 * T_JOB)) ]; do
         chaos_verified=$((chaos_verified + 1))
     else
         indent "job $chaos_jobs" <"$work/chaos.$chaos_jobs.out" | grep -v ' UCX  INFO ' | tail -n 20
+        # what the agents made of it (their logs are kept in $work)
+        for n in 1 2; do agent_state "$n"; done
     fi
 done
 touch "$work/stop"
