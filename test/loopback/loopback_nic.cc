@@ -108,13 +108,14 @@ loopback_nic::loopback_nic(loopback_fabric &fabric,
     m_ud_qpn(fabric.next_qpn()),
     m_event_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
     m_receive_memory(size_t{options.receive_buffers} * options.receive_size),
-    m_on_srq(options.receive_buffers, true)
+    m_on_srq(options.receive_buffers)
 {
     if (!m_event_fd) {
         throw std::system_error(errno, std::generic_category(),
                                 "loopback nic: eventfd");
     }
     for (uint32_t i = 0; i < options.receive_buffers; ++i) {
+        m_on_srq.reposted(i);
         m_srq.push_back(i);
     }
     m_control_mr = register_memory(m_control.data(), m_control.size(),
@@ -380,12 +381,11 @@ result<done> loopback_nic::repost(std::span<const uint32_t> buffers)
                            ": the pool has " +
                            std::to_string(m_options.receive_buffers)};
         }
-        if (m_on_srq[index]) {
+        if (!m_on_srq.reposted(index)) {
             return failure{"loopback nic " + std::to_string(m_node) +
                            ": repost of buffer " + std::to_string(index) +
                            ": it is already on the SRQ"};
         }
-        m_on_srq[index] = true;
         m_srq.push_back(index);
     }
     return done{};

@@ -105,6 +105,7 @@
 #define RVT_TEST_LOOPBACK_NIC_H
 
 #include "uct/ib/rvt/agent/nic.h"
+#include "uct/ib/rvt/agent/srq_ledger.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 
@@ -365,7 +366,7 @@ private:
 
     std::vector<std::byte> m_receive_memory;
     std::deque<uint32_t> m_srq; /* posted buffers, oldest first */
-    std::vector<bool> m_on_srq;
+    srq_ledger m_on_srq; /* which buffers are in m_srq */
 
     std::unordered_map<uint32_t, memory_region> m_mrs; /* by handle */
     std::array<std::byte, 16> m_control{};

@@ -353,7 +353,7 @@ std::optional<uint32_t> loopback_nic::take_receive_buffer()
     }
     const uint32_t index = m_srq.front();
     m_srq.pop_front();
-    m_on_srq[index] = false;
+    m_on_srq.completed(index);
     return index;
 }
 
