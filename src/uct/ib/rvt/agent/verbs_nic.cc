@@ -432,19 +432,14 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
             }
         } else {
             take_fetched(w, c);
-        }
-        ++kept;
-    }
-    if (!m_silent.empty()) [[unlikely]] {
-        /* fault_silent_qps: a silenced QP's sends vanish (a receive has
-         * taken an SRQ buffer, which must go back: it is kept) */
-        const size_t polled = kept;
-        kept                = 0;
-        for (size_t i = 0; i < polled; ++i) {
-            if (out[i].receive || !m_silent.contains(out[i].qpn)) {
-                out[kept++] = out[i];
+            if (!m_silent.empty() && m_silent.contains(c.qpn)) [[unlikely]] {
+                /* fault_silent_qps: a silenced QP's sends vanish (a
+                 * receive has taken an SRQ buffer, which must go back:
+                 * it is kept) */
+                continue;
             }
         }
+        ++kept;
     }
     return kept;
 }
