@@ -17,7 +17,8 @@
 #        stop  SIGSTOP a traffic process, or 1 time in 5 an agent, for
 #              2-5 s, then SIGCONT
 #      These agents' QPs give up after about 1 s without an ack
-#      (--qp-timeout=15: 134 ms a try) and keep alive every second (lost
+#      (--qp-timeout=15: 134 ms a try; QP_TIMEOUT sets another) and keep
+#      alive every second (lost
 #      after 2 s more), so every outage breaks the connections it cuts:
 #      ops fail, and QPs are rebuilt.
 #   B. Open MPI's rvt_mpi_check (pingpong, bandwidth, alltoall and
@@ -72,15 +73,17 @@
 # check failed; the work directory (every process's output, the agents'
 # logs) is kept in BUILD_DIR when one did.
 # Usage: chaos-guest.sh BUILD_DIR TRAFFIC_SECONDS MPI_SECONDS SEED
+#            [QP_TIMEOUT]
 # shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
-usage="usage: chaos-guest.sh BUILD_DIR TRAFFIC_SECONDS MPI_SECONDS SEED"
+usage="usage: chaos-guest.sh BUILD_DIR TRAFFIC_SECONDS MPI_SECONDS SEED [QP_TIMEOUT]"
 build=${1:?$usage}
 traffic_secs=${2:?$usage}
 mpi_secs=${3:?$usage}
 seed=${4:?$usage}
+qp_timeout=${5:-15}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 K=4
 CLIENTS=12          # 3 nodes x 4
@@ -131,6 +134,20 @@ agent_state() {
     echo "  node $1 agent's peers: $(agent_get "$1" '[.data_path.peers[] | select(.loopback | not)
         | "\(.index) \(.state) (QPs \(.qps), \(.reconnects) reconnects, \(.posted) posted, by lane \(.in_flight_by_lane)\(if .last_error != "" then ", last error: " + .last_error else "" end))"] | join("; ")')"
     echo "  node $1 agent's device faults: $(agent_get "$1" '.data_path | "\(.receive_pool.extra_completions) receive completions for a buffer not posted, \(.receive_pool.refused_reposts) double reposts skipped, \(.late_completions) completions for ops given up on"')"
+    device_counters "$1"
+}
+
+# device_counters N: what node N's rxe device counted since boot (its
+# hw_counters): retransmissions it started (completer_retry_err) and the
+# requests it received again or out of order. A bad arrival in a run where
+# these are 0 is not a retransmission's doing.
+device_counters() {
+    local d=/sys/class/infiniband/rxe$1/ports/1/hw_counters c out=
+    for c in completer_retry_err rcvd_seq_err rcvd_rnr_err duplicate_request \
+             out_of_seq_request send_rnr_err retry_exceeded_err send_err; do
+        out+=" $c=$(cat "$d/$c" 2>/dev/null || echo '?')"
+    done
+    echo "  node $1 device rxe$1 since boot:$out"
 }
 
 # wait_bounded SECONDS PID...: wait for the PIDs (children) to end, SECONDS
@@ -275,7 +292,7 @@ plain_round() {
 # ---- A: traffic --------------------------------------------------------
 section "chaos A: $CLIENTS traffic processes on 3 nodes, seed $seed: warm-up and baseline"
 export RVT_JOB_KEY=chaos.$$
-agent_opts="--keepalive-ms=1000 --reconnect-ms=500 --qp-timeout=15"
+agent_opts="--keepalive-ms=1000 --reconnect-ms=500 --qp-timeout=$qp_timeout"
 start_agents 1 2 3
 phase_t0=$SECONDS
 all_nodes="1 1 1 1 2 2 2 2 3 3 3 3" # 4 processes on each

@@ -85,6 +85,14 @@ need_built "$d" "make check" a; echo $?
 rm -rf "$d"
 checks_failed=0
 EOF
+chaos_out=$(test/testbed/chaos.sh --qp-timeout 40 /nonexistent 2>&1)
+chaos_rc=$?
+if [ "$chaos_rc" = 2 ] &&
+    [ "$chaos_out" = "FAIL: --qp-timeout '40': expected a number from 1 to 31" ]; then
+    pass "chaos.sh refuses a QP timeout rvtd would not take, naming it (exit 2)"
+else
+    fail "chaos.sh --qp-timeout 40: exit $chaos_rc (want 2), output: $chaos_out"
+fi
 # the agent helpers, with a stand-in for the testbed's `on`: node N's
 # agent answers with the file $d/nodeN, and not at all without it
 lib_expect "lib.sh: agent status read with jq: fields, verdicts, counter deltas, waiting" 0 \

@@ -37,6 +37,7 @@
 #include "uct/ib/rvt/common/imm.h"
 
 #include "node_session.h"
+#include "write_damage.h"
 
 #include <infiniband/verbs.h>
 #include <unistd.h>
@@ -349,6 +350,7 @@ void fill_message(message &m)
         m.fill[k] = byte_of(seed, k);
     }
 }
+
 
 /* Another client as a destination of ours. */
 struct dest {
@@ -781,7 +783,23 @@ std::string runner::check_slot(uint32_t src, uint32_t src_inc, uint32_t slot,
                                   h.round, kind::write);
     for (size_t k = sizeof(h); k < length; ++k) {
         if (p[k] != byte_of(seed, k)) {
-            return what + ": byte " + std::to_string(k) + " is wrong";
+            /* byte k of round r's write from this source, header included */
+            auto expected = [&](uint64_t r, size_t at) -> uint8_t {
+                if (at >= sizeof(slot_header)) {
+                    return byte_of(seed_of(src, m_o.id, src_inc,
+                                           m_o.incarnation, r, kind::write),
+                                   at);
+                }
+                slot_header hr = h;
+                hr.round       = r;
+                uint8_t bytes[sizeof(hr)];
+                std::memcpy(bytes, &hr, sizeof(hr));
+                return bytes[at];
+            };
+            return what + ": byte " + std::to_string(k) + " is wrong (" +
+                   rvt::test::damage_of(p, length, k, h.round, m_o.window,
+                                        expected) +
+                   ")";
         }
     }
     s.last_write = static_cast<int64_t>(h.round);
