@@ -5,6 +5,8 @@
  */
 #include "test/gtest/unit/engine_fixture.h"
 
+#include <numeric>
+
 namespace engine_test {
 namespace {
 
@@ -164,6 +166,77 @@ TEST_F(engine_fixture, a_drain_whose_last_op_completes_well_ends)
             << "stuck in the drain: " << a.status();
     EXPECT_EQ(c2.done[2].status,
               static_cast<uint32_t>(completion_status::success));
+}
+
+/* A receive that landed before its QP was destroyed can still be in the
+ * CQ afterwards (rxe, like the loopback nic, leaves it there): its data is
+ * a client's and must be delivered, from the peer the QP belonged to, and
+ * a receive error of that QP must not fail the connection made since.
+ * Here b has more receives waiting than one pass of its loop polls (8 x
+ * 32), the last one an error (an AM larger than b's receive buffers), when
+ * a's new connection request comes: b, with nothing of its own posted,
+ * drains at once and destroys its QPs in that pass, and polls the rest
+ * after (the chaos run's ops "completed ok at their sender" that never
+ * arrived). */
+TEST_F(engine_fixture, a_receive_polled_after_its_qp_was_destroyed_is_delivered)
+{
+    agent_options b_options       = quick_peers();
+    b_options.nic.receive_buffers = 400;
+    b_options.nic.receive_size    = 128;
+    agent_node &a                 = add_agent(quick_peers());
+    agent_node &b                 = add_agent(b_options);
+    test_client &ca               = attach(a);
+    test_client &cb               = attach(b);
+    const uint32_t to_b           = peer(ca, b);
+    ca.post(ca.am(to_b, cb, 1, 0));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 1 && cb.inbound.size() == 1;
+    })) << b.status();
+
+    /* only a runs: its AMs land in b's memory, their receives wait in b's
+     * CQ; the last one is too large for b's receive buffer: both QPs go to
+     * the error state, and a asks b for a new connection */
+    constexpr uint32_t waiting = 300;
+    for (uint32_t seq = 1; seq <= waiting + 1;) {
+        work_request wr = ca.am(to_b, cb, 1 + seq, seq);
+        if (seq == waiting + 1) {
+            wr.length = 200;
+        }
+        if (ca.session->post(wr) == client::post_status::posted) {
+            ++seq;
+        } else {
+            a.pump();
+            ca.poll();
+        }
+    }
+    const auto until = steady::now() + 5s;
+    while (a.logged("connection lost") == 0 && steady::now() < until) {
+        a.pump();
+        ca.poll();
+    }
+    ASSERT_EQ(ca.count(completion_status::success), 1 + waiting);
+    const auto old_qps = b.qps_to(a);
+    const auto later   = steady::now() + 50ms;
+    while (steady::now() < later) {
+        a.pump(); /* past the reconnect delay: its request goes out */
+    }
+
+    /* b's next pass: 256 receives, then the request: b's old QPs go */
+    b.pump();
+    EXPECT_NE(b.qps_to(a), old_qps) << "b did not reconnect in that pass";
+    ASSERT_TRUE(run_until([&] {
+        return cb.ams_by_sender()[ca.id].size() >= 1 + waiting;
+    })) << b.status();
+    std::vector<uint32_t> want(1 + waiting);
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(cb.ams_by_sender()[ca.id], want);
+    EXPECT_EQ(b.logged("receive error"), 1u);
+    run_for(50ms);
+    const auto peers = b.engine->status_json()["peers"];
+    EXPECT_EQ(peers[1]["reconnects"], 1) << "the old QP's error broke the new "
+                                            "connection: "
+                                         << b.status();
+    EXPECT_EQ(peers[1]["state"], "connected") << b.status();
 }
 
 } // namespace

@@ -458,6 +458,10 @@ private:
     void qp_failed(peer &p, const std::string &reason, time_point now);
     void check_drained(peer &p, time_point now);
     void destroy_all_qps(peer &p);
+    /* m_peer_by_qpn's entries: a QP made for peer `index`, and one
+     * destroyed (still routed until the CQ has been seen empty) */
+    void route_qp(uint32_t qpn, uint32_t index);
+    void destroy_qp(uint32_t qpn);
     void fail_backlog(peer &p, completion_status why);
     void watch_lanes(time_point now);
     void give_up_lane(peer &p, uint16_t lane_index, time_point now);
@@ -537,7 +541,14 @@ private:
     std::vector<std::unique_ptr<peer>> m_peers;
     std::map<std::pair<gid_bytes, uint32_t>, uint32_t>
             m_peer_by_addr; /* (GID, UD QPN) -> peer */
+    /* Which peer a receive completion's QP belongs to. A receive that
+     * landed before its QP was destroyed may still wait in the CQ after
+     * (rxe, like the loopback nic, leaves it there; the engine drains a
+     * peer and destroys its QPs between two passes over the CQ), and its
+     * data is a client's: so a destroyed QP stays routed, listed in
+     * m_destroyed_qpns, until a poll finds the CQ empty (poll_cq). */
     std::unordered_map<uint32_t, uint32_t> m_peer_by_qpn;
+    std::vector<uint32_t> m_destroyed_qpns;
 
     std::vector<op_record> m_ops;
     std::vector<uint32_t> m_free_ops;

@@ -33,6 +33,12 @@ size_t engine::poll_cq(time_point now)
     for (int round = 0; round < 8; ++round) {
         const size_t n = m_nic.poll(wc);
         if (n == 0) {
+            /* the CQ is empty: no receive of a QP destroyed before this
+             * poll is left in it */
+            for (uint32_t qpn : m_destroyed_qpns) {
+                m_peer_by_qpn.erase(qpn);
+            }
+            m_destroyed_qpns.clear();
             break;
         }
         total += n;
@@ -274,7 +280,10 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         const std::string why = "receive error on QP " +
                                 std::to_string(wc.qpn) + ": " + status_text(wc);
         m_log(why);
-        if (p != nullptr && !p->is(peer_state::draining)) {
+        /* an error of a QP already destroyed says nothing of the peer's
+         * connection now */
+        if (p != nullptr && !p->is(peer_state::draining) &&
+            std::find(p->qps.begin(), p->qps.end(), wc.qpn) != p->qps.end()) {
             qp_failed(*p, why, now);
         }
     }

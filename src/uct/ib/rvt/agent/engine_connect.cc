@@ -104,8 +104,8 @@ result<uint32_t> engine::create_loopback_qp(peer &p, uint32_t psn)
     }
     const uint32_t qpn = qp.value();
     p.qps.push_back(qpn);
-    m_peer_by_qpn[qpn] = p.index;
-    auto c             = m_nic.connect_qp(qpn, m_nic.gid(), qpn, psn, psn);
+    route_qp(qpn, p.index);
+    auto c = m_nic.connect_qp(qpn, m_nic.gid(), qpn, psn, psn);
     if (!c) {
         return failure{c.error()};
     }
@@ -137,7 +137,7 @@ void engine::run_one(peer &p, const action &a, time_point now)
                 return;
             }
             if (!p.loopback) {
-                m_peer_by_qpn[qp.value()] = p.index;
+                route_qp(qp.value(), p.index);
                 p.qps.push_back(qp.value());
             }
             infos.push_back({qp.value(), psn});
@@ -178,9 +178,8 @@ void engine::run_one(peer &p, const action &a, time_point now)
             if (std::erase(p.qps, qpn) == 0) {
                 continue; /* not ours: never destroy another peer's QP */
             }
-            m_peer_by_qpn.erase(qpn);
             std::erase(p.active, qpn);
-            m_nic.destroy_qp(qpn);
+            destroy_qp(qpn);
         }
         return;
     case action_kind::flush_qps:
@@ -275,11 +274,22 @@ void engine::check_drained(peer &p, time_point now)
 void engine::destroy_all_qps(peer &p)
 {
     for (uint32_t qpn : p.qps) {
-        m_peer_by_qpn.erase(qpn);
-        m_nic.destroy_qp(qpn);
+        destroy_qp(qpn);
     }
     p.qps.clear();
     p.active.clear();
+}
+
+void engine::route_qp(uint32_t qpn, uint32_t index)
+{
+    m_peer_by_qpn[qpn] = index;
+    std::erase(m_destroyed_qpns, qpn); /* a number the device reused */
+}
+
+void engine::destroy_qp(uint32_t qpn)
+{
+    m_nic.destroy_qp(qpn);
+    m_destroyed_qpns.push_back(qpn); /* still routed: m_peer_by_qpn */
 }
 
 void engine::fail_backlog(peer &p, completion_status why)
