@@ -206,7 +206,9 @@ public:
     post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted) = 0;
 
     /* Up to out.size() completions, sends and receives mixed, in CQ
-     * order. */
+     * order; 0 only when the CQ is empty (the engine then forgets the
+     * QPs it destroyed: engine.h, m_peer_by_qpn), so a nic that drops
+     * some completions polls on while it kept none. */
     virtual size_t poll(std::span<nic_completion> out) = 0;
 
     /* The bytes a completed receive left in buffer `index`. A receive

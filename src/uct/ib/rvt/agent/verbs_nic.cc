@@ -405,13 +405,26 @@ size_t verbs_nic::poll(std::span<nic_completion> out)
 {
     std::array<ibv_wc, 64> wc;
     const int want = static_cast<int>(std::min(out.size(), wc.size()));
-    const int n    = ibv_poll_cq(m_cq.get(), want, wc.data());
-    if (n <= 0) {
-        return 0;
+    size_t kept    = 0;
+    /* 0 only when the CQ is empty (nic.h): a batch all dropped polls on */
+    while (kept == 0) {
+        const int n = ibv_poll_cq(m_cq.get(), want, wc.data());
+        if (n <= 0) {
+            return 0;
+        }
+        kept = keep(std::span(wc.data(), static_cast<size_t>(n)), out);
     }
+    return kept;
+}
+
+/* The completions of `wc` the engine is to see, into `out`: all but a
+ * receive whose buffer was not on the SRQ and a silenced QP's sends. */
+size_t
+verbs_nic::keep(std::span<const ibv_wc> wc, std::span<nic_completion> out)
+{
     size_t kept = 0;
-    for (int i = 0; i < n; ++i) {
-        const ibv_wc &w   = wc[static_cast<size_t>(i)];
+    for (size_t i = 0; i < wc.size(); ++i) {
+        const ibv_wc &w   = wc[i];
         nic_completion &c = out[kept];
         /* the SRQ's receives say so in their wr_id (and only they: a
          * flushed WC's opcode is undefined) */

@@ -160,6 +160,8 @@ private:
      * whose index it sets; false (with why) if s cannot be posted. */
     bool atomic_wr(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
                    uint32_t &slot, std::string &why);
+    /* The completions of wc the engine sees, into out (poll). */
+    size_t keep(std::span<const ibv_wc> wc, std::span<nic_completion> out);
     /* The old value of the atomic that completion w ends, if it is one. */
     void take_fetched(const ibv_wc &w, nic_completion &c);
 
