@@ -257,12 +257,23 @@ void connect(Dev &d, const Peer &p)
     }
 }
 
+// The index among d's QPs of the one a completion names; any other QP
+// ends the run.
 int qp_index(const Dev &d, uint32_t qpn)
 {
     for (int i = 0; i < o.qps; i++)
         if (d.qp[i]->qp_num == qpn)
             return i;
-    return -1;
+    die("completion for unknown qp");
+}
+
+// Up to 32 completions of d's CQ; a failed poll ends the run.
+int poll_cq(const Dev &d, ibv_wc (&wc)[32])
+{
+    const int n = ibv_poll_cq(d.cq, 32, wc);
+    if (n < 0)
+        die("poll_cq");
+    return n;
 }
 
 void post_recv(ibv_qp *q, uint64_t wr_id, void *buf, uint32_t len,
@@ -377,15 +388,11 @@ int run_server()
     auto last_check  = Clock::now();
     for (;;) {
         ibv_wc wc[32];
-        int n = ibv_poll_cq(d.cq, 32, wc);
-        if (n < 0)
-            die("poll_cq");
+        const int n = poll_cq(d, wc);
         for (int i = 0; i < n; i++) {
             ibv_wc &w = wc[i];
             int qi    = qp_index(d, w.qp_num);
-            if (qi < 0)
-                die("completion for unknown qp");
-            SrvQp &s = st[qi];
+            SrvQp &s  = st[qi];
             if (w.status != IBV_WC_SUCCESS) {
                 statuses[ibv_wc_status_str(w.status)]++;
                 if (!s.dead && !client_done)
@@ -658,15 +665,11 @@ int run_client()
             break;
         }
         ibv_wc wc[32];
-        int n = ibv_poll_cq(d.cq, 32, wc);
-        if (n < 0)
-            die("poll_cq");
+        const int n = poll_cq(d, wc);
         for (int i = 0; i < n; i++) {
             ibv_wc &w = wc[i];
             int qi    = qp_index(d, w.qp_num);
-            if (qi < 0)
-                die("completion for unknown qp");
-            CliQp &s = st[qi];
+            CliQp &s  = st[qi];
             if (w.wr_id & kRecvTag) {
                 // credit receive; flushed ones are ignored
                 if (w.status != IBV_WC_SUCCESS) {
