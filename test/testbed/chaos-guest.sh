@@ -16,11 +16,11 @@
 #              its cable, as in traffic-guest.sh)
 #        stop  SIGSTOP a traffic process, or 1 time in 5 an agent, for
 #              2-5 s, then SIGCONT
-#      These agents' QPs give up after about 1 s without an ack
-#      (--qp-timeout=15: 134 ms a try; QP_TIMEOUT sets another) and keep
-#      alive every second (lost
-#      after 2 s more), so every outage breaks the connections it cuts:
-#      ops fail, and QPs are rebuilt.
+#      These agents' QPs give up after about 1 s without an ack (rvtd
+#      --qp-timeout=QP_TIMEOUT, chaos.sh's --qp-timeout: 15 unless told,
+#      134 ms a try) and keep alive every second (lost after 2 s more), so
+#      every outage breaks the connections it cuts: ops fail, and QPs are
+#      rebuilt.
 #   B. Open MPI's rvt_mpi_check (pingpong, bandwidth, alltoall and
 #      allreduce, every word verified), 8 ranks on node1 and node2 with
 #      UCX_TLS=rvt,sm,self as mpi-guest.sh runs it, job after job while
@@ -73,17 +73,17 @@
 # check failed; the work directory (every process's output, the agents'
 # logs) is kept in BUILD_DIR when one did.
 # Usage: chaos-guest.sh BUILD_DIR TRAFFIC_SECONDS MPI_SECONDS SEED
-#            [QP_TIMEOUT]
+#            QP_TIMEOUT
 # shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
-usage="usage: chaos-guest.sh BUILD_DIR TRAFFIC_SECONDS MPI_SECONDS SEED [QP_TIMEOUT]"
+usage="usage: chaos-guest.sh BUILD_DIR TRAFFIC_SECONDS MPI_SECONDS SEED QP_TIMEOUT"
 build=${1:?$usage}
 traffic_secs=${2:?$usage}
 mpi_secs=${3:?$usage}
 seed=${4:?$usage}
-qp_timeout=${5:-15}
+qp_timeout=${5:?$usage}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 K=4
 CLIENTS=12          # 3 nodes x 4

@@ -351,7 +351,6 @@ void fill_message(message &m)
     }
 }
 
-
 /* Another client as a destination of ours. */
 struct dest {
     bool known = false; /* a card has been read */
