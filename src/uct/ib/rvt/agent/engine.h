@@ -344,6 +344,16 @@ private:
         /* the first failure among its parts (success: none yet) */
         completion_status status = completion_status::success;
         uint32_t detail          = 0;
+
+        /* a part's or the op's own end: kept if the first failure */
+        void note(completion_status s, uint32_t d)
+        {
+            if (status == completion_status::success &&
+                s != completion_status::success) {
+                status = s;
+                detail = d;
+            }
+        }
     };
 
     struct op_record {

@@ -69,10 +69,7 @@ void engine::complete_op(uint32_t op_index, completion_status status,
         return;
     }
     if (op.stripe.split) {
-        if (op.stripe.status == completion_status::success) {
-            op.stripe.status = status;
-            op.stripe.detail = detail;
-        }
+        op.stripe.note(status, detail);
         if (op.stripe.pending > 0) {
             op.stripe.ended = true; /* part_done completes it */
             return;
@@ -574,11 +571,7 @@ void engine::part_done(uint32_t part_index, completion_status status,
     const uint32_t op_index = m_ops[part_index].stripe.of;
     free_op(part_index);
     op_record &op = m_ops[op_index];
-    if (status != completion_status::success &&
-        op.stripe.status == completion_status::success) {
-        op.stripe.status = status;
-        op.stripe.detail = detail;
-    }
+    op.stripe.note(status, detail);
     if (--op.stripe.pending > 0) {
         return;
     }
