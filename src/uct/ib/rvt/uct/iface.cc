@@ -872,12 +872,11 @@ std::string am_alignment_error(const uct_iface_params_t &p)
  * leave the choice to a transport that has made it in its default. */
 std::string stripe_min_error(size_t stripe_min)
 {
-    if (stripe_min == UCS_MEMUNITS_AUTO) {
-        return "UCX_RVT_STRIPE_MIN=auto: expected a size of at least " +
-               std::to_string(2 * stripe_align) + " bytes, or inf";
-    }
-    if (stripe_min != UCS_MEMUNITS_INF && stripe_min < 2 * stripe_align) {
-        return "UCX_RVT_STRIPE_MIN=" + std::to_string(stripe_min) +
+    const bool is_auto = stripe_min == UCS_MEMUNITS_AUTO;
+    if (is_auto ||
+        (stripe_min != UCS_MEMUNITS_INF && stripe_min < 2 * stripe_align)) {
+        return "UCX_RVT_STRIPE_MIN=" +
+               (is_auto ? std::string("auto") : std::to_string(stripe_min)) +
                ": expected a size of at least " +
                std::to_string(2 * stripe_align) + " bytes, or inf";
     }
