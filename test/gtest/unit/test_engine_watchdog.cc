@@ -137,10 +137,14 @@ TEST_F(watchdog, a_lane_busy_before_the_flush_gets_its_flush_completions)
     o.engine.peers.keepalive_timeout  = 60ms;
     o.engine.peers.reconnect_delay    = 10ms;
     agent_node &a                     = add_agent(o);
-    agent_node &b                     = add_agent(o);
-    test_client &c                    = attach(a);
-    test_client &d                    = attach(b);
-    const uint32_t to_b               = peer(c, b);
+    /* b keeps rvtd's keepalive times: its own timeout (a's keepalives
+     * wait on a's held QPs) must not end the connection first, which a
+     * slow pass on a busy host let it do (the loss came to a as "peer
+     * started a new connection") */
+    agent_node &b       = add_agent();
+    test_client &c      = attach(a);
+    test_client &d      = attach(b);
+    const uint32_t to_b = peer(c, b);
     ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
             << a.status();
     c.post(c.am(to_b, d, 1, 1));
