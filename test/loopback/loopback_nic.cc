@@ -120,6 +120,9 @@ loopback_nic::loopback_nic(loopback_fabric &fabric,
     }
     m_control_mr = register_memory(m_control.data(), m_control.size(),
                                    IBV_ACCESS_LOCAL_WRITE);
+    m_pool_mr    = register_memory(m_receive_memory.data(),
+                                   m_receive_memory.size(),
+                                   IBV_ACCESS_LOCAL_WRITE);
     m_fabric.attach(this); /* last: nothing after it can throw */
 }
 

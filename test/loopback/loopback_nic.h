@@ -67,6 +67,15 @@
  *            ibv_req_notify_cq: the first completion or datagram after it
  *            writes the fd.
  *
+ * MRs. register_memory puts an MR in the nic's table, as REG_MR in the
+ * agent's PD does (the test plays the client). The nic registers two of
+ * its own at creation, as verbs_nic does: its control buffer and its
+ * receive pool (receive_pool_mr()); owns_mr() names those. For any other
+ * handle query_client_mr answers as QUERY_MR does: what the MR was
+ * registered with (keys, address, length), and no access flags, which
+ * QUERY_MR does not tell; nullopt for its own and for a handle with no
+ * MR. Each call is counted (stats().mr_queries).
+ *
  * Memory. In `copy` mode the addresses in SGEs and remote_addr are pointers
  * in this process: keys are checked against the nic's MR table
  * (register_memory) and the bytes really move. In `none` mode no WR
@@ -152,6 +161,7 @@ struct loopback_stats {
     size_t cq_high_water  = 0; /* most completions waiting at once */
     uint64_t cq_overflows = 0; /* completions beyond the CQ's capacity */
     uint64_t rnr_waits    = 0; /* times a WR found no receive buffer */
+    uint64_t mr_queries   = 0; /* query_client_mr calls (QUERY_MRs) */
 };
 
 class loopback_nic;
@@ -226,8 +236,9 @@ public:
     void disarm() override;
     /* Returns the handle; fails for a handle that is not registered. */
     result<uint32_t> deregister(uint32_t handle) override;
-    /* Every registered MR is a client's: this nic registers none itself. */
+    /* Counted in stats().mr_queries. */
     std::optional<nic_mr> query_client_mr(uint32_t handle) override;
+    bool owns_mr(uint32_t handle) const override;
     nic_counters counters() const override;
 
     /* The MR table (copy mode). access: IBV_ACCESS_* flags; an RDMA READ
@@ -254,6 +265,11 @@ public:
     std::vector<uint32_t> qps_to(const gid_bytes &gid) const;
     /* Whether an MR with that handle is registered (not deregistered). */
     bool has_mr(uint32_t handle) const;
+    /* The nic's own MR over its receive buffers (the SRQ's memory). */
+    loopback_mr receive_pool_mr() const
+    {
+        return m_pool_mr;
+    }
     loopback_stats stats() const;
     const loopback_options &options() const
     {
@@ -371,6 +387,7 @@ private:
     std::unordered_map<uint32_t, memory_region> m_mrs; /* by handle */
     std::array<std::byte, 16> m_control{};
     loopback_mr m_control_mr{};
+    loopback_mr m_pool_mr{};
 
     struct datagram {
         std::array<std::byte, wire::conn::message_size> bytes;

@@ -262,12 +262,18 @@ result<uint32_t> loopback_nic::deregister(uint32_t handle)
 
 std::optional<nic_mr> loopback_nic::query_client_mr(uint32_t handle)
 {
+    ++m_stats.mr_queries;
     auto it = m_mrs.find(handle);
-    if (it == m_mrs.end()) {
+    if (it == m_mrs.end() || owns_mr(handle)) {
         return std::nullopt;
     }
     return nic_mr{handle, key_of(handle, lkey_tag), key_of(handle, rkey_tag),
                   it->second.addr, it->second.length};
+}
+
+bool loopback_nic::owns_mr(uint32_t handle) const
+{
+    return handle == m_control_mr.handle || handle == m_pool_mr.handle;
 }
 
 const loopback_nic::memory_region *

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 using namespace loopback_test;
 namespace conn = rvt::wire::conn;
@@ -292,6 +293,34 @@ TEST(loopback_nic, a_qp_connected_to_itself_delivers_to_its_own_cq)
     ASSERT_EQ(got.size(), 2u);
     EXPECT_EQ(got[0].byte_len, n.control_buffer().length);
     EXPECT_EQ(got[1].status, nic_status::success);
+}
+
+/* QUERY_MR as the kernel answers it: a client's MR with what it was
+ * registered with (no access flags: QUERY_MR tells none), nothing for a
+ * handle with no MR, and nothing for the nic's own MRs (its receive pool
+ * here), which owns_mr() names; every call counted. */
+TEST(loopback_nic, query_mr_answers_for_client_mrs_only)
+{
+    loopback_fabric fabric;
+    loopback_nic n(fabric);
+    std::vector<uint8_t> memory(4096);
+    const loopback_mr m = n.register_memory(memory.data(), memory.size(),
+                                            remote_rw);
+    auto q              = n.query_client_mr(m.handle);
+    ASSERT_TRUE(q.has_value());
+    EXPECT_EQ(q->handle, m.handle);
+    EXPECT_EQ(q->lkey, m.lkey);
+    EXPECT_EQ(q->rkey, m.rkey);
+    EXPECT_EQ(q->addr, reinterpret_cast<uintptr_t>(memory.data()));
+    EXPECT_EQ(q->length, memory.size());
+    EXPECT_FALSE(n.owns_mr(m.handle));
+
+    const loopback_mr pool = n.receive_pool_mr();
+    EXPECT_TRUE(n.has_mr(pool.handle));
+    EXPECT_TRUE(n.owns_mr(pool.handle));
+    EXPECT_FALSE(n.query_client_mr(pool.handle).has_value());
+    EXPECT_FALSE(n.query_client_mr(0xfffffff0).has_value());
+    EXPECT_EQ(n.stats().mr_queries, 3u);
 }
 
 TEST(loopback_fabric, three_nodes_keep_their_traffic_apart)

@@ -242,9 +242,13 @@ public:
     virtual result<uint32_t> deregister(uint32_t handle) = 0;
     /* A client's MR in the agent's PD, by its handle: nullopt when no MR
      * has that handle, or it is one of the agent's own. How the agent
-     * finds an MR a dead client registered and never announced
-     * (mr_registry.h, "Intents"). */
+     * checks an MR a client announces (mr_registry.h, "Announcements")
+     * and finds one a dead client registered and never announced
+     * ("Intents"). QUERY_MR on a device; it tells no access flags. */
     virtual std::optional<nic_mr> query_client_mr(uint32_t handle) = 0;
+    /* Whether `handle` is one of the MRs the nic registered itself (the
+     * receive pool, the UD channel's, control and staging buffers). */
+    virtual bool owns_mr(uint32_t handle) const = 0;
 
     virtual nic_counters counters() const = 0;
 };

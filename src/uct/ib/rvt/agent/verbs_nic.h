@@ -114,6 +114,7 @@ public:
 
     result<uint32_t> deregister(uint32_t handle) override;
     std::optional<nic_mr> query_client_mr(uint32_t handle) override;
+    bool owns_mr(uint32_t handle) const override;
 
     nic_counters counters() const override;
 
@@ -149,8 +150,6 @@ private:
         verbs::qp_ptr qp;
     };
     rc_entry *entry_of(uint32_t qpn);
-    /* Whether `handle` is one of the MRs this nic registered itself. */
-    bool owns_mr(uint32_t handle) const;
     ibv_qp *qp_of(uint32_t qpn) const;
     /* Fills m_sges[i] and w's gather list and flags for an inline WR;
      * false (with why) if s cannot be posted inline. */
