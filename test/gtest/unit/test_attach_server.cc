@@ -574,9 +574,10 @@ TEST_F(attach_fixture, oversized_and_wrong_version_are_refused)
     expect_refused(raw_exchange(bytes(req)), wire::attach_status::bad_message,
                    "message length 1000000");
     req             = wire::make_attach_request("job.1", 1);
-    req.hdr.version = 9;
+    req.hdr.version = static_cast<uint16_t>(wire::protocol_version + 1);
     expect_refused(raw_exchange(bytes(req)), wire::attach_status::bad_version,
-                   "protocol version 9");
+                   "protocol version " +
+                           std::to_string(wire::protocol_version + 1));
     expect_still_serving();
 }
 

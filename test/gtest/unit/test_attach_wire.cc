@@ -319,10 +319,14 @@ TEST(attach_wire, mr_notices_round_trip_and_are_checked)
     EXPECT_EQ(r.value().flags, wire::mr_release_reply_wanted);
     n.flags = 2;
     expect_refused(wire::parse_mr_notice(bytes_of(n)), "flags 0x2");
-    /* a registration asks for no reply: any flag is refused */
+    /* a registration may ask for an answer, and nothing else */
     n = wire::make_mr_notice(wire::msg_type::mr_registered, 3, 4, 5, 0x1000,
-                             8192, wire::mr_release_reply_wanted);
-    expect_refused(wire::parse_mr_notice(bytes_of(n)), "flags 0x1");
+                             8192, wire::mr_registered_reply_wanted);
+    r = wire::parse_mr_notice(bytes_of(n));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.value().flags, wire::mr_registered_reply_wanted);
+    n.flags = 2;
+    expect_refused(wire::parse_mr_notice(bytes_of(n)), "flags 0x2");
     expect_refused(wire::parse_mr_notice(
                            bytes_of(wire::make_attach_request("k", 1))),
                    "type 1");
@@ -379,4 +383,35 @@ TEST(attach_wire, mr_release_replies_round_trip_and_are_checked)
     expect_refused(wire::parse_mr_release_reply(bytes_of(wire::make_peer_reply(
                            wire::peer_status::accepted, 1, ""))),
                    "type 8");
+}
+
+TEST(attach_wire, mr_registered_replies_round_trip_and_are_checked)
+{
+    auto rep = wire::make_mr_registered_reply(wire::announce_status::accepted,
+                                              9, "");
+    auto p   = wire::parse_mr_registered_reply(bytes_of(rep));
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_EQ(p.value().handle, 9u);
+    EXPECT_EQ(p.value().status,
+              static_cast<uint32_t>(wire::announce_status::accepted));
+
+    rep = wire::make_mr_registered_reply(wire::announce_status::refused, 9,
+                                         "lkey 0x1 announced");
+    p   = wire::parse_mr_registered_reply(bytes_of(rep));
+    ASSERT_TRUE(p.ok()) << p.error();
+    EXPECT_STREQ(p.value().reason, "lkey 0x1 announced");
+
+    rep.status = 2;
+    expect_refused(wire::parse_mr_registered_reply(bytes_of(rep)), "status 2");
+    rep = wire::make_mr_registered_reply(wire::announce_status::refused, 9,
+                                         std::string(500, 'x'));
+    EXPECT_EQ(std::strlen(rep.reason), sizeof(rep.reason) - 1)
+            << "a long reason is cut, still terminated";
+    std::memset(rep.reason, 'x', sizeof(rep.reason));
+    expect_refused(wire::parse_mr_registered_reply(bytes_of(rep)), "NUL");
+    /* a release's answer is not an announcement's */
+    expect_refused(wire::parse_mr_registered_reply(
+                           bytes_of(wire::make_mr_release_reply(
+                                   wire::release_status::released, 9, ""))),
+                   "type 9");
 }

@@ -311,8 +311,9 @@ result<mr_notice> parse_mr_notice(std::span<const std::byte> bytes)
     const mr_notice &n     = msg.value();
     const uint32_t allowed = type == msg_type::mr_release ?
                                      mr_release_reply_wanted :
-                             type == msg_type::mr_intent ? mr_intent_withdrawn :
-                                                           0;
+                             type == msg_type::mr_intent ?
+                                     mr_intent_withdrawn :
+                                     mr_registered_reply_wanted;
     if ((n.flags & ~allowed) != 0) {
         return failure{format("MR notice flags 0x%x: expected 0x%x or less",
                               n.flags, allowed)};
@@ -353,30 +354,61 @@ mr_notice make_mr_intent(uint64_t addr, uint64_t length, uint32_t flags)
     return make_mr_notice(msg_type::mr_intent, 0, 0, 0, addr, length, flags);
 }
 
-result<mr_release_reply>
-parse_mr_release_reply(std::span<const std::byte> bytes)
+namespace {
+
+result<mr_reply> parse_mr_reply(std::span<const std::byte> bytes, msg_type type,
+                                const char *name)
 {
-    auto msg = parse_fixed<mr_release_reply>(bytes, msg_type::mr_release_reply,
-                                             "mr_release_reply");
+    auto msg = parse_fixed<mr_reply>(bytes, type, name);
     if (!msg) {
         return msg;
     }
-    if (std::string e = reply_error(msg.value(), "MR release reply");
-        !e.empty()) {
+    if (std::string e = reply_error(msg.value(), name); !e.empty()) {
         return failure{e};
     }
     return msg;
 }
 
+mr_reply make_mr_reply(msg_type type, uint32_t status, uint32_t handle,
+                       std::string_view reason)
+{
+    mr_reply rep{};
+    rep.hdr    = make_header(type, sizeof(rep));
+    rep.handle = handle;
+    rep.status = status;
+    reason.copy(rep.reason, sizeof(rep.reason) - 1);
+    return rep;
+}
+
+} // namespace
+
+result<mr_release_reply>
+parse_mr_release_reply(std::span<const std::byte> bytes)
+{
+    return parse_mr_reply(bytes, msg_type::mr_release_reply,
+                          "MR release reply");
+}
+
 mr_release_reply make_mr_release_reply(release_status status, uint32_t handle,
                                        std::string_view reason)
 {
-    mr_release_reply rep{};
-    rep.hdr    = make_header(msg_type::mr_release_reply, sizeof(rep));
-    rep.handle = handle;
-    rep.status = static_cast<uint32_t>(status);
-    reason.copy(rep.reason, sizeof(rep.reason) - 1);
-    return rep;
+    return make_mr_reply(msg_type::mr_release_reply,
+                         static_cast<uint32_t>(status), handle, reason);
+}
+
+result<mr_registered_reply>
+parse_mr_registered_reply(std::span<const std::byte> bytes)
+{
+    return parse_mr_reply(bytes, msg_type::mr_registered_reply,
+                          "MR registered reply");
+}
+
+mr_registered_reply make_mr_registered_reply(announce_status status,
+                                             uint32_t handle,
+                                             std::string_view reason)
+{
+    return make_mr_reply(msg_type::mr_registered_reply,
+                         static_cast<uint32_t>(status), handle, reason);
 }
 
 result<status_request> parse_status_request(std::span<const std::byte> bytes)

@@ -48,8 +48,10 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * 6: an attach request may name a leader (attach_sibling); 7: a client
  * announces each registration before it makes it (mr_intent); 8: a write
  * with immediate may ask to be striped (work_stripe, work.h), which an
- * older agent would refuse op by op */
-inline constexpr uint16_t protocol_version = 8;
+ * older agent would refuse op by op; 9: an mr_registered may ask for an
+ * answer (mr_registered_reply_wanted), which an older agent would take for
+ * a malformed notice */
+inline constexpr uint16_t protocol_version = 9;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -84,6 +86,12 @@ enum class msg_type : uint16_t {
      * MR the agent was never told of; the intent is how the agent finds
      * it and knows it was that client's (mr_registry.h, "Intents"). */
     mr_intent = 10,
+    /* agent to client, for an mr_registered with
+     * mr_registered_reply_wanted: the agent checked the MR against what
+     * the device says of its handle and accepted it (the client's work
+     * may use it), or refused it, the reason naming the values
+     * (mr_registry.h, "Announcements") */
+    mr_registered_reply = 11,
 };
 
 struct msg_header {
@@ -201,6 +209,11 @@ inline constexpr uint32_t mr_release_reply_wanted = 1;
 /* mr_notice.flags of an mr_intent: the REG_MR it announced failed. */
 inline constexpr uint32_t mr_intent_withdrawn = 1;
 
+/* mr_notice.flags of an mr_registered: answer with an mr_registered_reply
+ * once the MR is checked. Without it a refusal is only logged, and work
+ * naming the MR completes invalid. */
+inline constexpr uint32_t mr_registered_reply_wanted = 1;
+
 /* mr_registered / mr_release: one MR of the client's, by the handle
  * REG_MR gave it in the shared fd's table. mr_intent: the registration
  * about to be made, by addr (its iova) and length; handle and keys zero. */
@@ -210,7 +223,8 @@ struct mr_notice {
     uint32_t lkey;
     uint32_t rkey;
     uint32_t flags; /* mr_release: mr_release_reply_wanted or 0;
-                       mr_intent: mr_intent_withdrawn or 0; else 0 */
+                       mr_intent: mr_intent_withdrawn or 0;
+                       mr_registered: mr_registered_reply_wanted or 0 */
     uint64_t addr;
     uint64_t length; /* > 0 for mr_registered and mr_intent */
 };
@@ -225,15 +239,24 @@ enum class release_status : uint32_t {
                      refused: then it may still be registered) */
 };
 
-struct mr_release_reply {
-    msg_header hdr;
-    uint32_t handle; /* the released MR */
-    uint32_t status; /* release_status */
-    char reason[reason_size]; /* NUL-terminated; empty if released */
+enum class announce_status : uint32_t {
+    accepted = 0, /* the client's work may use the MR */
+    refused  = 1, /* see reason: the values that disagree, or the handle is
+                     another client's or the agent's own */
 };
-static_assert(sizeof(mr_release_reply) == 152);
-static_assert(std::is_trivially_copyable_v<mr_release_reply> &&
-              std::is_standard_layout_v<mr_release_reply>);
+
+/* mr_release_reply and mr_registered_reply: one layout. */
+struct mr_reply {
+    msg_header hdr;
+    uint32_t handle; /* the released or announced MR */
+    uint32_t status; /* release_status or announce_status */
+    char reason[reason_size]; /* NUL-terminated; empty if done */
+};
+using mr_release_reply    = mr_reply;
+using mr_registered_reply = mr_reply;
+static_assert(sizeof(mr_reply) == 152);
+static_assert(std::is_trivially_copyable_v<mr_reply> &&
+              std::is_standard_layout_v<mr_reply>);
 
 /* peer_request: the remote agent, as its client's address named it. */
 struct peer_request {
@@ -258,7 +281,8 @@ struct peer_reply {
 static_assert(sizeof(peer_reply) == 152);
 /* Replies share one check: 0 done, 1 refused (attach_wire.cc). */
 static_assert(static_cast<uint32_t>(peer_status::refused) == 1 &&
-              static_cast<uint32_t>(release_status::refused) == 1);
+              static_cast<uint32_t>(release_status::refused) == 1 &&
+              static_cast<uint32_t>(announce_status::refused) == 1);
 static_assert(std::is_trivially_copyable_v<peer_reply> &&
               std::is_standard_layout_v<peer_reply>);
 
@@ -305,6 +329,11 @@ result<mr_release_reply>
 parse_mr_release_reply(std::span<const std::byte> bytes);
 mr_release_reply make_mr_release_reply(release_status status, uint32_t handle,
                                        std::string_view reason);
+result<mr_registered_reply>
+parse_mr_registered_reply(std::span<const std::byte> bytes);
+mr_registered_reply make_mr_registered_reply(announce_status status,
+                                             uint32_t handle,
+                                             std::string_view reason);
 
 result<peer_request> parse_peer_request(std::span<const std::byte> bytes);
 peer_request make_peer_request(const agent_address &peer);
