@@ -51,7 +51,7 @@ int main(int argc, char **argv)
                       at.error().c_str());
         return write(ctl, &report, sizeof(report)) == sizeof(report) ? 1 : 2;
     }
-    const auto &a       = at.value();
+    auto &a             = at.value();
     report.client_index = a.client_index;
 
     std::vector<unsigned char> buf(buffer_size);
@@ -70,7 +70,8 @@ int main(int argc, char **argv)
     auto mr = rvt::client::register_memory(a, buf.data(), buf.size(),
                                            IBV_ACCESS_LOCAL_WRITE |
                                                    IBV_ACCESS_REMOTE_WRITE |
-                                                   IBV_ACCESS_REMOTE_READ);
+                                                   IBV_ACCESS_REMOTE_READ,
+                                           std::chrono::milliseconds(10000));
     if (mr.ok()) {
         report.registered = 1;
         report.handle     = mr.value().handle;

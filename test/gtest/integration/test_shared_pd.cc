@@ -157,7 +157,11 @@ protected:
                          m_server->answer_release(index, handle, refusal);
                      },
                      log,
-                     [this, driver_id] { return find_unannounced(driver_id); }};
+                     [this, driver_id] { return find_unannounced(driver_id); },
+                     [this](uint32_t index, uint32_t handle,
+                            const std::string &refusal) {
+                         m_server->answer_announce(index, handle, refusal);
+                     }};
         auto srv  = agent::attach_server::create(
                  cfg, grant, log, [this](const agent::attached_client &c) {
                     /* what rvtd does for a client that is gone */
@@ -172,10 +176,27 @@ protected:
         m_server->set_attach_handler([this](const agent::attached_client &c) {
             m_mrs.attached(c.index);
         });
-        m_server->set_mr_handler([this](const agent::attached_client &c,
-                                        const wire::mr_notice &n) {
+        m_server->set_mr_handler([this,
+                                  driver_id](const agent::attached_client &c,
+                                             const wire::mr_notice &n) {
             std::lock_guard g(m_detach_lock);
-            m_mr_exec.run(m_mrs, m_mrs.on_notice(c.index, n, false));
+            /* what engine::on_mr_notice asks the device (no MR here is
+             * the agent's own but m_own_mr) */
+            const auto device = [this, driver_id](uint32_t h) {
+                agent::device_mr d{};
+                if (h == m_own_mr->handle) {
+                    d.who = agent::device_mr::owner::agent;
+                    return d;
+                }
+                auto q = uverbs::query_mr(m_ctx->cmd_fd, driver_id, h);
+                if (q.ok()) {
+                    d.who = agent::device_mr::owner::client;
+                    d.mr  = {h, q.value().keys.lkey, q.value().keys.rkey,
+                             q.value().iova, q.value().length};
+                }
+                return d;
+            };
+            m_mr_exec.run(m_mrs, m_mrs.on_notice(c.index, n, false, device));
         });
         m_serving       = true;
         m_server_thread = std::thread([this] {

@@ -44,6 +44,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace engine_test {
@@ -177,14 +178,33 @@ struct test_client {
         return ::poll(&p, 1, 0) > 0 &&
                (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
     }
-    /* Tells the agent about an MR of its nic, as registration.cc does. */
-    void announce(const loopback_mr &m, const void *at, size_t length) const
+    /* Tells the agent about an MR of its nic, as registration.cc does
+     * (intent, then the announcement, whose answer it waits for, pumping
+     * its agent): the agent must accept it. */
+    void announce(const loopback_mr &m, void *at, size_t length)
     {
-        auto n = wire::make_mr_notice(wire::msg_type::mr_registered, m.handle,
-                                      m.lkey, m.rkey,
-                                      reinterpret_cast<uintptr_t>(at), length);
-        auto sent = send_with_fds(sock(), std::as_bytes(std::span(&n, 1)), {});
-        ASSERT_TRUE(sent.ok()) << sent.error();
+        intend(at, length);
+        auto r = announce_raw(m, at, length);
+        ASSERT_TRUE(r.ok()) << r.error();
+        EXPECT_EQ(r.value().status,
+                  static_cast<uint32_t>(wire::announce_status::accepted))
+                << "client " << id << ": " << r.value().reason;
+    }
+    /* The announcement alone (client::announce_memory), with whatever
+     * values, and the agent's answer. */
+    result<wire::mr_registered_reply>
+    announce_raw(const loopback_mr &m, void *at, size_t length)
+    {
+        const client::memory_region region{m.handle, m.lkey, m.rkey, at,
+                                           length};
+        auto answer = std::async(std::launch::async, [&] {
+            return session->announce_memory(region, 5000ms);
+        });
+        while (answer.wait_for(0s) != std::future_status::ready) {
+            home->pump();
+            std::this_thread::sleep_for(100us);
+        }
+        return answer.get();
     }
     /* Tells the agent it is about to register (at, length), as
      * registration.cc does before its REG_MR. */

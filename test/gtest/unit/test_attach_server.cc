@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -104,7 +105,8 @@ protected:
         });
         m_server->set_mr_handler([this](const agent::attached_client &c,
                                         const wire::mr_notice &n) {
-            run_mrs(m_mrs.on_notice(c.index, n, m_ring_busy));
+            run_mrs(m_mrs.on_notice(c.index, n, m_ring_busy,
+                                    [this](uint32_t h) { return device(h); }));
         });
         m_running = true;
         m_thread  = std::thread([this] {
@@ -219,8 +221,24 @@ protected:
                 [this](std::string_view line) {
                     m_log += std::string(line) + "\n";
                 },
-                [] { return std::vector<agent::client_mr>{}; }};
+                [] { return std::vector<agent::client_mr>{}; },
+                [this](uint32_t index, uint32_t handle,
+                       const std::string &refusal) {
+                    m_server->answer_announce(index, handle, refusal);
+                }};
         exec.run(m_mrs, std::move(acts));
+    }
+
+    /* What the device says of a handle: an MR as announce() makes them
+     * (lkey = 1000 + handle), unless m_device_says has the handle. */
+    agent::device_mr device(uint32_t handle) const
+    {
+        auto it = m_device_says.find(handle);
+        if (it != m_device_says.end()) {
+            return it->second;
+        }
+        return {agent::device_mr::owner::client,
+                {handle, 1000 + handle, 2, 0x1000, 4096}};
     }
 
     /* The handles client `index` holds, by the registry (lkey = 1000 +
@@ -281,6 +299,7 @@ protected:
     std::vector<uint32_t> m_deregistered;
     std::function<result<uint32_t>(uint32_t)> m_dereg;
     bool m_ring_busy = false; /* what the registry is told of the ring */
+    std::map<uint32_t, agent::device_mr> m_device_says; /* see device() */
     std::atomic<bool> m_running{false};
     std::thread m_thread;
 };
@@ -640,6 +659,13 @@ namespace {
 void announce(const client::attachment &at, wire::msg_type type,
               uint32_t handle, uint32_t flags = 0)
 {
+    if (type == wire::msg_type::mr_registered) {
+        /* said first, as registration.cc does */
+        auto i = wire::make_mr_intent(0x1000, 4096);
+        ASSERT_TRUE(send_with_fds(at.sock.get(),
+                                  std::as_bytes(std::span(&i, 1)), {})
+                            .ok());
+    }
     /* lkeys are unique among live MRs, as the kernel makes them */
     auto n = wire::make_mr_notice(type, handle, 1000 + handle, 2, 0x1000, 4096,
                                   flags);
@@ -675,7 +701,8 @@ TEST_F(attach_fixture, announced_mrs_are_deregistered_when_their_client_dies)
         EXPECT_EQ(handles_of(1), std::vector<uint32_t>{8});
         EXPECT_EQ(m_deregistered, std::vector<uint32_t>{5})
                 << "only a's own release deregisters";
-        EXPECT_NE(m_log.find("announced MR handle 6, which index 0 holds"),
+        EXPECT_NE(m_log.find("announced MR handle 6: client index 0 holds "
+                             "it: refused"),
                   std::string::npos)
                 << m_log;
         EXPECT_NE(m_log.find("MR handle 77 is not this client's"),
@@ -807,6 +834,52 @@ TEST_F(attach_fixture, a_put_off_release_is_answered_when_it_is_finished)
     EXPECT_TRUE(r->ok()) << r->error();
 }
 
+/* An announcement that asks for an answer, as client::register_memory
+ * makes it, gets the registry's verdict, and the client library returns
+ * it: accepted, or refused with the reason naming the values. */
+TEST_F(attach_fixture, an_announcement_asking_for_an_answer_gets_the_verdict)
+{
+    start();
+    {
+        std::lock_guard g(m_lock);
+        m_device_says[61] = {agent::device_mr::owner::client,
+                             {61, 1061, 2, 0x1000, 8192}};
+        m_device_says[62] = {agent::device_mr::owner::agent, {}};
+    }
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_TRUE(a.ok());
+    auto &at = a.value();
+    auto i   = wire::make_mr_intent(0x1000, 4096);
+    ASSERT_TRUE(
+            send_with_fds(at.sock.get(), std::as_bytes(std::span(&i, 1)), {})
+                    .ok());
+    const auto verdict = [&](uint32_t handle) {
+        const client::memory_region mr{handle, 1000 + handle, 2,
+                                       reinterpret_cast<void *>(0x1000), 4096};
+        auto r = client::announce_memory(at, mr, 5s);
+        EXPECT_TRUE(r.ok()) << r.error();
+        return r.ok() ? r.value() : wire::mr_registered_reply{};
+    };
+    auto r = verdict(60);
+    EXPECT_EQ(r.status, static_cast<uint32_t>(wire::announce_status::accepted))
+            << r.reason;
+    EXPECT_STREQ(r.reason, "");
+    const auto refused = [](const wire::mr_registered_reply &rep,
+                            const std::string &why) {
+        EXPECT_EQ(rep.status,
+                  static_cast<uint32_t>(wire::announce_status::refused));
+        EXPECT_NE(std::string(rep.reason).find(why), std::string::npos)
+                << rep.reason;
+    };
+    refused(verdict(61), "length 4096 announced, the device's is 8192");
+    refused(verdict(62), "it is one of the agent's own MRs");
+    refused(verdict(63), "this client never said it would register 4096 "
+                         "bytes at 0x1000");
+    refused(verdict(60), "this client holds it already");
+    std::lock_guard g(m_lock);
+    EXPECT_EQ(handles_of(0), std::vector<uint32_t>{60});
+}
+
 TEST_F(attach_fixture, without_an_mr_handler_a_release_is_refused)
 {
     start();
@@ -823,6 +896,12 @@ TEST_F(attach_fixture, without_an_mr_handler_a_release_is_refused)
     EXPECT_NE(r.error().find("this agent cannot deregister MRs"),
               std::string::npos)
             << r.error();
+    /* and an announcement that asks for an answer is refused */
+    auto answer = client::announce_memory(a.value(), mr, 5s);
+    ASSERT_TRUE(answer.ok()) << answer.error();
+    EXPECT_EQ(answer.value().status,
+              static_cast<uint32_t>(wire::announce_status::refused));
+    EXPECT_STREQ(answer.value().reason, "this agent takes no MRs");
 }
 
 TEST_F(attach_fixture, a_malformed_message_after_attach_detaches_the_client)

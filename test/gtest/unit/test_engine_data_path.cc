@@ -206,20 +206,23 @@ TEST_F(data_path, a_client_over_its_completion_budget_gets_no_work_taken)
     }
 }
 
-/* An op that fails in the middle of a chain (its MR covers less at the
- * device than the client announced: a local protection error) completes
- * after the unsignaled ops before it, which its error completion retires,
- * and before the flushed ones behind it; the node's own peer rebuilds its
- * QPs and later ops succeed. */
+/* An op that fails in the middle of a chain (its MR was deregistered at
+ * the device behind the agent's back, as a process sharing the command fd
+ * can: a local protection error) completes after the unsignaled ops
+ * before it, which its error completion retires, and before the flushed
+ * ones behind it; the node's own peer rebuilds its QPs and later ops
+ * succeed. */
 TEST_F(data_path, a_failed_op_completes_after_the_earlier_unsignaled_ones)
 {
     agent_node &a     = add_agent();
     test_client &c    = attach(a);
     const uint32_t me = peer(c, a);
     std::vector<uint8_t> extra(8192);
-    const loopback_mr short_mr = a.nic->register_memory(extra.data(), 4096,
+    const loopback_mr short_mr = a.nic->register_memory(extra.data(),
+                                                        extra.size(),
                                                         remote_rw);
     c.announce(short_mr, extra.data(), extra.size());
+    ASSERT_TRUE(a.nic->deregister(short_mr.handle).ok());
     pump();
 
     /* posted together: one chain on one lane, only the last signaled */

@@ -16,6 +16,7 @@ using rvt::failure;
 using rvt::result;
 using rvt::work_request;
 using rvt::agent::client_mr;
+using rvt::agent::device_mr;
 using rvt::agent::mr_action;
 using rvt::agent::mr_action_kind;
 using rvt::agent::mr_actions;
@@ -32,6 +33,12 @@ constexpr auto grace             = 100ms;
 client_mr mr(uint32_t handle)
 {
     return {handle, 1000 + handle, 2000 + handle, 0x100000 * handle, 4096};
+}
+
+/* What the device says of mr(handle): a client's MR, as announced. */
+device_mr on_device(uint32_t handle)
+{
+    return {device_mr::owner::client, mr(handle)};
 }
 
 /* An op of the client's reading from MR `handle`. */
@@ -70,10 +77,13 @@ protected:
         reg.attached(1);
     }
 
-    /* Client `index` announces `handle`: accepted. */
+    /* Client `index` says it will register mr(handle), then announces
+     * it, and the device agrees: accepted. */
     void announce(uint32_t index, uint32_t handle)
     {
-        EXPECT_TRUE(reg.announced(index, mr(handle)).empty());
+        const client_mr m = mr(handle);
+        EXPECT_TRUE(reg.intended(index, m.addr, m.length).empty());
+        EXPECT_TRUE(reg.announced(index, m, on_device(handle)).empty());
         ASSERT_EQ(reg.mrs_of(index).count(1000 + handle), 1u);
     }
 
@@ -120,22 +130,121 @@ TEST_F(mr_registry_test, an_announced_mr_is_checked_for_its_client_only)
     EXPECT_TRUE(reg.mrs_of(1).empty());
 }
 
-TEST_F(mr_registry_test, a_claim_on_a_known_handle_is_ignored)
+TEST_F(mr_registry_test, a_claim_on_a_known_handle_is_refused)
 {
     announce(0, 6);
-    for (uint32_t who : {1u, 0u}) { /* a neighbour, and the owner again */
-        client_mr other = mr(6);
-        other.lkey      = 1777;
-        auto acts       = reg.announced(who, other);
+    /* a neighbour, and the owner again; the device agrees with both */
+    for (uint32_t who : {1u, 0u}) {
+        EXPECT_TRUE(reg.intended(who, mr(6).addr, mr(6).length).empty());
+        auto acts = reg.announced(who, mr(6), on_device(6));
         ASSERT_EQ(acts.size(), 1u);
         EXPECT_EQ(acts[0].kind, mr_action_kind::note);
-        EXPECT_NE(acts[0].text.find("announced MR handle 6, which index 0 "
-                                    "holds: ignored"),
+        EXPECT_NE(acts[0].text.find(
+                          who == 1 ? "announced MR handle 6: client index 0 "
+                                     "holds it: refused" :
+                                     "announced MR handle 6: this client "
+                                     "holds it already: refused"),
                   std::string::npos)
                 << acts[0].text;
-        EXPECT_EQ(reg.mrs_of(who).count(1777), 0u);
     }
+    EXPECT_EQ(reg.mrs_of(1).count(1006), 0u);
     EXPECT_EQ(reg.mrs_of(0).count(1006), 1u) << "the owner's record changed";
+    EXPECT_EQ(reg.intents_pending(), 2u) << "a refusal took an intent";
+}
+
+/* An announcement the registry refuses: one note naming the client, the
+ * handle and `why`, the same reason in the answer, and nothing changed. */
+void expect_announce_refused(const mr_registry &reg, const mr_actions &acts,
+                             uint32_t index, uint32_t handle,
+                             const std::string &why)
+{
+    ASSERT_EQ(acts.size(), 2u);
+    EXPECT_EQ(acts[0].kind, mr_action_kind::note);
+    EXPECT_NE(acts[0].text.find("client index " + std::to_string(index) +
+                                " announced MR handle " +
+                                std::to_string(handle) + ": " + why +
+                                ": refused"),
+              std::string::npos)
+            << acts[0].text;
+    EXPECT_TRUE(is(acts[1], mr_action_kind::answer_announce, handle));
+    EXPECT_EQ(acts[1].index, index);
+    EXPECT_NE(acts[1].text.find(why), std::string::npos) << acts[1].text;
+    EXPECT_FALSE(reg.knows(handle));
+}
+
+TEST_F(mr_registry_test, one_of_the_agents_own_mrs_is_refused)
+{
+    reg.intended(0, mr(3).addr, mr(3).length);
+    expect_announce_refused(reg,
+                            reg.announced(0, mr(3),
+                                          {device_mr::owner::agent, mr(3)},
+                                          true),
+                            0, 3, "it is one of the agent's own MRs");
+    EXPECT_TRUE(reg.mrs_of(0).empty());
+}
+
+TEST_F(mr_registry_test, a_handle_the_device_does_not_have_raises_nothing)
+{
+    announce(0, 5);
+    const uint32_t huge = 0xfffffff0;
+    client_mr made_up   = mr(5);
+    made_up.handle      = huge;
+    reg.intended(0, made_up.addr, made_up.length);
+    expect_announce_refused(reg, reg.announced(0, made_up, {}, true), 0, huge,
+                            "no MR in the agent's PD has that handle");
+    EXPECT_EQ(reg.highest_handle(), 5u)
+            << "a refused handle would make the sweep look that far";
+    announce(0, 7);
+    EXPECT_EQ(reg.highest_handle(), 7u) << "an accepted one raises it";
+}
+
+TEST_F(mr_registry_test,
+       values_the_device_disagrees_with_are_refused_naming_both)
+{
+    announce(1, 9); /* the neighbour's MR, whose values a thief can learn */
+    struct lie {
+        client_mr announced;
+        std::string why;
+    };
+    const client_mr real = mr(5);
+    std::vector<lie> lies;
+    lies.push_back({real, "lkey 0x3f1 announced, the device's is 0x3ed"});
+    lies.back().announced.lkey = mr(9).lkey; /* the neighbour's lkey */
+    lies.push_back({real, "rkey 0x7d1 announced, the device's is 0x7d5"});
+    lies.back().announced.rkey = 2001;
+    lies.push_back({real, "address 0x900000 announced, the device's is "
+                          "0x500000"});
+    lies.back().announced.addr = mr(9).addr; /* the neighbour's memory */
+    lies.push_back({real, "length 1048576 announced, the device's is 4096"});
+    lies.back().announced.length = 1 << 20;
+    lies.push_back({real, "lkey 0x3f1 announced, the device's is 0x3ed; "
+                          "address 0x900000 announced, the device's is "
+                          "0x500000"});
+    lies.back().announced.lkey = mr(9).lkey;
+    lies.back().announced.addr = mr(9).addr;
+    for (const lie &l : lies) {
+        reg.intended(0, l.announced.addr, l.announced.length);
+        expect_announce_refused(reg,
+                                reg.announced(0, l.announced, on_device(5),
+                                              true),
+                                0, 5, l.why);
+    }
+    EXPECT_TRUE(reg.mrs_of(0).empty());
+    EXPECT_EQ(reg.mrs_of(1).size(), 1u);
+    announce(0, 5); /* the truth is accepted */
+}
+
+TEST_F(mr_registry_test, an_mr_its_client_never_meant_to_register_is_refused)
+{
+    /* another client's intent is not this one's */
+    reg.intended(1, mr(5).addr, mr(5).length);
+    expect_announce_refused(reg, reg.announced(0, mr(5), on_device(5), true), 0,
+                            5,
+                            "this client never said it would register 4096 "
+                            "bytes at 0x500000 (no mr_intent)");
+    EXPECT_EQ(reg.intents_pending(), 1u);
+    /* without an answer asked for: only the note */
+    EXPECT_EQ(reg.announced(0, mr(5), on_device(5)).size(), 1u);
 }
 
 /* ---- release_requested ------------------------------------------------ */
@@ -240,7 +349,7 @@ TEST_F(mr_registry_test, a_handle_is_forgotten_only_once_deregistered)
     announce(0, 33);
     expect_deregister(reg.release_requested(0, 33, false, false), 0, 33);
     /* still the agent's to deregister: a claim now is a confused client */
-    EXPECT_EQ(reg.announced(1, mr(33)).size(), 1u);
+    EXPECT_EQ(reg.announced(1, mr(33), on_device(33)).size(), 1u);
     EXPECT_TRUE(reg.deregistered(33, 33u).empty());
     /* the kernel may now give 33 to anyone */
     announce(1, 33);
@@ -345,7 +454,7 @@ TEST_F(mr_registry_test, a_reused_index_does_not_free_the_dead_ones_mrs_early)
     reg.attached(0); /* a new client, generation 2, takes index 0 */
     /* its handle 5 is still the dead client's: neither claimable nor
      * releasable by the new holder of the index */
-    EXPECT_EQ(reg.announced(0, mr(5)).size(), 1u);
+    EXPECT_EQ(reg.announced(0, mr(5), on_device(5)).size(), 1u);
     expect_refused(reg.release_requested(0, 5, true, false), 0, 5, true,
                    "not this client's");
     reg.gone_op_retired(0, 2); /* the new client's op */
@@ -420,14 +529,28 @@ TEST_F(mr_registry_test, a_client_that_dies_while_its_mr_goes_is_not_answered)
 
 TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
 {
-    auto n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_registered, 5,
-                                       1005, 2005, 0x500000, 4096);
-    EXPECT_TRUE(reg.on_notice(0, n, false).empty());
+    std::vector<uint32_t> asked; /* handles the device was asked about */
+    const auto device = [&](uint32_t handle) {
+        asked.push_back(handle);
+        return on_device(handle);
+    };
+    auto n = rvt::wire::make_mr_intent(0x500000, 4096);
+    EXPECT_TRUE(reg.on_notice(0, n, false, device).empty());
+    n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_registered, 5, 1005,
+                                  2005, 0x500000, 4096,
+                                  rvt::wire::mr_registered_reply_wanted);
+    auto answer = reg.on_notice(0, n, false, device);
+    ASSERT_EQ(answer.size(), 1u);
+    EXPECT_TRUE(is(answer[0], mr_action_kind::answer_announce, 5));
+    EXPECT_EQ(answer[0].index, 0u);
+    EXPECT_TRUE(answer[0].text.empty()) << "refused: " << answer[0].text;
     EXPECT_EQ(reg.mrs_of(0).count(1005), 1u);
     n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_release, 5, 1005,
                                   2005, 0x500000, 4096,
                                   rvt::wire::mr_release_reply_wanted);
-    EXPECT_TRUE(reg.on_notice(0, n, true).empty()) << "the ring is busy";
+    EXPECT_TRUE(reg.on_notice(0, n, true, device).empty())
+            << "the ring is busy";
+    EXPECT_EQ(asked, std::vector<uint32_t>{5}) << "asked about a release";
     expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
     auto acts = reg.deregistered(5, 5u);
     ASSERT_EQ(acts.size(), 1u) << "the wish for an answer was lost";
@@ -453,14 +576,26 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
             [&](std::string_view line) {
                 seen.push_back("log " + std::string(line));
             },
-            [] { return std::vector<client_mr>{}; }};
+            [] { return std::vector<client_mr>{}; },
+            [&](uint32_t index, uint32_t handle, const std::string &refusal) {
+                seen.push_back("verdict " + std::to_string(index) + "/" +
+                               std::to_string(handle) + " " + refusal);
+            }};
     mr_actions acts = reg.release_requested(0, 5, true, false);
     auto more       = reg.release_requested(0, 6, true, false);
     acts.insert(acts.end(), more.begin(), more.end());
+    more = reg.announced(0, mr(7), {}, true); /* no such MR */
+    acts.insert(acts.end(), more.begin(), more.end());
     exec.run(reg, acts);
-    const std::vector<std::string> want{"dereg 5", "answer 0/5 ", "dereg 6",
-                                        "log client index 0: busy",
-                                        "answer 0/6 busy"};
+    const std::vector<std::string> want{
+            "dereg 5",
+            "answer 0/5 ",
+            "dereg 6",
+            "log client index 0: busy",
+            "answer 0/6 busy",
+            "log client index 0 announced MR handle 7: no MR in the agent's "
+            "PD has that handle: refused",
+            "verdict 0/7 no MR in the agent's PD has that handle"};
     EXPECT_EQ(seen, want);
     EXPECT_TRUE(reg.mrs_of(0).empty());
 }
@@ -481,12 +616,14 @@ TEST_F(mr_registry_test, a_siblings_work_is_checked_against_its_leaders_mrs)
     EXPECT_EQ(reg.mrs_of(2).count(1005), 1u);
     EXPECT_EQ(reg.mrs_of(1).count(1005), 0u) << "another client's";
 
-    auto acts = reg.announced(2, mr(9));
-    ASSERT_EQ(acts.size(), 1u);
-    EXPECT_NE(acts[0].text.find("client index 2 announced MR handle 9, but "
-                                "it is a sibling of index 0"),
+    auto acts = reg.announced(2, mr(9), on_device(9), true);
+    ASSERT_EQ(acts.size(), 2u);
+    EXPECT_NE(acts[0].text.find("client index 2 announced MR handle 9: this "
+                                "client is a sibling of index 0, which "
+                                "announces its MRs: refused"),
               std::string::npos)
             << acts[0].text;
+    EXPECT_TRUE(is(acts[1], mr_action_kind::answer_announce, 9));
     EXPECT_EQ(reg.mrs_of(2).count(1009), 0u);
     expect_refused(reg.release_requested(2, 5, true, false), 2, 5, true,
                    "not this client's");
@@ -626,7 +763,7 @@ TEST_F(mr_registry_test, an_announce_or_a_withdrawal_takes_the_intent_back)
 {
     intend(reg, 0, 5);
     intend(reg, 0, 6);
-    announce(0, 5);
+    EXPECT_TRUE(reg.announced(0, mr(5), on_device(5)).empty());
     reg.withdrawn(0, mr(6).addr, mr(6).length);
     EXPECT_EQ(reg.intents_pending(), 0u);
     auto acts = die_and_wait(reg);
@@ -668,7 +805,7 @@ TEST_F(mr_registry_test, an_mr_announced_while_looking_is_not_taken)
     EXPECT_TRUE(reg.tick(t0).empty());
     auto acts = reg.tick(t0 + grace);
     ASSERT_EQ(only(acts, mr_action_kind::find_unannounced).size(), 1u);
-    EXPECT_TRUE(reg.announced(1, n).empty());
+    EXPECT_TRUE(reg.announced(1, n, on_device(9)).empty());
     acts = reg.unannounced(std::vector<client_mr>{n});
     EXPECT_TRUE(only(acts, mr_action_kind::deregister).empty());
     EXPECT_EQ(reg.mrs_of(1).count(n.lkey), 1u) << "client 1's MR stays its";
@@ -716,7 +853,8 @@ TEST_F(mr_registry_test, the_executor_answers_a_look_with_what_it_finds)
                            [&] {
                                seen.emplace_back("find");
                                return std::vector<client_mr>{mr(9)};
-                           }};
+                           },
+                           {}};
     exec.run(reg, die_and_wait(reg));
     const std::vector<std::string> want{"find", "dereg 9"};
     EXPECT_EQ(seen, want);

@@ -484,16 +484,23 @@ bool attach_server::take_notices(connection &conn)
                   ": detaching it");
             return false;
         }
+        const wire::mr_notice &n = notice.value();
+        const auto type          = static_cast<wire::msg_type>(n.hdr.type);
         if (m_on_mr) {
-            m_on_mr(conn.client, notice.value());
+            m_on_mr(conn.client, n);
             if (conn.broken) {
                 return false; /* an answer could not be sent */
             }
-        } else if (notice.value().hdr.type ==
-                           static_cast<uint16_t>(wire::msg_type::mr_release) &&
-                   (notice.value().flags & wire::mr_release_reply_wanted) &&
-                   !send_release_reply(conn, notice.value().handle,
-                                       "this agent cannot deregister MRs")) {
+        } else if (type == wire::msg_type::mr_release &&
+                   (n.flags & wire::mr_release_reply_wanted) &&
+                   !send_mr_reply(conn, wire::msg_type::mr_release_reply,
+                                  n.handle,
+                                  "this agent cannot deregister MRs")) {
+            return false;
+        } else if (type == wire::msg_type::mr_registered &&
+                   (n.flags & wire::mr_registered_reply_wanted) &&
+                   !send_mr_reply(conn, wire::msg_type::mr_registered_reply,
+                                  n.handle, "this agent takes no MRs")) {
             return false;
         }
         conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
@@ -515,25 +522,43 @@ void attach_server::detach(uint32_t index, const std::string &why)
 void attach_server::answer_release(uint32_t index, uint32_t handle,
                                    const std::string &refusal)
 {
+    answer_mr(index, wire::msg_type::mr_release_reply, handle, refusal);
+}
+
+void attach_server::answer_announce(uint32_t index, uint32_t handle,
+                                    const std::string &refusal)
+{
+    answer_mr(index, wire::msg_type::mr_registered_reply, handle, refusal);
+}
+
+void attach_server::answer_mr(uint32_t index, wire::msg_type type,
+                              uint32_t handle, const std::string &refusal)
+{
     for (auto &c : m_conns) {
         if (c->attached && !c->broken && c->client.index == index) {
-            c->broken = !send_release_reply(*c, handle, refusal);
+            c->broken = !send_mr_reply(*c, type, handle, refusal);
             return;
         }
     }
 }
 
-bool attach_server::send_release_reply(connection &conn, uint32_t handle,
-                                       const std::string &refusal)
+bool attach_server::send_mr_reply(connection &conn, wire::msg_type type,
+                                  uint32_t handle, const std::string &refusal)
 {
-    auto rep =
-            refusal.empty() ?
-                    wire::make_mr_release_reply(wire::release_status::released,
-                                                handle, "") :
-                    wire::make_mr_release_reply(wire::release_status::refused,
-                                                handle, refusal);
+    const bool done = refusal.empty();
+    auto rep        = type == wire::msg_type::mr_release_reply ?
+                              wire::make_mr_release_reply(
+                                      done ? wire::release_status::released :
+                                             wire::release_status::refused,
+                               handle, refusal) :
+                              wire::make_mr_registered_reply(
+                                      done ? wire::announce_status::accepted :
+                                             wire::announce_status::refused,
+                               handle, refusal);
     return send_reply(conn, std::as_bytes(std::span(&rep, 1)),
-                      "an MR release reply");
+                      type == wire::msg_type::mr_release_reply ?
+                              "an MR release reply" :
+                              "an MR registered reply");
 }
 
 /* Queues a reply behind any pending output and writes what the socket

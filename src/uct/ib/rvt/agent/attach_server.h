@@ -19,7 +19,8 @@
  *                     the agent's PD and asks the agent to deregister them
  *                     (mr_release): both are handed to the MR handler,
  *                     whose owner (mr_registry) decides, and who answers
- *                     a release through answer_release(); it asks for
+ *                     a release through answer_release() (an announcement
+ *                     that asks for it, answer_announce()); it asks for
  *                     peer indices (peer_request, answered at once); a
  *                     malformed message ends the attachment as if the
  *                     client had died.
@@ -34,7 +35,7 @@
  *                     the leader's on_detach. Its MRs are the leader's
  *                     (mr_registry.h, "Groups").
  *
- * Output never waits: every reply (status answer, peer and release
+ * Output never waits: every reply (status answer, peer and MR
  * replies) is written as far as the socket takes it, and the rest waits in
  * the connection's output buffer until poll() says the socket is writable
  * (POLLOUT). A reader that takes none of its pending output for the reply
@@ -196,14 +197,19 @@ public:
     /* Answers peer requests; without it they are refused. */
     void set_peer_resolver(peer_fn resolve);
     /* Takes clients' MR notices and releases; without it notices are
-     * dropped and a release is refused (the MR stays registered until the
-     * agent closes its device). */
+     * dropped and a release or an announcement that asks for an answer is
+     * refused (the MR stays registered until the agent closes its
+     * device). */
     void set_mr_handler(mr_fn on_mr);
     /* Answers client `index`'s release of `handle` (an mr_release_reply):
      * released if `refusal` is empty, else refused with it as the reason.
      * A client that cannot be sent it is detached at the next run_once(). */
     void
     answer_release(uint32_t index, uint32_t handle, const std::string &refusal);
+    /* The same for an announcement of `handle` that asked for an answer
+     * (an mr_registered_reply): accepted if `refusal` is empty. */
+    void answer_announce(uint32_t index, uint32_t handle,
+                         const std::string &refusal);
 
     /* Reads what the client at `index` has sent so far (MR notices, peer
      * requests) without waiting: the data path calls it before refusing
@@ -236,8 +242,11 @@ private:
     bool take_notices(connection &conn);
     bool answer_peer(connection &conn, std::span<const std::byte> msg);
     bool answer_status(connection &conn, std::span<const std::byte> msg);
-    bool send_release_reply(connection &conn, uint32_t handle,
-                            const std::string &refusal);
+    /* An mr_release_reply or mr_registered_reply (`type`). */
+    void answer_mr(uint32_t index, wire::msg_type type, uint32_t handle,
+                   const std::string &refusal);
+    bool send_mr_reply(connection &conn, wire::msg_type type, uint32_t handle,
+                       const std::string &refusal);
     bool send_reply(connection &conn, std::span<const std::byte> reply,
                     std::string_view what);
     bool flush(connection &conn);

@@ -296,7 +296,20 @@ void engine::on_mr_notice(const attached_client &c,
      * (and checked) at the next progress() */
     const client_state &s = m_clients[c.index];
     const bool ring_busy  = s.attached && s.channel && s.channel->has_work();
-    run_mrs(m_mrs.on_notice(c.index, notice, ring_busy));
+    /* an announcement: what the device says of the handle (mr_registry.h,
+     * "Announcements") */
+    const auto device = [this](uint32_t handle) -> device_mr {
+        if (m_nic.owns_mr(handle)) {
+            return {device_mr::owner::agent, {}};
+        }
+        auto mr = m_nic.query_client_mr(handle);
+        if (!mr) {
+            return {};
+        }
+        return {device_mr::owner::client,
+                {mr->handle, mr->lkey, mr->rkey, mr->addr, mr->length}};
+    };
+    run_mrs(m_mrs.on_notice(c.index, notice, ring_busy, device));
 }
 
 void engine::run_mrs(mr_actions acts)
@@ -304,17 +317,21 @@ void engine::run_mrs(mr_actions acts)
     if (acts.empty()) {
         return;
     }
-    const mr_executor exec{[this](uint32_t handle) {
-                               return m_nic.deregister(handle);
-                           },
-                           [this](uint32_t index, uint32_t handle,
-                                  const std::string &refusal) {
-                               if (m_server) {
-                                   m_server->answer_release(index, handle,
-                                                            refusal);
-                               }
-                           },
-                           m_log, [this] { return find_unannounced(); }};
+    const mr_executor exec{
+            [this](uint32_t handle) { return m_nic.deregister(handle); },
+            [this](uint32_t index, uint32_t handle,
+                   const std::string &refusal) {
+                if (m_server) {
+                    m_server->answer_release(index, handle, refusal);
+                }
+            },
+            m_log, [this] { return find_unannounced(); },
+            [this](uint32_t index, uint32_t handle,
+                   const std::string &refusal) {
+                if (m_server) {
+                    m_server->answer_announce(index, handle, refusal);
+                }
+            }};
     exec.run(m_mrs, std::move(acts));
 }
 
@@ -325,11 +342,15 @@ std::vector<client_mr> engine::find_unannounced()
      * SRQ, and per QP the QP and up to two MRs) and the clients' MRs. So
      * an MR nobody announced has a handle below the number of objects the
      * file held when it was registered: announced MRs (handles up to the
-     * highest ever announced), registrations in flight (each has an
+     * highest ever accepted), registrations in flight (each has an
      * intent) and the agent's own. The bound counts those as they are
      * now, with room to spare; an MR above it (made when the agent had
      * many more QPs or registrations in flight than now) is not found,
-     * and stays registered until the agent exits, as without intents. */
+     * and stays registered until the agent exits, as without intents.
+     * Only handles the device confirmed raise the highest (mr_registry.h,
+     * "Announcements"), and the kernel's are the lowest free ones, so the
+     * bound follows what the file really held at once: an announced
+     * handle of 2^32 - 1 is refused and costs the sweep nothing. */
     size_t qps = 0;
     for (const auto &p : m_peers) {
         qps += p->lanes.size();

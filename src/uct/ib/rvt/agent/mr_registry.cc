@@ -20,14 +20,17 @@ std::string handle_text(uint32_t handle)
     return "MR handle " + std::to_string(handle);
 }
 
+std::string hex_text(uint64_t value)
+{
+    char hex[19];
+    std::snprintf(hex, sizeof(hex), "0x%llx",
+                  static_cast<unsigned long long>(value));
+    return hex;
+}
+
 std::string region_text(uint64_t addr, uint64_t length)
 {
-    return std::to_string(length) + " bytes at 0x" + [&] {
-        char hex[17];
-        std::snprintf(hex, sizeof(hex), "%llx",
-                      static_cast<unsigned long long>(addr));
-        return std::string(hex);
-    }();
+    return std::to_string(length) + " bytes at " + hex_text(addr);
 }
 
 /* Takes one element equal to `x` out of `v`; false if there is none. */
@@ -91,25 +94,76 @@ bool mr_registry::group_busy(
     return gone_siblings_posting(index, c.epoch);
 }
 
-mr_actions mr_registry::announced(uint32_t index, const client_mr &mr)
+std::string mr_registry::announce_error(uint32_t index, const client_mr &mr,
+                                        const device_mr &device) const
 {
-    if (const auto &l = m_clients[index].leader) {
-        return {note(client_text(index) + " announced " +
-                     handle_text(mr.handle) +
-                     ", but it is a sibling of index " + std::to_string(*l) +
-                     ", which announces its MRs: ignored")};
+    const client &c = m_clients[index];
+    if (c.leader) {
+        return "this client is a sibling of index " +
+               std::to_string(*c.leader) + ", which announces its MRs";
     }
-    auto known = m_handles.find(mr.handle);
-    if (known != m_handles.end()) {
-        return {note(client_text(index) + " announced " +
-                     handle_text(mr.handle) + ", which index " +
-                     std::to_string(known->second.index) + " holds: ignored")};
+    if (auto known = m_handles.find(mr.handle); known != m_handles.end()) {
+        return known->second.index == index ?
+                       std::string("this client holds it already") :
+                       client_text(known->second.index) + " holds it";
+    }
+    switch (device.who) {
+    case device_mr::owner::agent:
+        return "it is one of the agent's own MRs";
+    case device_mr::owner::nobody:
+        return "no MR in the agent's PD has that handle";
+    case device_mr::owner::client:
+        break;
+    }
+    std::string differ;
+    const auto compare = [&](const char *what, uint64_t announced,
+                             uint64_t actual, bool hex) {
+        if (announced == actual) {
+            return;
+        }
+        const auto text = [hex](uint64_t v) {
+            return hex ? hex_text(v) : std::to_string(v);
+        };
+        differ += (differ.empty() ? "" : "; ") + std::string(what) + " " +
+                  text(announced) + " announced, the device's is " +
+                  text(actual);
+    };
+    compare("lkey", mr.lkey, device.mr.lkey, true);
+    compare("rkey", mr.rkey, device.mr.rkey, true);
+    compare("address", mr.addr, device.mr.addr, true);
+    compare("length", mr.length, device.mr.length, false);
+    if (!differ.empty()) {
+        return differ;
+    }
+    if (std::find(c.intents.begin(), c.intents.end(),
+                  intent{mr.addr, mr.length}) == c.intents.end()) {
+        return "this client never said it would register " +
+               region_text(mr.addr, mr.length) + " (no mr_intent)";
+    }
+    return {};
+}
+
+mr_actions mr_registry::announced(uint32_t index, const client_mr &mr,
+                                  const device_mr &device, bool answer)
+{
+    mr_actions out;
+    if (std::string why = announce_error(index, mr, device); !why.empty()) {
+        out.push_back(note(client_text(index) + " announced " +
+                           handle_text(mr.handle) + ": " + why + ": refused"));
+        if (answer) {
+            out.push_back({mr_action_kind::answer_announce, index, mr.handle,
+                           std::move(why)});
+        }
+        return out;
     }
     take_one(m_clients[index].intents, intent{mr.addr, mr.length});
     m_handles.emplace(mr.handle, record{index, mr, state::live});
     m_clients[index].mrs[mr.lkey] = mr;
     m_highest_handle              = std::max(m_highest_handle, mr.handle);
-    return {};
+    if (answer) {
+        out.push_back({mr_action_kind::answer_announce, index, mr.handle, {}});
+    }
+    return out;
 }
 
 mr_actions mr_registry::intended(uint32_t index, uint64_t addr, uint64_t length)
@@ -187,12 +241,15 @@ mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
 }
 
 mr_actions mr_registry::on_notice(uint32_t index, const wire::mr_notice &notice,
-                                  bool ring_busy)
+                                  bool ring_busy, const device_lookup &device)
 {
     switch (static_cast<wire::msg_type>(notice.hdr.type)) {
     case wire::msg_type::mr_registered:
-        return announced(index, {notice.handle, notice.lkey, notice.rkey,
-                                 notice.addr, notice.length});
+        return announced(index,
+                         {notice.handle, notice.lkey, notice.rkey, notice.addr,
+                          notice.length},
+                         device(notice.handle),
+                         notice.flags & wire::mr_registered_reply_wanted);
     case wire::msg_type::mr_intent:
         if (notice.flags & wire::mr_intent_withdrawn) {
             withdrawn(index, notice.addr, notice.length);
@@ -507,6 +564,11 @@ void mr_executor::run(mr_registry &reg, mr_actions acts) const
         }
         case mr_action_kind::answer_release:
             answer(a.index, a.handle, a.text);
+            break;
+        case mr_action_kind::answer_announce:
+            if (answer_announce) {
+                answer_announce(a.index, a.handle, a.text);
+            }
             break;
         case mr_action_kind::note:
             log(a.text);

@@ -42,11 +42,13 @@
  *   joined(s, l)         after attached(s): s is a sibling of leader l (a
  *                        leader, attached): s's work is checked against
  *                        l's MRs, and l's releases wait for s
- *   announced(i, mr)     unknown -> live (i's); known, in any state and
- *                        whoever holds it -> note "... ignored", nothing
- *                        changes (a confused client cannot make the agent
- *                        deregister a neighbour's memory); i a sibling ->
- *                        note "... ignored" (its leader announces)
+ *   announced(i, mr, device, answer)
+ *                        passes every check of "Announcements" below ->
+ *                        live (i's), highest_handle raised to its handle;
+ *                        fails one -> refused: nothing changes (a note,
+ *                        and answer_announce with the reason if the
+ *                        client asked for an answer; accepted: an empty
+ *                        answer_announce if asked)
  *   release_requested(i, h, answer, ring_busy)
  *                        live of i, ring empty, no op of i names its lkey,
  *                        i has no sibling (live, or gone with posted ops)
@@ -86,6 +88,35 @@
  *                            the record's last: summary note, dropped
  *                        otherwise: nothing
  *
+ * Announcements. The handle, keys and region a client announces are its
+ * word only, and a client can learn those of a neighbour's MR, or of the
+ * agent's own, with QUERY_MR on the command fd they share. So before
+ * announced() the caller asks the device what the handle is (device_mr:
+ * nic::owns_mr, then QUERY_MR), and announced(i, mr, device) accepts the
+ * MR only if, in this order (the first that fails is the reason, naming
+ * the values):
+ *   1. i is no sibling (its leader announces the group's MRs);
+ *   2. the handle is unknown here: no client holds it, i included (a
+ *      neighbour's handle is refused naming the neighbour);
+ *   3. the device does not call it one of the agent's own MRs (its
+ *      receive pool, the UD channel's, its control and staging buffers);
+ *   4. the device has an MR with that handle at all;
+ *   5. the device's lkey, rkey, address and length are the announced ones
+ *      (each that differs is named: announced, and the device's);
+ *   6. i said it would register that (address, length) first (one of its
+ *      intents, which the MR then takes, see "Intents").
+ * What no check can see: QUERY_MR does not tell an MR's access flags, so
+ * an MR registered without local write is accepted as any other (a READ
+ * into it fails at the device, breaking the QP it was posted on); and
+ * every client holds the same command fd: one can still announce a
+ * neighbour's MR between the neighbour's REG_MR and its announcement,
+ * sending an intent for the same region first (which the agent cannot
+ * refuse: two processes often map the same addresses), or deregister a
+ * neighbour's MR behind the agent's back.
+ * highest_handle counts accepted handles only: a made-up handle raises
+ * nothing, so it costs the sweep below nothing (engine.cc,
+ * find_unannounced).
+ *
  * Generations are the caller's: a gone record is (index, generation), so
  * the ops of a dead client are told apart from those of the next holder
  * of its index, and its MRs wait for its own ops only.
@@ -113,8 +144,8 @@
  *                        beyond: note "... ignored"; i a sibling: note
  *                        "... ignored")
  *   withdrawn(i, addr, len) one of i's intents for (addr, len) - 1
- *   announced(i, mr)     also: one of i's intents for (mr.addr, mr.length)
- *                        - 1
+ *   announced(i, mr, ...) accepted: one of i's intents for (mr.addr,
+ *                        mr.length) - 1 (without one it is refused, check 6)
  *   client_gone(i, ...)  also: i's intents -> its gone record
  *   tick(now)            a due record with intents waits for the sweep:
  *                        one find_unannounced action for all of them (the
@@ -154,6 +185,19 @@ struct client_mr {
     uint64_t addr;
     uint64_t length;
 };
+
+/* What the device says of a handle a client announced (the caller asks
+ * it: nic::owns_mr, then QUERY_MR; see "Announcements"). */
+struct device_mr {
+    enum class owner : uint8_t {
+        nobody, /* no MR in the agent's PD has the handle */
+        agent, /* one of the agent's own MRs */
+        client, /* an MR a client registered: `mr` is the device's word */
+    };
+    owner who = owner::nobody;
+    client_mr mr{};
+};
+using device_lookup = std::function<device_mr(uint32_t handle)>;
 
 /* How many of one client's ops (queued or posted) name each lkey: an MR
  * is released only when none does. */
@@ -204,6 +248,9 @@ enum class mr_action_kind : uint8_t {
     answer_release, /* send client `index` an mr_release_reply for
                        `handle`: released if `text` is empty, else refused
                        with `text` as the reason */
+    answer_announce, /* send client `index` an mr_registered_reply for
+                        `handle`: accepted if `text` is empty, else
+                        refused with `text` as the reason */
     note, /* a line for the agent's log: `text` */
     find_unannounced, /* look up the MRs of the agent's PD it may not know
                          of, read what every client has sent, then call
@@ -244,15 +291,19 @@ public:
     {
         return m_clients[index].leader.value_or(index);
     }
-    mr_actions announced(uint32_t index, const client_mr &mr);
+    /* `device`: what the device says of mr.handle; `answer`: the client
+     * asked for an mr_registered_reply. */
+    mr_actions announced(uint32_t index, const client_mr &mr,
+                         const device_mr &device, bool answer = false);
     mr_actions intended(uint32_t index, uint64_t addr, uint64_t length);
     void withdrawn(uint32_t index, uint64_t addr, uint64_t length);
     mr_actions release_requested(uint32_t index, uint32_t handle, bool answer,
                                  bool ring_busy);
-    /* A notice off the socket (attach_server's MR handler): announced(),
-     * release_requested(), intended() or withdrawn(), as its type says. */
-    mr_actions
-    on_notice(uint32_t index, const wire::mr_notice &notice, bool ring_busy);
+    /* A notice off the socket (attach_server's MR handler): announced()
+     * (asking `device` about the handle), release_requested(), intended()
+     * or withdrawn(), as its type says. */
+    mr_actions on_notice(uint32_t index, const wire::mr_notice &notice,
+                         bool ring_busy, const device_lookup &device);
     /* The data path: an op of the client's taken from its ring, and freed
      * (completed, refused or dropped). Inline: once per op. */
     void op_queued(uint32_t index, const work_request &wr)
@@ -279,7 +330,8 @@ public:
     {
         return m_handles.contains(handle);
     }
-    /* The highest handle ever announced (0: none yet). */
+    /* The highest handle ever accepted (0: none yet): one the device
+     * had. */
     uint32_t highest_handle() const
     {
         return m_highest_handle;
@@ -387,6 +439,9 @@ private:
     adopt(std::span<const client_mr> found, const intent &key, mr_actions &out);
     void refuse(uint32_t index, uint32_t handle, bool answer,
                 std::string reason, mr_actions &out);
+    /* Why announced() refuses `mr` (empty: it does not), checks 1-6. */
+    std::string announce_error(uint32_t index, const client_mr &mr,
+                               const device_mr &device) const;
     void forget(uint32_t handle, const record &r);
     void finish_gone(const record &r, const result<uint32_t> &outcome,
                      mr_actions &out);
@@ -414,6 +469,11 @@ struct mr_executor {
     std::function<void(std::string_view)> log;
     /* find_unannounced: the MRs of the agent's PD it may not know of */
     std::function<std::vector<client_mr>()> find;
+    /* answer_announce, as `answer` (refusal empty: accepted); unset: the
+     * answer is dropped */
+    std::function<void(uint32_t index, uint32_t handle,
+                       const std::string &refusal)>
+            answer_announce;
 
     void run(mr_registry &reg, mr_actions acts) const;
 };

@@ -81,21 +81,23 @@ tell_intent(const attachment &at, void *addr, size_t length, uint32_t flags)
     return send_with_fds(at.sock.get(), std::as_bytes(std::span(&n, 1)), {});
 }
 
-/* The agent's answer to a release with mr_release_reply_wanted. */
-result<uint32_t>
-await_release(attachment &at, uint32_t handle, std::chrono::milliseconds wait)
+/* The agent's answer of `type` (an mr_release_reply or
+ * mr_registered_reply) about `handle`, whatever its status. */
+result<wire::mr_reply>
+await_reply(attachment &at, wire::msg_type type, uint32_t handle,
+            std::chrono::milliseconds wait, const std::string &what)
 {
-    const std::string what = "deregistering MR handle " +
-                             std::to_string(handle);
-    wire::mr_release_reply rep{};
+    wire::mr_reply rep{};
     auto got = at.replies.receive(at.sock.get(),
                                   std::as_writable_bytes(std::span(&rep, 1)),
                                   wait, what);
     if (!got) {
         return failure{got.error()};
     }
-    auto parsed = wire::parse_mr_release_reply(
-            std::as_bytes(std::span(&rep, 1)));
+    const auto bytes = std::as_bytes(std::span(&rep, 1));
+    auto parsed      = type == wire::msg_type::mr_release_reply ?
+                               wire::parse_mr_release_reply(bytes) :
+                               wire::parse_mr_registered_reply(bytes);
     if (!parsed) {
         return failure{what + ": bad reply from the agent: " + parsed.error()};
     }
@@ -103,16 +105,62 @@ await_release(attachment &at, uint32_t handle, std::chrono::milliseconds wait)
         return failure{what + ": the agent answered for handle " +
                        std::to_string(rep.handle)};
     }
-    if (rep.status != static_cast<uint32_t>(wire::release_status::released)) {
-        return failure{what + ": the agent refused: " + rep.reason};
+    return rep;
+}
+
+/* The agent's answer to a release with mr_release_reply_wanted. */
+result<uint32_t>
+await_release(attachment &at, uint32_t handle, std::chrono::milliseconds wait)
+{
+    const std::string what = "deregistering MR handle " +
+                             std::to_string(handle);
+    auto rep = await_reply(at, wire::msg_type::mr_release_reply, handle, wait,
+                           what);
+    if (!rep) {
+        return failure{rep.error()};
+    }
+    if (rep.value().status !=
+        static_cast<uint32_t>(wire::release_status::released)) {
+        return failure{what + ": the agent refused: " + rep.value().reason};
     }
     return handle;
 }
 
+/* Deregisters an MR of this process's that the agent does not hold. */
+void drop(const attachment &at, const memory_region &mr)
+{
+    if (at.imported) {
+        std::lock_guard g(at.imported->lock);
+        auto it = at.imported->mrs.find(mr.handle);
+        if (it != at.imported->mrs.end()) {
+            (void)ibv_dereg_mr(it->second);
+            at.imported->mrs.erase(it);
+        }
+    } else {
+        (void)uverbs::dereg_mr(at.cmd_fd.get(), at.driver_id, mr.handle);
+    }
+}
+
 } // namespace
 
-result<memory_region>
-register_memory(const attachment &at, void *addr, size_t length, int access)
+result<wire::mr_registered_reply>
+announce_memory(attachment &at, const memory_region &mr,
+                std::chrono::milliseconds wait)
+{
+    const std::string what = "announcing MR handle " +
+                             std::to_string(mr.handle);
+    auto sent = notify(at, wire::msg_type::mr_registered, mr,
+                       wire::mr_registered_reply_wanted);
+    if (!sent) {
+        return failure{what + ": " + sent.error()};
+    }
+    return await_reply(at, wire::msg_type::mr_registered_reply, mr.handle, wait,
+                       what);
+}
+
+result<memory_region> register_memory(attachment &at, void *addr, size_t length,
+                                      int access,
+                                      std::chrono::milliseconds wait)
 {
     if (length == 0) {
         return failure{"cannot register 0 bytes at " +
@@ -157,21 +205,21 @@ register_memory(const attachment &at, void *addr, size_t length, int access)
         mr = {keys.value().handle, keys.value().lkey, keys.value().rkey, addr,
               length};
     }
-    auto sent = notify(at, wire::msg_type::mr_registered, mr);
-    if (!sent) {
-        /* the agent could not clean it up after us: do not keep it */
-        if (at.imported) {
-            std::lock_guard g(at.imported->lock);
-            auto it = at.imported->mrs.find(mr.handle);
-            if (it != at.imported->mrs.end()) {
-                (void)ibv_dereg_mr(it->second);
-                at.imported->mrs.erase(it);
-            }
-        } else {
-            (void)uverbs::dereg_mr(at.cmd_fd.get(), at.driver_id, mr.handle);
-        }
-        return failure{"telling the agent about MR handle " +
-                       std::to_string(mr.handle) + " failed: " + sent.error()};
+    auto answer = announce_memory(at, mr, wait);
+    if (!answer) {
+        /* no verdict: the agent may hold the MR, and if it never took it,
+         * it finds it through the intent once this process is gone */
+        return failure{answer.error()};
+    }
+    if (answer.value().status !=
+        static_cast<uint32_t>(wire::announce_status::accepted)) {
+        /* the agent will not clean it up after us: do not keep it */
+        drop(at, mr);
+        withdraw();
+        return failure{"the agent refused MR handle " +
+                       std::to_string(mr.handle) + " (" +
+                       std::to_string(length) +
+                       " bytes): " + answer.value().reason};
     }
     return mr;
 }

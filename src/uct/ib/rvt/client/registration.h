@@ -49,9 +49,24 @@ import_agent_pd(int cmd_fd, uint32_t pd_handle);
 /* `access` is IBV_ACCESS_* flags. Uses the imported PD if there is one,
  * else REG_MR through the uverbs ioctl on the shared command fd. Tells
  * the agent what it is about to register first (mr_intent), then the
- * handle it got (mr_registered), or that the registration failed. */
-result<memory_region>
-register_memory(const attachment &at, void *addr, size_t length, int access);
+ * handle it got (announce_memory), or that the registration failed. The
+ * agent refusing the MR fails it: the MR is deregistered (the agent will
+ * not do it) and the intent withdrawn. No answer within `wait` fails it
+ * too, the MR left registered: the agent may have taken it, or finds it
+ * through the intent when this process dies. */
+result<memory_region> register_memory(attachment &at, void *addr, size_t length,
+                                      int access,
+                                      std::chrono::milliseconds wait);
+
+/* Tells the agent of an MR this process registered in its PD
+ * (mr_registered, asking for an answer) and waits at most `wait` for the
+ * agent's verdict: it checks the MR against what the device says of its
+ * handle (agent/mr_registry.h, "Announcements"). The reply says accepted,
+ * or refused with the reason; a failure means no verdict came (not sent,
+ * no answer in time, the agent gone). */
+result<wire::mr_registered_reply>
+announce_memory(attachment &at, const memory_region &mr,
+                std::chrono::milliseconds wait);
 
 /* Asks the agent to deregister `mr`. Without `wait` it returns once the
  * request is sent: the memory may be freed at once (the MR holds its pages

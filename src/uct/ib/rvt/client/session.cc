@@ -108,10 +108,18 @@ result<uint32_t> session::connect_peer(const wire::agent_address &remote,
     return rep.peer;
 }
 
-result<memory_region>
-session::register_memory(void *addr, size_t length, int access)
+result<memory_region> session::register_memory(void *addr, size_t length,
+                                               int access,
+                                               std::chrono::milliseconds wait)
 {
-    return client::register_memory(m_at, addr, length, access);
+    return client::register_memory(m_at, addr, length, access, wait);
+}
+
+result<wire::mr_registered_reply>
+session::announce_memory(const memory_region &mr,
+                         std::chrono::milliseconds wait)
+{
+    return client::announce_memory(m_at, mr, wait);
 }
 
 result<uint32_t>

@@ -101,8 +101,15 @@ public:
                                   std::chrono::milliseconds timeout =
                                           std::chrono::milliseconds(10000));
 
-    result<memory_region>
-    register_memory(void *addr, size_t length, int access);
+    /* See client::register_memory (registration.h); `wait`: for the
+     * agent's verdict on the MR. */
+    result<memory_region> register_memory(
+            void *addr, size_t length, int access,
+            std::chrono::milliseconds wait = std::chrono::milliseconds(10000));
+    /* See client::announce_memory (registration.h). */
+    result<wire::mr_registered_reply> announce_memory(
+            const memory_region &mr,
+            std::chrono::milliseconds wait = std::chrono::milliseconds(10000));
     /* See client::deregister_memory (registration.h). */
     result<uint32_t>
     deregister_memory(const memory_region &mr,

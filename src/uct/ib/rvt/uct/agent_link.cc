@@ -167,7 +167,8 @@ agent_link::register_memory(void *addr, size_t length, int access)
     if (!s) {
         return failure{s.error()};
     }
-    return s.value()->register_memory(addr, length, access);
+    /* the agent answers the announcement (its check of the MR) */
+    return s.value()->register_memory(addr, length, access, m_settings.timeout);
 }
 
 result<uint32_t>
