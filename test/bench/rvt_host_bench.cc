@@ -38,8 +38,10 @@
 #include "uct/ib/rvt/common/trace.h"
 
 #include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +121,22 @@ constexpr const char *job_key = "bench.host";
 
 volatile sig_atomic_t g_stop = 0;
 
+/* A client's memory and its MR. The agent checks every MR a client
+ * announces against the device's MR table (mr_registry.h,
+ * "Announcements"), the kernel's, which every process shares; the
+ * loopback nic's lives in the agent's process. So the parent maps every
+ * client's buffer shared before it forks, the agent registers each slot in
+ * its nic before it listens and writes the keys beside it, and a client
+ * announces its slot's MR as registration.cc would. One slot per client
+ * of the run: a slot's handle is still held by its client's agent while
+ * the client's MR waits out the dead-client grace. */
+struct client_slot {
+    uint32_t handle, lkey, rkey;
+    uint64_t buffer[8];
+};
+constexpr int max_slots = 64;
+client_slot *g_slots    = nullptr; /* max_slots of them, shared */
+
 /* The agent: as rvtd, over the loopback nic, always spinning. Writes its
  * trace (if any) to trace_path when told to stop. */
 [[noreturn]] void run_agent(const std::string &socket_path,
@@ -142,6 +160,14 @@ volatile sig_atomic_t g_stop = 0;
     nopt.send_budget     = 8192;
     nopt.memory          = agent::testing::memory_mode::none;
     agent::testing::loopback_nic nic(fabric, nopt);
+    for (int i = 0; i < max_slots; ++i) {
+        client_slot &slot = g_slots[i];
+        const auto mr = nic.register_memory(slot.buffer, sizeof(slot.buffer),
+                                            IBV_ACCESS_LOCAL_WRITE);
+        slot.handle   = mr.handle;
+        slot.lkey     = mr.lkey;
+        slot.rkey     = mr.rkey;
+    }
     auto eng = agent::engine::create(nic, agent::engine_config{},
                                      layout.value(), job_key, 42, log);
     if (!eng) {
@@ -189,14 +215,14 @@ volatile sig_atomic_t g_stop = 0;
 
 struct client_side {
     std::unique_ptr<client::session> session;
-    uint32_t peer                = 0;
-    std::vector<uint64_t> buffer = std::vector<uint64_t>(8);
-    uint32_t lkey                = 0x1000; /* + the pid */
+    uint32_t peer       = 0;
+    client_slot *memory = nullptr;
 };
 
-/* Attaches, finds the node's own peer and announces one MR; the loopback
- * nic (memory none) neither checks nor moves its bytes. */
-client_side open_client(const std::string &socket_path)
+/* Attaches, finds the node's own peer and announces the MR of its slot
+ * (the agent registered it); the loopback nic (memory none) neither
+ * checks nor moves its bytes. */
+client_side open_client(const std::string &socket_path, int slot)
 {
     client_side c;
     auto at = client::attach(socket_path, job_key);
@@ -216,21 +242,25 @@ client_side open_client(const std::string &socket_path)
     if (!peer) {
         die(peer.error());
     }
-    c.peer = peer.value();
-    /* one handle per process: a client index comes back while the MR of
-     * its last holder waits out the dead-client grace in the agent, and an
-     * MR handle still held there would be ignored (mr_registry.h), every
-     * request naming it refused as invalid */
-    c.lkey += static_cast<uint32_t>(getpid());
-    auto notice = wire::make_mr_notice(wire::msg_type::mr_registered, c.lkey,
-                                       c.lkey, c.lkey,
-                                       reinterpret_cast<uintptr_t>(
-                                               c.buffer.data()),
-                                       c.buffer.size() * sizeof(uint64_t));
-    auto sent   = send_with_fds(c.session->attached().sock.get(),
-                                std::as_bytes(std::span(&notice, 1)), {});
+    c.peer               = peer.value();
+    c.memory             = &g_slots[slot];
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(c.memory->buffer);
+    auto intent          = wire::make_mr_intent(addr, sizeof(c.memory->buffer));
+    auto sent            = send_with_fds(c.session->attached().sock.get(),
+                                         std::as_bytes(std::span(&intent, 1)), {});
     if (!sent) {
         die(sent.error());
+    }
+    auto answer = c.session->announce_memory({c.memory->handle, c.memory->lkey,
+                                              c.memory->rkey, c.memory->buffer,
+                                              sizeof(c.memory->buffer)});
+    if (!answer) {
+        die(answer.error());
+    }
+    if (answer.value().status !=
+        static_cast<uint32_t>(wire::announce_status::accepted)) {
+        die(std::string("the agent refused the slot's MR: ") +
+            answer.value().reason);
     }
     return c;
 }
@@ -244,9 +274,9 @@ work_request request(const client_side &c, work_op op)
     wr.dst_client     = c.session->client_index();
     wr.dst_generation = c.session->attached().client_generation;
     wr.length         = 8;
-    wr.local_addr     = reinterpret_cast<uintptr_t>(c.buffer.data());
-    wr.lkey           = c.lkey;
-    wr.rkey           = c.lkey;
+    wr.local_addr     = reinterpret_cast<uintptr_t>(c.memory->buffer);
+    wr.lkey           = c.memory->lkey;
+    wr.rkey           = c.memory->rkey;
     wr.remote_addr    = wr.local_addr;
     return wr;
 }
@@ -257,15 +287,15 @@ client::post_status post(client_side &c, const work_request &wr, bool sge)
     if (sge) {
         return c.session->post(wr);
     }
-    return c.session->post_inline(wr,
-                                  std::as_bytes(std::span(c.buffer.data(), 1)));
+    return c.session->post_inline(wr, std::as_bytes(
+                                              std::span(c.memory->buffer, 1)));
 }
 
 /* Latency client: one 8-byte AM to itself at a time. */
-[[noreturn]] void
-run_pingpong(const std::string &socket_path, unsigned messages, bool sge)
+[[noreturn]] void run_pingpong(const std::string &socket_path, int slot,
+                               unsigned messages, bool sge)
 {
-    client_side c      = open_client(socket_path);
+    client_side c      = open_client(socket_path, slot);
     client::session &s = *c.session;
     work_request wr    = request(c, work_op::send_am);
     std::array<completion, 16> done;
@@ -289,11 +319,11 @@ run_pingpong(const std::string &socket_path, unsigned messages, bool sge)
 
 /* Throughput client: its rings full of 8-byte writes until `until`;
  * prints its completions to `out_fd`. */
-[[noreturn]] void run_stream(const std::string &socket_path, int out_fd,
-                             clock_type::time_point start,
+[[noreturn]] void run_stream(const std::string &socket_path, int slot,
+                             int out_fd, clock_type::time_point start,
                              clock_type::time_point until, bool sge)
 {
-    client_side c      = open_client(socket_path);
+    client_side c      = open_client(socket_path, slot);
     client::session &s = *c.session;
     work_request wr    = request(c, work_op::rdma_write);
     std::array<completion, 64> done;
@@ -411,14 +441,25 @@ int main(int argc, char **argv)
                 o.sge ? "from registered memory (--sge)" :
                         "inline (the work ring's data slot)");
 
+    void *shared = mmap(nullptr, sizeof(client_slot) * max_slots,
+                        PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                        0);
+    if (shared == MAP_FAILED) {
+        die(std::string("mmap: ") + std::strerror(errno));
+    }
+    g_slots       = static_cast<client_slot *>(shared);
+    int next_slot = 0; /* one per client */
+
     /* 1. latency */
     const size_t events = (o.messages + 100) * 6;
     pid_t agent         = spawn(o.agent_cpu,
                                 [&] { run_agent(socket_path, agent_trace, events); });
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
-    pid_t client = spawn(o.client_cpu,
-                         [&] { run_pingpong(socket_path, o.messages, o.sge); });
+    int slot     = next_slot++;
+    pid_t client = spawn(o.client_cpu, [&] {
+        run_pingpong(socket_path, slot, o.messages, o.sge);
+    });
     reap(client, "the latency client");
     unsetenv("RVT_TRACE");
     kill(agent, SIGTERM);
@@ -456,8 +497,9 @@ int main(int argc, char **argv)
     agent = spawn(o.agent_cpu, [&] { run_agent(socket_path, agent_trace, 0); });
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
+    slot   = next_slot++;
     client = spawn(o.client_cpu,
-                   [&] { run_pingpong(socket_path, o.messages, o.sge); });
+                   [&] { run_pingpong(socket_path, slot, o.messages, o.sge); });
     reap(client, "the latency client");
     unsetenv("RVT_TRACE");
     kill(agent, SIGTERM);
@@ -484,9 +526,10 @@ int main(int argc, char **argv)
                                    std::chrono::duration<double>(o.seconds));
         std::vector<pid_t> kids;
         for (int k = 0; k < n; ++k) {
+            slot = next_slot++;
             kids.push_back(spawn(o.client_cpu, [&] {
                 close(fds[0]);
-                run_stream(socket_path, fds[1], start, until, o.sge);
+                run_stream(socket_path, slot, fds[1], start, until, o.sge);
             }));
         }
         close(fds[1]);
