@@ -76,7 +76,46 @@ protected:
     /* a's and b's clients trade one AM each way, and both succeed. */
     void expect_serving(test_client &ca, test_client &cb, uint32_t to_b,
                         uint32_t to_a, uint64_t wr_id);
+    /* `thief` (its own agent's peer index: `me`) names the lkey of
+     * `mine`, a client of the same agent whose memory holds 0x5e bytes,
+     * to SEND that memory to itself and to READ into it: both complete
+     * invalid, nothing arrives, the memory is unchanged; then the thief's
+     * own AM goes. */
+    void expect_neighbours_memory_kept(test_client &thief, test_client &mine,
+                                       uint32_t me);
 };
+
+void hostile::expect_neighbours_memory_kept(test_client &thief,
+                                            test_client &mine, uint32_t me)
+{
+    const size_t done = thief.done.size();
+    work_request wr   = thief.am(me, thief, 1, 0);
+    wr.local_addr     = mine.addr();
+    wr.lkey           = mine.mr.lkey;
+    thief.post(wr);
+    work_request rd = thief.write(me, thief, 2);
+    rd.op           = static_cast<uint8_t>(work_op::rdma_read);
+    rd.lkey         = mine.mr.lkey; /* into the neighbour's memory */
+    rd.local_addr   = mine.addr();
+    thief.post(rd);
+    ASSERT_TRUE(run_until([&] { return thief.done.size() == done + 2; }))
+            << thief.home->status();
+    for (size_t i = done; i < thief.done.size(); ++i) {
+        EXPECT_EQ(thief.done[i].status,
+                  static_cast<uint32_t>(completion_status::invalid))
+                << "wr_id " << thief.done[i].wr_id;
+    }
+    run_for(20ms);
+    EXPECT_TRUE(thief.inbound.empty()) << "the neighbour's bytes were sent";
+    EXPECT_TRUE(std::all_of(mine.memory.begin(), mine.memory.end(),
+                            [](uint8_t v) { return v == 0x5e; }));
+
+    /* the thief's own work still goes */
+    thief.post(thief.am(me, thief, 3, 1));
+    ASSERT_TRUE(run_until([&] { return thief.inbound.size() == 1; }));
+    EXPECT_EQ(thief.done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+}
 
 void hostile::expect_serving(test_client &ca, test_client &cb, uint32_t to_b,
                              uint32_t to_a, uint64_t wr_id)
@@ -335,36 +374,145 @@ TEST_F(hostile, a_neighbours_lkey_is_refused_naming_it)
     const uint32_t me  = peer(thief, a);
     std::fill(mine.memory.begin(), mine.memory.end(), 0x5e);
 
-    work_request wr = thief.am(me, thief, 1, 0);
-    wr.local_addr   = mine.addr();
-    wr.lkey         = mine.mr.lkey;
-    thief.post(wr);
-    work_request rd = thief.write(me, thief, 2);
-    rd.op           = static_cast<uint8_t>(work_op::rdma_read);
-    rd.lkey         = mine.mr.lkey; /* into the neighbour's memory */
-    rd.local_addr   = mine.addr();
-    thief.post(rd);
-    ASSERT_TRUE(run_until([&] { return thief.done.size() == 2; }))
-            << a.status();
-    for (const completion &c : thief.done) {
-        EXPECT_EQ(c.status, static_cast<uint32_t>(completion_status::invalid))
-                << "wr_id " << c.wr_id;
-    }
+    expect_neighbours_memory_kept(thief, mine, me);
     char hex[16];
     std::snprintf(hex, sizeof(hex), "0x%x", mine.mr.lkey);
     EXPECT_EQ(a.logged(std::string("local lkey ") + hex +
                        ": not an MR this client announced"),
               2u);
-    run_for(20ms);
-    EXPECT_TRUE(thief.inbound.empty()) << "the neighbour's bytes were sent";
-    EXPECT_TRUE(std::all_of(mine.memory.begin(), mine.memory.end(),
-                            [](uint8_t v) { return v == 0x5e; }));
+}
 
-    /* the thief's own work still goes */
-    thief.post(thief.am(me, thief, 3, 1));
-    ASSERT_TRUE(run_until([&] { return thief.inbound.size() == 1; }));
-    EXPECT_EQ(thief.done.back().status,
-              static_cast<uint32_t>(completion_status::success));
+/* A client announces MRs that are not its own, or values its MR does not
+ * have: a neighbour's MR as it is, its own handle with a neighbour's
+ * lkey, rkey or address, a length beyond its MR, the agent's own receive
+ * pool, a handle no MR has, and its own MR without having said it would
+ * register it. Each is refused, the reason naming the values, in the
+ * agent's log and in the answer the client library returns; the
+ * neighbour's bytes never leave, nor is anything read into them; the
+ * pool stays registered; the thief's true announcement is then accepted
+ * and its work goes. */
+TEST_F(hostile, a_forged_announcement_is_refused_naming_the_values)
+{
+    agent_node &a      = add_agent();
+    test_client &mine  = attach(a);
+    test_client &thief = attach_as(a, {}); /* registered, not announced */
+    const uint32_t me  = peer(thief, a);
+    std::fill(mine.memory.begin(), mine.memory.end(), 0x5e);
+    const auto hex = [](uint64_t v) {
+        char text[24];
+        std::snprintf(text, sizeof(text), "0x%llx",
+                      static_cast<unsigned long long>(v));
+        return std::string(text);
+    };
+    const loopback_mr own  = thief.mr;
+    const loopback_mr pool = a.nic->receive_pool_mr();
+    const uint32_t huge    = 0xfffffff0;
+    struct forgery {
+        loopback_mr mr;
+        void *addr;
+        size_t length;
+        std::string why;
+    };
+    void *const thief_at      = thief.memory.data();
+    void *const mine_at       = mine.memory.data();
+    const size_t size         = thief.memory.size();
+    const std::string thief_a = hex(thief.addr());
+    const std::vector<forgery> forgeries{
+            {mine.mr, mine_at, size,
+             "client index " + std::to_string(mine.index()) + " holds it"},
+            {{own.handle, mine.mr.lkey, own.rkey},
+             thief_at,
+             size,
+             "lkey " + hex(mine.mr.lkey) + " announced, the device's is " +
+                     hex(own.lkey)},
+            {{own.handle, own.lkey, mine.mr.rkey},
+             thief_at,
+             size,
+             "rkey " + hex(mine.mr.rkey) + " announced, the device's is " +
+                     hex(own.rkey)},
+            {own, mine_at, size,
+             "address " + hex(mine.addr()) + " announced, the device's is " +
+                     thief_a},
+            {own, thief_at, size + (1 << 20),
+             "length " + std::to_string(size + (1 << 20)) +
+                     " announced, the device's is " + std::to_string(size)},
+            {pool, thief_at, size, "it is one of the agent's own MRs"},
+            {{huge, own.lkey, own.rkey},
+             thief_at,
+             size,
+             "no MR in the agent's PD has that handle"},
+    };
+    /* its own MR, truly, but it never said it would register it */
+    auto r = thief.announce_raw(own, thief_at, size);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(std::string(r.value().reason),
+              "this client never said it would register " +
+                      std::to_string(size) + " bytes at " + thief_a +
+                      " (no mr_intent)");
+    for (const forgery &f : forgeries) {
+        thief.intend(f.addr, f.length); /* so that only the lie is refused */
+        r = thief.announce_raw(f.mr, f.addr, f.length);
+        ASSERT_TRUE(r.ok()) << r.error();
+        EXPECT_EQ(r.value().status,
+                  static_cast<uint32_t>(wire::announce_status::refused))
+                << f.why;
+        EXPECT_EQ(std::string(r.value().reason), f.why);
+        EXPECT_EQ(a.logged("client index " + std::to_string(thief.index()) +
+                           " announced MR handle " +
+                           std::to_string(f.mr.handle) + ": " + f.why +
+                           ": refused"),
+                  1u)
+                << f.why;
+    }
+    /* the agent's pool cannot be released by it either */
+    auto released = while_serving([&] {
+        return thief.session->deregister_memory({pool.handle, pool.lkey,
+                                                 pool.rkey, thief_at, size},
+                                                5000ms);
+    });
+    EXPECT_FALSE(released.ok());
+    EXPECT_TRUE(a.nic->has_mr(pool.handle));
+    EXPECT_TRUE(a.nic->has_mr(mine.mr.handle));
+    EXPECT_EQ(json_number(a.status(), "mrs_leaked"), 0u);
+
+    /* the truth is accepted; what the forgeries were for, sending the
+     * neighbour's memory away and reading into it, is refused all the
+     * same, and the thief's own work goes */
+    thief.announce(own, thief_at, size);
+    expect_neighbours_memory_kept(thief, mine, me);
+}
+
+/* The sweep for MRs of dead clients never announced looks up handles up to
+ * the highest one announced (engine.cc, find_unannounced): a made-up
+ * handle near 2^32 would make it ask the device four billion times in the
+ * agent's one loop. It is refused, and the sweep that follows a client's
+ * death asks about a few handles and still finds that client's MR. */
+TEST_F(hostile, a_gigantic_announced_handle_costs_the_sweep_nothing)
+{
+    agent_node &a      = add_agent();
+    test_client &thief = attach(a);
+    const loopback_mr huge{0xfffffff0, thief.mr.lkey, thief.mr.rkey};
+    thief.intend(thief.memory.data(), thief.memory.size());
+    auto r = thief.announce_raw(huge, thief.memory.data(), thief.memory.size());
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(std::string(r.value().reason),
+              "no MR in the agent's PD has that handle");
+
+    test_client &x = attach_as(a, {}); /* registers, dies unannounced */
+    x.intend(x.memory.data(), x.memory.size());
+    pump();
+    const uint64_t asked = a.nic->stats().mr_queries;
+    kill(x);
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "clients_gone") == 1 &&
+               json_number(a.status(), "gone_waiting") == 0;
+    })) << a.status();
+    EXPECT_EQ(json_number(a.status(), "mrs_unannounced"), 1u)
+            << "the sweep no longer finds what it is for";
+    const uint64_t sweep = a.nic->stats().mr_queries - asked;
+    EXPECT_GT(sweep, 0u);
+    EXPECT_LT(sweep, 1000u) << "the sweep looked that far";
+    EXPECT_EQ(a.logged("looked up "), 1u) << "one sweep";
 }
 
 /* Zero bytes name no memory: an empty active message and an empty write
