@@ -142,8 +142,10 @@ volatile sig_atomic_t g_stop = 0;
     nopt.send_budget     = 8192;
     nopt.memory          = agent::testing::memory_mode::none;
     agent::testing::loopback_nic nic(fabric, nopt);
+    /* one node: no peer ever asks, so no credential is ever checked */
     auto eng = agent::engine::create(nic, agent::engine_config{},
-                                     layout.value(), job_key, 42, log);
+                                     layout.value(), job_key, 42,
+                                     agent::no_auth(), log);
     if (!eng) {
         die(eng.error());
     }
