@@ -284,49 +284,6 @@ TEST_F(uct_rvt_failure, another_jobs_agent_is_no_peer)
     expect_loopback_works();
 }
 
-/* An agent of this job and user that cannot prove it (--auth=none, while
- * the node's agents use MUNGE): its connection request, with the right
- * job key and uid, is dropped unanswered and counted, it gets no peer and
- * no QPs here, and its client's operations fail. */
-TEST_F(uct_rvt_failure,
-       a_stranger_with_the_job_key_but_no_credential_is_no_peer)
-{
-    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::self, fast_failure));
-    const auto ours = nlohmann::json::parse(
-            rvt::client::query_status(m_socket, false).value());
-    ASSERT_EQ(ours["data_path"]["auth"], "munge")
-            << "the testbed runs munged on every node";
-    context stranger;
-    std::vector<std::string> opts = fast_failure;
-    opts.push_back("--auth=none");
-    start_agent_at(m_runtime + "/c", uct_job_key, opts);
-    error_log stranger_errors;
-    ASSERT_NO_FATAL_FAILURE(
-            open_context(stranger, m_runtime + "/c", uct_job_key,
-                         {error_log::handler, &stranger_errors, {}}));
-    ASSERT_NE(stranger.oi.iface, nullptr);
-    /* the stranger's endpoint to us: its agent sends the request */
-    uct_ep_h ep = new_ep(m_oi.iface, stranger.oi.iface);
-    ASSERT_NE(ep, nullptr);
-    {
-        buffer target(m_md, 64 * 1024);
-        ASSERT_NE(target.memh, nullptr);
-        outstanding o;
-        const auto t0 = std::chrono::steady_clock::now();
-        post_some(ep, o, reinterpret_cast<uint64_t>(target.bytes()),
-                  rkey_of(target));
-        expect_failure(ep, o, t0);
-    }
-    const auto after = nlohmann::json::parse(
-            rvt::client::query_status(m_socket, false).value());
-    EXPECT_GE(after["data_path"]["handshake"]["unauthenticated"].get<uint64_t>(),
-              1u)
-            << after.dump();
-    EXPECT_EQ(peer_state(ud_qpn_of(stranger.oi.iface)), "no such peer");
-    destroy_ep(ep);
-    expect_loopback_works();
-}
-
 namespace {
 class uct_rvt_peer_death :
     public uct_rvt_failure,
