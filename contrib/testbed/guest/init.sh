@@ -113,6 +113,9 @@ setup_network() {
 start_nodes() {
     local i
     mkdir -p "$RUN/nodes"
+    # one MUNGE key for every node, as a Slurm site has (node-init.sh
+    # starts each node's munged with it)
+    mungekey -c -b 1024 -k "$RUN/munge.key" || return 1
     for ((i = 1; i <= TB_NODES; i++)); do
         setsid unshare --uts --mount --ipc --propagation private \
             bash "$TB_SRC/guest/node-init.sh" "$i" "$RUN" </dev/null \

@@ -34,5 +34,12 @@ exec 3<&- 4<&- 5<&-
 mkdir -p /run/lock /run/user
 cat /proc/sys/kernel/random/uuid > /run/boot_id
 mount --bind /run/boot_id /proc/sys/kernel/random/boot_id
+# MUNGE, as every Slurm site runs it: the run's one key, this node's own
+# munged at MUNGE's default socket (/run is the node's), so that rvtd's
+# --auth=auto proves its peers with it. --force: it runs as root here.
+mkdir -p /run/munge
+munged --force --key-file="$RUN/munge.key" --socket=/run/munge/munge.socket.2 \
+    --log-file=/run/munge/munged.log --pid-file=/run/munge/munged.pid \
+    --seed-file=/run/munge/munged.seed
 touch "$RUN/nodes/node$N.ready"
 exec sleep infinity

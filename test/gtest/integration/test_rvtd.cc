@@ -8,6 +8,10 @@
  *
  * Environment: RXE_DEV (device); skips without one.
  */
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/peer_auth.h"
+#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/common/conn_wire.h"
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
 #include "uct/ib/rvt/client/status.h"
@@ -26,6 +30,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -262,4 +267,92 @@ TEST_F(rvtd_test, bad_options_are_refused_naming_them)
             "--inline-size=512: expected a whole number from 64 to 256");
     refused("--device=nosuchdev9", 1,
             "device nosuchdev9 port 1: cannot open it");
+}
+
+/* The handshake on the wire, as a member of the job would speak it (a UD
+ * QP of the test's own, MUNGE credentials from this node's munged): a
+ * sealed request is answered; the same datagram sent again, as an
+ * eavesdropper would replay it, is dropped unanswered and counted; and a
+ * refusal names the requester's job key, not the agent's. */
+TEST_F(rvtd_test, a_replayed_credential_is_refused_and_a_refusal_carries_no_key)
+{
+    namespace conn = wire::conn;
+    start_rvtd({"--linger=0"});
+    ASSERT_TRUE(
+            eventually([&] { return std::filesystem::exists(m_socket); }, 20s))
+            << slurp(m_log);
+    auto status = [&] {
+        auto st = client::query_status(m_socket, false);
+        EXPECT_TRUE(st.ok()) << st.error();
+        return nlohmann::json::parse(st.ok() ? st.value() : "{}");
+    };
+    const auto before = status()["data_path"];
+    ASSERT_EQ(before["auth"], "munge") << "the testbed runs munged";
+    const uint32_t agent_qpn = before["ud_qpn"];
+    const uint32_t k         = before["num_qps"];
+    const uint32_t am        = before["am_size"];
+
+    auto dev = agent::device::open(m_dev, 1);
+    ASSERT_TRUE(dev.ok()) << dev.error();
+    auto ch = agent::ud_channel::create(*dev.value(), nullptr);
+    ASSERT_TRUE(ch.ok()) << ch.error();
+    auto auth = agent::munge_auth("");
+    ASSERT_TRUE(auth.ok()) << auth.error();
+    agent::gid_array gid{};
+    std::memcpy(gid.data(), dev.value()->gid().raw, gid.size());
+    uint8_t to[16];
+    std::memcpy(to, gid.data(), 16);
+
+    conn::sender self{};
+    std::memcpy(self.gid, gid.data(), 16);
+    self.instance_id = 0x7e57;
+    self.ud_qpn      = ch.value()->qpn();
+    self.uid         = getuid();
+    std::vector<conn::qp_info> qps;
+    for (uint32_t i = 0; i < k; ++i) {
+        qps.push_back({0x100 + i, i});
+    }
+    auto answers = [&](std::chrono::milliseconds wait) {
+        std::vector<conn::message> got;
+        eventually(
+                [&] {
+                    ch.value()->poll(
+                            [&](std::span<const std::byte> b, const auto &) {
+                                auto m = conn::parse(b);
+                                if (m.ok()) {
+                                    got.push_back(m.value());
+                                }
+                            });
+                    return false;
+                },
+                wait);
+        return got;
+    };
+
+    conn::message req = conn::make_request(self, test::job_key, 0, 1, qps, am);
+    ASSERT_TRUE(auth.value()->seal(req, gid).ok());
+    ASSERT_TRUE(ch.value()->send(req, to, agent_qpn).ok());
+    auto first = answers(3s);
+    ASSERT_EQ(first.size(), 1u) << slurp(m_log);
+    EXPECT_EQ(first[0].status, static_cast<uint16_t>(conn::status::accepted));
+
+    /* the same bytes again */
+    ASSERT_TRUE(ch.value()->send(req, to, agent_qpn).ok());
+    EXPECT_TRUE(answers(2s).empty()) << "the replay was answered";
+    EXPECT_EQ(status()["data_path"]["handshake"]["unauthenticated"], 1u);
+    EXPECT_NE(slurp(m_log).find("munged refused its credential"),
+              std::string::npos)
+            << slurp(m_log);
+
+    /* another job's key, from a member of this uid: refused, and the
+     * refusal names the key it was sent */
+    self.instance_id    = 0x7e58;
+    conn::message other = conn::make_request(self, "other.job", 0, 1, qps, am);
+    ASSERT_TRUE(auth.value()->seal(other, gid).ok());
+    ASSERT_TRUE(ch.value()->send(other, to, agent_qpn).ok());
+    auto refused = answers(3s);
+    ASSERT_EQ(refused.size(), 1u) << slurp(m_log);
+    EXPECT_EQ(refused[0].status,
+              static_cast<uint16_t>(conn::status::wrong_job_key));
+    EXPECT_STREQ(refused[0].job_key, "other.job");
 }

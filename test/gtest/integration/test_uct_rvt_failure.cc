@@ -284,6 +284,55 @@ TEST_F(uct_rvt_failure, another_jobs_agent_is_no_peer)
     expect_loopback_works();
 }
 
+/* An agent of this job and user that cannot prove it (--auth=none, while
+ * the node's agents use MUNGE): its connection requests, with the right
+ * job key and uid, are dropped unanswered and counted; it gets no peer
+ * here, and its client's endpoint fails. */
+TEST_F(uct_rvt_failure,
+       a_stranger_with_the_job_key_but_no_credential_is_no_peer)
+{
+    ASSERT_NO_FATAL_FAILURE(open_route(route_kind::self, fast_failure));
+    auto status_of_ours = [&] {
+        return nlohmann::json::parse(
+                rvt::client::query_status(m_socket, false).value());
+    };
+    ASSERT_EQ(status_of_ours()["data_path"]["auth"], "munge")
+            << "the testbed runs munged on every node";
+    context stranger;
+    std::vector<std::string> opts = fast_failure;
+    opts.push_back("--auth=none");
+    start_agent_at(m_runtime + "/c", uct_job_key, opts);
+    error_log stranger_errors;
+    ASSERT_NO_FATAL_FAILURE(
+            open_context(stranger, m_runtime + "/c", uct_job_key,
+                         {error_log::handler, &stranger_errors, {}}));
+    ASSERT_NE(stranger.oi.iface, nullptr);
+    /* the stranger's endpoint to us: its agent sends the requests */
+    iface_addresses ours = addresses_of(m_oi.iface);
+    uct_ep_h ep          = connect_ep(stranger.oi.iface, ours);
+    ASSERT_NE(ep, nullptr);
+    const ucs_status_t sent = uct_ep_am_short(ep, am_id, 1, nullptr, 0);
+    EXPECT_TRUE(sent == UCS_OK || sent == UCS_ERR_NO_RESOURCE)
+            << ucs_status_string(sent);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(eventually(
+            [&] {
+                uct_worker_progress(stranger.oi.worker);
+                return stranger_errors.count(ep) > 0;
+            },
+            30s))
+            << "the stranger's endpoint did not fail";
+    std::printf("[ INFO     ] the stranger's endpoint failed after %.2f s\n",
+                seconds_since(t0));
+    const auto after = status_of_ours();
+    EXPECT_GE(after["data_path"]["handshake"]["unauthenticated"].get<uint64_t>(),
+              1u)
+            << after.dump();
+    EXPECT_EQ(peer_state(ud_qpn_of(stranger.oi.iface)), "no such peer");
+    uct_ep_destroy(ep);
+    expect_loopback_works();
+}
+
 namespace {
 class uct_rvt_peer_death :
     public uct_rvt_failure,

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -66,6 +67,18 @@ inline constexpr int remote_rw = IBV_ACCESS_LOCAL_WRITE |
 
 /* What an agent is built with; the defaults are small, so that rings and
  * queues fill in a few operations. */
+inline const std::string fixture_secret = "the fixture's job secret";
+
+/* A handshake datagram sealed as the fixture's agents seal theirs (with
+ * the job secret, to the agent at `to`): what a member of the job sends. */
+inline wire::conn::message
+sealed_by_member(wire::conn::message m, const agent::gid_bytes &to)
+{
+    auto auth = agent::secret_auth(fixture_secret);
+    EXPECT_TRUE(auth.value()->seal(m, to).ok());
+    return m;
+}
+
 struct agent_options {
     loopback_options nic{};
     agent::engine_config engine{};
@@ -73,6 +86,11 @@ struct agent_options {
     /* attach_config::index_quarantine: none, so that tests can have an
      * index reused at once */
     std::chrono::milliseconds index_quarantine{0};
+    /* the handshake's credentials: by default the job secret every agent
+     * of the fixture shares, as a site without MUNGE runs */
+    std::function<std::unique_ptr<agent::peer_auth>()> auth = [] {
+        return agent::secret_auth(fixture_secret).value();
+    };
 
     agent_options()
     {
@@ -406,7 +424,7 @@ protected:
             lines->emplace_back(line);
         };
         auto e = agent::engine::create(*a->nic, o.engine, layout.value(),
-                                       job_key, id, log);
+                                       job_key, id, o.auth(), log);
         EXPECT_TRUE(e.ok()) << e.error();
         a->engine = std::move(e).value();
         agent::device_grant grant{a->null_fd.get(), 1, 0,

@@ -50,7 +50,7 @@ const std::vector<conn::qp_info> four_qps = {{0x12, 0x000001},
 
 conn::message good_request()
 {
-    return conn::make_request(sender_a(), "slurm.77.0", 0, 3, four_qps);
+    return conn::make_request(sender_a(), "slurm.77.0", 0, 3, four_qps, 8192);
 }
 
 conn::message good_reply()
@@ -59,8 +59,8 @@ conn::message good_reply()
                                       {0x21, 6},
                                       {0x22, 7},
                                       {0x23, 8}};
-    return conn::make_reply(sender_b(), "slurm.77.0", good_request(), 9,
-                            conn::status::accepted, qps);
+    return conn::make_reply(sender_b(), good_request(), 9,
+                            conn::status::accepted, {4, 8192}, qps);
 }
 
 template<class Result>
@@ -104,7 +104,7 @@ TEST(conn_wire, sixteen_qps_fit)
         qps.push_back({100 + i, i});
     }
     auto r = conn::parse(
-            bytes_of(conn::make_request(sender_a(), "k", 0, 1, qps)));
+            bytes_of(conn::make_request(sender_a(), "k", 0, 1, qps, 64)));
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r.value().num_qps, 16u);
     EXPECT_EQ(r.value().qps[15], (conn::qp_info{115, 15}));
@@ -122,13 +122,96 @@ TEST(conn_wire, replies_round_trip)
     EXPECT_EQ(r.value().qps[3], (conn::qp_info{0x23, 8}));
 
     /* a refusal carries no QPs even if the caller passes some */
-    auto refusal = conn::make_reply(sender_b(), "slurm.77.0", good_request(), 0,
-                                    conn::status::wrong_uid, four_qps);
+    auto refusal = conn::make_reply(sender_b(), good_request(), 0,
+                                    conn::status::wrong_uid, {4, 8192},
+                                    four_qps);
     auto f       = conn::parse(bytes_of(refusal));
     ASSERT_TRUE(f.ok()) << f.error();
     EXPECT_EQ(f.value().status, static_cast<uint16_t>(conn::status::wrong_uid));
     EXPECT_EQ(f.value().num_qps, 0u);
+    EXPECT_EQ(f.value().am_size, 0u);
     EXPECT_EQ(f.value().qps[0], (conn::qp_info{0, 0}));
+}
+
+TEST(conn_wire, a_reply_tells_the_requester_nothing_it_did_not_send)
+{
+    conn::message req = good_request();
+    std::strcpy(req.job_key, "guessing.1");
+    req.src.uid = 4242;
+    for (auto verdict : {conn::status::wrong_job_key, conn::status::wrong_uid,
+                         conn::status::busy, conn::status::accepted}) {
+        auto rep = conn::make_reply(sender_b(), req, 0, verdict, {4, 8192},
+                                    four_qps);
+        EXPECT_STREQ(rep.job_key, "guessing.1");
+        EXPECT_EQ(rep.src.uid, 4242u);
+        ASSERT_TRUE(conn::parse(bytes_of(rep)).ok());
+    }
+}
+
+TEST(conn_wire, the_refusals_about_k_and_the_am_size_name_the_repliers_value)
+{
+    auto k = conn::parse(bytes_of(
+            conn::make_reply(sender_b(), good_request(), 0,
+                             conn::status::num_qps_mismatch, {2, 4096}, {})));
+    ASSERT_TRUE(k.ok()) << k.error();
+    EXPECT_EQ(k.value().num_qps, 2u);
+    EXPECT_EQ(k.value().am_size, 0u);
+    auto am = conn::parse(bytes_of(
+            conn::make_reply(sender_b(), good_request(), 0,
+                             conn::status::am_size_mismatch, {2, 4096}, {})));
+    ASSERT_TRUE(am.ok()) << am.error();
+    EXPECT_EQ(am.value().num_qps, 0u);
+    EXPECT_EQ(am.value().am_size, 4096u);
+    EXPECT_EQ(good_request().am_size, 8192u);
+
+    conn::message bad = good_request();
+    bad.am_size       = 0;
+    expect_refused(bad, "am_size 0");
+    bad        = good_reply();
+    bad.status = static_cast<uint16_t>(conn::status::wrong_uid);
+    std::memset(bad.qps, 0, sizeof(bad.qps));
+    bad.num_qps = 0;
+    expect_refused(bad, "am_size of this refusal");
+}
+
+TEST(conn_wire, credentials_are_checked_for_shape)
+{
+    conn::message m = good_request();
+    ASSERT_TRUE(conn::parse(bytes_of(m)).ok());
+    m.auth.kind = 3;
+    expect_refused(m, "auth kind 3: expected below 3");
+
+    m             = good_request();
+    m.auth.length = 1;
+    expect_refused(m, "credential of 1 bytes with auth kind none");
+
+    m           = good_request();
+    m.auth.kind = static_cast<uint16_t>(conn::auth_kind::munge);
+    expect_refused(m, "auth kind munge with an empty credential");
+    m.auth.length        = 3;
+    m.auth.credential[0] = 'M';
+    ASSERT_TRUE(conn::parse(bytes_of(m)).ok());
+    m.auth.credential[5] = 'x';
+    expect_refused(m, "bytes after the 3-byte credential");
+    m.auth.credential[5] = 0;
+    m.auth.issued_us     = 1;
+    expect_refused(m, "auth kind munge with an issue time or nonce");
+
+    m             = good_request();
+    m.auth.kind   = static_cast<uint16_t>(conn::auth_kind::secret);
+    m.auth.length = 31;
+    expect_refused(m, "auth kind secret with a 31-byte credential: expected "
+                      "the 32-byte HMAC");
+    m.auth.length = conn::hmac_size;
+    expect_refused(m, "without its issue time or nonce");
+    m.auth.issued_us = 1;
+    m.auth.nonce[3]  = 1;
+    ASSERT_TRUE(conn::parse(bytes_of(m)).ok());
+    m.auth.length = 0xffff;
+    expect_refused(m, "credential of 65535 bytes: at most 728 fit");
+    m.auth.length   = conn::hmac_size;
+    m.auth.reserved = 2;
+    expect_refused(m, "auth reserved field 0x2");
 }
 
 TEST(conn_wire, disconnect_round_trips)
@@ -167,7 +250,7 @@ TEST(conn_wire, length_must_be_exact)
     auto bytes = bytes_of(good_request());
     expect_refused(conn::parse(std::span(bytes).first(255)), "255 bytes");
     bytes.push_back(std::byte{0});
-    expect_refused(conn::parse(bytes), "257 bytes");
+    expect_refused(conn::parse(bytes), "1025 bytes");
 
     auto bad       = good_request();
     bad.hdr.length = 200;
@@ -205,7 +288,7 @@ TEST(conn_wire, job_key_is_checked)
     std::memset(bad.job_key, 0, sizeof(bad.job_key));
     expect_refused(bad, "0 characters");
 
-    bad = conn::make_request(sender_a(), "a/b", 0, 1, four_qps);
+    bad = conn::make_request(sender_a(), "a/b", 0, 1, four_qps, 64);
     expect_refused(bad, "0x2f");
 }
 
@@ -266,7 +349,7 @@ TEST(conn_wire, reply_fields_are_checked)
 
     bad        = good_reply();
     bad.status = conn::status_limit;
-    expect_refused(bad, "reply status 6");
+    expect_refused(bad, "reply status 7: expected below 7");
 
     bad            = good_reply();
     bad.qps[0].psn = 0xff000000;
@@ -275,8 +358,9 @@ TEST(conn_wire, reply_fields_are_checked)
     /* a refusal must not carry QPs */
     bad        = good_reply();
     bad.status = static_cast<uint16_t>(conn::status::busy);
-    expect_refused(bad, "num_qps of a refusal is 0x4");
+    expect_refused(bad, "num_qps of this refusal is 0x4");
     bad.num_qps = 0;
+    bad.am_size = 0;
     expect_refused(bad, "QP entry 0");
 }
 

@@ -436,7 +436,7 @@ TEST(engine_inline, a_nic_that_carries_less_than_the_slot_is_refused)
     agent::testing::loopback_nic nic(fabric, o);
     auto layout = shm_layout::make({64, 32, 16, 256, 128}).value();
     auto e      = agent::engine::create(nic, {}, layout, job_key, 1,
-                                        [](std::string_view) {});
+                                        agent::no_auth(), [](std::string_view) {});
     ASSERT_FALSE(e.ok());
     EXPECT_NE(e.error().find("the work-data slot is 128 bytes and the nic "
                              "carries at most 64 inline"),

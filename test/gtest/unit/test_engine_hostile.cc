@@ -2,11 +2,14 @@
  * Hostile input to an agent, on the host (engine_fixture.h): handshake
  * datagrams that are garbage or come from another job's agent, sent to an
  * agent's UD QP by a third node, and an RDMA WRITE to an rkey its owner
- * has deregistered. Each is refused or fails for its sender alone, the
- * memory it aimed at is untouched, and the agent keeps serving. The
+ * has deregistered; strangers without the job's credential, replays, and
+ * agents with another K or AM size. Each is refused or fails for its
+ * sender alone, the memory it aimed at is untouched, and the agent keeps
+ * serving. The
  * README's "Hostile input" table points here.
  */
 #include "test/gtest/unit/engine_fixture.h"
+#include "test/gtest/unit/munged_fixture.h"
 
 #include "uct/ib/rvt/common/conn_wire.h"
 
@@ -83,6 +86,9 @@ protected:
      * own AM goes. */
     void expect_neighbours_memory_kept(test_client &thief, test_client &mine,
                                        uint32_t me);
+    /* ca posts one AM to cb; true when it arrived. */
+    bool
+    am_arrives(test_client &ca, test_client &cb, uint32_t to_b, uint64_t wr_id);
 };
 
 void hostile::expect_neighbours_memory_kept(test_client &thief,
@@ -158,20 +164,30 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
     self.uid         = getuid();
     std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
     /* a reply to a request a never sent, from a node it does not know yet */
+    const uint32_t am = agent_options{}.caps.slot_size;
+    const conn::terms terms{static_cast<uint16_t>(qps.size()), am};
     conn::message asked = conn::make_request({{}, 100, a_ud, getuid()}, job_key,
-                                             self.instance_id, 1, qps);
+                                             self.instance_id, 1, qps, am);
     std::memcpy(asked.src.gid, a_gid.data(), conn::gid_size);
-    ASSERT_TRUE(intruder.send_datagram(conn::make_reply(self, job_key, asked, 0,
-                                                        conn::status::accepted,
-                                                        qps),
-                                       a_gid, a_ud)
+    ASSERT_TRUE(intruder.send_datagram(
+                                sealed_by_member(
+                                        conn::make_reply(self, asked, 0,
+                                                         conn::status::accepted,
+                                                         terms, qps),
+                                        a_gid),
+                                a_gid, a_ud)
                         .ok());
 
-    /* then a well-formed request from another job's agent */
-    ASSERT_TRUE(intruder.send_datagram(conn::make_request(self, "other.job", 0,
-                                                          1, qps),
-                                       a_gid, a_ud)
-                        .ok());
+    /* then a well-formed request from another job's agent (of the same
+     * user, with the same secret: its credential is good) */
+    self.uid = 4242;
+    ASSERT_TRUE(
+            intruder.send_datagram(sealed_by_member(
+                                           conn::make_request(self, "other.job",
+                                                              0, 1, qps, am),
+                                           a_gid),
+                                   a_gid, a_ud)
+                    .ok());
     std::vector<conn::message> answers;
     ASSERT_TRUE(run_until([&] {
         auto got = received(intruder);
@@ -194,6 +210,9 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
     EXPECT_EQ(answers[0].status,
               static_cast<uint16_t>(conn::status::wrong_job_key));
     EXPECT_EQ(answers[0].num_qps, 0u) << "a refusal hands out no QPs";
+    /* and teaches nothing: the key and uid it names are the requester's */
+    EXPECT_STREQ(answers[0].job_key, "other.job");
+    EXPECT_EQ(answers[0].src.uid, 4242u);
     EXPECT_TRUE(intruder.qps_to(a_gid).empty());
     EXPECT_TRUE(a.nic->qps_to(i_gid).empty()) << "QPs made for the intruder";
 
@@ -229,7 +248,7 @@ TEST_F(hostile, a_datagram_naming_a_real_peer_from_another_node_is_dropped)
                     .ok());
     std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
     ASSERT_TRUE(intruder.send_datagram(conn::make_request(as_b, job_key, a_id,
-                                                          1000000, qps),
+                                                          1000000, qps, 256),
                                        a_gid, a_ud)
                         .ok());
     ASSERT_TRUE(run_until([&] {
@@ -280,10 +299,14 @@ TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
             s.instance_id = 0x1badd00d;
             s.ud_qpn      = next_qpn++;
             s.uid         = getuid();
-            EXPECT_TRUE(intruder.send_datagram(conn::make_request(s, job_key, 0,
-                                                                  1, qps),
-                                               a_gid, a_ud)
-                                .ok());
+            EXPECT_TRUE(
+                    intruder.send_datagram(sealed_by_member(conn::make_request(
+                                                                    s, job_key,
+                                                                    0, 1, qps,
+                                                                    256),
+                                                            a_gid),
+                                           a_gid, a_ud)
+                            .ok());
         }
         a.pump();
     };
@@ -548,6 +571,162 @@ TEST_F(hostile, zero_length_operations_complete_and_arrive_empty)
               static_cast<uint8_t>(inbound_kind::write));
     /* who sent it is the agent's word (a request has no field for it) */
     EXPECT_EQ(cb.inbound[1].msg.src_client, ca.index());
+}
+
+
+/* ---- who may become a peer (peer_auth.h; the fixture's agents share a
+ * job secret) ---------------------------------------------------------- */
+
+bool hostile::am_arrives(test_client &ca, test_client &cb, uint32_t to_b,
+                         uint64_t wr_id)
+{
+    const size_t in = cb.inbound.size();
+    ca.post(ca.am(to_b, cb, wr_id, static_cast<uint32_t>(wr_id)));
+    return run_until([&] { return cb.inbound.size() == in + 1; });
+}
+
+/* A request as a node with the job's key and this uid would send. */
+/* (`to` runs with the fixture's default capacities) */
+conn::message stranger_request(loopback_nic &from, agent_node &to)
+{
+    conn::sender self{};
+    const agent::gid_bytes g = from.gid();
+    std::memcpy(self.gid, g.data(), conn::gid_size);
+    self.instance_id = 0x5157;
+    self.ud_qpn      = from.ud_qpn();
+    self.uid         = getuid();
+    std::vector<conn::qp_info> qps(to.engine->num_qps(), {0x1234, 1});
+    return conn::make_request(self, job_key, 0, 1, qps,
+                              agent_options{}.caps.slot_size);
+}
+
+TEST_F(hostile, a_stranger_with_the_key_and_uid_but_no_credential_gets_nothing)
+{
+    agent_node &a       = add_agent(quick_peers());
+    agent_node &b       = add_agent(quick_peers());
+    test_client &ca     = attach(a);
+    test_client &cb     = attach(b);
+    const uint32_t to_b = peer(ca, b);
+    ASSERT_TRUE(am_arrives(ca, cb, to_b, 1)) << a.status();
+
+    loopback_nic intruder(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    /* no credential at all, then one made with a guessed secret */
+    conn::message bare = stranger_request(intruder, a);
+    ASSERT_TRUE(intruder.send_datagram(bare, a_gid, a.nic->ud_qpn()).ok());
+    conn::message guessed = stranger_request(intruder, a);
+    auto guess            = agent::secret_auth("a guessed secret, long enough");
+    ASSERT_TRUE(guess.value()->seal(guessed, a_gid).ok());
+    ASSERT_TRUE(intruder.send_datagram(guessed, a_gid, a.nic->ud_qpn()).ok());
+
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unauthenticated") == 2;
+    })) << a.status();
+    run_for(30ms);
+    EXPECT_TRUE(received(intruder).empty()) << "the stranger was answered";
+    EXPECT_TRUE(a.nic->qps_to(intruder.gid()).empty())
+            << "QPs made for the stranger";
+    EXPECT_EQ(a.logged("its credential is of kind none: this agent demands "
+                       "secret"),
+              1u);
+    EXPECT_EQ(a.logged("its HMAC does not match"), 1u);
+    EXPECT_EQ(a.engine->status_json()["auth"], "secret");
+    /* the job's own connection never noticed */
+    EXPECT_TRUE(am_arrives(ca, cb, to_b, 2));
+}
+
+TEST_F(hostile, a_replayed_request_is_refused)
+{
+    agent_node &a = add_agent(quick_peers());
+    loopback_nic member(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    /* a good request, as a member of the job sends it, sent twice: the
+     * second is what an eavesdropper would replay */
+    conn::message req = sealed_by_member(stranger_request(member, a), a_gid);
+    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    std::vector<conn::message> answers;
+    ASSERT_TRUE(run_until([&] {
+        auto got = received(member);
+        answers.insert(answers.end(), got.begin(), got.end());
+        return !answers.empty();
+    })) << a.status();
+    EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
+
+    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unauthenticated") == 1;
+    })) << a.status();
+    EXPECT_EQ(a.logged("replayed: this credential was seen before"), 1u);
+    run_for(30ms);
+    EXPECT_TRUE(received(member).empty()) << "the replay was answered";
+}
+
+TEST_F(hostile, agents_with_another_am_size_refuse_each_other_naming_both)
+{
+    agent_options small    = quick_peers();
+    small.caps.slot_size   = 512;
+    small.nic.receive_size = 512;
+    agent_node &a          = add_agent(quick_peers()); /* 256 */
+    agent_node &b          = add_agent(small);
+    test_client &ca        = attach(a);
+    const uint32_t to_b    = peer(ca, b);
+    (void)to_b;
+    ASSERT_TRUE(run_until([&] {
+        return a.logged("its largest active message is 512 bytes "
+                        "(--am-size), this agent's 256") > 0 &&
+               b.logged("its largest active message is 256 bytes "
+                        "(--am-size), this agent's 512") > 0;
+    })) << a.status()
+        << b.status();
+    EXPECT_TRUE(a.nic->qps_to(b.nic->gid()).empty() ||
+                b.nic->qps_to(a.nic->gid()).empty());
+}
+
+TEST_F(hostile, agents_with_another_k_refuse_each_other_naming_both)
+{
+    agent_options two        = quick_peers();
+    two.engine.peers.num_qps = 2;
+    agent_node &a            = add_agent(quick_peers()); /* 4 */
+    agent_node &b            = add_agent(two);
+    test_client &ca          = attach(a);
+    (void)peer(ca, b);
+    ASSERT_TRUE(run_until([&] {
+        return a.logged("it uses 2 QPs per peer (--num-qps), this agent 4") >
+                       0 &&
+               b.logged("it uses 4 QPs per peer (--num-qps), this agent 2") > 0;
+    })) << a.status()
+        << b.status();
+}
+
+TEST_F(hostile, agents_with_munge_connect_and_serve)
+{
+    rvt::test::private_munged munged;
+    ASSERT_EQ(munged.error(), "");
+    agent_options o        = quick_peers();
+    const std::string sock = munged.socket();
+    o.auth                 = [sock] { return agent::munge_auth(sock).value(); };
+    agent_node &a          = add_agent(o);
+    agent_node &b          = add_agent(o);
+    test_client &ca        = attach(a);
+    test_client &cb        = attach(b);
+    const uint32_t to_b    = peer(ca, b);
+    ASSERT_TRUE(am_arrives(ca, cb, to_b, 1)) << a.status() << b.status();
+    EXPECT_EQ(a.engine->status_json()["auth"], "munge");
+    EXPECT_EQ(json_number(b.status(), "unauthenticated"), 0u);
+
+    /* a node with the job's secret but not munge is a stranger here */
+    loopback_nic other(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    ASSERT_TRUE(other.send_datagram(sealed_by_member(stranger_request(other, a),
+                                                     a_gid),
+                                    a_gid, a.nic->ud_qpn())
+                        .ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unauthenticated") == 1;
+    })) << a.status();
+    EXPECT_EQ(a.logged("its credential is of kind secret: this agent "
+                       "demands munge"),
+              1u);
 }
 
 } // namespace

@@ -64,9 +64,19 @@ struct node {
          peer_config cfg = {}, std::string job_key = "job.1") :
         name(name_),
         self(self_),
-        pc(cfg, {self_, std::move(job_key)}, address_of_unknown(peer)),
+        pc(with_am_size(cfg), {self_, std::move(job_key)},
+           address_of_unknown(peer)),
         next_qpn(self_.ud_qpn + 0x100)
     {
+    }
+
+    /* as the engine does: the AM size from its layout */
+    static peer_config with_am_size(peer_config cfg)
+    {
+        if (cfg.am_size == 0) {
+            cfg.am_size = 8192;
+        }
+        return cfg;
     }
 
     static rvt::agent::peer_address address_of_unknown(conn::sender peer)
@@ -497,22 +507,22 @@ TEST_F(pair_fixture, stale_and_foreign_replies_are_ignored)
                                       {0x901, 2},
                                       {0x902, 3},
                                       {0x903, 4}};
-    auto reply    = conn::make_reply(sender_b(), "job.1", req, 0,
-                                     conn::status::accepted, qps);
+    auto reply    = conn::make_reply(sender_b(), req, 0, conn::status::accepted,
+                                     {4, 8192}, qps);
     reply.ack_seq = 7; /* not our attempt */
     a.run(t0, a.pc.on_message(t0, reply));
     EXPECT_EQ(a.pc.state(), peer_state::connecting);
     EXPECT_NE(a.pc.last_ignored().find("seq 7"), std::string::npos)
             << a.pc.last_ignored();
 
-    reply = conn::make_reply(make_sender(0x0c, 0x50, 0xbbbb), "job.1", req, 0,
-                             conn::status::accepted, qps);
+    reply = conn::make_reply(make_sender(0x0c, 0x50, 0xbbbb), req, 0,
+                             conn::status::accepted, {4, 8192}, qps);
     a.run(t0, a.pc.on_message(t0, reply)); /* another node's GID */
     EXPECT_EQ(a.pc.state(), peer_state::connecting);
     EXPECT_EQ(a.pc.counters().ignored_messages, 2u);
 
-    reply = conn::make_reply(sender_b(), "job.1", req, 0,
-                             conn::status::accepted, qps);
+    reply = conn::make_reply(sender_b(), req, 0, conn::status::accepted,
+                             {4, 8192}, qps);
     a.run(t0, a.pc.on_message(t0, reply));
     EXPECT_EQ(a.pc.state(), peer_state::connected);
     EXPECT_EQ(a.connected_peer, qps);
@@ -742,7 +752,8 @@ TEST_F(pair_fixture, peer_restart_tears_down_and_reconnects)
     EXPECT_EQ(a.reported_failed, 0);
 
     /* a late datagram of the dead instance changes nothing */
-    auto req = conn::make_request(sender_b(), "job.1", 0, 9, b.pc.local_qps());
+    auto req = conn::make_request(sender_b(), "job.1", 0, 9, b.pc.local_qps(),
+                                  8192);
     a.run(t1, a.pc.on_message(t1, req));
     EXPECT_EQ(a.flushes, 1);
     EXPECT_EQ(a.type_of_next(), 0);
@@ -758,7 +769,7 @@ TEST_F(pair_fixture, request_naming_an_earlier_instance_is_refused)
      * so the requester learns its address is stale */
     node b2{"B2", make_sender(0x0b, 0x50, 0xcccc), sender_a()};
     auto req = conn::make_request(sender_a(), "job.1", 0xbbbb, 1,
-                                  a.pc.local_qps());
+                                  a.pc.local_qps(), 8192);
     b2.run(t0, b2.pc.on_message(t0, req));
     ASSERT_EQ(b2.type_of_next(), reply_type);
     EXPECT_EQ(b2.outbox.front().msg.status,
@@ -823,8 +834,26 @@ TEST(peer_refusal, different_k_fails_the_requester)
     a.connect(t0);
     exchange(a, b, t0);
     EXPECT_EQ(a.pc.state(), peer_state::failed);
-    EXPECT_NE(a.failed_reason.find("different number of QPs"), std::string::npos)
+    EXPECT_NE(a.failed_reason.find(
+                      "it uses 2 QPs per peer (--num-qps), this agent 4"),
+              std::string::npos)
             << a.failed_reason;
+}
+
+TEST(peer_refusal, a_different_am_size_fails_the_requester_naming_both)
+{
+    peer_config small;
+    small.am_size = 4096;
+    node a{"A", sender_a(), sender_b()};
+    node b{"B", sender_b(), sender_a(), small};
+    a.connect(t0);
+    exchange(a, b, t0);
+    EXPECT_EQ(a.pc.state(), peer_state::failed);
+    EXPECT_NE(a.failed_reason.find("its largest active message is 4096 "
+                                   "bytes (--am-size), this agent's 8192"),
+              std::string::npos)
+            << a.failed_reason;
+    EXPECT_EQ(b.pc.state(), peer_state::idle) << "a refusal changes nothing";
 }
 
 TEST(peer_refusal, wrong_uid_is_refused)

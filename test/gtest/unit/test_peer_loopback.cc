@@ -75,7 +75,7 @@ conn::message some_request()
     s.ud_qpn      = 0x40;
     s.uid         = 1000;
     auto qps      = qp_set(0x500, 4);
-    return conn::make_request(s, "job.1", 0, 1, qps);
+    return conn::make_request(s, "job.1", 0, 1, qps, 8192);
 }
 
 /* The agent around its loopback peer. */

@@ -17,13 +17,15 @@
 namespace rvt::agent {
 
 engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
-               std::string job_key, uint64_t agent_id, log_fn log) :
+               std::unique_ptr<peer_auth> auth, std::string job_key,
+               uint64_t agent_id, log_fn log) :
     m_nic(n),
     m_cfg(cfg),
     m_layout(layout),
     m_job_key(std::move(job_key)),
     m_agent_id(agent_id),
     m_log(std::move(log)),
+    m_auth(std::move(auth)),
     m_clients(imm::max_clients),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
     m_departures(cfg.departure_memory)
@@ -41,10 +43,15 @@ engine::~engine()
 
 result<std::unique_ptr<engine>>
 engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
-               std::string job_key, uint64_t agent_id, log_fn log)
+               std::string job_key, uint64_t agent_id,
+               std::unique_ptr<peer_auth> auth, log_fn log)
 {
     if (std::string e = config_error(cfg.peers); !e.empty()) {
         return failure{e};
+    }
+    if (!auth) {
+        return failure{"engine: no peer_auth: expected one (no_auth() for "
+                       "--auth=none)"};
     }
     if (n.max_inline() < layout.caps.inline_size) {
         return failure{"engine: the work-data slot is " +
@@ -53,8 +60,19 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
                        std::to_string(n.max_inline()) +
                        " inline: expected a slot no larger"};
     }
-    std::unique_ptr<engine> e(new engine(n, cfg, layout, std::move(job_key),
-                                         agent_id, std::move(log)));
+    std::unique_ptr<engine> e(new engine(n, cfg, layout, std::move(auth),
+                                         std::move(job_key), agent_id,
+                                         std::move(log)));
+    /* agents must agree on it: it sizes every receive buffer */
+    e->m_cfg.peers.am_size = layout.caps.slot_size;
+    if (e->m_auth->kind() == wire::conn::auth_kind::none) {
+        e->m_log("WARNING: peers are not authenticated (--auth=none): any "
+                 "host on the fabric that sends the job key gets RC QPs to "
+                 "this agent, and with them its clients' memory");
+    } else {
+        e->m_log("peers must prove they are this job's agents: " +
+                 e->m_auth->describe());
+    }
     e->m_wake.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!e->m_wake) {
         return failure{std::string("eventfd failed: ") + std::strerror(errno)};

@@ -182,6 +182,7 @@
 #include "uct/ib/rvt/agent/departures.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
+#include "uct/ib/rvt/agent/peer_auth.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
@@ -255,7 +256,8 @@ public:
      * which must outlive the engine. */
     static result<std::unique_ptr<engine>>
     create(nic &n, const engine_config &cfg, const shm_layout &layout,
-           std::string job_key, uint64_t agent_id, log_fn log);
+           std::string job_key, uint64_t agent_id,
+           std::unique_ptr<peer_auth> auth, log_fn log);
     ~engine();
 
     /* This agent as peers and clients name it. */
@@ -441,7 +443,8 @@ private:
     };
 
     engine(nic &n, const engine_config &cfg, const shm_layout &layout,
-           std::string job_key, uint64_t agent_id, log_fn log);
+           std::unique_ptr<peer_auth> auth, std::string job_key,
+           uint64_t agent_id, log_fn log);
 
     /* engine_status.cc */
     static uint64_t reconnects_of(const peer &p);
@@ -460,6 +463,10 @@ private:
                    peer *reuse = nullptr);
     peer *admit(const wire::conn::message &request);
     wire::conn::sender self_sender() const;
+    /* Seals `msg` (peer_auth) and sends it; a failure is logged, and the
+     * handshake's retry covers it. */
+    void
+    send_sealed(wire::conn::message msg, const gid_bytes &to, uint32_t ud_qpn);
     void run(peer &p, actions acts, time_point now);
     void run_one(peer &p, const action &a, time_point now);
     result<uint32_t> create_loopback_qp(peer &p, uint32_t psn);
@@ -541,6 +548,7 @@ private:
     std::string m_job_key;
     uint64_t m_agent_id;
     log_fn m_log;
+    std::unique_ptr<peer_auth> m_auth; /* the handshake's credentials */
     attach_server *m_server = nullptr;
 
     unique_fd m_wake;
@@ -613,6 +621,8 @@ private:
         /* hostile handshakes (see above) and corrupt clients */
         uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
         uint64_t unknown_datagrams = 0; /* not a request, unknown sender */
+        uint64_t unauthenticated   = 0; /* credential refused (peer_auth) */
+        uint64_t unsealed          = 0; /* our credential could not be made */
         uint64_t half_open_refused = 0; /* answered busy at the cap */
         uint64_t table_full        = 0; /* max_peers reached: dropped */
         uint64_t peers_recycled    = 0;

@@ -112,6 +112,22 @@ result<uint32_t> engine::create_loopback_qp(peer &p, uint32_t psn)
     return qpn;
 }
 
+void engine::send_sealed(wire::conn::message msg, const gid_bytes &to,
+                         uint32_t ud_qpn)
+{
+    if (auto s = m_auth->seal(msg, to); !s) {
+        if (worth_logging(++m_totals.unsealed)) {
+            m_log("handshake datagram to " + gid_text(to) +
+                  " not sent: " + s.error() + " (" +
+                  std::to_string(m_totals.unsealed) + " so far)");
+        }
+        return;
+    }
+    if (auto r = m_nic.send_datagram(msg, to, ud_qpn); !r) {
+        m_log("handshake datagram to " + gid_text(to) + ": " + r.error());
+    }
+}
+
 void engine::run(peer &p, actions acts, time_point now)
 {
     for (const action &a : acts) {
@@ -200,13 +216,12 @@ void engine::run_one(peer &p, const action &a, time_point now)
         }
         check_drained(p, now);
         return;
-    case action_kind::send_message: {
-        auto r = m_nic.send_datagram(a.msg, a.dest.gid, a.dest.ud_qpn);
-        if (!r) {
-            m_log(who + ": " + r.error());
+    case action_kind::send_message:
+        if (!a.reason.empty()) { /* a refusal, and why */
+            m_log(who + ": " + a.reason);
         }
+        send_sealed(a.msg, a.dest.gid, a.dest.ud_qpn);
         return;
-    }
     case action_kind::send_keepalive:
         post_keepalive(p);
         return;
@@ -340,11 +355,9 @@ engine::peer *engine::admit(const wire::conn::message &request)
                   " peers are half-open (" +
                   std::to_string(m_totals.half_open_refused) + " so far)");
         }
-        gid_bytes to = gid_key(src.gid);
-        (void)m_nic.send_datagram(
-                wire::conn::make_reply(self_sender(), m_job_key, request, 0,
-                                       wire::conn::status::busy, {}),
-                to, src.ud_qpn);
+        send_sealed(wire::conn::make_reply(self_sender(), request, 0,
+                                           wire::conn::status::busy, {}, {}),
+                    gid_key(src.gid), src.ud_qpn);
         return nullptr;
     }
     auto old = std::find_if(m_peers.begin(), m_peers.end(),
@@ -381,6 +394,20 @@ void engine::on_datagram(std::span<const std::byte> bytes,
             m_log("handshake datagram from " + gid_text(from) +
                   " names its sender " + gid_text(src.gid) + ": dropped (" +
                   std::to_string(m_totals.forged_datagrams) + " so far)");
+        }
+        return;
+    }
+    if (auto ok = check_datagram(*m_auth, msg.value(), m_nic.gid()); !ok) {
+        /* no answer: it would teach a stranger something, and could be
+         * forged as easily */
+        if (worth_logging(++m_totals.unauthenticated)) {
+            m_log("handshake datagram (" +
+                  std::string(wire::conn::to_string(
+                          static_cast<wire::conn::msg_type>(
+                                  msg.value().hdr.type))) +
+                  ") from " + gid_text(from) + " UD QPN " +
+                  std::to_string(src.ud_qpn) + " dropped: " + ok.error() +
+                  " (" + std::to_string(m_totals.unauthenticated) + " so far)");
         }
         return;
     }

@@ -63,14 +63,18 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(m_totals.am_in),
                       static_cast<unsigned long long>(m_totals.writes_in),
                       static_cast<unsigned long long>(m_totals.write_bytes_in));
+        out += "auth      " + m_auth->describe() + "\n";
         out += format(
                 "handshake %llu datagrams sent, %llu received, %llu "
-                "dropped; refused: %llu forged, %llu from unknown "
+                "dropped; refused: %llu unauthenticated, %llu not "
+                "sealed, %llu forged, %llu from unknown "
                 "senders, %llu half-open (%zu now), %llu table full; "
                 "%llu peers recycled\n",
                 static_cast<unsigned long long>(nc.datagrams_sent),
                 static_cast<unsigned long long>(nc.datagrams_received),
                 static_cast<unsigned long long>(nc.datagrams_dropped),
+                static_cast<unsigned long long>(m_totals.unauthenticated),
+                static_cast<unsigned long long>(m_totals.unsealed),
                 static_cast<unsigned long long>(m_totals.forged_datagrams),
                 static_cast<unsigned long long>(m_totals.unknown_datagrams),
                 static_cast<unsigned long long>(m_totals.half_open_refused),
@@ -205,6 +209,7 @@ nlohmann::ordered_json engine::status_json() const
     return {{"gid", gid_text(address().gid)},
             {"ud_qpn", m_nic.ud_qpn()},
             {"num_qps", m_cfg.peers.num_qps},
+            {"am_size", m_cfg.peers.am_size},
             {"rc_qps", rc_qps},
             {"receive_pool",
              {{"posted", nc.receives_posted},
@@ -227,8 +232,11 @@ nlohmann::ordered_json engine::status_json() const
              {{"am", m_totals.am_in},
               {"writes", m_totals.writes_in},
               {"write_bytes", m_totals.write_bytes_in}}},
+            {"auth", wire::conn::to_string(m_auth->kind())},
             {"handshake",
              {{"sent", nc.datagrams_sent},
+              {"unauthenticated", m_totals.unauthenticated},
+              {"unsealed", m_totals.unsealed},
               {"received", nc.datagrams_received},
               {"dropped", nc.datagrams_dropped},
               {"forged", m_totals.forged_datagrams},

@@ -278,8 +278,8 @@ actions peer_connection::qps_failed(time_point now, std::string_view reason)
     if (m_pending) {
         action a = make_action(action_kind::send_message);
         a.dest   = address_of(m_pending->src);
-        a.msg = conn::make_reply(m_self.self, m_self.job_key, *m_pending, m_seq,
-                                 conn::status::busy, {});
+        a.msg    = conn::make_reply(m_self.self, *m_pending, m_seq,
+                                    conn::status::busy, own_terms(), {});
         out.push_back(a);
         m_pending.reset();
         ++m_counters.replies_sent;
@@ -495,6 +495,29 @@ std::optional<time_point> peer_connection::next_timer() const
 
 /* ---- messages -------------------------------------------------------- */
 
+std::string
+peer_connection::refusal_reason(const message &req, conn::status verdict) const
+{
+    switch (verdict) {
+    case conn::status::num_qps_mismatch:
+        return format("refused a connection request: it uses %u QPs per "
+                      "peer (--num-qps), this agent %u",
+                      req.num_qps, m_cfg.num_qps);
+    case conn::status::am_size_mismatch:
+        return format("refused a connection request: its largest active "
+                      "message is %u bytes (--am-size), this agent's %u",
+                      req.am_size, m_cfg.am_size);
+    default:
+        return format("refused a connection request: %s",
+                      conn::to_string(verdict).data());
+    }
+}
+
+conn::terms peer_connection::own_terms() const
+{
+    return {static_cast<uint16_t>(m_cfg.num_qps), m_cfg.am_size};
+}
+
 std::optional<conn::status> peer_connection::refusal(const message &req) const
 {
     if (m_self.job_key != req.job_key) {
@@ -505,6 +528,9 @@ std::optional<conn::status> peer_connection::refusal(const message &req) const
     }
     if (req.num_qps != m_cfg.num_qps) {
         return conn::status::num_qps_mismatch;
+    }
+    if (req.am_size != m_cfg.am_size) {
+        return conn::status::am_size_mismatch;
     }
     if (req.dst_instance_id != 0 &&
         req.dst_instance_id != m_self.self.instance_id) {
@@ -520,8 +546,9 @@ actions peer_connection::on_request(time_point now, const message &req)
         /* answered to the sender, whoever it is; our state is untouched */
         action a = make_action(action_kind::send_message);
         a.dest   = address_of(req.src);
-        a.msg    = conn::make_reply(m_self.self, m_self.job_key, req, m_seq,
-                                    *verdict, {});
+        a.msg = conn::make_reply(m_self.self, req, m_seq, *verdict, own_terms(),
+                                 {});
+        a.reason = refusal_reason(req, *verdict);
         out.push_back(a);
         ++m_counters.replies_sent;
         return out;
@@ -629,15 +656,32 @@ actions peer_connection::on_reply(time_point now, const message &rep)
         enter_waiting(now, out);
         return out;
     }
+    if (verdict == conn::status::num_qps_mismatch) {
+        enter_failed(format("peer refused the connection: it uses %u QPs "
+                            "per peer (--num-qps), this agent %u",
+                            rep.num_qps, m_cfg.num_qps),
+                     out);
+        return out;
+    }
+    if (verdict == conn::status::am_size_mismatch) {
+        enter_failed(format("peer refused the connection: its largest "
+                            "active message is %u bytes (--am-size), this "
+                            "agent's %u",
+                            rep.am_size, m_cfg.am_size),
+                     out);
+        return out;
+    }
     if (verdict != conn::status::accepted) {
         enter_failed(format("peer refused the connection: %s",
                             conn::to_string(verdict).data()),
                      out);
         return out;
     }
-    if (rep.num_qps != m_cfg.num_qps) {
-        enter_failed(format("peer accepted with %u QPs: this agent uses %u",
-                            rep.num_qps, m_cfg.num_qps),
+    if (rep.num_qps != m_cfg.num_qps || rep.am_size != m_cfg.am_size) {
+        enter_failed(format("peer accepted with %u QPs and %u-byte active "
+                            "messages: this agent uses %u and %u",
+                            rep.num_qps, rep.am_size, m_cfg.num_qps,
+                            m_cfg.am_size),
                      out);
         return out;
     }
@@ -694,7 +738,8 @@ void peer_connection::send_request(time_point now, actions &out)
 {
     ++m_seq;
     m_request = conn::make_request(m_self.self, m_self.job_key,
-                                   m_peer.instance_id, m_seq, local_qps());
+                                   m_peer.instance_id, m_seq, local_qps(),
+                                   m_cfg.am_size);
     send(m_request, out);
     ++m_counters.requests_sent;
     m_sent       = 1;
@@ -718,8 +763,9 @@ void peer_connection::answer(time_point now, const message &req, actions &out)
     a.dest     = m_peer;
     out.push_back(a);
 
-    message rep = conn::make_reply(m_self.self, m_self.job_key, req, m_seq,
-                                   conn::status::accepted, local_qps());
+    message rep = conn::make_reply(m_self.self, req, m_seq,
+                                   conn::status::accepted, own_terms(),
+                                   local_qps());
     send(rep, out);
     ++m_counters.replies_sent;
     m_last_reply   = rep;

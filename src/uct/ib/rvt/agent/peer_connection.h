@@ -56,14 +56,19 @@
  *                              | connected (passive: answer `pending`)
  *   qps_failed()     creating -> waiting (refuse `pending` as busy), or
  *                    idle if we were only answering
- *   request          idle|waiting|failed -> connected (answer) or creating
+ *   request          refused (another job key, uid, K or AM size, or an
+ *                    earlier instance of ours): a refusal is sent, the
+ *                    state is untouched
+ *                    idle|waiting|failed -> connected (answer) or creating
  *                    connecting -> connected if we are the LOWER agent,
  *                              else ignored (see "crossed requests")
  *                    connected, same seq we answered -> resend our reply
  *                    connected, newer seq or new instance -> draining
  *                    creating|draining -> kept in `pending`
  *   reply accepted   connecting -> connected
- *   reply refused    connecting -> failed (permanent) | waiting (busy)
+ *   reply refused    connecting -> failed (permanent) | waiting (busy);
+ *                    a refusal about K or the AM size names both values
+ *   reply accepted with another K or AM size: connecting -> failed
  *   tick()           connecting: resend | failed (retries, deadline)
  *                    waiting: -> creating|connecting at reconnect time,
  *                             failed at the deadline
@@ -153,6 +158,10 @@ struct peer_config {
     msec give_up_timeout           = msec{30000}; /* want-to-connected bound */
     msec keepalive_interval        = msec{5000}; /* idle time before one */
     msec keepalive_timeout         = msec{10000}; /* unanswered: lost */
+    /* the largest active message, which both agents of a connection must
+     * share (it sizes the receive buffers); the engine sets it from its
+     * layout. Compared, never interpreted: loopback ignores it */
+    uint32_t am_size = 0;
 };
 
 /* Empty when valid, else a sentence naming the bad value. */
@@ -219,7 +228,9 @@ struct action {
     std::array<wire::conn::qp_info, wire::conn::max_qps> peer_qps{};
     peer_address dest{}; /* send_message, connect_qps */
     wire::conn::message msg{}; /* send_message */
-    std::string reason; /* flush_qps, report_peer_failed */
+    /* flush_qps, report_peer_failed; send_message of a refusal: what was
+     * refused and why, naming both values where they differ */
+    std::string reason;
 };
 using actions = std::vector<action>;
 
@@ -314,6 +325,9 @@ private:
     actions on_reply(time_point now, const message &rep);
     actions on_disconnect(time_point now, const message &msg);
     std::optional<wire::conn::status> refusal(const message &req) const;
+    wire::conn::terms own_terms() const;
+    std::string
+    refusal_reason(const message &req, wire::conn::status verdict) const;
 
     void start_attempt(time_point now, actions &out);
     void send_request(time_point now, actions &out);

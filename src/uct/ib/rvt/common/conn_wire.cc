@@ -9,6 +9,7 @@
 
 #include "uct/ib/rvt/common/format.h"
 
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -123,8 +124,78 @@ std::string check_zero(const char *what, uint64_t value)
     return {};
 }
 
+std::string check_am_size(const message &msg)
+{
+    if (msg.am_size == 0) {
+        return "am_size 0: expected the sender's largest active message";
+    }
+    return {};
+}
+
+bool all_zero(std::span<const uint8_t> bytes)
+{
+    return std::all_of(bytes.begin(), bytes.end(),
+                       [](uint8_t b) { return b == 0; });
+}
+
+/* The credential's shape; whether it is valid is peer_auth's question. */
+std::string check_auth(const auth_block &a)
+{
+    if (a.kind >= auth_kind_limit) {
+        return format("auth kind %u: expected below %u", a.kind,
+                      auth_kind_limit);
+    }
+    if (a.reserved != 0) {
+        return format("auth reserved field 0x%x: expected 0", a.reserved);
+    }
+    if (a.length > max_credential) {
+        return format("credential of %u bytes: at most %zu fit", a.length,
+                      max_credential);
+    }
+    if (!all_zero({a.credential + a.length, max_credential - a.length})) {
+        return format("bytes after the %u-byte credential: expected zero",
+                      a.length);
+    }
+    const auto kind       = static_cast<auth_kind>(a.kind);
+    const bool has_nonce  = !all_zero(a.nonce);
+    const char *kind_name = to_string(kind).data();
+    switch (kind) {
+    case auth_kind::none:
+        if (a.length != 0) {
+            return format("credential of %u bytes with auth kind none: "
+                          "expected none",
+                          a.length);
+        }
+        break;
+    case auth_kind::munge:
+        if (a.length == 0) {
+            return "auth kind munge with an empty credential";
+        }
+        break;
+    case auth_kind::secret:
+        if (a.length != hmac_size) {
+            return format("auth kind secret with a %u-byte credential: "
+                          "expected the %zu-byte HMAC",
+                          a.length, hmac_size);
+        }
+        if (a.issued_us == 0 || !has_nonce) {
+            return "auth kind secret without its issue time or nonce";
+        }
+        return {};
+    }
+    if (a.issued_us != 0 || has_nonce) {
+        return format("auth kind %s with an issue time or nonce: expected "
+                      "zero",
+                      kind_name);
+    }
+    return {};
+}
+
 std::string check_body(const message &msg)
 {
+    if (msg.reserved != 0) {
+        return format("reserved field 0x%x: expected 0", msg.reserved);
+    }
     std::string err;
     switch (static_cast<msg_type>(msg.hdr.type)) {
     case msg_type::request:
@@ -132,7 +203,8 @@ std::string check_body(const message &msg)
             return "request seq 0: expected 1 or more";
         }
         if (!(err = check_zero("ack_seq", msg.ack_seq)).empty() ||
-            !(err = check_zero("status", msg.status)).empty()) {
+            !(err = check_zero("status", msg.status)).empty() ||
+            !(err = check_am_size(msg)).empty()) {
             return err;
         }
         return check_num_qps(msg);
@@ -149,9 +221,29 @@ std::string check_body(const message &msg)
                           status_limit);
         }
         if (msg.status == static_cast<uint16_t>(status::accepted)) {
+            if (!(err = check_am_size(msg)).empty()) {
+                return err;
+            }
             return check_num_qps(msg);
         }
-        if (!(err = check_zero("num_qps of a refusal", msg.num_qps)).empty()) {
+        /* a refusal: only the one about K names a K, only the one about
+         * the AM size an AM size, and none carries QPs */
+        if (msg.status == static_cast<uint16_t>(status::num_qps_mismatch)) {
+            if (msg.num_qps < 1 || msg.num_qps > max_qps) {
+                return format("num_qps %u in a num_qps_mismatch refusal: "
+                              "expected 1 to %u",
+                              msg.num_qps, max_qps);
+            }
+        } else if (!(err = check_zero("num_qps of this refusal", msg.num_qps))
+                            .empty()) {
+            return err;
+        }
+        if (msg.status == static_cast<uint16_t>(status::am_size_mismatch)) {
+            if (!(err = check_am_size(msg)).empty()) {
+                return err;
+            }
+        } else if (!(err = check_zero("am_size of this refusal", msg.am_size))
+                            .empty()) {
             return err;
         }
         return check_qps(msg, 0);
@@ -163,7 +255,8 @@ std::string check_body(const message &msg)
         if (!(err = check_zero("seq", msg.hdr.seq)).empty() ||
             !(err = check_zero("ack_seq", msg.ack_seq)).empty() ||
             !(err = check_zero("status", msg.status)).empty() ||
-            !(err = check_zero("num_qps", msg.num_qps)).empty()) {
+            !(err = check_zero("num_qps", msg.num_qps)).empty() ||
+            !(err = check_zero("am_size", msg.am_size)).empty()) {
             return err;
         }
         return check_qps(msg, 0);
@@ -210,7 +303,8 @@ result<message> parse(std::span<const std::byte> bytes)
     std::memcpy(&msg, bytes.data(), sizeof(msg));
     if (!(err = check_sender(msg.src)).empty() ||
         !(err = check_job_key(msg.job_key)).empty() ||
-        !(err = check_body(msg)).empty()) {
+        !(err = check_body(msg)).empty() ||
+        !(err = check_auth(msg.auth)).empty()) {
         return failure{err};
     }
     return msg;
@@ -218,24 +312,39 @@ result<message> parse(std::span<const std::byte> bytes)
 
 message make_request(const sender &self, std::string_view job_key,
                      uint64_t dst_instance_id, uint32_t seq,
-                     std::span<const qp_info> qps)
+                     std::span<const qp_info> qps, uint32_t am_size)
 {
     message msg = make_base(msg_type::request, self, job_key, dst_instance_id,
                             seq);
     put_qps(msg, qps);
+    msg.am_size = am_size;
     return msg;
 }
 
-message make_reply(const sender &self, std::string_view job_key,
-                   const message &request, uint32_t own_seq, status verdict,
+message make_reply(const sender &self, const message &request, uint32_t own_seq,
+                   status verdict, const terms &mine,
                    std::span<const qp_info> qps)
 {
-    message msg = make_base(msg_type::reply, self, job_key,
-                            request.src.instance_id, own_seq);
+    message msg = make_base(msg_type::reply, self, {}, request.src.instance_id,
+                            own_seq);
+    /* the requester's own words back: nothing it did not send */
+    msg.src.uid = request.src.uid;
+    std::memcpy(msg.job_key, request.job_key, job_key_size);
     msg.ack_seq = request.hdr.seq;
     msg.status  = static_cast<uint16_t>(verdict);
-    if (verdict == status::accepted) {
-        put_qps(msg, qps);
+    switch (verdict) {
+    case status::accepted:
+        put_qps(msg, qps.first(std::min<size_t>(qps.size(), mine.num_qps)));
+        msg.am_size = mine.am_size;
+        break;
+    case status::num_qps_mismatch:
+        msg.num_qps = mine.num_qps;
+        break;
+    case status::am_size_mismatch:
+        msg.am_size = mine.am_size;
+        break;
+    default:
+        break;
     }
     return msg;
 }
@@ -261,8 +370,23 @@ std::string_view to_string(status s)
         return "request names an earlier agent instance";
     case status::busy:
         return "busy";
+    case status::am_size_mismatch:
+        return "different largest active message (--am-size)";
     }
     return "unknown status";
+}
+
+std::string_view to_string(auth_kind k)
+{
+    switch (k) {
+    case auth_kind::none:
+        return "none";
+    case auth_kind::munge:
+        return "munge";
+    case auth_kind::secret:
+        return "secret";
+    }
+    return "unknown";
 }
 
 std::string_view to_string(msg_type t)

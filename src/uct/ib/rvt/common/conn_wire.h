@@ -4,17 +4,20 @@
  * queue pairs (DESIGN.md part 6).
  *
  *   agent A (active)                          agent B (passive)
- *     | request: seq, A's K (QPN, PSN)  -->    |  checks job key, uid, K;
+ *     | request: seq, A's K (QPN, PSN),  -->   |  checks the credential,
+ *     |   A's AM size, a credential            |  job key, uid, K, AM size;
  *     |   (resent with backoff, same seq)      |  B's QPs to RTR/RTS
  *     |   <-- reply: ack_seq = A's seq,        |
  *     |       accepted + B's K (QPN, PSN)      |
- *     |       or refused with a status code    |
+ *     |       or refused with a status code,   |
+ *     |       and B's credential               |
  *   A's QPs to RTR/RTS; both connected.
  *
  *     | disconnect  -->                        |  (agent closing on purpose)
  *
  * One fixed-size message serves all three types, so every datagram is
- * exactly `message_size` (256) bytes; the parser refuses any other length.
+ * exactly `message_size` (1024) bytes, the smallest RoCE path MTU; the
+ * parser refuses any other length.
  * Which fields mean something depends on the type (see `message`); the
  * ones that do not must be zero, so a peer speaking another layout is
  * refused with a reason rather than misread.
@@ -27,6 +30,19 @@
  * replier's own latest attempt in `seq`: when both agents sent requests at
  * once, that tells the requester which of the replier's requests are now
  * superseded (agent/peer_connection.h).
+ *
+ * A reply names the requester's uid and job key, not the replier's: they
+ * are equal when it accepts, and a refused requester learns nothing it
+ * did not send. Only the refusals about K and the AM size carry the
+ * replier's value, so that both logs name both values.
+ *
+ * Credentials (`auth`): every datagram carries one of the sender's auth
+ * kind (agent/peer_auth.h). It vouches for binding_digest(): the whole
+ * message but the credential itself, and the GID it is sent to, so it
+ * cannot be moved to another message or another node. `none` carries no
+ * credential; `munge` a MUNGE credential (text) whose payload is that
+ * digest (agent/peer_auth.h: binding_digest); `secret` an HMAC-SHA256 of it under the job's secret, fresh by
+ * `issued` (the sender's clock) and a random `nonce`.
  *
  * Byte order: the datagram crosses nodes, but rvt is built for and run on
  * little-endian hosts only (asserted below), so fields are little-endian
@@ -52,9 +68,10 @@ static_assert(std::endian::native == std::endian::little,
               "the connection datagrams are little-endian host order");
 
 inline constexpr uint32_t magic = 0x43545652; /* "RVTC" */
-/* 2: the immediates carry the destination's generation (imm.h) */
-inline constexpr uint16_t protocol_version = 2;
-inline constexpr size_t message_size       = 256;
+/* 2: the immediates carry the destination's generation (imm.h);
+ * 3: 1024 bytes, with the AM size and a credential */
+inline constexpr uint16_t protocol_version = 3;
+inline constexpr size_t message_size       = 1024;
 inline constexpr size_t gid_size           = 16;
 /* K, the number of shared RC QPs per pair of agents: 1..max_qps. */
 inline constexpr uint32_t max_qps = 16;
@@ -79,8 +96,20 @@ enum class status : uint16_t {
     num_qps_mismatch = 3, /* both agents must run with the same K */
     stale_instance   = 4, /* the request named an earlier run of the replier */
     busy             = 5, /* the replier could not create its QPs now */
+    am_size_mismatch = 6, /* both agents must run with the same --am-size */
 };
-inline constexpr uint16_t status_limit = 6;
+inline constexpr uint16_t status_limit = 7;
+
+/* How a datagram's sender proves who it is (agent/peer_auth.h). */
+enum class auth_kind : uint16_t {
+    none   = 0, /* no credential: anyone may claim anything */
+    munge  = 1, /* a MUNGE credential: munged vouches for uid and gid */
+    secret = 2, /* HMAC-SHA256 under a secret every rank of the job has */
+};
+inline constexpr uint16_t auth_kind_limit = 3;
+inline constexpr size_t nonce_size        = 16;
+inline constexpr size_t hmac_size         = 32; /* SHA-256 */
+inline constexpr size_t digest_size       = 32; /* SHA-256 */
 
 constexpr bool is_permanent(status s)
 {
@@ -111,6 +140,23 @@ struct qp_info {
     friend bool operator==(const qp_info &, const qp_info &) = default;
 };
 
+/* A datagram's credential; fields a kind does not use are zero. */
+struct auth_block {
+    uint16_t kind; /* auth_kind */
+    uint16_t length; /* bytes of credential used; the rest zero */
+    uint32_t reserved; /* 0 */
+    uint64_t issued_us; /* secret: sender's CLOCK_REALTIME, microseconds */
+    uint8_t nonce[nonce_size]; /* secret: random per datagram */
+    uint8_t credential[728]; /* munge: its text; secret: the HMAC */
+};
+inline constexpr size_t max_credential = sizeof(auth_block::credential);
+
+/* What an agent says of itself in a request or a reply. */
+struct terms {
+    uint16_t num_qps; /* K */
+    uint32_t am_size; /* largest active message, bytes (--am-size) */
+};
+
 struct message {
     header hdr;
     sender src;
@@ -122,6 +168,11 @@ struct message {
     uint16_t num_qps; /* request, accepted reply: K; else 0 */
     uint16_t status; /* reply: status; else 0 */
     qp_info qps[max_qps]; /* the sender's K QPs; entries >= num_qps zero */
+    /* request, accepted reply, am_size_mismatch refusal: the sender's
+     * largest active message (never 0); else 0 */
+    uint32_t am_size;
+    uint32_t reserved; /* 0 */
+    auth_block auth;
 };
 
 /* The layout is a contract between agents built separately. */
@@ -136,6 +187,10 @@ static_assert(offsetof(message, ack_seq) == 120);
 static_assert(offsetof(message, num_qps) == 124);
 static_assert(offsetof(message, status) == 126);
 static_assert(offsetof(message, qps) == 128);
+static_assert(offsetof(message, am_size) == 256);
+static_assert(offsetof(message, auth) == 264);
+static_assert(sizeof(auth_block) == 32 + max_credential &&
+              offsetof(auth_block, credential) == 32);
 static_assert(sizeof(message) == message_size && alignof(message) == 8);
 static_assert(std::is_trivially_copyable_v<message> &&
               std::is_standard_layout_v<message>);
@@ -149,20 +204,25 @@ static_assert(std::has_unique_object_representations_v<message>);
  */
 result<message> parse(std::span<const std::byte> bytes);
 
-/* Builders for well-formed messages; callers pass validated values (a
- * job key that passes job_key_error, QPNs and PSNs within 24 bits). */
+/* Builders for well-formed messages, with no credential (`auth` zero:
+ * the caller seals them); callers pass validated values (a job key that
+ * passes job_key_error, QPNs and PSNs within 24 bits, am_size > 0). */
 message make_request(const sender &self, std::string_view job_key,
                      uint64_t dst_instance_id, uint32_t seq,
-                     std::span<const qp_info> qps);
-/* Answers `request`: `qps` (the replier's K QPs) are sent only when
- * `verdict` is accepted. */
-message make_reply(const sender &self, std::string_view job_key,
-                   const message &request, uint32_t own_seq, status verdict,
+                     std::span<const qp_info> qps, uint32_t am_size);
+/* Answers `request` with the request's uid and job key. `qps` (the
+ * replier's K QPs, as many as mine.num_qps) are sent only when `verdict`
+ * is accepted; mine.num_qps goes in an accepted reply and a
+ * num_qps_mismatch refusal, mine.am_size in an accepted reply and an
+ * am_size_mismatch refusal. */
+message make_reply(const sender &self, const message &request, uint32_t own_seq,
+                   status verdict, const terms &mine,
                    std::span<const qp_info> qps);
 message make_disconnect(const sender &self, std::string_view job_key,
                         uint64_t dst_instance_id);
 
 std::string_view to_string(status s);
+std::string_view to_string(auth_kind k);
 std::string_view to_string(msg_type t);
 
 } // namespace rvt::wire::conn

@@ -82,6 +82,9 @@ struct options {
     long fault_silent_qps = defaults::nic.fault_silent_qps;
     long trace_events     = 0;
     std::string trace_file;
+    agent::auth_choice auth = agent::auth_choice::auto_;
+    std::string munge_socket;
+    std::string secret_file;
     bool daemon = false;
 };
 
@@ -201,6 +204,27 @@ std::vector<tools::option> option_table(options &o)
                    "RC ack timeout exponent: 4.096 us * 2^N per try "
                    "(18: 1.07 s, UCX rc's default), 7 tries",
                    &options::qp_timeout, 1, 31),
+            {"auth", "MODE", "auto",
+             "how peer agents prove they belong to this job: munge (a MUNGE "
+             "credential from munged, checked for this uid and gid), secret "
+             "(HMAC under the job's secret: $RVT_JOB_SECRET or "
+             "--secret-file), none (UNAUTHENTICATED: anyone who sends the "
+             "job key), auto (munge if munged answers, else secret if one "
+             "is given, else none); every agent of a job must use the same",
+             [&o](std::string_view v) {
+                 auto c = agent::parse_auth_choice(v);
+                 if (!c) {
+                     return c.error();
+                 }
+                 o.auth = c.value();
+                 return std::string();
+             }},
+            text("munge-socket", "PATH", "MUNGE's default",
+                 "munged's socket, for --auth=munge and auto", o.munge_socket),
+            text("secret-file", "PATH", "$RVT_JOB_SECRET",
+                 "file holding the job's secret (at least 16 bytes; owned by "
+                 "this user, mode 600), for --auth=secret and auto",
+                 o.secret_file),
             number(o, "fault-silent-qps",
                    "fault injection, for tests only: the first N RC QPs "
                    "that get work go to the error state and never complete "
@@ -399,8 +423,20 @@ int run(const options &opt)
                                                               opt.keepalive_ms);
     ecfg.peers.reconnect_delay    = std::chrono::milliseconds(opt.reconnect_ms);
     ecfg.peers.give_up_timeout    = std::chrono::milliseconds(opt.give_up_ms);
+    agent::auth_settings as;
+    as.choice       = opt.auth;
+    as.munge_socket = opt.munge_socket;
+    as.secret_file  = opt.secret_file;
+    if (const char *v = std::getenv(agent::secret_env_name); v != nullptr) {
+        as.secret_env = v;
+    }
+    auto auth = agent::make_peer_auth(as, log_line);
+    if (!auth) {
+        return start_failed(auth.error());
+    }
     auto eng = agent::engine::create(*nic.value(), ecfg, layout.value(), key,
-                                     agent_id, log_line);
+                                     agent_id, std::move(auth).value(),
+                                     log_line);
     if (!eng) {
         return start_failed(eng.error());
     }
