@@ -1,10 +1,13 @@
 /*
  * Hostile input to an agent, on the host (engine_fixture.h): handshake
  * datagrams that are garbage or come from another job's agent, sent to an
- * agent's UD QP by a third node, and an RDMA WRITE to an rkey its owner
- * has deregistered. Each is refused or fails for its sender alone, the
- * memory it aimed at is untouched, and the agent keeps serving. The
- * README's "Hostile input" table points here.
+ * agent's UD QP by a third node, an RDMA WRITE to an rkey its owner has
+ * deregistered, and a client that floods its agent (ops beyond its
+ * budget, lkeys, peers, its socket, the agent's own ring index). Each is
+ * refused or fails for its sender alone, the memory it aimed at is
+ * untouched, what the agent holds for it stays within its share
+ * (client_share.h), and the agent keeps serving. The README's "Hostile
+ * input" table points here.
  */
 #include "test/gtest/unit/engine_fixture.h"
 
@@ -365,6 +368,30 @@ TEST_F(hostile, a_neighbours_lkey_is_refused_naming_it)
     ASSERT_TRUE(run_until([&] { return thief.inbound.size() == 1; }));
     EXPECT_EQ(thief.done.back().status,
               static_cast<uint32_t>(completion_status::success));
+}
+
+/* The work ring's tail is the agent's index, in memory the client can
+ * write: a client that moves it away from the head must not keep the
+ * agent from sleeping, and its work is still taken by the agent's own
+ * count. */
+TEST_F(hostile, a_client_writing_the_agents_ring_index_cannot_keep_it_awake)
+{
+    agent_node &a     = add_agent();
+    test_client &c    = attach(a);
+    const uint32_t me = peer(c, a);
+    c.post(c.am(me, c, 1, 1));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 1; })) << a.status();
+    const auto &at = c.session->attached();
+    auto &idx      = *at.shm.at<ring_indices>(at.layout.work_offset);
+    idx.tail.store(idx.tail.load() + 5); /* after the agent's last store */
+    run_for(10ms);
+    EXPECT_TRUE(a.engine->prepare_sleep())
+            << "a tail the client wrote kept the agent awake";
+    a.engine->end_sleep();
+    /* the agent counts by its own index: the next request is taken */
+    c.post(c.am(me, c, 2, 2));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 2; })) << a.status();
+    EXPECT_EQ(c.count(completion_status::success), 2u);
 }
 
 /* Zero bytes name no memory: an empty active message and an empty write
