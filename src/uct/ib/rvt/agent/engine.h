@@ -183,6 +183,7 @@
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/trace.h"
@@ -239,13 +240,6 @@ struct engine_config {
 
 /* A GID as text (IPv6 notation), for logs and the status. */
 std::string gid_text(std::span<const uint8_t, 16> gid);
-
-/* Counted drops are logged at the 1st, 2nd, 4th, 8th, ... one: a flood
- * cannot fill the log. */
-constexpr bool worth_logging(uint64_t count)
-{
-    return (count & (count - 1)) == 0;
-}
 
 class engine {
 public:
