@@ -26,6 +26,7 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_log(std::move(log)),
     m_clients(imm::max_clients),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
+    m_share(resolve(cfg.share, layout.caps.completion), imm::max_clients),
     m_departures(cfg.departure_memory)
 {
 }
@@ -44,6 +45,11 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
                std::string job_key, uint64_t agent_id, log_fn log)
 {
     if (std::string e = config_error(cfg.peers); !e.empty()) {
+        return failure{e};
+    }
+    if (std::string e = config_error(
+                resolve(cfg.share, layout.caps.completion));
+        !e.empty()) {
         return failure{e};
     }
     if (n.max_inline() < layout.caps.inline_size) {
@@ -105,6 +111,7 @@ void engine::client_attached(const attached_client &c)
     s.attached = true;
     s.who      = &c;
     m_mrs.attached(c.index);
+    m_share.attached(c.index);
     if (c.leader) {
         m_mrs.joined(c.index, *c.leader);
     }
@@ -162,6 +169,15 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
             return failure{"this agent already has " +
                            std::to_string(m_peers.size()) +
                            " peers, its maximum"};
+        }
+        const share_verdict share = m_share.make_peer(c.index);
+        if (!share.admitted()) {
+            if (share.log) {
+                m_log("client index " + std::to_string(c.index) +
+                      ": peer request refused: " + share.text() + " (" +
+                      std::to_string(share.count) + " so far)");
+            }
+            return failure{share.text()};
         }
         p = &add_peer(remote, false,
                       old == m_peers.end() ? nullptr : old->get());

@@ -137,6 +137,15 @@
  * cannot fill the max_peers table for real peers; a request that finds
  * the table full anyway is dropped and counted ("table_full").
  *
+ * Shares: one client's ops, the lkeys they name and the peers made for
+ * it are bounded (engine_config::share, client_share.h), so that a
+ * client that ignores its completion budget, or names lkeys or peers
+ * without end, bloats nothing: ops taken beyond its bounds complete
+ * `no_resource` to it alone, unposted, and are counted (status "share")
+ * and logged at the 1st, 2nd, 4th, ...; a peer request beyond them is
+ * refused. A refused request (invalid or over its share) holds no op
+ * record and no lkey use.
+ *
  * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
  * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
  * the peer's K lanes when it reaches the front of its endpoint's lane,
@@ -179,6 +188,7 @@
 
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/agent/client_share.h"
 #include "uct/ib/rvt/agent/departures.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
@@ -236,6 +246,8 @@ struct engine_config {
     /* peers made for requests from new addresses and not yet confirmed
      * ("Hostile handshakes" above) */
     uint32_t max_half_open = 64;
+    /* what the agent holds for one client ("Shares" above) */
+    share_limits share;
 };
 
 /* A GID as text (IPv6 notation), for logs and the status. */
@@ -477,6 +489,10 @@ private:
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
+    void refuse_work(uint32_t index, client_state &c, const work_request &wr,
+                     completion_status status, uint32_t detail);
+    void
+    deliver_completion(uint32_t index, client_state &c, const completion &done);
     void post_marked();
     void post_lane(peer &p, uint16_t lane_index);
     void wait_for_cq(peer &p, uint16_t lane_index);
@@ -572,6 +588,7 @@ private:
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
                                          the loop visits only these */
     mr_registry m_mrs;
+    client_share m_share;
     departures m_departures;
     bool m_asleep = false;
     time_point m_next_watch{}; /* watch_lanes() is due */
