@@ -72,6 +72,8 @@ struct agent_options {
     /* attach_config::index_quarantine: none, so that tests can have an
      * index reused at once */
     std::chrono::milliseconds index_quarantine{0};
+    /* attach_config::max_socket_read */
+    size_t max_socket_read = agent::attach_config{}.max_socket_read;
 
     agent_options()
     {
@@ -400,6 +402,7 @@ protected:
         agent::attach_config cfg{a->socket, job_key,        getuid(),
                                  64,        layout.value(), 5000ms};
         cfg.index_quarantine = o.index_quarantine;
+        cfg.max_socket_read  = o.max_socket_read;
         auto srv             = agent::attach_server::create(
                             cfg, grant, log, [eng](const agent::attached_client &c) {
                     eng->client_gone(c);

@@ -587,6 +587,46 @@ TEST_F(hostile, a_client_writing_the_agents_ring_index_cannot_keep_it_awake)
     EXPECT_EQ(c.count(completion_status::success), 2u);
 }
 
+/* A client that writes its socket without pause: the agent reads at
+ * most max_socket_read bytes of it a pass; a request naming an MR whose
+ * notice is behind the flood waits in the ring for it (it is not refused
+ * as naming an unknown MR), and another client is served meanwhile. */
+TEST_F(hostile, a_client_flooding_its_socket_is_read_a_budget_a_pass)
+{
+    agent_options o;
+    o.max_socket_read    = 4096;
+    agent_node &a        = add_agent(o);
+    test_client &c       = attach(a);
+    test_client &other   = attach(a);
+    const uint32_t me    = peer(c, a);
+    const uint32_t to_me = peer(other, a);
+    std::vector<uint8_t> late(256);
+    const loopback_mr m = a.nic->register_memory(late.data(), late.size(),
+                                                 remote_rw);
+    /* 400 harmless notices (an intent withdrawn), in one send */
+    const std::vector<wire::mr_notice> burst(
+            400, wire::make_mr_intent(0x1000, 4096, wire::mr_intent_withdrawn));
+    const size_t bytes = burst.size() * sizeof(wire::mr_notice);
+    ASSERT_EQ(send(c.sock(), burst.data(), bytes, MSG_NOSIGNAL),
+              (ssize_t)bytes);
+    c.announce(m, late.data(), late.size());
+    work_request wr = c.am(me, c, 1, 1);
+    wr.local_addr   = reinterpret_cast<uintptr_t>(late.data());
+    wr.lkey         = m.lkey;
+    c.post(wr);
+    other.post(other.am(to_me, other, 1, 1));
+    ASSERT_TRUE(run_until([&] {
+        return c.done.size() == 1 && other.done.size() == 1;
+    })) << a.status();
+    EXPECT_EQ(c.done[0].status,
+              static_cast<uint32_t>(completion_status::success))
+            << "refused before its notice was read";
+    EXPECT_EQ(other.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_GE(json_number(a.status(), "reads_deferred"), 1u);
+    EXPECT_GE(a.logged("max-socket-read (4096)"), 1u);
+}
+
 /* Zero bytes name no memory: an empty active message and an empty write
  * with immediate arrive, with no MR named, the write's sender named by
  * the agent. */

@@ -368,7 +368,8 @@ std::vector<client_mr> engine::find_unannounced()
      * was found unknown sent its intent (or its announce) before it */
     if (m_server != nullptr) {
         for (const attached_client *c : m_server->clients()) {
-            m_server->take_pending(c->index);
+            m_server->take_pending(c->index,
+                                   attach_server::read_limit::all_queued);
         }
     }
     m_log("looked up " + std::to_string(bound + 1) +

@@ -144,7 +144,9 @@
  * `no_resource` to it alone, unposted, and are counted (status "share")
  * and logged at the 1st, 2nd, 4th, ...; a peer request beyond them is
  * refused. A refused request (invalid or over its share) holds no op
- * record and no lkey use.
+ * record and no lkey use. Its socket is read at most max_socket_read
+ * bytes a pass (attach_server.h): a request that names an MR not heard
+ * of yet waits in its ring while the rest of the socket waits.
  *
  * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
  * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over

@@ -152,8 +152,13 @@ bool engine::take_work(uint32_t index, client_state &c)
             !mrs.count(wr.lkey)) {
             /* the client announces an MR on its socket before it posts
              * from it (a sibling's leader on its own): read what it has
-             * sent, then look again */
-            m_server->take_pending(m_mrs.owner_of(index));
+             * sent, then look again. When this pass may read no more of
+             * its socket (attach_server.h, max_socket_read) the request
+             * waits in the ring for the next pass: its notice may be in
+             * the rest */
+            if (!m_server->take_pending(m_mrs.owner_of(index))) {
+                return took;
+            }
             why = check_work(wr, mrs, limits);
         }
         took = true;

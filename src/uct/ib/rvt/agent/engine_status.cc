@@ -18,6 +18,20 @@ std::string gid_text(std::span<const uint8_t, 16> gid)
     return buf;
 }
 
+namespace {
+
+/* The attach server's bounds (attach_server.h, "Bounded intake"). */
+nlohmann::ordered_json intake_json(const intake_counters &in)
+{
+    return {{"unattached", in.unattached},
+            {"max_unattached", in.max_unattached},
+            {"times_full", in.times_full},
+            {"fd_shortages", in.fd_shortages},
+            {"reads_deferred", in.reads_deferred}};
+}
+
+} // namespace
+
 /* Connections made after the first (for loopback: its rebuilds). */
 uint64_t engine::reconnects_of(const peer &p)
 {
@@ -116,6 +130,17 @@ std::string engine::status(bool human) const
                       static_cast<unsigned long long>(
                               m_share.refused(share_bound::peers)),
                       sl.peers);
+        if (m_server != nullptr) {
+            const intake_counters in = m_server->intake();
+            out += format("intake    %u connections not attached "
+                          "(max-unattached %u), at the bound %llu times; "
+                          "%llu accepts found no descriptor; %llu socket "
+                          "reads left bytes for the next pass\n",
+                          in.unattached, in.max_unattached,
+                          static_cast<unsigned long long>(in.times_full),
+                          static_cast<unsigned long long>(in.fd_shortages),
+                          static_cast<unsigned long long>(in.reads_deferred));
+        }
         out += format("peers     %zu, RC QPs %u in all; %llu completions "
                       "came after their op was given up on\n",
                       m_peers.size(), rc_qps,
@@ -279,6 +304,8 @@ nlohmann::ordered_json engine::status_json() const
             {"striped_ops", m_totals.striped_ops},
             {"stripe_parts", m_totals.stripe_parts},
             {"share", std::move(share)},
+            {"intake", m_server != nullptr ? intake_json(m_server->intake()) :
+                                             nlohmann::ordered_json()},
             {"peers", std::move(peers)},
             {"client_traffic", std::move(traffic)}};
 }
