@@ -91,6 +91,8 @@ struct agent_options {
     std::function<std::unique_ptr<agent::peer_auth>()> auth = [] {
         return agent::secret_auth(fixture_secret).value();
     };
+    /* attach_config::max_socket_read */
+    size_t max_socket_read = agent::attach_config{}.max_socket_read;
 
     agent_options()
     {
@@ -438,6 +440,7 @@ protected:
         agent::attach_config cfg{a->socket, job_key,        getuid(),
                                  64,        layout.value(), 5000ms};
         cfg.index_quarantine = o.index_quarantine;
+        cfg.max_socket_read  = o.max_socket_read;
         auto srv             = agent::attach_server::create(
                             cfg, grant, log, [eng](const agent::attached_client &c) {
                     eng->client_gone(c);

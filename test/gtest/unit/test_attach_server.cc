@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -76,7 +78,10 @@ protected:
                                  timeout,
                                  m_reply_timeout,
                                  m_max_pending,
-                                 m_quarantine};
+                                 m_quarantine,
+                                 m_max_unattached,
+                                 m_max_socket_read,
+                                 m_accept_retry};
         agent::device_grant grant{m_null.get(), 7, 11,
                                   wire::reg_mode::uverbs_ioctl, 0xabcdef};
         grant.address       = test_address();
@@ -108,6 +113,9 @@ protected:
             run_mrs(m_mrs.on_notice(c.index, n, m_ring_busy,
                                     [this](uint32_t h) { return device(h); }));
         });
+        if (!m_threaded) {
+            return; /* the test runs run_once() itself */
+        }
         m_running = true;
         m_thread  = std::thread([this] {
             while (m_running) {
@@ -275,6 +283,21 @@ protected:
         return {buf, child};
     }
 
+    /* Without the server's thread: attaches as the client library does,
+     * running the server meanwhile. */
+    client::attachment attach_running_it()
+    {
+        auto f = std::async(std::launch::async, [this] {
+            return client::attach(m_dir + "/agent.sock", "job.1");
+        });
+        while (f.wait_for(0s) != std::future_status::ready) {
+            m_server->run_once(1);
+        }
+        auto a = f.get();
+        EXPECT_TRUE(a.ok()) << a.error();
+        return std::move(a).value();
+    }
+
     /* After any refusal the agent must still serve a good client. */
     void expect_still_serving()
     {
@@ -286,6 +309,13 @@ protected:
     size_t m_max_pending = wire::max_status_size;
     /* none by default: the tests reuse indices at once */
     std::chrono::milliseconds m_quarantine{0};
+    /* the server's bounds (attach_config's defaults unless a test sets
+     * them) */
+    uint32_t m_max_unattached = agent::attach_config{}.max_unattached;
+    size_t m_max_socket_read  = agent::attach_config{}.max_socket_read;
+    std::chrono::milliseconds m_accept_retry =
+            agent::attach_config{}.accept_retry;
+    bool m_threaded = true; /* false: the test runs run_once() */
     std::string m_dir;
     unique_fd m_null;
     std::unique_ptr<agent::attach_server> m_server;
@@ -1186,6 +1216,160 @@ TEST_F(attach_fixture, a_client_with_replies_beyond_the_limit_is_detached)
                          "the limit of 4096: dropping the connection"),
               std::string::npos)
             << m_log;
+}
+
+/* Connections that never send a request: at most max_unattached are
+ * accepted at once (each an fd and a buffer); the others wait in the
+ * listen backlog, and a real client queued behind them attaches once
+ * their request timeout has closed them. */
+TEST_F(attach_fixture, connections_that_never_attach_are_bounded)
+{
+    m_max_unattached = 4;
+    start(4, 200ms);
+    std::vector<unique_fd> squatters;
+    for (int i = 0; i < 16; ++i) {
+        squatters.push_back(raw_connect());
+    }
+    uint32_t most = 0;
+    for (int i = 0; i < 100; ++i) { /* the first round, and into the next */
+        {
+            std::lock_guard g(m_lock);
+            most = std::max(most, m_server->intake().unattached);
+        }
+        std::this_thread::sleep_for(3ms);
+    }
+    EXPECT_EQ(most, 4u) << "connections accepted and not attached at once";
+    auto a = client::attach(m_dir + "/agent.sock", "job.1", 10s);
+    ASSERT_TRUE(a.ok()) << a.error();
+    std::lock_guard g(m_lock);
+    EXPECT_LE(m_server->intake().unattached, 4u);
+    EXPECT_GE(m_server->intake().times_full, 2u);
+    EXPECT_EQ(m_server->attached_count(), 1u);
+    EXPECT_NE(m_log.find("attach server: 4 connections have not attached, "
+                         "max-unattached (4): accepting no more until one "
+                         "attaches or closes (1 so far)"),
+              std::string::npos)
+            << m_log;
+    size_t lines = 0;
+    for (size_t at = 0;
+         (at = m_log.find("max-unattached (4)", at)) != std::string::npos;
+         ++at) {
+        ++lines;
+    }
+    EXPECT_LE(lines, 3u) << "logged at the 1st, 2nd and 4th time: " << m_log;
+}
+
+/* With no descriptor left, accept() fails and the connection stays in
+ * the listen backlog, the listener readable: a loop that kept polling it
+ * would spin and log on every pass. The server stops accepting until a
+ * descriptor frees (or its retry time passes), then serves the
+ * connection. The loop here is rvtd's sleeping one: run_once(50). */
+TEST_F(attach_fixture, out_of_descriptors_it_stops_accepting_without_spinning)
+{
+    m_threaded     = false;
+    m_accept_retry = 100ms;
+    start();
+    serve_status("{\"ok\": true}");
+    unique_fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(s);
+    sockaddr_un addr{};
+    addr.sun_family  = AF_UNIX;
+    std::string path = m_dir + "/agent.sock";
+    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+
+    /* no descriptor below the limit is free: the next one fails EMFILE */
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    const int lowest = fcntl(0, F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(lowest, 0);
+    close(lowest);
+    rlimit low   = saved;
+    low.rlim_cur = static_cast<rlim_t>(lowest);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    ASSERT_EQ(connect(s.get(), (sockaddr *)&addr, sizeof(addr)), 0);
+    auto req = wire::make_status_request(0);
+    ASSERT_EQ(send(s.get(), &req, sizeof(req), MSG_NOSIGNAL),
+              (ssize_t)sizeof(req));
+    int passes      = 0;
+    const auto stop = std::chrono::steady_clock::now() + 500ms;
+    while (std::chrono::steady_clock::now() < stop) {
+        m_server->run_once(50);
+        ++passes;
+    }
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    EXPECT_LT(passes, 40) << "the loop spun: " << m_log;
+    EXPECT_GE(m_server->intake().fd_shortages, 2u) << "retried meanwhile";
+    size_t lines = 0;
+    for (size_t at = 0;
+         (at = m_log.find("accept failed", at)) != std::string::npos; ++at) {
+        ++lines;
+    }
+    EXPECT_LE(lines, 4u) << m_log;
+    EXPECT_NE(m_log.find("attach server: accept failed: Too many open files: "
+                         "accepting no more until a connection closes, or "
+                         "for 100 ms (1 so far)"),
+              std::string::npos)
+            << m_log;
+
+    /* descriptors again: the waiting connection is answered */
+    pollfd pfd{s.get(), POLLIN, 0};
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (poll(&pfd, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
+        m_server->run_once(50);
+    }
+    char reply[256];
+    EXPECT_GT(recv(s.get(), reply, sizeof(reply), 0), 0) << m_log;
+}
+
+/* A client that writes without pause: the data path's look at its socket
+ * (take_pending) reads at most max_socket_read bytes between two passes
+ * over the sockets, and says the rest waits; the sweep's look reads all
+ * that was queued when it asked. */
+TEST_F(attach_fixture, a_client_is_read_at_most_max_socket_read_bytes_a_pass)
+{
+    m_threaded        = false;
+    m_max_socket_read = 4096;
+    start();
+    size_t notices = 0;
+    m_server->set_mr_handler(
+            [&notices](const agent::attached_client &,
+                       const wire::mr_notice &) { ++notices; });
+    client::attachment a = attach_running_it();
+    m_server->run_once(0); /* whatever came with the attach */
+    /* n harmless notices (an intent withdrawn), in one send: small ones
+     * would fill the socket's buffer with their overhead first */
+    const auto flood = [&](int n) {
+        const std::vector<wire::mr_notice> burst(
+                n,
+                wire::make_mr_intent(0x1000, 4096, wire::mr_intent_withdrawn));
+        const size_t bytes = burst.size() * sizeof(wire::mr_notice);
+        ASSERT_EQ(send(a.sock.get(), burst.data(), bytes, MSG_NOSIGNAL),
+                  (ssize_t)bytes);
+    };
+    constexpr int n           = 400; /* 19200 bytes */
+    constexpr size_t per_pass = 4096 / sizeof(wire::mr_notice);
+    flood(n);
+    EXPECT_FALSE(m_server->take_pending(a.client_index)) << "all read";
+    EXPECT_LE(notices, per_pass);
+    EXPECT_FALSE(m_server->take_pending(a.client_index));
+    EXPECT_LE(notices, per_pass) << "read twice in one pass";
+    EXPECT_NE(m_log.find("bytes read from its socket this pass, "
+                         "max-socket-read (4096): "),
+              std::string::npos)
+            << m_log;
+    EXPECT_EQ(m_server->intake().reads_deferred, 2u);
+    int passes = 1;
+    while (!m_server->take_pending(a.client_index)) {
+        m_server->run_once(0);
+        ASSERT_LT(++passes, 100) << notices << " notices read";
+    }
+    EXPECT_EQ(notices, static_cast<size_t>(n));
+    EXPECT_GE(passes, n * sizeof(wire::mr_notice) / 4096);
+
+    flood(n);
+    EXPECT_TRUE(m_server->take_pending(
+            a.client_index, agent::attach_server::read_limit::all_queued));
+    EXPECT_EQ(notices, static_cast<size_t>(2 * n));
 }
 
 /* The busy loop serves the socket every 256 passes, and after a

@@ -1,12 +1,14 @@
 /*
  * Hostile input to an agent, on the host (engine_fixture.h): handshake
  * datagrams that are garbage or come from another job's agent, sent to an
- * agent's UD QP by a third node, and an RDMA WRITE to an rkey its owner
- * has deregistered; strangers without the job's credential, replays, and
- * agents with another K or AM size. Each is refused or fails for its
- * sender alone, the memory it aimed at is untouched, and the agent keeps
- * serving. The
- * README's "Hostile input" table points here.
+ * agent's UD QP by a third node, an RDMA WRITE to an rkey its owner has
+ * deregistered; strangers without the job's credential, replays, and
+ * agents with another K or AM size; forged MR announcements; and a client
+ * that floods its agent (ops beyond its budget, lkeys, peers, its socket,
+ * the agent's own ring index). Each is refused or fails for its sender
+ * alone, the memory it aimed at is untouched, what the agent holds for it
+ * stays within its share (client_share.h), and the agent keeps serving.
+ * The README's "Hostile input" table points here.
  */
 #include "test/gtest/unit/engine_fixture.h"
 #include "test/gtest/unit/munged_fixture.h"
@@ -536,6 +538,263 @@ TEST_F(hostile, a_gigantic_announced_handle_costs_the_sweep_nothing)
     EXPECT_GT(sweep, 0u);
     EXPECT_LT(sweep, 1000u) << "the sweep looked that far";
     EXPECT_EQ(a.logged("looked up "), 1u) << "one sweep";
+}
+
+/* ---- each client's bounded share (client_share.h) --------------------- */
+
+/* Where a node that runs no agent would be reached: requests to it go
+ * unanswered, so its peer stays connecting. */
+wire::agent_address address_of(const loopback_nic &silent)
+{
+    wire::agent_address where{};
+    const agent::gid_bytes gid = silent.gid();
+    std::memcpy(where.gid, gid.data(), sizeof(where.gid));
+    where.ud_qpn   = silent.ud_qpn();
+    where.agent_id = 0x5eed;
+    return where;
+}
+
+/* The client's work ring, written as a process that ignores its budget
+ * would (the session admits no more than its completion ring holds). */
+ring_producer<work_request> raw_work_ring(test_client &c)
+{
+    const auto &at      = c.session->attached();
+    const shm_layout &l = at.layout;
+    return {*at.shm.at<ring_indices>(l.work_offset),
+            {at.shm.at<work_request>(l.work_offset + sizeof(ring_indices)),
+             l.caps.work}};
+}
+
+/* A member of the status's entry for client `c`. */
+nlohmann::ordered_json
+client_status(const agent_node &a, const test_client &c, const char *key)
+{
+    const auto status = a.engine->status_json();
+    for (const auto &e : status["client_traffic"]) {
+        if (e["index"] == c.index()) {
+            return e[key];
+        }
+    }
+    ADD_FAILURE() << "client " << c.index() << " not in the status";
+    return {};
+}
+
+/* A client that ignores its completion budget and sends to a peer that
+ * never connects: the agent holds at most max-client-ops of its ops (here
+ * waiting for the connection); the rest complete no_resource at once,
+ * counted and logged at the 1st, 2nd, 4th, ..., and another client is
+ * served meanwhile. */
+TEST_F(hostile, a_client_over_its_share_of_ops_is_refused_and_others_served)
+{
+    agent_options o;
+    o.engine.share.ops = 8;
+    o.caps             = {64, 128, 16, 256};
+    agent_node &a      = add_agent(o);
+    test_client &flood = attach(a);
+    test_client &other = attach(a);
+    loopback_nic silent(fabric);
+    const wire::agent_address nowhere = address_of(silent);
+    auto to                           = while_serving(
+            [&] { return flood.session->connect_peer(nowhere); });
+    ASSERT_TRUE(to.ok()) << to.error();
+    auto ring = raw_work_ring(flood);
+    for (uint32_t i = 0; i < 64; ++i) {
+        ASSERT_TRUE(ring.try_push(flood.am(to.value(), 0, 1, i, i)));
+    }
+    ASSERT_TRUE(run_until([&] { return flood.done.size() == 56; }))
+            << a.status();
+    for (uint32_t i = 0; i < 64; ++i) { /* a second ring's worth */
+        ASSERT_TRUE(ring.try_push(flood.am(to.value(), 0, 1, 64 + i, i)));
+    }
+    ASSERT_TRUE(run_until([&] { return flood.done.size() == 120; }))
+            << a.status();
+    for (const completion &c : flood.done) {
+        ASSERT_EQ(c.status,
+                  static_cast<uint32_t>(completion_status::no_resource))
+                << "wr_id " << c.wr_id;
+        EXPECT_EQ(c.detail, static_cast<uint32_t>(agent::share_bound::ops));
+        EXPECT_GE(c.wr_id, 8u) << "the first 8 are held, waiting";
+    }
+    EXPECT_EQ(client_status(a, flood, "held"), 8u);
+    EXPECT_EQ(json_number(a.status(), "refused_ops"), 120u);
+    EXPECT_EQ(a.logged("expected fewer than max-client-ops (8)"), 7u)
+            << "the 1st, 2nd, 4th, ... 64th";
+    EXPECT_EQ(a.engine->check_books(), "");
+
+    const uint32_t me = peer(other, a);
+    other.post(other.am(me, other, 1, 1));
+    ASSERT_TRUE(run_until([&] {
+        return other.done.size() == 1 && other.inbound.size() == 1;
+    })) << a.status();
+    EXPECT_EQ(other.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+}
+
+/* lkeys tracked for a client: the ones no op names are dropped at the
+ * bound, so a client that uses many MRs one after the other is served;
+ * more distinct lkeys than the bound held at once are refused; and a
+ * request refused as invalid (lkeys that are no MR of its own) is
+ * tracked nowhere. */
+TEST_F(hostile, a_client_naming_lkeys_beyond_its_share_is_refused)
+{
+    agent_options o;
+    o.engine.share.lkeys = 4;
+    agent_node &a        = add_agent(o);
+    test_client &c       = attach(a);
+    std::vector<std::vector<uint8_t>> bufs(8, std::vector<uint8_t>(256));
+    std::vector<loopback_mr> mrs;
+    for (auto &b : bufs) {
+        mrs.push_back(a.nic->register_memory(b.data(), b.size(), remote_rw));
+        c.announce(mrs.back(), b.data(), b.size());
+    }
+    const uint32_t me = peer(c, a);
+    auto on           = [&](size_t k, uint64_t wr_id, uint32_t to) {
+        work_request wr = c.am(to, c, wr_id, static_cast<uint32_t>(wr_id));
+        wr.local_addr   = reinterpret_cast<uintptr_t>(bufs[k].data());
+        wr.lkey         = mrs[k].lkey;
+        return wr;
+    };
+    for (size_t k = 0; k < mrs.size(); ++k) {
+        c.post(on(k, k + 1, me));
+        ASSERT_TRUE(run_until([&] { return c.done.size() == k + 1; }));
+        EXPECT_EQ(c.done[k].status,
+                  static_cast<uint32_t>(completion_status::success))
+                << "MR " << k;
+    }
+    EXPECT_LE(client_status(a, c, "lkeys").get<uint32_t>(), 4u);
+
+    /* held at once, towards a peer that never connects */
+    loopback_nic silent(fabric);
+    const wire::agent_address nowhere = address_of(silent);
+    auto far = while_serving([&] { return c.session->connect_peer(nowhere); });
+    ASSERT_TRUE(far.ok()) << far.error();
+    for (size_t k = 0; k < 5; ++k) {
+        c.post(on(k, 100 + k, far.value()));
+    }
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 9; })) << a.status();
+    EXPECT_EQ(c.done[8].wr_id, 104u);
+    EXPECT_EQ(c.done[8].status,
+              static_cast<uint32_t>(completion_status::no_resource));
+    EXPECT_EQ(c.done[8].detail,
+              static_cast<uint32_t>(agent::share_bound::lkeys));
+    EXPECT_EQ(a.logged("5 distinct lkeys named by this client's ops with this "
+                       "one: expected at most max-client-lkeys (4)"),
+              1u);
+
+    /* invalid: refused, and not tracked */
+    for (uint32_t i = 0; i < 200; ++i) {
+        work_request bad = on(0, 1000 + i, me);
+        bad.lkey         = 0x70000 + i;
+        ASSERT_TRUE(post_when_possible(c, bad));
+    }
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 209; })) << a.status();
+    EXPECT_EQ(c.count(completion_status::invalid), 200u);
+    EXPECT_EQ(client_status(a, c, "lkeys"), 4u) << "the 4 held";
+    EXPECT_EQ(json_number(a.status(), "refused_lkeys"), 1u);
+    EXPECT_EQ(a.engine->check_books(), "");
+}
+
+/* A client that asks for peers without end: the agent makes at most
+ * max-client-peers for it (asking for one it has costs nothing), refuses
+ * the next naming the bound, and makes them for other clients still. */
+TEST_F(hostile, a_client_asking_for_peers_beyond_its_share_is_refused)
+{
+    agent_options o;
+    o.engine.share.peers = 3;
+    agent_node &a        = add_agent(o);
+    test_client &c       = attach(a);
+    test_client &other   = attach(a);
+    std::vector<std::unique_ptr<loopback_nic>> nodes;
+    for (int i = 0; i < 4; ++i) {
+        nodes.push_back(std::make_unique<loopback_nic>(fabric));
+    }
+    auto ask = [&](test_client &who, const loopback_nic &n) {
+        const wire::agent_address where = address_of(n);
+        return while_serving([&] { return who.session->connect_peer(where); });
+    };
+    for (int i = 0; i < 3; ++i) {
+        auto r = ask(c, *nodes[i]);
+        ASSERT_TRUE(r.ok()) << r.error();
+    }
+    auto refused = ask(c, *nodes[3]);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().find("3 peers made for this client: expected "
+                                   "fewer than max-client-peers (3) to make "
+                                   "another"),
+              std::string::npos)
+            << refused.error();
+    EXPECT_TRUE(ask(c, *nodes[0]).ok()) << "one it has";
+    EXPECT_NE(peer(c, a), ~0u) << "the node's own";
+    auto theirs = ask(other, *nodes[3]);
+    EXPECT_TRUE(theirs.ok()) << theirs.error();
+    EXPECT_EQ(json_number(a.status(), "refused_peers"), 1u);
+    EXPECT_EQ(a.logged("peer request refused"), 1u);
+    EXPECT_EQ(a.engine->status_json()["peers"].size(), 5u)
+            << "the node's own and 4";
+}
+
+/* The work ring's tail is the agent's index, in memory the client can
+ * write: a client that moves it away from the head must not keep the
+ * agent from sleeping, and its work is still taken by the agent's own
+ * count. */
+TEST_F(hostile, a_client_writing_the_agents_ring_index_cannot_keep_it_awake)
+{
+    agent_node &a     = add_agent();
+    test_client &c    = attach(a);
+    const uint32_t me = peer(c, a);
+    c.post(c.am(me, c, 1, 1));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 1; })) << a.status();
+    const auto &at = c.session->attached();
+    auto &idx      = *at.shm.at<ring_indices>(at.layout.work_offset);
+    idx.tail.store(idx.tail.load() + 5); /* after the agent's last store */
+    run_for(10ms);
+    EXPECT_TRUE(a.engine->prepare_sleep())
+            << "a tail the client wrote kept the agent awake";
+    a.engine->end_sleep();
+    /* the agent counts by its own index: the next request is taken */
+    c.post(c.am(me, c, 2, 2));
+    ASSERT_TRUE(run_until([&] { return c.done.size() == 2; })) << a.status();
+    EXPECT_EQ(c.count(completion_status::success), 2u);
+}
+
+/* A client that writes its socket without pause: the agent reads at
+ * most max_socket_read bytes of it a pass; a request naming an MR whose
+ * notice is behind the flood waits in the ring for it (it is not refused
+ * as naming an unknown MR), and another client is served meanwhile. */
+TEST_F(hostile, a_client_flooding_its_socket_is_read_a_budget_a_pass)
+{
+    agent_options o;
+    o.max_socket_read    = 4096;
+    agent_node &a        = add_agent(o);
+    test_client &c       = attach(a);
+    test_client &other   = attach(a);
+    const uint32_t me    = peer(c, a);
+    const uint32_t to_me = peer(other, a);
+    std::vector<uint8_t> late(256);
+    const loopback_mr m = a.nic->register_memory(late.data(), late.size(),
+                                                 remote_rw);
+    /* 400 harmless notices (an intent withdrawn), in one send */
+    const std::vector<wire::mr_notice> burst(
+            400, wire::make_mr_intent(0x1000, 4096, wire::mr_intent_withdrawn));
+    const size_t bytes = burst.size() * sizeof(wire::mr_notice);
+    ASSERT_EQ(send(c.sock(), burst.data(), bytes, MSG_NOSIGNAL),
+              (ssize_t)bytes);
+    c.announce(m, late.data(), late.size());
+    work_request wr = c.am(me, c, 1, 1);
+    wr.local_addr   = reinterpret_cast<uintptr_t>(late.data());
+    wr.lkey         = m.lkey;
+    c.post(wr);
+    other.post(other.am(to_me, other, 1, 1));
+    ASSERT_TRUE(run_until([&] {
+        return c.done.size() == 1 && other.done.size() == 1;
+    })) << a.status();
+    EXPECT_EQ(c.done[0].status,
+              static_cast<uint32_t>(completion_status::success))
+            << "refused before its notice was read";
+    EXPECT_EQ(other.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_GE(json_number(a.status(), "reads_deferred"), 1u);
+    EXPECT_GE(a.logged("max-socket-read (4096)"), 1u);
 }
 
 /* Zero bytes name no memory: an empty active message and an empty write

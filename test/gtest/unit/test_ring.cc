@@ -2,7 +2,8 @@
  * Unit tests of the shared-memory SPSC ring (common/ring.h): FIFO order,
  * "busy" when full, index wrap-around, detection of a producer that
  * publishes impossible indices, and a two-thread run that checks every
- * entry arrives once and in order.
+ * entry arrives once and in order; and that the consumer's look for a
+ * sleep decision trusts only its own index.
  */
 #include "uct/ib/rvt/common/ring.h"
 
@@ -129,6 +130,24 @@ TEST_F(ring_fixture, producer_survives_impossible_consumer_index)
     }
     EXPECT_LE(pushed, capacity) << "never more than the slots it owns";
     EXPECT_EQ(prod.free_slots(), 0u);
+}
+
+/* The producer can write the shared tail too (it is in its memory): the
+ * consumer's look for a sleep decision believes only its own. */
+TEST_F(ring_fixture, consumer_has_more_by_its_own_tail)
+{
+    rvt::ring_producer<entry> prod(idx, slots);
+    rvt::ring_consumer<entry> cons(idx, slots);
+    EXPECT_FALSE(cons.has_more());
+    idx.tail.store(idx.tail.load() + 3); /* the producer's scribble */
+    EXPECT_FALSE(cons.has_more()) << "nothing was published";
+    ASSERT_TRUE(prod.try_push({1, ~uint64_t{1}}));
+    EXPECT_TRUE(cons.has_more());
+    entry e{};
+    ASSERT_EQ(cons.try_pop(e), rvt::ring_pop::item);
+    EXPECT_EQ(e.seq, 1u);
+    idx.tail.store(0);
+    EXPECT_FALSE(cons.has_more());
 }
 
 TEST(ring_threads, every_entry_arrives_once_in_order)

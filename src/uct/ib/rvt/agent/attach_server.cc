@@ -4,6 +4,7 @@
 #include "uct/ib/rvt/agent/attach_server.h"
 
 #include "uct/ib/rvt/common/fd_passing.h"
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/unix_socket.h"
 
@@ -30,6 +31,7 @@ struct attach_server::connection {
     bool attached  = false;
     bool answering = false; /* a status answer is going out: then close */
     bool broken    = false; /* found malformed outside run_once: close it */
+    size_t read_in_pass = 0; /* bytes read since the last run_once() */
     attached_client client{};
     std::vector<std::byte> out; /* output the socket has not taken yet */
     size_t out_sent = 0; /* of out, already sent */
@@ -49,6 +51,13 @@ std::string errno_text()
     return std::strerror(errno);
 }
 
+/* Out of descriptors, or of the kernel memory a socket takes: the
+ * connection stays in the backlog, and the listener readable. */
+bool out_of_fds(int err)
+{
+    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
 } // namespace
 
 result<std::unique_ptr<attach_server>>
@@ -63,6 +72,16 @@ attach_server::create(attach_config config, device_grant grant, log_fn log,
         return failure{"attach server: max clients " +
                        std::to_string(config.max_clients) + ": expected 1 to " +
                        std::to_string(imm::max_clients)};
+    }
+    if (config.max_unattached == 0) {
+        return failure{"attach server: max-unattached 0: expected at least 1"};
+    }
+    if (config.max_socket_read < wire::max_message_size) {
+        return failure{"attach server: max-socket-read " +
+                       std::to_string(config.max_socket_read) +
+                       ": expected at least " +
+                       std::to_string(wire::max_message_size) +
+                       ", the largest message"};
     }
     auto addr = unix_address(config.socket_path);
     if (!addr) {
@@ -94,6 +113,7 @@ attach_server::attach_server(attach_config config, device_grant grant,
     m_log(std::move(log)),
     m_on_detach(std::move(on_detach)),
     m_listener(std::move(listener)),
+    m_gate(m_config.max_unattached, m_config.accept_retry),
     m_index_used(m_config.max_clients, false),
     m_generation(m_config.max_clients, 0),
     m_freed_at(m_config.max_clients)
@@ -103,6 +123,12 @@ attach_server::attach_server(attach_config config, device_grant grant,
 attach_server::~attach_server()
 {
     ::unlink(m_config.socket_path.c_str());
+}
+
+intake_counters attach_server::intake() const
+{
+    return {m_gate.unattached(), m_gate.max_unattached(), m_gate.times_full(),
+            m_gate.fd_shortages(), m_reads_deferred};
 }
 
 size_t attach_server::attached_count() const
@@ -132,9 +158,16 @@ std::string attach_server::who(const connection &conn) const
 
 void attach_server::run_once(int timeout_ms)
 {
+    m_gate.tick(clock::now());
     std::vector<pollfd> fds;
     poll_fds(fds);
-    /* wake in time for the earliest request or reply timeout */
+    /* wake in time for the earliest request or reply timeout, and the
+     * accept gate's retry */
+    if (auto retry = m_gate.next_timer()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                *retry - clock::now());
+        timeout_ms = std::max(0, std::min<int>(timeout_ms, left.count() + 1));
+    }
     for (const auto &c : m_conns) {
         std::optional<clock::time_point> until;
         if (c->pending() > 0) {
@@ -158,15 +191,16 @@ void attach_server::run_once(int timeout_ms)
      * m_conns must stay whole while any of them runs. */
     std::vector<bool> closed(m_conns.size(), false);
     for (size_t i = 0; i < m_conns.size(); ++i) {
-        connection &conn = *m_conns[i];
-        const short ev   = fds[i + 1].revents;
-        bool open        = !conn.broken;
+        connection &conn  = *m_conns[i];
+        const short ev    = fds[i + 1].revents;
+        bool open         = !conn.broken;
+        conn.read_in_pass = 0; /* a new pass */
         if (open && conn.pending() > 0 &&
             (ev & (POLLOUT | POLLERR | POLLHUP))) {
             open = flush(conn);
         }
         if (open && !conn.answering && (ev & (POLLIN | POLLERR | POLLHUP))) {
-            open = service(conn);
+            open = service(conn, m_config.max_socket_read);
         }
         if (!open) {
             closed[i] = true;
@@ -205,14 +239,20 @@ void attach_server::run_once(int timeout_ms)
     }
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn = *m_conns[i];
-        if (closed[i] && conn.attached) {
-            m_log("attach server: " + who(conn) + " (index " +
-                  std::to_string(conn.client.index) + ") is gone");
-            m_on_detach(conn.client);
-            m_index_used[conn.client.index] = false;
-            m_freed_at[conn.client.index]   = clock::now();
-            conn.attached                   = false;
+        if (!closed[i]) {
+            continue;
         }
+        m_gate.fd_freed();
+        if (!conn.attached) {
+            m_gate.settled();
+            continue;
+        }
+        m_log("attach server: " + who(conn) + " (index " +
+              std::to_string(conn.client.index) + ") is gone");
+        m_on_detach(conn.client);
+        m_index_used[conn.client.index] = false;
+        m_freed_at[conn.client.index]   = clock::now();
+        conn.attached                   = false;
     }
     std::vector<std::unique_ptr<connection>> keep;
     for (size_t i = 0; i < m_conns.size(); ++i) {
@@ -228,11 +268,18 @@ void attach_server::run_once(int timeout_ms)
 
 void attach_server::accept_all()
 {
-    for (;;) {
+    while (m_gate.accepting()) {
         unique_fd sock(accept4(m_listener.get(), nullptr, nullptr,
                                SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (!sock) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            if (out_of_fds(errno)) {
+                const std::string note = m_gate.out_of_fds(clock::now(),
+                                                           errno_text());
+                if (!note.empty()) {
+                    m_log(note);
+                }
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK &&
+                       errno != EINTR) {
                 m_log("attach server: accept failed: " + errno_text());
             }
             return;
@@ -247,14 +294,18 @@ void attach_server::accept_all()
         conn->sock     = std::move(sock);
         conn->accepted = clock::now();
         m_conns.push_back(std::move(conn));
+        const std::string note = m_gate.accepted();
+        if (!note.empty()) {
+            m_log(note);
+        }
     }
 }
 
 /* Returns false when the connection is to be closed. */
-bool attach_server::service(connection &conn)
+bool attach_server::service(connection &conn, size_t most)
 {
     std::byte chunk[wire::max_message_size];
-    ssize_t n = recv(conn.sock.get(), chunk, sizeof(chunk), 0);
+    ssize_t n = recv(conn.sock.get(), chunk, std::min(sizeof(chunk), most), 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         return true;
     }
@@ -266,6 +317,7 @@ bool attach_server::service(connection &conn)
         }
         return false; /* EOF or error: gone */
     }
+    conn.read_in_pass += static_cast<size_t>(n);
     conn.buf.insert(conn.buf.end(), chunk, chunk + n);
     if (conn.attached) {
         return take_notices(conn);
@@ -443,6 +495,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     m_index_used[index] = true;
     m_generation[index] = generation;
     conn.attached       = true;
+    m_gate.settled();
     conn.client = {index,           conn.peer.pid, std::move(segment.map),
                    std::move(wake), generation,    leader};
     conn.buf.clear();
@@ -671,25 +724,67 @@ void attach_server::set_mr_handler(mr_fn on_mr)
     m_on_mr = std::move(on_mr);
 }
 
-void attach_server::take_pending(uint32_t index)
+bool attach_server::take_pending(uint32_t index, read_limit limit)
 {
     for (auto &c : m_conns) {
-        if (c->attached && !c->broken && c->client.index == index) {
-            /* each service() reads one chunk; a burst of notices may
-             * span a few */
-            int queued = 0;
-            while (!c->broken && ioctl(c->sock.get(), FIONREAD, &queued) == 0 &&
-                   queued > 0) {
-                c->broken = !service(*c);
-            }
-            return;
+        if (!c->attached || c->broken || c->client.index != index) {
+            continue;
         }
+        /* what was sent before this call, and no more: a client that
+         * keeps writing cannot keep the data path here */
+        int queued = 0;
+        if (ioctl(c->sock.get(), FIONREAD, &queued) != 0 || queued <= 0) {
+            return true;
+        }
+        /* each service() reads one chunk; a burst of notices may span a
+         * few */
+        for (size_t left = static_cast<size_t>(queued); left > 0;) {
+            const size_t most = limit == read_limit::all_queued ?
+                                        left :
+                                        std::min(left, budget_left(*c));
+            if (most == 0) {
+                read_deferred(*c, left);
+                return false;
+            }
+            const size_t before = c->read_in_pass;
+            c->broken           = !service(*c, most);
+            const size_t got    = c->read_in_pass - before;
+            if (c->broken || got == 0) {
+                break; /* EOF, an error, or nothing after all */
+            }
+            left -= std::min(left, got);
+        }
+        return true;
     }
+    return true;
+}
+
+size_t attach_server::budget_left(const connection &conn) const
+{
+    return m_config.max_socket_read -
+           std::min(m_config.max_socket_read, conn.read_in_pass);
+}
+
+void attach_server::read_deferred(const connection &conn, size_t left)
+{
+    if (!worth_logging(++m_reads_deferred)) {
+        return;
+    }
+    m_log("attach server: " + who(conn) + " (index " +
+          std::to_string(conn.client.index) +
+          "): " + std::to_string(conn.read_in_pass) +
+          " bytes read from its socket this pass, max-socket-read (" +
+          std::to_string(m_config.max_socket_read) +
+          "): " + std::to_string(left) + " more wait for the next pass (" +
+          std::to_string(m_reads_deferred) + " so far)");
 }
 
 void attach_server::poll_fds(std::vector<pollfd> &out) const
 {
-    out.push_back({m_listener.get(), POLLIN, 0});
+    /* while the gate is closed, no event: a loop sleeping on these must
+     * not wake for a connection it will not accept (accept_gate.h) */
+    out.push_back({m_listener.get(),
+                   static_cast<short>(m_gate.accepting() ? POLLIN : 0), 0});
     for (const auto &c : m_conns) {
         /* an answering connection is only written to */
         const short in     = c->answering ? 0 : POLLIN;

@@ -35,6 +35,15 @@
  *                     the leader's on_detach. Its MRs are the leader's
  *                     (mr_registry.h, "Groups").
  *
+ * Bounded intake (README, "Hostile input"): at most max_unattached
+ * connections are accepted and not attached at once, and an accept that
+ * finds no descriptor stops accepting until a connection closes or the
+ * accept retry time passes (accept_gate.h: without it the listener stays
+ * readable and the loop spins); and at most max_socket_read bytes are
+ * read from one socket per pass (between two run_once() calls, the data
+ * path's take_pending() included): the rest waits in the socket for the
+ * next pass.
+ *
  * Output never waits: every reply (status answer, peer and MR
  * replies) is written as far as the socket takes it, and the rest waits in
  * the connection's output buffer until poll() says the socket is writable
@@ -67,6 +76,7 @@
 #ifndef RVT_AGENT_ATTACH_SERVER_H
 #define RVT_AGENT_ATTACH_SERVER_H
 
+#include "uct/ib/rvt/agent/accept_gate.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
@@ -121,6 +131,26 @@ struct attach_config {
     /* How long a detached index stays unused ("Indices and generations"
      * above); 0: reused at once. */
     std::chrono::milliseconds index_quarantine = default_index_quarantine;
+    /* Connections accepted and not attached yet (waiting for their
+     * request, or sending a status answer) at once; more wait in the
+     * listen backlog ("Bounded intake" above). */
+    uint32_t max_unattached = 64;
+    /* Bytes read from one connection's socket per pass: at least one
+     * message of the largest size. */
+    size_t max_socket_read = 64 * 1024;
+    /* With no descriptor to accept with: how long before trying again if
+     * none of the server's connections closes first. */
+    std::chrono::milliseconds accept_retry{100};
+};
+
+/* What the server's bounds did, for the status. */
+struct intake_counters {
+    uint32_t unattached     = 0; /* now */
+    uint32_t max_unattached = 0;
+    uint64_t times_full     = 0; /* max_unattached reached */
+    uint64_t fd_shortages   = 0; /* accepts that found no descriptor */
+    /* take_pending() calls that left bytes for the next pass */
+    uint64_t reads_deferred = 0;
 };
 
 /* When a busy loop should call run_once(0): every `passes` passes, and
@@ -211,12 +241,23 @@ public:
     void answer_announce(uint32_t index, uint32_t handle,
                          const std::string &refusal);
 
+    /* How much of a socket take_pending() reads: what the pass's budget
+     * (max_socket_read) leaves, or all that is queued, whatever the
+     * budget (for a look that must see everything sent before it, and
+     * is rare: the unannounced-MR sweep). */
+    enum class read_limit : uint8_t {
+        pass_budget,
+        all_queued,
+    };
     /* Reads what the client at `index` has sent so far (MR notices, peer
-     * requests) without waiting: the data path calls it before refusing
-     * work that names an MR it has not heard of, since the client sends
-     * its notice before it posts. A client found broken here is detached
-     * at the next run_once(). */
-    void take_pending(uint32_t index);
+     * requests) without waiting, and nothing sent after the call: the
+     * data path calls it before refusing work that names an MR it has
+     * not heard of, since the client sends its notice before it posts.
+     * True when all of it was read; false when the budget left some for
+     * the next pass (logged at the 1st, 2nd, 4th, ... time). A client
+     * found broken here is detached at the next run_once(). */
+    bool
+    take_pending(uint32_t index, read_limit limit = read_limit::pass_budget);
 
     /* Detaches the client at `index` at the next run_once(), logging
      * `why`: the data path found its shared memory broken (a ring index
@@ -228,6 +269,14 @@ public:
      * their own poll(). */
     void poll_fds(std::vector<pollfd> &out) const;
 
+    /* When run_once() is next due without an event (the accept gate's
+     * retry), if ever. */
+    std::optional<std::chrono::steady_clock::time_point> next_timer() const
+    {
+        return m_gate.next_timer();
+    }
+    intake_counters intake() const;
+
     size_t attached_count() const;
     std::vector<const attached_client *> clients() const;
     const attached_client *client(uint32_t index) const;
@@ -238,8 +287,15 @@ private:
     attach_server(attach_config config, device_grant grant, log_fn log,
                   detach_fn on_detach, unique_fd listener);
     void accept_all();
-    bool service(connection &conn); /* false: close it */
+    /* Reads at most `most` bytes (and one chunk) and acts on whole
+     * messages; false: close it. */
+    bool service(connection &conn, size_t most);
     bool take_notices(connection &conn);
+    /* What this pass may still read from `conn` (max_socket_read). */
+    size_t budget_left(const connection &conn) const;
+    /* take_pending() left `left` bytes for the next pass: counted, and
+     * logged at the 1st, 2nd, 4th, ... time. */
+    void read_deferred(const connection &conn, size_t left);
     bool answer_peer(connection &conn, std::span<const std::byte> msg);
     bool answer_status(connection &conn, std::span<const std::byte> msg);
     /* An mr_release_reply or mr_registered_reply (`type`). */
@@ -265,6 +321,8 @@ private:
     log_fn m_log;
     detach_fn m_on_detach;
     unique_fd m_listener;
+    accept_gate m_gate;
+    uint64_t m_reads_deferred = 0;
     std::vector<std::unique_ptr<connection>> m_conns;
     std::vector<bool> m_index_used;
     std::vector<uint32_t> m_generation; /* attaches per index */

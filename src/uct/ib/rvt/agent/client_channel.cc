@@ -21,8 +21,7 @@ std::span<Entry> slots(const shm_mapping &shm, uint64_t offset, uint32_t n)
 client_channel::client_channel(const shm_mapping &shm, const shm_layout &layout,
                                int wake_fd) :
     m_bells(shm.at<shm_doorbells>(layout.doorbell_offset)),
-    m_work_idx(shm.at<ring_indices>(layout.work_offset)),
-    m_work(*m_work_idx,
+    m_work(*shm.at<ring_indices>(layout.work_offset),
            slots<work_request>(shm, layout.work_offset, layout.caps.work)),
     m_work_data(shm.at<std::byte>(layout.work_data_offset)),
     m_inline_size(layout.caps.inline_size),
@@ -73,10 +72,9 @@ bool client_channel::pop_work(work_request &out)
 
 bool client_channel::has_work() const
 {
-    /* our own tail is the truth; the head is the client's */
-    return m_healthy &&
-           m_work_idx->head.load(std::memory_order_acquire) !=
-                   m_work_idx->tail.load(std::memory_order_relaxed);
+    /* our own tail is the truth (the client can write the shared copy);
+     * the head is the client's */
+    return m_healthy && m_work.has_more();
 }
 
 void client_channel::complete(const completion &c)

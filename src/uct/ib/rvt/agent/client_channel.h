@@ -105,7 +105,6 @@ private:
     push_inbound(const inbound_message &msg, std::span<const std::byte> data);
 
     shm_doorbells *m_bells;
-    ring_indices *m_work_idx;
     ring_consumer<work_request> m_work;
     std::byte *m_work_data;
     uint32_t m_inline_size;

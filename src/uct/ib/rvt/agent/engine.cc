@@ -28,6 +28,7 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_auth(std::move(auth)),
     m_clients(imm::max_clients),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
+    m_share(resolve(cfg.share, layout.caps.completion), imm::max_clients),
     m_departures(cfg.departure_memory)
 {
 }
@@ -52,6 +53,11 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
     if (!auth) {
         return failure{"engine: no peer_auth: expected one (no_auth() for "
                        "--auth=none)"};
+    }
+    if (std::string e = config_error(
+                resolve(cfg.share, layout.caps.completion));
+        !e.empty()) {
+        return failure{e};
     }
     if (n.max_inline() < layout.caps.inline_size) {
         return failure{"engine: the work-data slot is " +
@@ -123,6 +129,7 @@ void engine::client_attached(const attached_client &c)
     s.attached = true;
     s.who      = &c;
     m_mrs.attached(c.index);
+    m_share.attached(c.index);
     if (c.leader) {
         m_mrs.joined(c.index, *c.leader);
     }
@@ -180,6 +187,15 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
             return failure{"this agent already has " +
                            std::to_string(m_peers.size()) +
                            " peers, its maximum"};
+        }
+        const share_verdict share = m_share.make_peer(c.index);
+        if (!share.admitted()) {
+            if (share.log) {
+                m_log("client index " + std::to_string(c.index) +
+                      ": peer request refused: " + share.text() + " (" +
+                      std::to_string(share.count) + " so far)");
+            }
+            return failure{share.text()};
         }
         p = &add_peer(remote, false,
                       old == m_peers.end() ? nullptr : old->get());
@@ -391,7 +407,8 @@ std::vector<client_mr> engine::find_unannounced()
      * was found unknown sent its intent (or its announce) before it */
     if (m_server != nullptr) {
         for (const attached_client *c : m_server->clients()) {
-            m_server->take_pending(c->index);
+            m_server->take_pending(c->index,
+                                   attach_server::read_limit::all_queued);
         }
     }
     m_log("looked up " + std::to_string(bound + 1) +

@@ -137,6 +137,17 @@
  * cannot fill the max_peers table for real peers; a request that finds
  * the table full anyway is dropped and counted ("table_full").
  *
+ * Shares: one client's ops, the lkeys they name and the peers made for
+ * it are bounded (engine_config::share, client_share.h), so that a
+ * client that ignores its completion budget, or names lkeys or peers
+ * without end, bloats nothing: ops taken beyond its bounds complete
+ * `no_resource` to it alone, unposted, and are counted (status "share")
+ * and logged at the 1st, 2nd, 4th, ...; a peer request beyond them is
+ * refused. A refused request (invalid or over its share) holds no op
+ * record and no lkey use. Its socket is read at most max_socket_read
+ * bytes a pass (attach_server.h): a request that names an MR not heard
+ * of yet waits in its ring while the rest of the socket waits.
+ *
  * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
  * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
  * the peer's K lanes when it reaches the front of its endpoint's lane,
@@ -179,11 +190,13 @@
 
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/agent/client_share.h"
 #include "uct/ib/rvt/agent/departures.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_auth.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/trace.h"
@@ -236,17 +249,12 @@ struct engine_config {
     /* peers made for requests from new addresses and not yet confirmed
      * ("Hostile handshakes" above) */
     uint32_t max_half_open = 64;
+    /* what the agent holds for one client ("Shares" above) */
+    share_limits share;
 };
 
 /* A GID as text (IPv6 notation), for logs and the status. */
 std::string gid_text(std::span<const uint8_t, 16> gid);
-
-/* Counted drops are logged at the 1st, 2nd, 4th, 8th, ... one: a flood
- * cannot fill the log. */
-constexpr bool worth_logging(uint64_t count)
-{
-    return (count & (count - 1)) == 0;
-}
 
 class engine {
 public:
@@ -490,6 +498,10 @@ private:
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
+    void refuse_work(uint32_t index, client_state &c, const work_request &wr,
+                     completion_status status, uint32_t detail);
+    void
+    deliver_completion(uint32_t index, client_state &c, const completion &done);
     void post_marked();
     void post_lane(peer &p, uint16_t lane_index);
     void wait_for_cq(peer &p, uint16_t lane_index);
@@ -586,6 +598,7 @@ private:
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
                                          the loop visits only these */
     mr_registry m_mrs;
+    client_share m_share;
     departures m_departures;
     bool m_asleep = false;
     time_point m_next_watch{}; /* watch_lanes() is due */

@@ -55,6 +55,9 @@ void engine::free_op(uint32_t op_index)
     if (op.client != no_client &&
         m_clients[op.client].generation == op.generation) {
         m_mrs.op_done(op.client, op.wr);
+        if (op.stripe.of == no_op) { /* a part is its op's */
+            m_share.op_done(op.client);
+        }
     }
     op.in_use = false;
     m_free_ops.push_back(op_index);
@@ -82,17 +85,15 @@ void engine::complete_op(uint32_t op_index, completion_status status,
         client_state &c = m_clients[op.client];
         if (c.attached && c.generation == op.generation) {
             completion done{};
-            done.wr_id        = op.wr.wr_id;
-            done.status       = static_cast<uint32_t>(status);
-            done.detail       = detail;
-            done.length       = status != completion_status::success ? 0 :
-                                op.stripe.split ? op.stripe.whole_length :
-                                                  op.wr.length;
-            done.peer         = op.wr.peer;
-            done.value        = value;
-            const uint64_t at = stamp();
-            c.channel->complete(done);
-            traced(trace_stage::complete, op.client, op.wr.wr_id, at);
+            done.wr_id  = op.wr.wr_id;
+            done.status = static_cast<uint32_t>(status);
+            done.detail = detail;
+            done.length = status != completion_status::success ? 0 :
+                          op.stripe.split ? op.stripe.whole_length :
+                                            op.wr.length;
+            done.peer   = op.wr.peer;
+            done.value  = value;
+            deliver_completion(op.client, c, done);
         }
         if (status != completion_status::success &&
             status != completion_status::invalid) {
@@ -100,6 +101,29 @@ void engine::complete_op(uint32_t op_index, completion_status status,
         }
     }
     free_op(op_index);
+}
+
+void engine::deliver_completion(uint32_t index, client_state &c,
+                                const completion &done)
+{
+    const uint64_t at = stamp();
+    c.channel->complete(done);
+    traced(trace_stage::complete, index, done.wr_id, at);
+}
+
+/* The peeked request, refused: it completes at once, holding nothing (no
+ * op record, no lkey use). */
+void engine::refuse_work(uint32_t index, client_state &c,
+                         const work_request &wr, completion_status status,
+                         uint32_t detail)
+{
+    c.channel->release_work();
+    completion done{};
+    done.wr_id  = wr.wr_id;
+    done.status = static_cast<uint32_t>(status);
+    done.detail = detail;
+    done.peer   = wr.peer;
+    deliver_completion(index, c, done);
 }
 
 bool engine::take_work(uint32_t index, client_state &c)
@@ -112,11 +136,9 @@ bool engine::take_work(uint32_t index, client_state &c)
     bool took = false;
     work_request wr;
     for (int n = 0; n < work_batch && c.channel->peek_work(wr); ++n) {
-        took = true;
-        traced(trace_stage::pop, index, wr.wr_id);
         if (c.who == nullptr) {
             c.channel->release_work();
-            return took;
+            return true;
         }
         const work_limits limits{static_cast<uint32_t>(m_peers.size()),
                                  m_layout.caps.slot_size,
@@ -130,17 +152,51 @@ bool engine::take_work(uint32_t index, client_state &c)
             !mrs.count(wr.lkey)) {
             /* the client announces an MR on its socket before it posts
              * from it (a sibling's leader on its own): read what it has
-             * sent, then look again */
-            m_server->take_pending(m_mrs.owner_of(index));
+             * sent, then look again. When this pass may read no more of
+             * its socket (attach_server.h, max_socket_read) the request
+             * waits in the ring for the next pass: its notice may be in
+             * the rest */
+            if (!m_server->take_pending(m_mrs.owner_of(index))) {
+                return took;
+            }
             why = check_work(wr, mrs, limits);
+        }
+        took = true;
+        traced(trace_stage::pop, index, wr.wr_id);
+        if (!why.empty()) {
+            ++c.invalid;
+            if (c.invalid <= 8) {
+                m_log("client index " + std::to_string(index) +
+                      ": request refused: " + why);
+            }
+            refuse_work(index, c, wr, completion_status::invalid, 0);
+            continue;
+        }
+        /* its share (client_share.h); over the lkeys bound, the entries
+         * no op names are dropped first */
+        uint64_t lkeys = m_mrs.lkeys_with(index, wr);
+        if (lkeys > m_share.limits().lkeys) {
+            m_mrs.drop_unused_lkeys(index);
+            lkeys = m_mrs.lkeys_with(index, wr);
+        }
+        const share_verdict share = m_share.take_op(index, lkeys);
+        if (!share.admitted()) {
+            if (share.log) {
+                m_log("client index " + std::to_string(index) +
+                      ": request refused: " + share.text() + " (" +
+                      std::to_string(share.count) + " so far)");
+            }
+            refuse_work(index, c, wr, completion_status::no_resource,
+                        static_cast<uint32_t>(share.refused));
+            continue;
         }
         const uint32_t op_index = alloc_op();
         op_record &op           = m_ops[op_index];
         /* an inline payload (checked: at most a slot) becomes the op's
          * own before the client may reuse the slot */
-        const bool inline_ok = why.empty() && (wr.flags & work_inline) != 0;
         c.channel->release_work(
-                std::span(op.inline_data.data(), inline_ok ? wr.length : 0));
+                std::span(op.inline_data.data(),
+                          (wr.flags & work_inline) != 0 ? wr.length : 0));
         op.wr         = wr;
         op.client     = index;
         op.generation = c.generation;
@@ -148,15 +204,6 @@ bool engine::take_work(uint32_t index, client_state &c)
         op.in_use     = true;
         op.stripe     = {};
         m_mrs.op_queued(index, wr); /* until free_op */
-        if (!why.empty()) {
-            ++c.invalid;
-            if (c.invalid <= 8) {
-                m_log("client index " + std::to_string(index) +
-                      ": request refused: " + why);
-            }
-            complete_op(op_index, completion_status::invalid, 0);
-            continue;
-        }
         peer &p = *m_peers[wr.peer];
         if (p.is(peer_state::failed)) {
             complete_op(op_index, completion_status::peer_failed, 0);

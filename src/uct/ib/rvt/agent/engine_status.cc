@@ -18,6 +18,20 @@ std::string gid_text(std::span<const uint8_t, 16> gid)
     return buf;
 }
 
+namespace {
+
+/* The attach server's bounds (attach_server.h, "Bounded intake"). */
+nlohmann::ordered_json intake_json(const intake_counters &in)
+{
+    return {{"unattached", in.unattached},
+            {"max_unattached", in.max_unattached},
+            {"times_full", in.times_full},
+            {"fd_shortages", in.fd_shortages},
+            {"reads_deferred", in.reads_deferred}};
+}
+
+} // namespace
+
 /* Connections made after the first (for loopback: its rebuilds). */
 uint64_t engine::reconnects_of(const peer &p)
 {
@@ -107,6 +121,30 @@ std::string engine::status(bool human) const
                       "%llu parts\n",
                       static_cast<unsigned long long>(m_totals.striped_ops),
                       static_cast<unsigned long long>(m_totals.stripe_parts));
+        const share_limits &sl = m_share.limits();
+        out += format("share     refused over a client's share: %llu ops "
+                      "(max-client-ops %u), %llu lkeys (max-client-lkeys "
+                      "%u), %llu peers (max-client-peers %u)\n",
+                      static_cast<unsigned long long>(
+                              m_share.refused(share_bound::ops)),
+                      sl.ops,
+                      static_cast<unsigned long long>(
+                              m_share.refused(share_bound::lkeys)),
+                      sl.lkeys,
+                      static_cast<unsigned long long>(
+                              m_share.refused(share_bound::peers)),
+                      sl.peers);
+        if (m_server != nullptr) {
+            const intake_counters in = m_server->intake();
+            out += format("intake    %u connections not attached "
+                          "(max-unattached %u), at the bound %llu times; "
+                          "%llu accepts found no descriptor; %llu socket "
+                          "reads left bytes for the next pass\n",
+                          in.unattached, in.max_unattached,
+                          static_cast<unsigned long long>(in.times_full),
+                          static_cast<unsigned long long>(in.fd_shortages),
+                          static_cast<unsigned long long>(in.reads_deferred));
+        }
         out += format("peers     %zu, RC QPs %u in all; %llu completions "
                       "came after their op was given up on\n",
                       m_peers.size(), rc_qps,
@@ -135,14 +173,15 @@ std::string engine::status(bool human) const
             }
             out += format("  client %u  ops %llu  bytes %llu  invalid %llu  "
                           "AMs in %llu  writes in %llu (%llu bytes)  "
-                          "held back %zu%s\n",
+                          "held back %zu  ops held %u  peers made %u%s\n",
                           i, static_cast<unsigned long long>(c.ops),
                           static_cast<unsigned long long>(c.bytes),
                           static_cast<unsigned long long>(c.invalid),
                           static_cast<unsigned long long>(c.am_in),
                           static_cast<unsigned long long>(c.writes_in),
                           static_cast<unsigned long long>(c.write_bytes_in),
-                          c.channel->backlog(), c.paused ? "  paused" : "");
+                          c.channel->backlog(), m_share.held(i),
+                          m_share.peers_made(i), c.paused ? "  paused" : "");
         }
         return out;
     }
@@ -204,8 +243,19 @@ nlohmann::ordered_json engine::status_json() const
                            {"write_bytes_in", c.write_bytes_in},
                            {"held_back", c.channel->backlog()},
                            {"inbound_waiting", c.channel->inbound_waiting()},
-                           {"paused", c.paused}});
+                           {"paused", c.paused},
+                           {"held", m_share.held(i)},
+                           {"lkeys", m_mrs.lkeys_with(i, work_request{})},
+                           {"peers_made", m_share.peers_made(i)}});
     }
+    const share_limits &sl       = m_share.limits();
+    nlohmann::ordered_json share = {
+            {"max_ops", sl.ops},
+            {"max_lkeys", sl.lkeys},
+            {"max_peers", sl.peers},
+            {"refused_ops", m_share.refused(share_bound::ops)},
+            {"refused_lkeys", m_share.refused(share_bound::lkeys)},
+            {"refused_peers", m_share.refused(share_bound::peers)}};
     return {{"gid", gid_text(address().gid)},
             {"ud_qpn", m_nic.ud_qpn()},
             {"num_qps", m_cfg.peers.num_qps},
@@ -261,6 +311,9 @@ nlohmann::ordered_json engine::status_json() const
             {"ops_parked", m_totals.ops_parked},
             {"striped_ops", m_totals.striped_ops},
             {"stripe_parts", m_totals.stripe_parts},
+            {"share", std::move(share)},
+            {"intake", m_server != nullptr ? intake_json(m_server->intake()) :
+                                             nlohmann::ordered_json()},
             {"peers", std::move(peers)},
             {"client_traffic", std::move(traffic)}};
 }
@@ -296,6 +349,21 @@ std::string engine::check_books() const
         if (live != (op.in_use ? op.stripe.pending : 0)) {
             out += format("op %u: %u parts pending, %u parts in use; ", i,
                           op.stripe.pending, live);
+        }
+    }
+    /* each attached client's share: its ops held, parts not counted */
+    std::unordered_map<uint32_t, uint32_t> held;
+    for (const auto &op : m_ops) {
+        if (op.in_use && op.client != no_client && op.stripe.of == no_op &&
+            m_clients[op.client].generation == op.generation) {
+            ++held[op.client];
+        }
+    }
+    for (uint32_t i : m_attached) {
+        const uint32_t mine = held.contains(i) ? held[i] : 0;
+        if (mine != m_share.held(i)) {
+            out += format("client %u: %u ops held, its share counts %u; ", i,
+                          mine, m_share.held(i));
         }
     }
     return out;

@@ -224,6 +224,22 @@ public:
             m_count.erase(lkey);
         }
     }
+    /* The lkeys tracked once wr's op is added (client_share.h bounds
+     * them). */
+    size_t size_with(const work_request &wr) const
+    {
+        const bool data = wr.length > 0 && !m_count.contains(wr.lkey);
+        const bool head = wr.head_length > 0 &&
+                          !m_count.contains(wr.head_lkey) &&
+                          !(data && wr.head_lkey == wr.lkey);
+        return m_count.size() + data + head;
+    }
+    /* Drops the entries at zero: those no op names now (the MRs of a
+     * sibling's leader, named once, are forgotten only here). */
+    void drop_unused()
+    {
+        std::erase_if(m_count, [](const auto &e) { return e.second <= 0; });
+    }
 
 private:
     void change(const work_request &wr, int by)
@@ -313,6 +329,16 @@ public:
     void op_done(uint32_t index, const work_request &wr)
     {
         m_clients[index].uses.remove(wr);
+    }
+    /* The lkeys client `index`'s ops would track with wr's op added, and
+     * dropping those no op names (lkey_uses). */
+    size_t lkeys_with(uint32_t index, const work_request &wr) const
+    {
+        return m_clients[index].uses.size_with(wr);
+    }
+    void drop_unused_lkeys(uint32_t index)
+    {
+        m_clients[index].uses.drop_unused();
     }
     /* ring_busy(i): client i's work ring still holds requests, which may
      * name what it released. */

@@ -1,15 +1,24 @@
 /*
  * format(): printf into a std::string, checked by the compiler, so that a
- * reason can never misformat the value it names.
+ * reason can never misformat the value it names; and worth_logging(), the
+ * rule that keeps a flood of one kind of event from filling the log.
  */
 #ifndef RVT_COMMON_FORMAT_H
 #define RVT_COMMON_FORMAT_H
 
+#include <cstdint>
 #include <string>
 
 namespace rvt {
 
 [[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...);
+
+/* Counted drops and refusals are logged at the 1st, 2nd, 4th, 8th, ...
+ * one: a flood cannot fill the log. */
+constexpr bool worth_logging(uint64_t count)
+{
+    return (count & (count - 1)) == 0;
+}
 
 } // namespace rvt
 

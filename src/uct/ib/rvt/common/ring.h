@@ -202,6 +202,15 @@ public:
         return m_tail & m_mask;
     }
 
+    /* Whether the producer's head says there is an entry to take (or is
+     * impossible: try_peek says which): a look for a sleep decision. It
+     * compares with our own copy of the tail, never with the shared one,
+     * which the producer can write too. */
+    bool has_more() const noexcept
+    {
+        return m_idx->head.load(std::memory_order_acquire) != m_tail;
+    }
+
     size_t capacity() const noexcept
     {
         return m_slots.size();
@@ -211,7 +220,7 @@ private:
     ring_indices *m_idx;
     std::span<Entry> m_slots;
     uint32_t m_mask;
-    uint32_t m_tail; /* ours */
+    uint32_t m_tail; /* ours: the truth, whatever the shared copy says */
     uint32_t m_head_cache; /* theirs */
 };
 

@@ -125,12 +125,16 @@ enum class completion_status : uint32_t {
     invalid     = 1, /* the request failed validation; not posted */
     failed      = 2, /* posted, and the device reported an error */
     peer_failed = 3, /* the connection to the peer was lost for good */
+    /* refused, not posted: the client's share of its agent is used up
+     * (detail: which bound, agent/client_share.h share_bound) */
+    no_resource = 4,
 };
 
 struct completion {
     uint64_t wr_id; /* from the request */
     uint32_t status; /* completion_status */
-    uint32_t detail; /* ibv_wc_status when failed, else zero */
+    uint32_t detail; /* ibv_wc_status when failed; the bound when
+                        no_resource; else zero */
     uint32_t length; /* bytes moved */
     uint32_t peer; /* from the request */
     /* atomics that succeeded: the remote word before the operation (what

@@ -47,11 +47,14 @@ namespace {
 using namespace rvt;
 
 /* The agent's knobs, defaults where the agent's config structs keep them
- * (peer_config, rc_qp_params, verbs_nic_config), so each is written once. */
+ * (peer_config, rc_qp_params, verbs_nic_config, share_limits,
+ * attach_config), so each is written once. */
 namespace defaults {
 inline const agent::peer_config peers{};
 inline const agent::rc_qp_params qp{};
 inline const agent::verbs_nic_config nic{};
+inline const agent::share_limits share{};
+inline const agent::attach_config attach{};
 long ms(std::chrono::milliseconds d)
 {
     return static_cast<long>(d.count());
@@ -64,6 +67,11 @@ struct options {
     std::string job_key;
     long linger           = 10;
     long max_clients      = 256;
+    long max_client_ops   = defaults::share.ops;
+    long max_client_lkeys = defaults::share.lkeys;
+    long max_client_peers = defaults::share.peers;
+    long max_unattached   = defaults::attach.max_unattached;
+    long max_socket_read  = static_cast<long>(defaults::attach.max_socket_read);
     long work_ring        = 256;
     long compl_ring       = 1024;
     long inbound_ring     = 256;
@@ -149,6 +157,28 @@ std::vector<tools::option> option_table(options &o)
                    &options::linger, 0, 86400),
             number(o, "max-clients", "client processes at once (1-512)",
                    &options::max_clients, 1, imm::max_clients),
+            number(o, "max-client-ops",
+                   "ops the agent holds for one client (queued, waiting for "
+                   "a peer, parked or posted); more complete with "
+                   "no_resource, unposted; 0: its completion ring's size, "
+                   "what the client library admits",
+                   &options::max_client_ops, 0, 1 << 24),
+            number(o, "max-client-lkeys",
+                   "distinct lkeys one client's ops may name at once; more "
+                   "complete with no_resource",
+                   &options::max_client_lkeys, 2, 1 << 24),
+            number(o, "max-client-peers",
+                   "peers the agent makes for one client while it is "
+                   "attached; more are refused",
+                   &options::max_client_peers, 1, 1 << 24),
+            number(o, "max-unattached",
+                   "connections accepted and not attached yet, at once; more "
+                   "wait in the listen backlog",
+                   &options::max_unattached, 1, 65536),
+            number(o, "max-socket-read",
+                   "bytes read from one client's socket per pass of the "
+                   "loop; the rest waits for the next pass",
+                   &options::max_socket_read, wire::max_message_size, 1 << 24),
             number(o, "work-ring",
                    "work requests per client ring (power of two)",
                    &options::work_ring, 2, 1 << 24),
@@ -434,6 +464,9 @@ int run(const options &opt)
     if (!auth) {
         return start_failed(auth.error());
     }
+    ecfg.share                    = {static_cast<uint32_t>(opt.max_client_ops),
+                                     static_cast<uint32_t>(opt.max_client_lkeys),
+                                     static_cast<uint32_t>(opt.max_client_peers)};
     auto eng = agent::engine::create(*nic.value(), ecfg, layout.value(), key,
                                      agent_id, std::move(auth).value(),
                                      log_line);
@@ -473,11 +506,17 @@ int run(const options &opt)
     grant.address             = e.address();
     grant.num_qps             = e.num_qps();
     grant.agent_wake_fd       = e.wake_fd();
-    auto server               = agent::attach_server::create(
-                          {paths.socket, key, uid, static_cast<uint32_t>(opt.max_clients),
-                           layout.value(), std::chrono::milliseconds(5000)},
-                          grant, log_line,
-                          [&e](const agent::attached_client &c) { e.client_gone(c); });
+    agent::attach_config acfg{paths.socket,
+                              key,
+                              uid,
+                              static_cast<uint32_t>(opt.max_clients),
+                              layout.value(),
+                              std::chrono::milliseconds(5000)};
+    acfg.max_unattached  = static_cast<uint32_t>(opt.max_unattached);
+    acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
+    auto server          = agent::attach_server::create(
+                     acfg, grant, log_line,
+                     [&e](const agent::attached_client &c) { e.client_gone(c); });
     if (!server) {
         return start_failed(server.error());
     }
@@ -546,7 +585,12 @@ int run(const options &opt)
             continue;
         }
         int timeout_ms = 1000;
-        if (auto t = e.next_timer()) {
+        /* the engine's timers, and the attach server's (its accept gate
+         * retrying after running out of descriptors) */
+        for (auto t : {e.next_timer(), srv.next_timer()}) {
+            if (!t) {
+                continue;
+            }
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     *t - clock::now());
             timeout_ms = static_cast<int>(

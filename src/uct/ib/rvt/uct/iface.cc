@@ -94,6 +94,8 @@ ucs_status_t to_status(uint32_t status)
         return UCS_OK;
     case completion_status::peer_failed:
         return UCS_ERR_ENDPOINT_TIMEOUT;
+    case completion_status::no_resource:
+        return UCS_ERR_NO_RESOURCE;
     case completion_status::invalid:
     case completion_status::failed:
     default:
@@ -112,6 +114,9 @@ const char *completion_status_name(uint32_t status)
         return "failed on the device";
     case completion_status::peer_failed:
         return "lost with its peer";
+    case completion_status::no_resource:
+        return "refused by the agent: this process's share of it is used "
+               "up (see the agent's log)";
     default:
         return "of unknown status";
     }
@@ -199,9 +204,11 @@ void on_completion(iface &i, const completion &c)
 {
     const ucs_status_t status = to_status(c.status);
     if (status != UCS_OK) {
-        ucs_log(c.status == static_cast<uint32_t>(completion_status::invalid) ?
-                        UCS_LOG_LEVEL_ERROR :
-                        UCS_LOG_LEVEL_DEBUG,
+        /* refused by the agent: this process sent what it should not */
+        const auto why     = static_cast<completion_status>(c.status);
+        const bool refused = why == completion_status::invalid ||
+                             why == completion_status::no_resource;
+        ucs_log(refused ? UCS_LOG_LEVEL_ERROR : UCS_LOG_LEVEL_DEBUG,
                 "rvt %s: request 0x%llx to peer %u %s (detail %u)",
                 i.owner_md->port.device.c_str(),
                 static_cast<unsigned long long>(c.wr_id), c.peer,
