@@ -779,7 +779,16 @@ TEST_F(hostile, a_client_flooding_its_socket_is_read_a_budget_a_pass)
     const size_t bytes = burst.size() * sizeof(wire::mr_notice);
     ASSERT_EQ(send(c.sock(), burst.data(), bytes, MSG_NOSIGNAL),
               (ssize_t)bytes);
-    c.announce(m, late.data(), late.size());
+    /* then the MR's intent and announcement, asking no answer (a client
+     * that waited for one would have let the agent read the burst first):
+     * the request naming it must wait for the rest of the socket, not be
+     * refused as naming an MR the agent has not heard of */
+    c.intend(late.data(), late.size());
+    const auto notice = wire::make_mr_notice(
+            wire::msg_type::mr_registered, m.handle, m.lkey, m.rkey,
+            reinterpret_cast<uintptr_t>(late.data()), late.size());
+    ASSERT_EQ(send(c.sock(), &notice, sizeof(notice), MSG_NOSIGNAL),
+              (ssize_t)sizeof(notice));
     work_request wr = c.am(me, c, 1, 1);
     wr.local_addr   = reinterpret_cast<uintptr_t>(late.data());
     wr.lkey         = m.lkey;

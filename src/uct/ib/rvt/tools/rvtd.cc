@@ -464,12 +464,12 @@ int run(const options &opt)
     if (!auth) {
         return start_failed(auth.error());
     }
-    ecfg.share                    = {static_cast<uint32_t>(opt.max_client_ops),
-                                     static_cast<uint32_t>(opt.max_client_lkeys),
-                                     static_cast<uint32_t>(opt.max_client_peers)};
-    auto eng = agent::engine::create(*nic.value(), ecfg, layout.value(), key,
-                                     agent_id, std::move(auth).value(),
-                                     log_line);
+    ecfg.share = {static_cast<uint32_t>(opt.max_client_ops),
+                  static_cast<uint32_t>(opt.max_client_lkeys),
+                  static_cast<uint32_t>(opt.max_client_peers)};
+    auto eng   = agent::engine::create(*nic.value(), ecfg, layout.value(), key,
+                                       agent_id, std::move(auth).value(),
+                                       log_line);
     if (!eng) {
         return start_failed(eng.error());
     }
