@@ -150,6 +150,21 @@ check_carried() {
     fi
 }
 
+# why_failed LABEL OUTPUT: after a failed job, what says why, next to its
+# FAIL line: UCX's errors and the first lines of a crash in OUTPUT, each
+# agent's peer lines and the last of its log's losses and refusals
+why_failed() {
+    local label=$1 out=$2 n
+    grep -E 'UCX +(ERROR|WARN)|Fatal|rvt |Caught signal|\[ *[0-9]\] ' "$out" |
+        head -n 16 | indent "$label why"
+    for n in 1 2; do
+        on "$n" bash -c "timeout 20 $rvt_status --device=\$RXE_DEV" 2>&1 |
+            grep -E '^(peers|gone)|  peer' | indent "$label node$n"
+        grep -E 'refused|error|failed|lost|flush|gave up|keepalive' \
+            "$work/rvtd.$n.log" | tail -n 8 | indent "$label rvtd $n"
+    done
+}
+
 # mpi_verified LABEL SETTING MPIRUN_ARG...: the MPI program (its messages
 # from 1 MiB) under mpirun on node 1, its output indented under LABEL; a
 # check that it verified every word with SETTING
@@ -163,6 +178,7 @@ mpi_verified() {
     if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_check' "$out"; then
         pass "MPI program verified with $setting, 1 to 4 MiB ($((SECONDS - t0)) s)"
     else
+        why_failed "$label" "$out"
         fail "MPI program with $setting (mpirun exit $rc after $((SECONDS - t0)) s; output above)"
     fi
 }
@@ -220,6 +236,7 @@ grep 'ep_cfg' "$work/mpi.out" | sed 's/.*INFO *//' | sort -u | indent "rank 0 UC
 if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_check' "$work/mpi.out"; then
     pass "MPI program verified: 8 ranks on node1 and node2, pingpong, bandwidth, alltoall, allreduce ($mpi_s s)"
 else
+    why_failed mpi "$work/mpi.out"
     fail "MPI program (mpirun exit $rc after $mpi_s s; output above)"
 fi
 # UCP's own word: rank 0 reached some peer over rvt alone (its peers on
