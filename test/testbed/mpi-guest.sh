@@ -94,9 +94,18 @@ for n in 1 2; do
     # alltoall can take longer than that, and Debian 12's rxe mishandles
     # the resent READ request: in 4 runs of 4 the responder's QP went to
     # the error state without a completion, and the job hung (1 of 1 with
-    # 21 passed, then 2 of 2 in the suite)
+    # 21 passed, then 2 of 2 in the suite);
+    # --keepalive-ms=20000 --give-up-ms=120000 (defaults 5 s, so lost after
+    # 15 s of silence, and 30 s): on a loaded host Soft-RoCE can hold the
+    # agent inside ibv_post_send for 20-40 s (README, "Chaos", the soft
+    # lockup); its peer then gave the connection up and UCP, which Open
+    # MPI runs without error handling, aborted the job (the likely cause
+    # of one CI run's abort; why_failed now prints what the agents saw).
+    # A device that stalls its poster is the emulator's; the suite checks
+    # MPI over rvt, and the chaos suite checks losses at the defaults
     on "$n" bash -c "exec timeout 1400 $rvtd --device=\$RXE_DEV --num-qps=$K \
-        --linger=0 --qp-timeout=21" >>"$work/rvtd.$n.log" 2>&1 &
+        --linger=0 --qp-timeout=21 --keepalive-ms=20000 --give-up-ms=120000" \
+        >>"$work/rvtd.$n.log" 2>&1 &
     agent_pids+=($!)
 done
 for n in 1 2; do
