@@ -14,7 +14,10 @@
 #include "uct/ib/rvt/common/conn_wire.h"
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/client/status.h"
+#include "uct/ib/rvt/common/work.h"
 
 #include "shared_pd_protocol.h"
 #include "test_paths.h"
@@ -355,4 +358,132 @@ TEST_F(rvtd_test, a_replayed_credential_is_refused_and_a_refusal_carries_no_key)
     EXPECT_EQ(refused[0].status,
               static_cast<uint16_t>(conn::status::wrong_job_key));
     EXPECT_STREQ(refused[0].job_key, "other.job");
+}
+
+/* Issue 25, item 2, on real verbs: a client announces its neighbour's MR
+ * as it is (handle, keys and range, which QUERY_MR on the shared command
+ * fd would tell it). The agent refuses it, naming the holder; the thief's
+ * SEND from the neighbour's memory and its READ into it complete invalid,
+ * nothing arrives and the neighbour's bytes are unchanged; the thief's
+ * own MR is accepted and its own SEND arrives. */
+TEST_F(rvtd_test,
+       a_forged_announcement_is_refused_and_the_neighbours_bytes_never_leave)
+{
+    start_rvtd();
+    ASSERT_TRUE(
+            eventually([&] { return std::filesystem::exists(m_socket); }, 10s))
+            << slurp(m_log);
+    const auto open_session = [&] {
+        auto at = client::attach(m_socket, test::job_key);
+        EXPECT_TRUE(at.ok()) << (at.ok() ? "" : at.error());
+        auto s = client::session::open(std::move(at).value());
+        EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error());
+        return std::move(s).value();
+    };
+    auto mine            = open_session();
+    auto thief           = open_session();
+    constexpr int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_WRITE;
+    std::vector<uint8_t> secret(4096, 0x5e), own(4096, 0x11);
+    auto secret_mr = mine->register_memory(secret.data(), secret.size(),
+                                           access);
+    ASSERT_TRUE(secret_mr.ok()) << secret_mr.error();
+
+    auto forged = thief->announce_memory(secret_mr.value());
+    ASSERT_TRUE(forged.ok()) << forged.error();
+    EXPECT_EQ(forged.value().status,
+              static_cast<uint32_t>(wire::announce_status::refused));
+    const std::string holder = "client index " +
+                               std::to_string(mine->attached().client_index) +
+                               " holds it";
+    EXPECT_NE(std::string(forged.value().reason).find(holder), std::string::npos)
+            << forged.value().reason;
+
+    auto own_mr = thief->register_memory(own.data(), own.size(), access);
+    ASSERT_TRUE(own_mr.ok()) << own_mr.error();
+    auto me = thief->connect_peer(thief->attached().address);
+    ASSERT_TRUE(me.ok()) << me.error();
+
+    const auto am_from = [&](const client::memory_region &mr, uint64_t wr_id) {
+        work_request wr{};
+        wr.wr_id          = wr_id;
+        wr.op             = static_cast<uint8_t>(work_op::send_am);
+        wr.flags          = work_signaled;
+        wr.am_id          = 7;
+        wr.peer           = me.value();
+        wr.dst_client     = thief->attached().client_index;
+        wr.dst_generation = thief->attached().client_generation;
+        wr.length         = 64;
+        wr.local_addr     = reinterpret_cast<uintptr_t>(mr.addr);
+        wr.lkey           = mr.lkey;
+        return wr;
+    };
+    work_request read{};
+    read.wr_id          = 2;
+    read.op             = static_cast<uint8_t>(work_op::rdma_read);
+    read.flags          = work_signaled;
+    read.peer           = me.value();
+    read.dst_client     = thief->attached().client_index;
+    read.dst_generation = thief->attached().client_generation;
+    read.length         = 64;
+    read.local_addr     = reinterpret_cast<uintptr_t>(secret.data());
+    read.lkey           = secret_mr.value().lkey; /* into the neighbour's */
+    read.remote_addr    = reinterpret_cast<uintptr_t>(own.data());
+    read.rkey           = own_mr.value().rkey;
+    ASSERT_EQ(thief->post(am_from(secret_mr.value(), 1)),
+              client::post_status::posted);
+    ASSERT_EQ(thief->post(read), client::post_status::posted);
+
+    std::vector<completion> done;
+    const auto reap = [&] {
+        completion c[8];
+        const size_t n = thief->poll_completions(c);
+        done.insert(done.end(), c, c + n);
+    };
+    ASSERT_TRUE(eventually(
+            [&] {
+                reap();
+                return done.size() == 2;
+            },
+            10s))
+            << slurp(m_log);
+    for (const completion &c : done) {
+        EXPECT_EQ(c.status, static_cast<uint32_t>(completion_status::invalid))
+                << "wr_id " << c.wr_id;
+    }
+
+    /* the thief's own memory goes, and is all that arrives */
+    ASSERT_EQ(thief->post(am_from(own_mr.value(), 3)),
+              client::post_status::posted);
+    std::vector<uint8_t> arrived;
+    ASSERT_TRUE(eventually(
+            [&] {
+                reap();
+                client::inbound_view v;
+                while (thief->peek_inbound(v)) {
+                    if (v.msg.kind == static_cast<uint8_t>(inbound_kind::am)) {
+                        arrived.push_back(v.data.empty() ? 0 :
+                                                           static_cast<uint8_t>(
+                                                                   v.data[0]));
+                    }
+                    thief->release_inbound();
+                }
+                return done.size() == 3 && !arrived.empty();
+            },
+            10s))
+            << slurp(m_log);
+    std::this_thread::sleep_for(200ms);
+    client::inbound_view v;
+    while (thief->peek_inbound(v)) {
+        arrived.push_back(v.data.empty() ? 0 : static_cast<uint8_t>(v.data[0]));
+        thief->release_inbound();
+    }
+    EXPECT_EQ(done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(arrived, std::vector<uint8_t>{0x11})
+            << "the neighbour's bytes (0x5e) were sent";
+    EXPECT_TRUE(std::all_of(secret.begin(), secret.end(), [](uint8_t b) {
+        return b == 0x5e;
+    })) << "something was read into the neighbour's memory";
+    EXPECT_NE(slurp(m_log).find(holder), std::string::npos) << slurp(m_log);
 }

@@ -9,7 +9,10 @@
 #include <ucp/api/ucp.h>
 
 #include <array>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace rvt::test {
 namespace {
@@ -19,7 +22,7 @@ struct ucp_side {
     ucp_context_h context = nullptr;
     ucp_worker_h worker   = nullptr;
 
-    ucs_status_t open()
+    ucs_status_t open(uint64_t features = UCP_FEATURE_TAG)
     {
         ucp_config_t *config;
         ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
@@ -28,7 +31,7 @@ struct ucp_side {
         }
         ucp_params_t params{};
         params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features   = UCP_FEATURE_TAG;
+        params.features   = features;
         status            = ucp_init(&params, config, &context);
         ucp_config_release(config);
         if (status != UCS_OK) {
@@ -38,6 +41,27 @@ struct ucp_side {
         wp.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
         wp.thread_mode = UCS_THREAD_MODE_SINGLE;
         return ucp_worker_create(context, &wp, &worker);
+    }
+    /* A worker of `shared`'s context (which stays `shared`'s). */
+    ucs_status_t open_worker_of(const ucp_side &shared)
+    {
+        ucp_worker_params_t wp{};
+        wp.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+        wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+        return ucp_worker_create(shared.context, &wp, &worker);
+    }
+    /* Destroys the worker and the context, endpoints and all, as a
+     * process that dies leaves them. */
+    void destroy()
+    {
+        if (worker != nullptr) {
+            ucp_worker_destroy(worker);
+            worker = nullptr;
+        }
+        if (context != nullptr) {
+            ucp_cleanup(context);
+            context = nullptr;
+        }
     }
     ~ucp_side()
     {
@@ -136,6 +160,213 @@ TEST_F(ucp_rvt, a_network_only_address_reaches_rvt)
     EXPECT_EQ(wait_request(a.worker, ucp_ep_close_nbx(ep, &close), a, b),
               UCS_OK);
 }
+
+
+/* An endpoint with peer error handling, its error callback counted. */
+struct watched_ep {
+    ucp_ep_h ep = nullptr;
+    int errors  = 0;
+    ucs_status_t error{UCS_OK};
+    std::chrono::steady_clock::time_point failed_at;
+
+    ucs_status_t connect(ucp_side &from, ucp_side &to)
+    {
+        ucp_address_t *address;
+        size_t length;
+        ucs_status_t status = ucp_worker_get_address(to.worker, &address,
+                                                     &length);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ucp_ep_params_t p{};
+        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.address        = address;
+        p.err_mode       = UCP_ERR_HANDLING_MODE_PEER;
+        p.err_handler.cb = [](void *arg, ucp_ep_h, ucs_status_t st) {
+            auto *self = static_cast<watched_ep *>(arg);
+            if (self->errors++ == 0) {
+                self->error     = st;
+                self->failed_at = std::chrono::steady_clock::now();
+            }
+        };
+        p.err_handler.arg = this;
+        status            = ucp_ep_create(from.worker, &p, &ep);
+        ucp_worker_release_address(to.worker, address);
+        return status;
+    }
+};
+
+/* Active messages that arrived at a worker (id 1), by their first byte. */
+struct am_counter {
+    std::vector<uint8_t> seen;
+
+    ucs_status_t listen(ucp_side &side)
+    {
+        ucp_am_handler_param_t h{};
+        h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                       UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        h.id  = 1;
+        h.arg = this;
+        h.cb  = [](void *arg, const void *, size_t, void *data, size_t length,
+                  const ucp_am_recv_param_t *) -> ucs_status_t {
+            auto *self = static_cast<am_counter *>(arg);
+            self->seen.push_back(
+                     length > 0 ? *static_cast<const uint8_t *>(data) : 0);
+            return UCS_OK;
+        };
+        return ucp_worker_set_am_recv_handler(side.worker, &h);
+    }
+};
+
+/* Issue 30: a sender with peer error handling, connected to two
+ * receivers; one receiver's worker is destroyed without closing anything
+ * (as a process that dies leaves it), and the sender goes on sending to
+ * both. The endpoint to the departed receiver must see its error
+ * callback with a status that says the peer is gone, every request to it
+ * must end (with an error), and the pair that is left must keep working,
+ * every message arriving. Before, over rvt the sender hung. */
+class ucp_rvt_departure :
+    public ucp_rvt,
+    public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ucp_rvt_departure,
+       a_departed_receiver_fails_its_endpoint_and_the_other_pair_goes_on)
+{
+    constexpr uint64_t features = UCP_FEATURE_AM | UCP_FEATURE_TAG;
+    const bool one_context      = GetParam();
+    ucp_side a, b, c;
+    ASSERT_EQ(a.open(features), UCS_OK);
+    if (one_context) { /* three workers of a's context */
+        ASSERT_EQ(b.open_worker_of(a), UCS_OK);
+        ASSERT_EQ(c.open_worker_of(a), UCS_OK);
+    } else {
+        ASSERT_EQ(b.open(features), UCS_OK);
+        ASSERT_EQ(c.open(features), UCS_OK);
+    }
+    am_counter at_b, at_c;
+    ASSERT_EQ(at_b.listen(b), UCS_OK);
+    ASSERT_EQ(at_c.listen(c), UCS_OK);
+    watched_ep to_b, to_c;
+    ASSERT_EQ(to_b.connect(a, b), UCS_OK);
+    ASSERT_EQ(to_c.connect(a, c), UCS_OK);
+
+    std::vector<ucs_status_ptr_t> out_b, out_c;
+    uint8_t payload[64];
+    const auto send = [&](watched_ep &to, uint8_t mark,
+                          std::vector<ucs_status_ptr_t> &out) {
+        std::memset(payload, mark, sizeof(payload));
+        ucp_request_param_t p{};
+        p.op_attr_mask     = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags            = UCP_AM_SEND_FLAG_EAGER;
+        ucs_status_ptr_t r = ucp_am_send_nbx(to.ep, 1, nullptr, 0, payload,
+                                             sizeof(payload), &p);
+        if (UCS_PTR_IS_PTR(r)) {
+            out.push_back(r);
+        } else {
+            EXPECT_TRUE(to.errors > 0 || UCS_PTR_STATUS(r) == UCS_OK)
+                    << ucs_status_string(UCS_PTR_STATUS(r));
+        }
+    };
+    /* what is left of a request list: the ended ones freed, their
+     * statuses counted */
+    const auto reap = [&](ucp_side &owner, std::vector<ucs_status_ptr_t> &out,
+                          int &failed) {
+        std::erase_if(out, [&](ucs_status_ptr_t r) {
+            const ucs_status_t st = ucp_request_check_status(r);
+            if (st == UCS_INPROGRESS) {
+                return false;
+            }
+            failed += st != UCS_OK;
+            ucp_request_free(r);
+            (void)owner;
+            return true;
+        });
+    };
+
+    /* the pairs work */
+    send(to_b, 1, out_b);
+    send(to_c, 1, out_c);
+    int failed_b = 0, failed_c = 0;
+    ASSERT_TRUE(eventually(
+            [&] {
+                ucp_worker_progress(a.worker);
+                ucp_worker_progress(b.worker);
+                ucp_worker_progress(c.worker);
+                reap(a, out_b, failed_b);
+                reap(a, out_c, failed_c);
+                return at_b.seen.size() == 1 && at_c.seen.size() == 1 &&
+                       out_b.empty() && out_c.empty();
+            },
+            20s))
+            << "before the departure: " << at_b.seen.size() << " at b, "
+            << at_c.seen.size() << " at c";
+
+    /* c goes away without a word */
+    ucp_worker_flush(c.worker);
+    c.destroy();
+    const auto gone = std::chrono::steady_clock::now();
+
+    /* the sender goes on sending to both */
+    uint8_t mark     = 2;
+    const bool ended = eventually(
+            [&] {
+                if (mark < 200) {
+                    send(to_b, mark, out_b);
+                    if (to_c.errors == 0) {
+                        send(to_c, mark, out_c);
+                    }
+                    ++mark;
+                }
+                for (int i = 0; i < 16; ++i) {
+                    ucp_worker_progress(a.worker);
+                    ucp_worker_progress(b.worker);
+                }
+                reap(a, out_b, failed_b);
+                reap(a, out_c, failed_c);
+                return to_c.errors > 0 && out_c.empty() && out_b.empty() &&
+                       at_b.seen.size() == mark - 1u;
+            },
+            30s);
+    EXPECT_TRUE(ended) << "after the departure: error callbacks " << to_c.errors
+                       << ", requests to c unfinished " << out_c.size()
+                       << ", to b unfinished " << out_b.size() << ", "
+                       << at_b.seen.size() << " of " << mark - 1
+                       << " arrived at b";
+    ASSERT_GT(to_c.errors, 0) << "no error callback for the departed peer";
+    EXPECT_EQ(to_c.errors, 1);
+    EXPECT_TRUE(to_c.error == UCS_ERR_ENDPOINT_TIMEOUT ||
+                to_c.error == UCS_ERR_CONNECTION_RESET ||
+                to_c.error == UCS_ERR_UNREACHABLE)
+            << ucs_status_string(to_c.error);
+    EXPECT_EQ(to_b.errors, 0) << ucs_status_string(to_b.error);
+    EXPECT_EQ(failed_b, 0);
+    for (size_t i = 0; i < at_b.seen.size(); ++i) {
+        EXPECT_EQ(at_b.seen[i], i + 1) << "message " << i << " at b";
+    }
+    std::printf("[ INFO     ] error callback %.0f ms after the departure, "
+                "%d requests to it failed\n",
+                std::chrono::duration<double, std::milli>(to_c.failed_at - gone)
+                        .count(),
+                failed_c);
+
+    /* closing: the failed endpoint by force, the good one flushed */
+    ucp_request_param_t force{};
+    force.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    force.flags        = UCP_EP_CLOSE_FLAG_FORCE;
+    EXPECT_NE(wait_request(a.worker, ucp_ep_close_nbx(to_c.ep, &force), a, b),
+              UCS_INPROGRESS);
+    ucp_request_param_t flush{};
+    EXPECT_EQ(wait_request(a.worker, ucp_ep_close_nbx(to_b.ep, &flush), a, b),
+              UCS_OK);
+}
+
+INSTANTIATE_TEST_SUITE_P(contexts, ucp_rvt_departure, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &p) {
+                             return p.param ? "one_context" : "a_context_each";
+                         });
 
 } // namespace
 } // namespace rvt::test
