@@ -16,11 +16,10 @@
 #              its cable, as in traffic-guest.sh)
 #        stop  SIGSTOP a traffic process, or 1 time in 5 an agent, for
 #              2-5 s, then SIGCONT
-#      These agents' QPs give up after about 1 s without an ack (rvtd
-#      --qp-timeout=QP_TIMEOUT, chaos.sh's --qp-timeout: 15 unless told,
-#      134 ms a try) and keep alive every second (lost after 2 s more), so
+#      These agents keep alive every second (lost after 2 s more), so
 #      every outage breaks the connections it cuts: ops fail, and QPs are
-#      rebuilt.
+#      rebuilt; their RC timeout is rvtd --qp-timeout=QP_TIMEOUT
+#      (chaos.sh's --qp-timeout: 18 unless told, 1.07 s a try).
 #   B. Open MPI's rvt_mpi_check (pingpong, bandwidth, alltoall and
 #      allreduce, every word verified), 8 ranks on node1 and node2 with
 #      UCX_TLS=rvt,sm,self as mpi-guest.sh runs it, job after job while
