@@ -372,7 +372,8 @@ TEST_P(ucp_rvt_departure,
 {
     constexpr uint64_t features = UCP_FEATURE_AM | UCP_FEATURE_TAG;
     /* a rendezvous for certain, not eager fragments. Nothing more is sent
-     * to c, so only UCP's keepalive (ep_check) can find c gone: the error
+     * to c, so only UCP's keepalive (an EP_CHECK message to c, which the
+     * agent fails as sent to a departed client) can find c gone: the error
      * comes at its interval (20 s by default, here 5 s). With 2 s no error
      * came within 20 s in the testbed: not understood yet (issue 30) */
     m_env.set("UCX_KEEPALIVE_INTERVAL", "5s");
