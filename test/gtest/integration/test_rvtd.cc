@@ -12,155 +12,28 @@
 #include "uct/ib/rvt/agent/peer_auth.h"
 #include "uct/ib/rvt/agent/ud_channel.h"
 #include "uct/ib/rvt/common/conn_wire.h"
-#include "uct/ib/rvt/common/job_key.h"
-#include "uct/ib/rvt/common/runtime_dir.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/common/work.h"
 
-#include "shared_pd_protocol.h"
-#include "test_paths.h"
+#include "rvtd_fixture.h"
 
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <csignal>
 #include <cstring>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
 
 using namespace rvt;
 using namespace std::chrono_literals;
 
-
-namespace {
-
-std::string slurp(const std::string &path)
-{
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-/* Starts `argv` with XDG_RUNTIME_DIR=runtime and stderr to log_path. */
-pid_t spawn(const std::vector<std::string> &argv, const std::string &runtime,
-            const std::string &log_path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-        dup2(fd, 2);
-        setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
-        std::vector<char *> args;
-        for (const auto &a : argv) {
-            args.push_back(const_cast<char *>(a.c_str()));
-        }
-        args.push_back(nullptr);
-        execv(args[0], args.data());
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Waits for pid to exit, at most `limit`; returns its exit status or -1. */
-int wait_exit(pid_t pid, std::chrono::milliseconds limit)
-{
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        int st  = 0;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        std::this_thread::sleep_for(50ms);
-    }
-    return -1;
-}
-
-template<class Pred> bool eventually(Pred pred, std::chrono::milliseconds limit)
-{
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (pred()) {
-            return true;
-        }
-        std::this_thread::sleep_for(50ms);
-    }
-    return false;
-}
-
-class rvtd_test : public ::testing::Test {
-protected:
-    void SetUp() override
-    {
-        const char *dev = std::getenv("RXE_DEV");
-        if (dev == nullptr || *dev == '\0') {
-            GTEST_SKIP()
-                    << "no RDMA device (RXE_DEV unset): run in the testbed";
-        }
-        m_dev       = dev;
-        char tmpl[] = "/tmp/rvtd-test.XXXXXX";
-        ASSERT_NE(mkdtemp(tmpl), nullptr);
-        m_runtime = tmpl;
-        m_log     = m_runtime + "/rvtd.log";
-        auto dir = ensure_runtime_dir(runtime_base(env_from({{"XDG_RUNTIME_DIR",
-                                                              m_runtime}}),
-                                                   getuid()),
-                                      getuid());
-        ASSERT_TRUE(dir.ok()) << dir.error();
-        auto paths = make_agent_paths(dir.value(), m_dev, 1, test::job_key);
-        ASSERT_TRUE(paths.ok()) << paths.error();
-        m_socket = paths.value().socket;
-    }
-
-    void TearDown() override
-    {
-        for (pid_t p : m_pids) {
-            kill(p, SIGKILL);
-            waitpid(p, nullptr, 0);
-        }
-        if (!m_runtime.empty()) {
-            std::filesystem::remove_all(m_runtime);
-        }
-    }
-
-    pid_t start_rvtd(std::vector<std::string> extra = {})
-    {
-        std::vector<std::string> argv = {test::rvtd_path, "--device=" + m_dev,
-                                         std::string("--job-key=") +
-                                                 test::job_key,
-                                         "--linger=2"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        pid_t p = spawn(argv, m_runtime, m_log);
-        m_pids.push_back(p);
-        return p;
-    }
-
-    void forget(pid_t p)
-    {
-        std::erase(m_pids, p);
-    }
-
-    std::string m_dev, m_runtime, m_log, m_socket;
-    std::vector<pid_t> m_pids;
-};
-
-} // namespace
+using test::eventually;
+using test::rvtd_test;
+using test::slurp;
+using test::spawn;
+using test::wait_exit;
 
 TEST_F(rvtd_test, serves_refuses_a_twin_cleans_up_and_lingers_out)
 {
@@ -274,10 +147,11 @@ TEST_F(rvtd_test, bad_options_are_refused_naming_them)
 
 /* The handshake on the wire, as a member of the job would speak it (a UD
  * QP of the test's own, MUNGE credentials from this node's munged): a
- * sealed request is answered; the same datagram sent again, as an
+ * request with the right key and uid and no credential is dropped
+ * unanswered; a sealed request is answered; the same datagram sent again, as an
  * eavesdropper would replay it, is dropped unanswered and counted; and a
  * refusal names the requester's job key, not the agent's. */
-TEST_F(rvtd_test, a_replayed_credential_is_refused_and_a_refusal_carries_no_key)
+TEST_F(rvtd_test, no_credential_or_a_replayed_one_is_refused_and_a_refusal_carries_no_key)
 {
     namespace conn = wire::conn;
     start_rvtd({"--linger=0"});
@@ -308,9 +182,8 @@ TEST_F(rvtd_test, a_replayed_credential_is_refused_and_a_refusal_carries_no_key)
 
     conn::sender self{};
     std::memcpy(self.gid, gid.data(), 16);
-    self.instance_id = 0x7e57;
-    self.ud_qpn      = ch.value()->qpn();
-    self.uid         = getuid();
+    self.ud_qpn = ch.value()->qpn();
+    self.uid    = getuid();
     std::vector<conn::qp_info> qps;
     for (uint32_t i = 0; i < k; ++i) {
         qps.push_back({0x100 + i, i});
@@ -332,6 +205,16 @@ TEST_F(rvtd_test, a_replayed_credential_is_refused_and_a_refusal_carries_no_key)
         return got;
     };
 
+    /* the right key and uid, no credential: dropped unanswered */
+    self.instance_id         = 0x7e56;
+    const conn::message bare = conn::make_request(self, test::job_key, 0, 1,
+                                                  qps, am);
+    ASSERT_TRUE(ch.value()->send(bare, to, agent_qpn).ok());
+    EXPECT_TRUE(answers(2s).empty()) << "a request with no credential was "
+                                        "answered";
+    EXPECT_EQ(status()["data_path"]["handshake"]["unauthenticated"], 1u);
+
+    self.instance_id  = 0x7e57;
     conn::message req = conn::make_request(self, test::job_key, 0, 1, qps, am);
     ASSERT_TRUE(auth.value()->seal(req, gid).ok());
     ASSERT_TRUE(ch.value()->send(req, to, agent_qpn).ok());
@@ -342,7 +225,7 @@ TEST_F(rvtd_test, a_replayed_credential_is_refused_and_a_refusal_carries_no_key)
     /* the same bytes again */
     ASSERT_TRUE(ch.value()->send(req, to, agent_qpn).ok());
     EXPECT_TRUE(answers(2s).empty()) << "the replay was answered";
-    EXPECT_EQ(status()["data_path"]["handshake"]["unauthenticated"], 1u);
+    EXPECT_EQ(status()["data_path"]["handshake"]["unauthenticated"], 2u);
     EXPECT_NE(slurp(m_log).find("munged refused its credential"),
               std::string::npos)
             << slurp(m_log);
