@@ -230,7 +230,10 @@ struct am_counter {
  * every message arriving. Before, over rvt the sender hung. */
 class ucp_rvt_departure :
     public ucp_rvt,
-    public ::testing::WithParamInterface<bool> {};
+    public ::testing::WithParamInterface<bool> {
+protected:
+    void rendezvous_to_a_departed_receiver(bool answered);
+};
 
 TEST_P(ucp_rvt_departure,
        a_departed_receiver_fails_its_endpoint_and_the_other_pair_goes_on)
@@ -364,23 +367,18 @@ TEST_P(ucp_rvt_departure,
 }
 
 /* The same departure with a rendezvous outstanding: the sender's 1 MiB
- * tagged send to c has announced itself (c has no receive for it) when c
- * goes; the send must end with an error and the endpoint's error callback
- * fire, while tagged messages to b go on. */
-/* DISABLED: this is issue 30's hang, caught and not understood yet. In
- * the testbed the error came at the keepalive interval in 12 runs; in 3
- * (both variants with the interval at 2 s, one_context at 5 s in a CI
- * run) neither an error callback nor a completion came within 20 s, the
- * request left in ucp_proto_progress_tag_rndv_rts. Run it with
- * --gtest_also_run_disabled_tests; enable it with the fix. */
-TEST_P(ucp_rvt_departure,
-       DISABLED_an_outstanding_rendezvous_to_a_departed_receiver_fails)
+ * tagged send to c is under way when c goes; the send must end with an
+ * error and the endpoint's error callback fire, while tagged messages to
+ * b go on. `answered`: c has answered UCP's wireup and holds the send's
+ * announcement (found by a probe), so only UCP's keepalive (an EP_CHECK
+ * message to c, which the agent fails as sent to a departed client) can
+ * find c gone, at its interval (20 s by default, here 5 s). Otherwise c
+ * goes without reading the wireup request that the send made UCP send:
+ * UCP checks nothing of an endpoint being wired up, so rvt fails it when
+ * the agent reports c's departure (iface::watches_departure). */
+void ucp_rvt_departure::rendezvous_to_a_departed_receiver(bool answered)
 {
     constexpr uint64_t features = UCP_FEATURE_AM | UCP_FEATURE_TAG;
-    /* a rendezvous for certain, not eager fragments. Nothing more is sent
-     * to c, so only UCP's keepalive (an EP_CHECK message to c, which the
-     * agent fails as sent to a departed client) can find c gone: the error
-     * comes at its interval (20 s by default, here 5 s). */
     m_env.set("UCX_KEEPALIVE_INTERVAL", "5s");
     m_env.set("UCX_RNDV_THRESH", "8192");
     ucp_side a, b, c;
@@ -404,12 +402,25 @@ TEST_P(ucp_rvt_departure,
     ASSERT_TRUE(UCS_PTR_IS_PTR(rndv))
             << "a 1 MiB send ended at once: "
             << ucs_status_string(UCS_PTR_STATUS(rndv));
-    for (int i = 0; i < 2000; ++i) { /* the announcement reaches c */
-        ucp_worker_progress(a.worker);
-        ucp_worker_progress(c.worker);
+    if (answered) { /* the announcement reaches c */
+        ASSERT_TRUE(eventually(
+                [&] {
+                    ucp_worker_progress(a.worker);
+                    ucp_worker_progress(c.worker);
+                    ucp_tag_recv_info_t info;
+                    return ucp_tag_probe_nb(c.worker, tag, ~ucp_tag_t{0}, 0,
+                                            &info) != nullptr;
+                },
+                20s));
+    } else { /* c reads nothing */
+        for (int i = 0; i < 16; ++i) {
+            ucp_worker_progress(a.worker);
+        }
     }
     ASSERT_EQ(ucp_request_check_status(rndv), UCS_INPROGRESS);
-    ucp_worker_flush(c.worker);
+    if (answered) {
+        ucp_worker_flush(c.worker);
+    }
     c.destroy();
     const auto gone = std::chrono::steady_clock::now();
 
@@ -474,6 +485,18 @@ TEST_P(ucp_rvt_departure,
     ucp_request_param_t flush{};
     EXPECT_EQ(wait_request(a.worker, ucp_ep_close_nbx(to_b.ep, &flush), a, b),
               UCS_OK);
+}
+
+TEST_P(ucp_rvt_departure,
+       an_outstanding_rendezvous_to_a_departed_receiver_fails)
+{
+    rendezvous_to_a_departed_receiver(true);
+}
+
+TEST_P(ucp_rvt_departure,
+       a_receiver_gone_before_answering_the_wireup_fails_its_endpoint)
+{
+    rendezvous_to_a_departed_receiver(false);
 }
 
 INSTANTIATE_TEST_SUITE_P(contexts, ucp_rvt_departure, ::testing::Bool(),

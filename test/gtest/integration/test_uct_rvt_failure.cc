@@ -438,13 +438,12 @@ TEST_P(uct_rvt_peer_death, a_peer_agent_killed)
 /* The process behind an endpoint goes away (its interface and MD close:
  * it detaches from its agent) while its agent lives on: what is sent to it
  * reaches nobody (the index is free, or someone else's), its agent tells
- * ours, and the endpoint fails with UCS_ERR_ENDPOINT_TIMEOUT at its next
- * operation (engine.h, "Departed clients"), as an RC endpoint fails at an
- * operation to a peer that is gone; the connection between the agents
- * unharmed. An endpoint that sends nothing more is not failed by itself:
- * a flush with nothing outstanding completes, as rc_verbs' does (UCT
- * tools without an error handler, such as ucx_perftest's server, end
- * while their peers leave). */
+ * ours, and an endpoint that has sent to it fails with
+ * UCS_ERR_ENDPOINT_TIMEOUT as soon as ours hears, with nothing
+ * outstanding, since this interface's user handles endpoint errors
+ * (iface::watches_departure; a user without a handler, such as
+ * ucx_perftest's UCT server, sees the failure at its next operation, as
+ * an RC endpoint's); the connection between the agents unharmed. */
 TEST_P(uct_rvt_peer_death, a_peer_interface_closed)
 {
     ASSERT_NO_FATAL_FAILURE(open_route(GetParam(), fast_failure));
@@ -460,25 +459,16 @@ TEST_P(uct_rvt_peer_death, a_peer_interface_closed)
     m_to = nullptr;
     m_other.reset(); /* interface and MD: the process is gone */
     const auto t0 = std::chrono::steady_clock::now();
-    /* the departure is announced at once: give it time to arrive, and an
-     * endpoint with nothing to send stays quiet meanwhile */
-    progress_until([] { return false; }, 500ms);
-    EXPECT_EQ(m_errors.count(m_ep), 0) << "failed with nothing sent";
-    call_counter quiet;
-    const ucs_status_t quiet_flush = uct_ep_flush(m_ep, 0, &quiet.comp);
-    EXPECT_TRUE(quiet_flush == UCS_OK || quiet_flush == UCS_INPROGRESS)
-            << ucs_status_string(quiet_flush);
-    if (quiet_flush == UCS_INPROGRESS) {
-        EXPECT_TRUE(progress_until([&] { return quiet.calls > 0; }, 10s));
-    }
-    /* the next operation fails the endpoint */
-    ucs_status_t first = retry(
-            [&] { return uct_ep_am_short(m_ep, am_id, 2, "lost", 4); });
-    EXPECT_TRUE(first == UCS_OK || first < 0) << ucs_status_string(first);
+    /* the departure is announced at once, and fails an endpoint that has
+     * sent to the process, with nothing outstanding: its user handles
+     * endpoint errors (iface::watches_departure) */
     EXPECT_TRUE(progress_until([&] { return m_errors.count(m_ep) > 0; }, 10s))
             << "no endpoint error within 10 s of the peer's departure";
     std::printf("[ INFO     ] endpoint error after %.2f s\n",
                 seconds_since(t0));
+    /* and its next operation fails */
+    const ucs_status_t first = uct_ep_am_short(m_ep, am_id, 2, "lost", 4);
+    EXPECT_EQ(first, UCS_ERR_ENDPOINT_TIMEOUT) << ucs_status_string(first);
     EXPECT_EQ(m_errors.count(m_ep), 1);
     for (const auto &[e, status] : m_errors.calls) {
         if (e == m_ep) {
@@ -495,7 +485,8 @@ TEST_P(uct_rvt_peer_death, a_peer_interface_closed)
 }
 
 /* uct_ep_check (UCT_IFACE_FLAG_EP_CHECK, ep.cc "Keepalive") on an endpoint
- * whose process has gone, its agent alive: the check's probe fails the
+ * whose process has gone, its agent alive, and that never sent to it (one
+ * that had sent fails at the departure): the check's probe fails the
  * endpoint, with nothing else sent. */
 TEST_P(uct_rvt_peer_death, ep_check_finds_a_departed_peer)
 {
@@ -510,14 +501,20 @@ TEST_P(uct_rvt_peer_death, ep_check_finds_a_departed_peer)
     ASSERT_EQ(retry([&] { return uct_ep_am_short(m_ep, am_id, 1, "hi", 2); }),
               UCS_OK);
     ASSERT_TRUE(progress_until([&] { return m_received.size() == 1; }));
+    /* to the same process, and sending nothing: the departure leaves it
+     * quiet until it is checked */
+    uct_ep_h probe = new_ep(m_to->iface);
+    ASSERT_NE(probe, nullptr);
 
     m_to = nullptr;
     m_other.reset(); /* interface and MD: the process is gone */
-    progress_until([] { return false; }, 500ms);
-    EXPECT_EQ(m_errors.count(m_ep), 0) << "failed before it was checked";
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(uct_ep_check(m_ep, 0, nullptr), UCS_OK);
     EXPECT_TRUE(progress_until([&] { return m_errors.count(m_ep) > 0; }, 10s))
+            << "the endpoint that had sent did not fail";
+    progress_until([] { return false; }, 500ms);
+    EXPECT_EQ(m_errors.count(probe), 0) << "failed before it was checked";
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(uct_ep_check(probe, 0, nullptr), UCS_OK);
+    EXPECT_TRUE(progress_until([&] { return m_errors.count(probe) > 0; }, 10s))
             << "no endpoint error within 10 s of a check";
     std::printf("[ INFO     ] endpoint error %.3f s after the check\n",
                 seconds_since(t0));
@@ -529,6 +526,7 @@ TEST_P(uct_rvt_peer_death, ep_check_finds_a_departed_peer)
     EXPECT_EQ(uct_ep_check(m_ep, 0, nullptr), UCS_OK);
     progress_until([] { return false; }, 200ms);
     EXPECT_EQ(m_errors.count(m_ep), 1);
+    destroy_ep(probe);
     EXPECT_EQ(peer_state(qpn_b), "connected");
     expect_loopback_works();
 }

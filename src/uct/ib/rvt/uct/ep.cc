@@ -638,8 +638,10 @@ ucs_status_t ep_fence(uct_ep_h handle, unsigned) noexcept
  * it as a write nobody is told of (UCT asks for no write notices) if the
  * process is there, or as a stale message and tells ours that it is gone.
  * A check also arms the endpoint: from then on the news of its
- * destination's departure (an inbound client_gone) fails it at once,
- * where an endpoint never checked fails only at its next operation.
+ * destination's departure (an inbound client_gone) fails it at once.
+ * Without a check, so does the news for an endpoint that has sent to the
+ * destination, where the interface's user handles endpoint errors
+ * (iface::watches_departure); others fail only at their next operation.
  * With no room in the work ring the check posts nothing: the operations
  * in flight complete first, and the caller checks again.
  */

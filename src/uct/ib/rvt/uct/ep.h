@@ -52,6 +52,8 @@ struct ep {
     /* ep_check was called: the departure of the destination process fails
      * this endpoint as soon as the agent reports it ("Keepalive" in ep.cc) */
     bool checked;
+    /* failed by a departure, unchecked (iface::watches_departure) */
+    bool failed_unasked;
     uint32_t fence_generation; /* the iface's, when last fenced */
 
     ucs_status_t error; /* UCS_OK until the endpoint failed */

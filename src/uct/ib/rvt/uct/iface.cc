@@ -150,6 +150,11 @@ iface::post(ep &e, work_request &wr, uct_completion_t *comp, int32_t b)
     return UCS_OK;
 }
 
+bool iface::watches_departure(const ep &e) const
+{
+    return e.checked || (e.posted > 0 && base.super.err_handler != nullptr);
+}
+
 void iface::fail_ep(ep &e, ucs_status_t status)
 {
     if (e.error != UCS_OK) {
@@ -266,21 +271,20 @@ unsigned poll_inbound(iface &i)
             }
             break;
         case inbound_kind::client_gone:
-            /* the process behind some endpoints went away. Those that were
-             * checked (ep_check: their user watches them) fail now; the
-             * others at their next operation, which the agent completes
-             * as peer_failed, as an RC endpoint fails at an operation to
-             * a peer that is gone: one that sends nothing more stays
-             * quiet (a UCT user without an error handler, ucx_perftest's
-             * server, would otherwise die while its peers leave). Ops in
-             * flight complete from the agent. */
+            /* the process behind some endpoints went away: those that
+             * watch it fail now (watches_departure, ep.h); the others at
+             * their next operation, which the agent completes as
+             * peer_failed, as an RC endpoint fails at an operation to a
+             * peer that is gone. Ops in flight complete from the agent. */
             ucs_debug("rvt %s: client %u generation %u of peer %u is gone",
                       i.owner_md->port.device.c_str(), v.msg.src_client,
                       v.msg.generation, v.msg.peer);
             for (ep *e : i.eps) {
-                if (e->checked && e->peer == v.msg.peer &&
+                if (e->peer == v.msg.peer &&
                     e->dst_client == v.msg.src_client &&
-                    e->dst_generation == v.msg.generation) {
+                    e->dst_generation == v.msg.generation &&
+                    i.watches_departure(*e)) {
+                    e->failed_unasked = !e->checked;
                     i.fail_ep(*e, UCS_ERR_ENDPOINT_TIMEOUT);
                 }
             }
@@ -347,9 +351,15 @@ void report_failures(iface &i)
         const ucs_status_t status = uct_iface_handle_ep_err(handle_of(i),
                                                             handle_of(*e),
                                                             e->error);
-        ucs_log(uct_base_iface_failure_log_level(&i.base.super, status,
-                                                 e->error),
-                "rvt %s: endpoint %p to peer %u client %u failed: %s",
+        /* a departure nobody asked about that the user does not handle
+         * (UCP without error handling) is no reason to abort: the
+         * endpoint's next operation fails all the same */
+        const ucs_log_level_t level =
+                e->failed_unasked && status != UCS_OK ?
+                        UCS_LOG_LEVEL_DIAG :
+                        uct_base_iface_failure_log_level(&i.base.super, status,
+                                                         e->error);
+        ucs_log(level, "rvt %s: endpoint %p to peer %u client %u failed: %s",
                 i.owner_md->port.device.c_str(), static_cast<void *>(e),
                 e->peer, e->dst_client, ucs_status_string(e->error));
     }

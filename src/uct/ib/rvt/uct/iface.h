@@ -148,6 +148,16 @@ struct iface {
     void forget_peer(uint32_t index);
 
     void fail_ep(ep &e, ucs_status_t status);
+    /* Whether the departure of e's destination fails e at once: it was
+     * checked (ep_check), or it has sent to that process and this
+     * interface's user handles endpoint errors. An endpoint that has sent
+     * nothing stays quiet until it does, as does every endpoint of a
+     * user with no error handler (ucx_perftest's UCT server, whose peers
+     * leave before it). UCP needs the second rule: it checks nothing of an
+     * endpoint still being wired up, so a process gone before answering
+     * UCP's wireup request would leave that endpoint, and every request
+     * queued on it, waiting forever. */
+    bool watches_departure(const ep &e) const;
     unsigned progress();
 
     /* The endpoint lists (eps, pending_eps, failed_eps, graveyard) are
