@@ -151,7 +151,8 @@ TEST_F(rvtd_test, bad_options_are_refused_naming_them)
  * unanswered; a sealed request is answered; the same datagram sent again, as an
  * eavesdropper would replay it, is dropped unanswered and counted; and a
  * refusal names the requester's job key, not the agent's. */
-TEST_F(rvtd_test, no_credential_or_a_replayed_one_is_refused_and_a_refusal_carries_no_key)
+TEST_F(rvtd_test,
+       no_credential_or_a_replayed_one_is_refused_and_a_refusal_carries_no_key)
 {
     namespace conn = wire::conn;
     start_rvtd({"--linger=0"});

@@ -4,7 +4,7 @@
  * memory), so that whatever UCP selects is rvt. The module is loaded by
  * uct_rvt_fixture, as for the UCT tests.
  */
-#include "uct_rvt_fixture.h"
+#include "ucp_side.h"
 
 #include <ucp/api/ucp.h>
 
@@ -16,88 +16,6 @@
 
 namespace rvt::test {
 namespace {
-
-/* One UCP context with one worker, features TAG. */
-struct ucp_side {
-    ucp_context_h context = nullptr;
-    ucp_worker_h worker   = nullptr;
-
-    ucs_status_t open(uint64_t features = UCP_FEATURE_TAG)
-    {
-        ucp_config_t *config;
-        ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-        if (status != UCS_OK) {
-            return status;
-        }
-        ucp_params_t params{};
-        params.field_mask = UCP_PARAM_FIELD_FEATURES;
-        params.features   = features;
-        status            = ucp_init(&params, config, &context);
-        ucp_config_release(config);
-        if (status != UCS_OK) {
-            return status;
-        }
-        ucp_worker_params_t wp{};
-        wp.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-        wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-        return ucp_worker_create(context, &wp, &worker);
-    }
-    /* A worker of `shared`'s context (which stays `shared`'s). */
-    ucs_status_t open_worker_of(const ucp_side &shared)
-    {
-        ucp_worker_params_t wp{};
-        wp.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-        wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-        return ucp_worker_create(shared.context, &wp, &worker);
-    }
-    /* Destroys the worker and the context, endpoints and all, as a
-     * process that dies leaves them. */
-    void destroy()
-    {
-        if (worker != nullptr) {
-            ucp_worker_destroy(worker);
-            worker = nullptr;
-        }
-        if (context != nullptr) {
-            ucp_cleanup(context);
-            context = nullptr;
-        }
-    }
-    ~ucp_side()
-    {
-        if (worker != nullptr) {
-            ucp_worker_destroy(worker);
-        }
-        if (context != nullptr) {
-            ucp_cleanup(context);
-        }
-    }
-};
-
-/* Waits for a request of worker `owner` (a status or a pointer) while
- * progressing both sides' workers; its final status, UCS_INPROGRESS if it
- * did not end in 20 s (then it is cancelled). */
-ucs_status_t
-wait_request(ucp_worker_h owner, ucs_status_ptr_t req, ucp_side &a, ucp_side &b)
-{
-    if (!UCS_PTR_IS_PTR(req)) {
-        return UCS_PTR_STATUS(req);
-    }
-    ucs_status_t status = UCS_INPROGRESS;
-    eventually(
-            [&] {
-                ucp_worker_progress(a.worker);
-                ucp_worker_progress(b.worker);
-                status = ucp_request_check_status(req);
-                return status != UCS_INPROGRESS;
-            },
-            20s);
-    if (status == UCS_INPROGRESS) {
-        ucp_request_cancel(owner, req);
-    }
-    ucp_request_free(req);
-    return status;
-}
 
 class ucp_rvt : public uct_rvt_fixture {
 protected:
@@ -161,42 +79,6 @@ TEST_F(ucp_rvt, a_network_only_address_reaches_rvt)
               UCS_OK);
 }
 
-
-/* An endpoint with peer error handling, its error callback counted. */
-struct watched_ep {
-    ucp_ep_h ep = nullptr;
-    int errors  = 0;
-    ucs_status_t error{UCS_OK};
-    std::chrono::steady_clock::time_point failed_at;
-
-    ucs_status_t connect(ucp_side &from, ucp_side &to)
-    {
-        ucp_address_t *address;
-        size_t length;
-        ucs_status_t status = ucp_worker_get_address(to.worker, &address,
-                                                     &length);
-        if (status != UCS_OK) {
-            return status;
-        }
-        ucp_ep_params_t p{};
-        p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        p.address        = address;
-        p.err_mode       = UCP_ERR_HANDLING_MODE_PEER;
-        p.err_handler.cb = [](void *arg, ucp_ep_h, ucs_status_t st) {
-            auto *self = static_cast<watched_ep *>(arg);
-            if (self->errors++ == 0) {
-                self->error     = st;
-                self->failed_at = std::chrono::steady_clock::now();
-            }
-        };
-        p.err_handler.arg = this;
-        status            = ucp_ep_create(from.worker, &p, &ep);
-        ucp_worker_release_address(to.worker, address);
-        return status;
-    }
-};
 
 /* Active messages that arrived at a worker (id 1), by their first byte. */
 struct am_counter {

@@ -1,0 +1,527 @@
+/*
+ * Issue 30: what a UCP application with peer error handling sees when a
+ * peer process goes away, for each operation it can have outstanding.
+ * The receiver is a process of its own (ucp_departure_peer), on this node
+ * or on another (the testbed's second rxe device, with its own agent); it
+ * goes either by destroying its UCP without closing anything or by
+ * SIGKILL. The sender, with operations outstanding and more sent after
+ * the departure as an application would, must see its endpoint's error
+ * callback with a status saying the peer is gone, every request complete
+ * (with an error, or done before the departure), its traffic with a
+ * surviving worker verified meanwhile, and nothing left in its agent.
+ * The same cases over rc_verbs print its time to the error callback
+ * beside rvt's.
+ */
+#include "test_paths.h"
+#include "ucp_side.h"
+
+#include "uct/ib/rvt/client/status.h"
+
+#include <nlohmann/json.hpp>
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+struct peer_hello { /* ucp_departure_peer.cc */
+    uint32_t address_length;
+    uint32_t rkey_length;
+    uint64_t buffer;
+    uint64_t buffer_length;
+};
+
+namespace rvt::test {
+namespace {
+
+enum class op {
+    am_short, /* 8 bytes */
+    am_bcopy, /* 4 KiB */
+    am_rndv, /* 1 MiB: a rendezvous the receiver keeps unfetched */
+    tag_eager, /* 1 KiB, unexpected at the receiver */
+    tag_rndv_get, /* 1 MiB, no receive posted; UCX_RNDV_SCHEME=get_zcopy */
+    tag_rndv_put, /* the same with put_zcopy */
+    put, /* 64 KiB into the receiver's mapped buffer */
+    get, /* 64 KiB from it */
+    atomic, /* a 64-bit fetch-and-add on it */
+    flush, /* a put, then an endpoint flush */
+};
+
+const char *name_of(op o)
+{
+    switch (o) {
+    case op::am_short:
+        return "am_short";
+    case op::am_bcopy:
+        return "am_bcopy";
+    case op::am_rndv:
+        return "am_rndv";
+    case op::tag_eager:
+        return "tag_eager";
+    case op::tag_rndv_get:
+        return "tag_rndv_get";
+    case op::tag_rndv_put:
+        return "tag_rndv_put";
+    case op::put:
+        return "put";
+    case op::get:
+        return "get";
+    case op::atomic:
+        return "atomic";
+    case op::flush:
+        return "flush";
+    }
+    return "?";
+}
+
+enum class departure {
+    closed,
+    killed
+};
+enum class place {
+    this_node,
+    other_node
+};
+
+struct departure_case {
+    const char *tls; /* "rvt", or "rc" (rc_verbs with ud_verbs for wireup) */
+    op what;
+    departure how;
+    place where;
+};
+
+std::string case_name(const ::testing::TestParamInfo<departure_case> &p)
+{
+    return std::string(p.param.tls) + "_" + name_of(p.param.what) + "_" +
+           (p.param.how == departure::closed ? "closed" : "killed") + "_" +
+           (p.param.where == place::this_node ? "this_node" : "other_node");
+}
+
+/* The receiver's process: its pipes, and what it sent. */
+struct peer_process {
+    pid_t pid = -1;
+    int to    = -1; /* its stdin */
+    int from  = -1; /* its stdout */
+    peer_hello hello{};
+    std::vector<uint8_t> address, rkey;
+
+    bool read_exactly(void *out, size_t length)
+    {
+        auto *p = static_cast<uint8_t *>(out);
+        while (length > 0) {
+            pollfd pf{from, POLLIN, 0};
+            if (poll(&pf, 1, 20000) <= 0) {
+                return false;
+            }
+            const ssize_t n = read(from, p, length);
+            if (n <= 0) {
+                return false;
+            }
+            p += n;
+            length -= static_cast<size_t>(n);
+        }
+        return true;
+    }
+
+    /* starts `program` with `env` added to ours; false if it said
+     * nothing of itself in 20 s */
+    bool start(const std::string &program,
+               const std::vector<std::pair<std::string, std::string>> &env)
+    {
+        int in[2], out[2];
+        if (pipe(in) != 0 || pipe(out) != 0) {
+            return false;
+        }
+        pid = fork();
+        if (pid == 0) {
+            dup2(in[0], 0);
+            dup2(out[1], 1);
+            close(in[1]);
+            close(out[0]);
+            for (const auto &[k, v] : env) {
+                setenv(k.c_str(), v.c_str(), 1);
+            }
+            execl(program.c_str(), program.c_str(), nullptr);
+            _exit(127);
+        }
+        close(in[0]);
+        close(out[1]);
+        to   = in[1];
+        from = out[0];
+        if (!read_exactly(&hello, sizeof(hello))) {
+            return false;
+        }
+        address.resize(hello.address_length);
+        rkey.resize(hello.rkey_length);
+        return read_exactly(address.data(), address.size()) &&
+               read_exactly(rkey.data(), rkey.size());
+    }
+
+    /* its UCP destroyed, nothing closed; the process stays */
+    bool close_ucp()
+    {
+        char done = 0;
+        return write(to, "q", 1) == 1 && read_exactly(&done, 1) && done == 'd';
+    }
+
+    /* SIGKILL; false if it has not died within 10 s */
+    bool kill_now()
+    {
+        kill(pid, SIGKILL);
+        const bool reaped = eventually(
+                [&] { return waitpid(pid, nullptr, WNOHANG) == pid; }, 10s);
+        pid = reaped ? -1 : pid;
+        return reaped;
+    }
+
+    ~peer_process()
+    {
+        if (to >= 0) {
+            close(to); /* it exits at its stdin's end */
+        }
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+        if (from >= 0) {
+            close(from);
+        }
+    }
+};
+
+class ucp_rvt_departure_ops :
+    public uct_rvt_fixture,
+    public ::testing::WithParamInterface<departure_case> {
+protected:
+    void SetUp() override
+    {
+        uct_rvt_fixture::SetUp();
+        if (IsSkipped() || HasFatalFailure()) {
+            return;
+        }
+        const departure_case &c = GetParam();
+        m_rvt                   = std::string(c.tls) == "rvt";
+        m_env.set("UCX_TLS", c.tls);
+        m_env.set("UCX_NET_DEVICES", m_dev + ":1");
+        m_env.set("UCX_WARN_UNUSED_ENV_VARS", "n");
+        m_env.set("UCX_RNDV_THRESH", "8192");
+        m_env.set("UCX_KEEPALIVE_INTERVAL", "2s");
+        m_env.set("UCX_RNDV_SCHEME",
+                  c.what == op::tag_rndv_put ? "put_zcopy" : "get_zcopy");
+        if (m_rvt) {
+            start_agent();
+        }
+        /* the module registers itself when loaded, as ucx_perftest
+         * loads it in the perf suites */
+        m_peer_env = {{"UCX_NET_DEVICES", m_dev + ":1"},
+                      {"LD_PRELOAD", module_path()}};
+        if (c.where == place::other_node) {
+            const std::string dev = other_device();
+            if (dev.empty()) {
+                GTEST_SKIP() << "no second rxe device for another node";
+            }
+            m_peer_env = {{"UCX_NET_DEVICES", dev + ":1"},
+                          {"LD_PRELOAD", module_path()},
+                          {"XDG_RUNTIME_DIR", m_runtime + "/b"}};
+            if (m_rvt) {
+                start_agent_at(m_runtime + "/b", uct_job_key, {}, dev);
+            }
+        }
+    }
+
+    /* The agent's status for this node, its data path part. */
+    nlohmann::json data_path()
+    {
+        auto st = client::query_status(m_socket, false);
+        EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error());
+        return st.ok() ? nlohmann::json::parse(st.value())["data_path"] :
+                         nlohmann::json::object();
+    }
+
+    bool m_rvt = true;
+    std::vector<std::pair<std::string, std::string>> m_peer_env;
+};
+
+constexpr uint64_t features = UCP_FEATURE_TAG | UCP_FEATURE_AM |
+                              UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
+
+TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
+{
+    const departure_case &c = GetParam();
+    peer_process peer;
+    ASSERT_TRUE(peer.start(departure_peer_path, m_peer_env))
+            << "the receiver did not start";
+
+    ucp_side a, b;
+    ASSERT_EQ(a.open(features), UCS_OK);
+    ASSERT_EQ(b.open(features), UCS_OK);
+    watched_ep to_peer, to_b;
+    ASSERT_EQ(to_peer.connect(a, reinterpret_cast<const ucp_address_t *>(
+                                         peer.address.data())),
+              UCS_OK);
+    ASSERT_EQ(to_b.connect(a, b), UCS_OK);
+    ucp_rkey_h rkey = nullptr;
+    ASSERT_EQ(ucp_ep_rkey_unpack(to_peer.ep, peer.rkey.data(), &rkey), UCS_OK);
+
+    /* the endpoint wired up: a flushed message */
+    uint64_t word = 1;
+    ucp_request_param_t none{};
+    ASSERT_EQ(wait_request(a.worker,
+                           ucp_tag_send_nbx(to_peer.ep, &word, sizeof(word),
+                                            0x77, &none),
+                           a, b),
+              UCS_OK);
+    ASSERT_EQ(wait_request(a.worker, ucp_ep_flush_nbx(to_peer.ep, &none), a, b),
+              UCS_OK);
+    const nlohmann::json before = m_rvt ? data_path() : nlohmann::json();
+
+    std::vector<uint8_t> big(1 << 20, 0x3c), got(1 << 16);
+    uint64_t fetched = 0;
+    std::vector<ucs_status_ptr_t> requests;
+    ucp_request_param_t fetch{};
+    fetch.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE |
+                         UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+    fetch.datatype        = ucp_dt_make_contig(sizeof(uint64_t));
+    fetch.reply_buffer    = &fetched;
+    const uint64_t remote = peer.hello.buffer;
+    /* one operation of the case's kind; its request, if it has one */
+    auto issue = [&] {
+        ucs_status_ptr_t r = nullptr;
+        switch (c.what) {
+        case op::am_short:
+            r = ucp_am_send_nbx(to_peer.ep, 1, nullptr, 0, big.data(), 8,
+                                &none);
+            break;
+        case op::am_bcopy:
+            r = ucp_am_send_nbx(to_peer.ep, 1, nullptr, 0, big.data(), 4096,
+                                &none);
+            break;
+        case op::am_rndv:
+            r = ucp_am_send_nbx(to_peer.ep, 1, nullptr, 0, big.data(),
+                                big.size(), &none);
+            break;
+        case op::tag_eager:
+            r = ucp_tag_send_nbx(to_peer.ep, big.data(), 1024, 0x30, &none);
+            break;
+        case op::tag_rndv_get:
+        case op::tag_rndv_put:
+            r = ucp_tag_send_nbx(to_peer.ep, big.data(), big.size(), 0x31,
+                                 &none);
+            break;
+        case op::put:
+            r = ucp_put_nbx(to_peer.ep, big.data(), 1 << 16, remote, rkey,
+                            &none);
+            break;
+        case op::get:
+            r = ucp_get_nbx(to_peer.ep, got.data(), got.size(), remote, rkey,
+                            &none);
+            break;
+        case op::atomic:
+            r = ucp_atomic_op_nbx(to_peer.ep, UCP_ATOMIC_OP_ADD, &word, 1,
+                                  remote, rkey, &fetch);
+            break;
+        case op::flush:
+            requests.push_back(ucp_put_nbx(to_peer.ep, big.data(), 1 << 16,
+                                           remote, rkey, &none));
+            r = ucp_ep_flush_nbx(to_peer.ep, &none);
+            break;
+        }
+        requests.push_back(r);
+    };
+    /* outstanding at the departure */
+    const int outstanding = (c.what == op::am_rndv ||
+                             c.what == op::tag_rndv_get ||
+                             c.what == op::tag_rndv_put) ?
+                                    2 :
+                                    16;
+    for (int i = 0; i < outstanding; ++i) {
+        issue();
+    }
+    ucp_worker_progress(a.worker);
+    if (c.how == departure::closed) {
+        ASSERT_TRUE(peer.close_ucp()) << "the receiver did not close";
+    } else {
+        ASSERT_TRUE(peer.kill_now()) << "the receiver did not die";
+    }
+    const auto gone = std::chrono::steady_clock::now();
+
+    /* the application goes on: one more of the same every pass until its
+     * endpoint fails, and tagged messages to b, each verified */
+    uint64_t out = 0, in = 0, sent = 0, arrived = 0;
+    const auto ended = [&] {
+        for (auto &r : requests) {
+            if (UCS_PTR_IS_PTR(r) &&
+                ucp_request_check_status(r) == UCS_INPROGRESS) {
+                return false;
+            }
+        }
+        return true;
+    };
+    const bool done = eventually(
+            [&] {
+                if (to_peer.errors == 0 && requests.size() < 4096) {
+                    issue();
+                }
+                if (sent == arrived && sent < 50) {
+                    ++sent;
+                    out                = sent;
+                    ucs_status_ptr_t r = ucp_tag_recv_nbx(b.worker, &in,
+                                                          sizeof(in), 0x40,
+                                                          ~ucp_tag_t{0}, &none);
+                    ucs_status_ptr_t s = ucp_tag_send_nbx(to_b.ep, &out,
+                                                          sizeof(out), 0x40,
+                                                          &none);
+                    if (wait_request(a.worker, s, a, b) == UCS_OK &&
+                        wait_request(b.worker, r, a, b) == UCS_OK &&
+                        in == sent) {
+                        ++arrived;
+                    }
+                }
+                for (int i = 0; i < 16; ++i) {
+                    ucp_worker_progress(a.worker);
+                    ucp_worker_progress(b.worker);
+                }
+                return to_peer.errors > 0 && ended() && sent == 50;
+            },
+            m_rvt ? 30s : 20s);
+    size_t failed = 0, in_progress = 0;
+    for (auto &r : requests) {
+        if (!UCS_PTR_IS_PTR(r)) {
+            failed += UCS_PTR_IS_ERR(r);
+            continue;
+        }
+        const ucs_status_t st = ucp_request_check_status(r);
+        if (st == UCS_INPROGRESS) {
+            ++in_progress;
+            ucp_request_cancel(a.worker, r);
+        } else {
+            failed += st != UCS_OK;
+        }
+        ucp_request_free(r);
+    }
+    const double ms = std::chrono::duration<double, std::milli>(
+                              to_peer.failed_at - gone)
+                              .count();
+    EXPECT_EQ(arrived, sent) << "the surviving pair";
+    EXPECT_EQ(to_b.errors, 0);
+    if (!m_rvt) { /* rc_verbs: measured, for the comparison */
+        if (to_peer.errors > 0) {
+            std::printf("[ INFO     ] rc_verbs %s, receiver %s: error "
+                        "callback %.0f ms after the departure (%s)\n",
+                        name_of(c.what),
+                        c.how == departure::closed ? "closed" : "killed", ms,
+                        ucs_status_string(to_peer.error));
+        } else {
+            std::printf("[ INFO     ] rc_verbs %s, receiver %s: no error "
+                        "callback within 20 s, %zu of %zu requests still in "
+                        "progress\n",
+                        name_of(c.what),
+                        c.how == departure::closed ? "closed" : "killed",
+                        in_progress, requests.size());
+        }
+    } else {
+        EXPECT_TRUE(done) << to_peer.errors << " error callbacks, "
+                          << in_progress << " of " << requests.size()
+                          << " requests still in progress, " << arrived
+                          << " of " << sent << " to b";
+        EXPECT_EQ(to_peer.errors, 1);
+        /* the peer is gone; or, for an RDMA operation that reached the
+         * node of a process that had closed, its memory was: its agent
+         * had deregistered it, and the device failed the access */
+        const bool rma = c.what == op::put || c.what == op::get ||
+                         c.what == op::atomic || c.what == op::flush;
+        EXPECT_TRUE(to_peer.error == UCS_ERR_ENDPOINT_TIMEOUT ||
+                    to_peer.error == UCS_ERR_CONNECTION_RESET ||
+                    to_peer.error == UCS_ERR_UNREACHABLE ||
+                    (rma && c.where == place::other_node &&
+                     to_peer.error == UCS_ERR_IO_ERROR))
+                << ucs_status_string(to_peer.error);
+        if (c.what == op::am_rndv || c.what == op::tag_rndv_get ||
+            c.what == op::tag_rndv_put) { /* they cannot have ended well */
+            EXPECT_GE(failed, 2u) << "the outstanding rendezvous did not fail";
+        }
+        std::printf("[ INFO     ] rvt %s, receiver %s, %s: error callback "
+                    "%.0f ms after the departure (%s), %zu of %zu requests "
+                    "failed\n",
+                    name_of(c.what),
+                    c.how == departure::closed ? "closed" : "killed",
+                    c.where == place::this_node ? "this node" : "another node",
+                    ms, ucs_status_string(to_peer.error), failed,
+                    requests.size());
+    }
+
+    ucp_rkey_destroy(rkey);
+    ucp_request_param_t force{};
+    force.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    force.flags        = UCP_EP_CLOSE_FLAG_FORCE;
+    (void)wait_request(a.worker, ucp_ep_close_nbx(to_peer.ep, &force), a, b);
+    EXPECT_EQ(wait_request(a.worker, ucp_ep_close_nbx(to_b.ep, &none), a, b),
+              UCS_OK);
+    if (!m_rvt) {
+        return;
+    }
+    /* nothing left in the agent: no op held for anyone, no queue, and the
+     * receiver's departure counted */
+    nlohmann::json after;
+    const auto left = [&] {
+        std::string what;
+        for (const auto &e : after["client_traffic"]) {
+            if (e["held"] != 0u || e["held_back"] != 0u) {
+                what += " client " + e.dump();
+            }
+        }
+        for (const auto &p : after["peers"]) {
+            if (p["queued"] != 0u || p["parked"] != 0u || p["posted"] != 0u) {
+                what += " peer " + p.dump();
+            }
+        }
+        return what;
+    };
+    EXPECT_TRUE(eventually(
+            [&] {
+                after = data_path();
+                return left().empty();
+            },
+            10s))
+            << "left in the agent:" << left();
+    EXPECT_EQ(after["share"]["refused_ops"], before["share"]["refused_ops"]);
+    if (c.where == place::this_node) { /* (another node's agent tells
+                                        * ours over a connection that an
+                                        * access error may have broken) */
+        EXPECT_EQ(after["clients_gone"].get<uint64_t>(),
+                  before["clients_gone"].get<uint64_t>() + 1)
+                << "the receiver's departure was not counted";
+    }
+}
+
+std::vector<departure_case> cases()
+{
+    std::vector<departure_case> all;
+    const op every[] = {op::am_short,  op::am_bcopy,     op::am_rndv,
+                        op::tag_eager, op::tag_rndv_get, op::tag_rndv_put,
+                        op::put,       op::get,          op::atomic,
+                        op::flush};
+    for (op o : every) {
+        for (departure d : {departure::closed, departure::killed}) {
+            for (place p : {place::this_node, place::other_node}) {
+                all.push_back({"rvt", o, d, p});
+            }
+        }
+    }
+    /* rc_verbs beside rvt, for the time to the error callback (measured
+     * only: over Soft-RoCE its RC retries outlast the window) */
+    for (departure d : {departure::closed, departure::killed}) {
+        all.push_back({"rc", op::tag_rndv_get, d, place::this_node});
+    }
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(cases, ucp_rvt_departure_ops,
+                         ::testing::ValuesIn(cases()), case_name);
+
+} // namespace
+} // namespace rvt::test
