@@ -82,6 +82,26 @@ uint64_t cpu_ticks(pid_t pid)
     return user + sys;
 }
 
+/* An active message of `length` bytes at `addr` (lkey `lkey`), from
+ * session `s` to itself through peer `to`. */
+work_request am_to_self(const client::session &s, uint64_t wr_id, uint32_t to,
+                        const void *addr = nullptr, uint32_t lkey = 0,
+                        uint32_t length = 0)
+{
+    work_request wr{};
+    wr.wr_id          = wr_id;
+    wr.op             = static_cast<uint8_t>(work_op::send_am);
+    wr.flags          = work_signaled;
+    wr.am_id          = 9;
+    wr.peer           = to;
+    wr.dst_client     = s.client_index();
+    wr.dst_generation = s.attached().client_generation;
+    wr.length         = length;
+    wr.local_addr     = reinterpret_cast<uintptr_t>(addr);
+    wr.lkey           = lkey;
+    return wr;
+}
+
 /* Nodes that run no agent, as a client would name them: UD QPs of the
  * test's own that never answer, so a peer made for one stays connecting
  * and the ops sent to it wait. */
@@ -164,15 +184,8 @@ protected:
     ::testing::AssertionResult
     served(client::session &s, uint32_t self, uint64_t tag)
     {
-        work_request wr{};
-        wr.wr_id          = tag;
-        wr.op             = static_cast<uint8_t>(work_op::send_am);
-        wr.flags          = work_signaled;
-        wr.am_id          = 9;
-        wr.peer           = self;
-        wr.dst_client     = s.client_index();
-        wr.dst_generation = s.attached().client_generation;
-        const auto bytes  = std::as_bytes(std::span(&tag, 1));
+        const work_request wr = am_to_self(s, tag, self);
+        const auto bytes      = std::as_bytes(std::span(&tag, 1));
         if (s.post_inline(wr, bytes) != client::post_status::posted) {
             return ::testing::AssertionFailure() << "post " << tag;
         }
@@ -235,6 +248,20 @@ std::vector<completion> reap(client::session &s)
     return {c, c + n};
 }
 
+/* What completes first, waiting at most `limit`; empty if nothing did. */
+std::vector<completion>
+first_completions(client::session &s, std::chrono::milliseconds limit)
+{
+    std::vector<completion> done;
+    eventually(
+            [&] {
+                done = reap(s);
+                return !done.empty();
+            },
+            limit);
+    return done;
+}
+
 } // namespace
 
 /* A client writes its work ring without end, 16 rings' worth of active
@@ -262,14 +289,8 @@ TEST_F(rvtd_flood, ops_over_a_clients_share_are_refused_and_the_others_served)
     const auto until = std::chrono::steady_clock::now() + 120s;
     while ((pushed < n || done.size() < n - 8) &&
            std::chrono::steady_clock::now() < until) {
-        work_request wr{};
-        wr.wr_id          = pushed;
-        wr.op             = static_cast<uint8_t>(work_op::send_am);
-        wr.flags          = work_signaled;
-        wr.peer           = to.value();
-        wr.dst_client     = 0;
-        wr.dst_generation = 0;
-        if (pushed < n && ring.try_push(wr)) {
+        if (pushed < n &&
+            ring.try_push(am_to_self(*flood, pushed, to.value()))) {
             if (++pushed % 1024 == 0) { /* the neighbour, meanwhile */
                 ASSERT_TRUE(served(*good, good_self, 1 + pushed));
             }
@@ -323,31 +344,14 @@ TEST_F(rvtd_flood, lkeys_over_a_clients_share_are_refused_and_the_others_served)
 
     auto am = [&](uint64_t wr_id, uint32_t to, const client::memory_region &mr,
                   uint32_t lkey) {
-        work_request wr{};
-        wr.wr_id          = wr_id;
-        wr.op             = static_cast<uint8_t>(work_op::send_am);
-        wr.flags          = work_signaled;
-        wr.peer           = to;
-        wr.dst_client     = flood->client_index();
-        wr.dst_generation = flood->attached().client_generation;
-        wr.length         = 64;
-        wr.local_addr     = reinterpret_cast<uintptr_t>(mr.addr);
-        wr.lkey           = lkey;
-        return wr;
+        return am_to_self(*flood, wr_id, to, mr.addr, lkey, 64);
     };
     for (size_t k = 0; k < mrs.size(); ++k) { /* held: its peer never answers */
         ASSERT_EQ(flood->post(am(100 + k, far.value(), mrs[k], mrs[k].lkey)),
                   client::post_status::posted);
     }
-    std::vector<completion> done;
-    ASSERT_TRUE(eventually(
-            [&] {
-                const auto got = reap(*flood);
-                done.insert(done.end(), got.begin(), got.end());
-                return !done.empty();
-            },
-            10s))
-            << slurp(m_log);
+    const std::vector<completion> done = first_completions(*flood, 10s);
+    ASSERT_FALSE(done.empty()) << slurp(m_log);
     ASSERT_EQ(done.size(), 1u);
     EXPECT_EQ(done[0].wr_id, 104u);
     EXPECT_EQ(done[0].status,
@@ -481,26 +485,11 @@ TEST_F(rvtd_flood, a_socket_flood_is_read_a_budget_a_pass_and_the_others_served)
                                  4096)};
     ASSERT_EQ(send(sock, notices.data(), sizeof(notices), MSG_NOSIGNAL),
               (ssize_t)sizeof(notices));
-    work_request wr{};
-    wr.wr_id          = 77;
-    wr.op             = static_cast<uint8_t>(work_op::send_am);
-    wr.flags          = work_signaled;
-    wr.peer           = flood_self;
-    wr.dst_client     = flood->client_index();
-    wr.dst_generation = at.client_generation;
-    wr.length         = 64;
-    wr.local_addr     = reinterpret_cast<uintptr_t>(late.data());
-    wr.lkey           = keys.value().lkey;
+    const work_request wr = am_to_self(*flood, 77, flood_self, late.data(),
+                                       keys.value().lkey, 64);
     ASSERT_EQ(flood->post(wr), client::post_status::posted);
-    std::vector<completion> done;
-    ASSERT_TRUE(eventually(
-            [&] {
-                const auto got = reap(*flood);
-                done.insert(done.end(), got.begin(), got.end());
-                return !done.empty();
-            },
-            60s))
-            << slurp(m_log);
+    const std::vector<completion> done = first_completions(*flood, 60s);
+    ASSERT_FALSE(done.empty()) << slurp(m_log);
     EXPECT_EQ(done[0].status, static_cast<uint32_t>(completion_status::success))
             << "refused before its notice was read";
     EXPECT_GE(data_path()["intake"]["reads_deferred"].get<uint64_t>(), 1u);
