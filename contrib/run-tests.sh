@@ -126,9 +126,7 @@ if [ "$what" = all ]; then
         mkdir -p build122 &&
         { cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
               --with-ucx-src="$UCX_SRC" && make -j"$(nproc)" all &&
-          make -j"$(nproc)" test/gtest/rvt_integration_tests \
-              test/gtest/integration/shared_pd_client \
-              test/mpi/rvt_mpi_check; } \
+          make -j"$(nproc)" integration-programs test/mpi/rvt_mpi_check; } \
             > "$top/build/build122.log" 2>&1; then
         cd "$top" || exit 1
         echo "UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC"

@@ -172,6 +172,19 @@ struct peer_process {
         return write(to, "q", 1) == 1 && read_exactly(&done, 1) && done == 'd';
     }
 
+    /* how it ended, if it has: for a receiver that stopped answering */
+    std::string fate()
+    {
+        int st = 0;
+        if (pid <= 0 || waitpid(pid, &st, WNOHANG) != pid) {
+            return "still running";
+        }
+        pid = -1;
+        return WIFSIGNALED(st) ? "killed by signal " +
+                                         std::to_string(WTERMSIG(st)) :
+                                 "exited " + std::to_string(WEXITSTATUS(st));
+    }
+
     /* SIGKILL; false if it has not died within 10 s */
     bool kill_now()
     {
@@ -222,6 +235,10 @@ protected:
         if (m_rvt) {
             start_agent();
         }
+        /* a missing receiver says so, not as a receiver that failed */
+        ASSERT_EQ(access(departure_peer_path.c_str(), X_OK), 0)
+                << departure_peer_path
+                << " is not built: make integration-programs";
         /* the module registers itself when loaded, as ucx_perftest
          * loads it in the perf suites */
         m_peer_env = {{"UCX_NET_DEVICES", m_dev + ":1"},
@@ -261,7 +278,7 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     const departure_case &c = GetParam();
     peer_process peer;
     ASSERT_TRUE(peer.start(departure_peer_path, m_peer_env))
-            << "the receiver did not start";
+            << "the receiver did not start: " << peer.fate();
 
     ucp_side a, b;
     ASSERT_EQ(a.open(features), UCS_OK);
@@ -351,7 +368,8 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     }
     ucp_worker_progress(a.worker);
     if (c.how == departure::closed) {
-        ASSERT_TRUE(peer.close_ucp()) << "the receiver did not close";
+        ASSERT_TRUE(peer.close_ucp())
+                << "the receiver did not close: " << peer.fate();
     } else {
         ASSERT_TRUE(peer.kill_now()) << "the receiver did not die";
     }

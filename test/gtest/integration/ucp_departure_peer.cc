@@ -5,6 +5,8 @@
  * sender's puts, gets and atomics, and writes its worker address and the
  * buffer's rkey to stdout:
  *   peer_hello, then the address bytes, then the rkey bytes.
+ * (stdout is the test's pipe alone: UCX logs to stdout by default, and
+ * what it prints goes to stderr instead.)
  * Then it progresses its worker, keeping every rendezvous active message
  * it is offered (so the sender's stays outstanding) and posting no tag
  * receive (so a tagged rendezvous does), until a line on stdin:
@@ -33,12 +35,13 @@ struct peer_hello {
 namespace {
 
 constexpr size_t buffer_length = 1 << 20;
+int to_test = -1; /* the pipe stdout was */
 
 bool write_all(const void *data, size_t length)
 {
     const auto *p = static_cast<const char *>(data);
     while (length > 0) {
-        const ssize_t n = write(1, p, length);
+        const ssize_t n = write(to_test, p, length);
         if (n <= 0) {
             return false;
         }
@@ -67,6 +70,10 @@ int fail(const char *what, ucs_status_t status)
 
 int main()
 {
+    to_test = dup(1);
+    if (to_test < 0 || dup2(2, 1) < 0) {
+        return 1;
+    }
     ucp_config_t *config;
     ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
     if (status != UCS_OK) {
