@@ -180,9 +180,9 @@ struct peer_process {
             return "still running";
         }
         pid = -1;
-        return WIFSIGNALED(st) ? "killed by signal " +
-                                         std::to_string(WTERMSIG(st)) :
-                                 "exited " + std::to_string(WEXITSTATUS(st));
+        return WIFSIGNALED(st) ?
+                       "killed by signal " + std::to_string(WTERMSIG(st)) :
+                       "exited " + std::to_string(WEXITSTATUS(st));
     }
 
     /* SIGKILL; false if it has not died within 10 s */
