@@ -3,7 +3,8 @@
 # by `make check`), run on node 1 of the testbed. Prints PASS/FAIL per test
 # case; a test that skips here (no device) counts as failed, since the
 # testbed always has one. Exits 1 if any test case failed or the run did.
-# Usage: test/testbed/integration.sh [BUILD_DIR]   (default: build)
+# Usage: test/testbed/integration.sh [BUILD_DIR [GTEST_FILTER]]
+#   (default: build, every test)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
@@ -15,7 +16,8 @@ bin=$build/test/gtest/rvt_integration_tests
 
 # lastpipe: gtest_verdicts runs in this shell, so its counts are finish's
 shopt -s lastpipe
-contrib/testbed/testbed run -n 2 -t 600 "on 1 $bin" | gtest_verdicts
+filter=${2:+ --gtest_filter=$2}
+contrib/testbed/testbed run -n 2 -t 600 "on 1 $bin$filter" | gtest_verdicts
 rc=${PIPESTATUS[0]}
 # a run that failed with no failed test case to show for it (a crash, a
 # timeout) is one failure, as contrib/run-tests.sh counts it
