@@ -349,16 +349,21 @@ for _ in $(seq $((T_START * 10))); do
     sleep 0.1
 done
 # The agents' sockets while they are busy with the traffic: a status
-# request to each every 2 s until the stop ("NODE STATUS MS" lines).
-# rvt-status waits 10 s for the answer, as a process's attach does: a
-# replacement attaches to a busy agent.
+# request to each every 2 s until the stop ("NODE STATUS MS STOPPED"
+# lines). rvt-status waits 10 s for the answer, as a process's attach
+# does: a replacement attaches to a busy agent. A request that met its
+# agent stopped by the fault driver (SIGSTOP, up to 5 s) is STOPPED=1:
+# it measures the fault, not the agent, and is left out of the verdict.
 (
     while [ ! -e "$work/a/stop" ]; do
         for n in 1 2 3; do
+            stopped=0
+            [ ! -e "$work/a/stopped.$n" ] || stopped=1
             t0=$(date +%s%N)
             agent_json "$n" >/dev/null
             rc=$?
-            echo "$n $rc $((($(date +%s%N) - t0) / 1000000))"
+            [ ! -e "$work/a/stopped.$n" ] || stopped=1
+            echo "$n $rc $((($(date +%s%N) - t0) / 1000000)) $stopped"
         done
         sleep 2
     done
@@ -411,14 +416,17 @@ fault_link() {
     ip link set "vbr$n" up
     faults[link]=$((faults[link] + 1))
 }
-# fault_stop PID WHAT: SIGSTOP for 2-5 s, then SIGCONT
+# fault_stop PID WHAT [MARK]: SIGSTOP for 2-5 s, then SIGCONT; MARK (a
+# file) exists while it is stopped
 fault_stop() {
     local d
     rnd 4; d=$((r + 2))
     event "stop: $2 (pid $1) stopped for $d s"
+    [ -z "${3:-}" ] || : >"$3"
     kill -STOP "$1"
     sleep "$d"
     kill -CONT "$1"
+    [ -z "${3:-}" ] || rm -f "$3"
 }
 
 section "chaos A: faults for $traffic_secs s"
@@ -435,7 +443,8 @@ while :; do
         rnd 5
         if [ "$r" = 0 ]; then
             rnd 3
-            fault_stop "${agent_pid[$((r + 1))]}" "node $((r + 1))'s agent"
+            fault_stop "${agent_pid[$((r + 1))]}" "node $((r + 1))'s agent" \
+                "$work/a/stopped.$((r + 1))"
             faults[stop_agent]=$((faults[stop_agent] + 1))
         else
             rnd $CLIENTS
@@ -529,10 +538,12 @@ grep -h 'attach server: reply to client' "$work"/rvtd.*.log 2>/dev/null | head -
 check "every process, replacements included, attached to its agent in time ($attach_failed did not)" \
     [ "$attach_failed" = 0 ]
 for n in 1 2 3; do
-    read -r asked unanswered slowest < <(awk -v n="$n" '$1 == n {
-        k++; if ($2 != 0) u++; if ($3 > m) m = $3 } END { print k + 0, u + 0, m + 0 }' "$work/a/probe")
+    read -r asked unanswered slowest stopped < <(awk -v n="$n" '
+        $1 == n && $4 == 1 { s++ }
+        $1 == n && $4 != 1 { k++; if ($2 != 0) u++; if ($3 > m) m = $3 }
+        END { print k + 0, u + 0, m + 0, s + 0 }' "$work/a/probe")
     [ "$asked" -gt 0 ] && [ "$unanswered" = 0 ]
-    verdict $? "node $n's agent answered its socket under the traffic: $((asked - unanswered)) of $asked status requests within rvt-status's 10 s (slowest $slowest ms, process start included)"
+    verdict $? "node $n's agent answered its socket under the traffic: $((asked - unanswered)) of $asked status requests within rvt-status's 10 s (slowest $slowest ms, process start included; $stopped more met it stopped by a fault)"
 done
 check "every process ended as it should: the last ones exit 0, the killed ones by SIGKILL ($bad_exits did not)" \
     [ "$bad_exits" = 0 ]
@@ -635,7 +646,8 @@ mpi_end=$((SECONDS + mpi_secs))
         rnd 5
         if [ "$r" = 0 ] || [ ${#ranks[@]} = 0 ]; then
             rnd 2
-            fault_stop "${agent_pid[$((r + 1))]}" "node $((r + 1))'s agent"
+            fault_stop "${agent_pid[$((r + 1))]}" "node $((r + 1))'s agent" \
+                "$work/a/stopped.$((r + 1))"
             echo stop_agent >>"$work/b.faults"
         else
             rnd ${#ranks[@]}
