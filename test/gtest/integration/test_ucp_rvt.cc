@@ -306,25 +306,11 @@ void ucp_rvt_departure::rendezvous_to_a_departed_receiver(bool answered)
     c.destroy();
     const auto gone = std::chrono::steady_clock::now();
 
-    uint64_t out = 0, in = 0, sent = 0, arrived = 0;
+    verified_stream to_b_stream{tag + 1, 100};
     ucs_status_t rndv_status = UCS_INPROGRESS;
     const bool ended         = eventually(
             [&] {
-                if (sent == arrived && sent < 100) { /* one at a time to b */
-                    ++sent;
-                    out                = sent;
-                    ucs_status_ptr_t r = ucp_tag_recv_nbx(b.worker, &in,
-                                                                  sizeof(in), tag + 1,
-                                                                  ~ucp_tag_t{0}, &none);
-                    ucs_status_ptr_t s = ucp_tag_send_nbx(to_b.ep, &out,
-                                                                  sizeof(out), tag + 1,
-                                                                  &none);
-                    if (wait_request(a.worker, s, a, b) == UCS_OK &&
-                        wait_request(b.worker, r, a, b) == UCS_OK &&
-                        in == sent) {
-                        ++arrived;
-                    }
-                }
+                to_b_stream.step(a, b, to_b.ep);
                 for (int i = 0; i < 16; ++i) {
                     ucp_worker_progress(a.worker);
                     ucp_worker_progress(b.worker);
@@ -336,16 +322,17 @@ void ucp_rvt_departure::rendezvous_to_a_departed_receiver(bool answered)
                         rndv = nullptr;
                     }
                 }
-                return rndv == nullptr && to_c.errors > 0 && sent == 100;
+                return rndv == nullptr && to_c.errors > 0 && to_b_stream.done();
             },
             20s);
     EXPECT_TRUE(ended) << "error callbacks " << to_c.errors
                        << ", the rendezvous "
                        << (rndv == nullptr ? ucs_status_string(rndv_status) :
                                              "still in progress")
-                       << ", " << arrived << " of " << sent << " to b";
+                       << ", " << to_b_stream.arrived << " of "
+                       << to_b_stream.sent << " to b";
     EXPECT_NE(rndv_status, UCS_OK);
-    EXPECT_EQ(arrived, sent);
+    EXPECT_EQ(to_b_stream.arrived, to_b_stream.sent);
     EXPECT_EQ(to_b.errors, 0);
     if (to_c.errors > 0) {
         std::printf("[ INFO     ] error callback %.0f ms after the departure "

@@ -377,7 +377,7 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
 
     /* the application goes on: one more of the same every pass until its
      * endpoint fails, and tagged messages to b, each verified */
-    uint64_t out = 0, in = 0, sent = 0, arrived = 0;
+    verified_stream to_b_stream{0x40, 50};
     const auto ended = [&] {
         for (auto &r : requests) {
             if (UCS_PTR_IS_PTR(r) &&
@@ -392,26 +392,12 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
                 if (to_peer.errors == 0 && requests.size() < 4096) {
                     issue();
                 }
-                if (sent == arrived && sent < 50) {
-                    ++sent;
-                    out                = sent;
-                    ucs_status_ptr_t r = ucp_tag_recv_nbx(b.worker, &in,
-                                                          sizeof(in), 0x40,
-                                                          ~ucp_tag_t{0}, &none);
-                    ucs_status_ptr_t s = ucp_tag_send_nbx(to_b.ep, &out,
-                                                          sizeof(out), 0x40,
-                                                          &none);
-                    if (wait_request(a.worker, s, a, b) == UCS_OK &&
-                        wait_request(b.worker, r, a, b) == UCS_OK &&
-                        in == sent) {
-                        ++arrived;
-                    }
-                }
+                to_b_stream.step(a, b, to_b.ep);
                 for (int i = 0; i < 16; ++i) {
                     ucp_worker_progress(a.worker);
                     ucp_worker_progress(b.worker);
                 }
-                return to_peer.errors > 0 && ended() && sent == 50;
+                return to_peer.errors > 0 && ended() && to_b_stream.done();
             },
             m_rvt ? 30s : 20s);
     size_t failed = 0, in_progress = 0;
@@ -432,7 +418,7 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     const double ms = std::chrono::duration<double, std::milli>(
                               to_peer.failed_at - gone)
                               .count();
-    EXPECT_EQ(arrived, sent) << "the surviving pair";
+    EXPECT_EQ(to_b_stream.arrived, to_b_stream.sent) << "the surviving pair";
     EXPECT_EQ(to_b.errors, 0);
     if (!m_rvt) { /* rc_verbs: measured, for the comparison */
         if (to_peer.errors > 0) {
@@ -452,8 +438,9 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     } else {
         EXPECT_TRUE(done) << to_peer.errors << " error callbacks, "
                           << in_progress << " of " << requests.size()
-                          << " requests still in progress, " << arrived
-                          << " of " << sent << " to b";
+                          << " requests still in progress, "
+                          << to_b_stream.arrived << " of " << to_b_stream.sent
+                          << " to b";
         EXPECT_EQ(to_peer.errors, 1);
         /* the peer is gone; or, for an RDMA operation that reached the
          * node of a process that had closed, its memory was: its agent

@@ -136,6 +136,36 @@ struct watched_ep {
     }
 };
 
+/* The surviving pair's traffic in the departure tests: numbered tagged
+ * messages from a to b, one at a time, each checked by b. */
+struct verified_stream {
+    ucp_tag_t tag;
+    uint64_t total;
+    uint64_t sent = 0, arrived = 0;
+
+    /* the next message, if the last arrived and not all were sent */
+    void step(ucp_side &a, ucp_side &b, ucp_ep_h to_b)
+    {
+        if (sent != arrived || sent == total) {
+            return;
+        }
+        const ucp_request_param_t none{};
+        uint64_t out = ++sent, in = 0;
+        ucs_status_ptr_t r = ucp_tag_recv_nbx(b.worker, &in, sizeof(in), tag,
+                                              ~ucp_tag_t{0}, &none);
+        ucs_status_ptr_t s = ucp_tag_send_nbx(to_b, &out, sizeof(out), tag,
+                                              &none);
+        if (wait_request(a.worker, s, a, b) == UCS_OK &&
+            wait_request(b.worker, r, a, b) == UCS_OK && in == out) {
+            ++arrived;
+        }
+    }
+    bool done() const
+    {
+        return sent == total && arrived == total;
+    }
+};
+
 } // namespace rvt::test
 
 #endif
