@@ -14,6 +14,7 @@
  * start (another agent holds the key, no device, ...); 2 on a bad option.
  */
 #include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/cpu_policy.h"
 #include "uct/ib/rvt/agent/device.h"
 #include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
@@ -28,6 +29,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -36,6 +38,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -55,9 +58,15 @@ inline const agent::rc_qp_params qp{};
 inline const agent::verbs_nic_config nic{};
 inline const agent::share_limits share{};
 inline const agent::attach_config attach{};
+inline const agent::cpu_policy::settings cpu{};
 long ms(std::chrono::milliseconds d)
 {
     return static_cast<long>(d.count());
+}
+long us(std::chrono::steady_clock::duration d)
+{
+    return static_cast<long>(
+            std::chrono::duration_cast<std::chrono::microseconds>(d).count());
 }
 } // namespace defaults
 
@@ -81,12 +90,15 @@ struct options {
     long gid_index        = -1;
     long srq_size         = defaults::nic.srq_size;
     long sq_depth         = defaults::qp.sq_depth;
-    long spin_us          = 2000;
+    long spin_us          = defaults::us(defaults::cpu.spin);
+    agent::priority priority{};
+    long busy_limit_us    = defaults::us(defaults::cpu.busy_limit);
+    long busy_pause_us    = defaults::us(defaults::cpu.pause);
     long keepalive_ms     = defaults::ms(defaults::peers.keepalive_interval);
     long reconnect_ms     = defaults::ms(defaults::peers.reconnect_delay);
     long give_up_ms       = defaults::ms(defaults::peers.give_up_timeout);
     long qp_timeout       = defaults::qp.timeout;
-    long idle_yield       = 1;
+    long idle_yield       = defaults::cpu.yield_when_idle ? 1 : 0;
     long fault_silent_qps = defaults::nic.fault_silent_qps;
     long trace_events     = 0;
     std::string trace_file;
@@ -215,6 +227,31 @@ std::vector<tools::option> option_table(options &o)
                    "spinning, so clients polling on the same core run at "
                    "once; 0: pure busy polling",
                    &options::idle_yield, 0, 1),
+            {"priority", "MODE", "normal",
+             "how the agent is scheduled among the job's ranks: normal (the "
+             "fair class), nice:N (the fair class at nice N, -20 to 19; "
+             "below 0 needs CAP_SYS_NICE or RLIMIT_NICE), fifo:N "
+             "(SCHED_FIFO at N, 1 to 99: a woken agent preempts the rank on "
+             "its core at once; needs CAP_SYS_NICE or RLIMIT_RTPRIO; give "
+             "it a short --spin-us). Without the permission the agent runs "
+             "normal and logs why",
+             [&o](std::string_view v) {
+                 auto p = agent::parse_priority(v);
+                 if (!p) {
+                     return p.error();
+                 }
+                 o.priority = p.value();
+                 return std::string();
+             }},
+            number(o, "busy-limit-us",
+                   "with fifo: microseconds the agent may stay awake (working "
+                   "or spinning) before it pauses for --busy-pause-us, so the "
+                   "ranks on its core progress whatever the load",
+                   &options::busy_limit_us, 10, 1000000),
+            number(o, "busy-pause-us",
+                   "with fifo: the length of that pause: the agent holds at "
+                   "most limit / (limit + pause) of a core",
+                   &options::busy_pause_us, 1, 1000000),
             number(o, "keepalive-ms",
                    "idle time before a keepalive; twice it unanswered: lost",
                    &options::keepalive_ms, 100, 3600000),
@@ -366,6 +403,41 @@ std::string status_text(const agent::agent_location &loc,
             {"data_path", eng.status_json()},
             {"clients", std::move(list)}};
     return status_json_text(status) + "\n";
+}
+
+/* Asks the kernel for --priority; true if the agent now runs SCHED_FIFO
+ * (cpu_policy's real-time steps). Without the permission it runs normal,
+ * and says why. */
+bool run_at(const agent::priority &p)
+{
+    const std::string asked = "--priority=" + agent::to_string(p);
+    switch (p.what) {
+    case agent::priority::kind::normal:
+        return false;
+    case agent::priority::kind::nice:
+        if (setpriority(PRIO_PROCESS, 0, p.level) != 0) {
+            log_line(asked + ": " + std::strerror(errno) +
+                     " (below 0 needs CAP_SYS_NICE or RLIMIT_NICE): "
+                     "running at normal priority");
+            return false;
+        }
+        log_line(asked + ": running at nice " + std::to_string(p.level));
+        return false;
+    case agent::priority::kind::fifo: {
+        sched_param sp{};
+        sp.sched_priority = p.level;
+        /* a child (--daemon's helper, none today) would not inherit it */
+        if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0) {
+            log_line(asked + ": " + std::strerror(errno) +
+                     " (needs CAP_SYS_NICE or RLIMIT_RTPRIO): running at "
+                     "normal priority");
+            return false;
+        }
+        log_line(asked + ": running SCHED_FIFO " + std::to_string(p.level));
+        return true;
+    }
+    }
+    return false;
 }
 
 int run(const options &opt)
@@ -537,10 +609,15 @@ int run(const options &opt)
         notify->ready();
     }
 
-    using clock     = std::chrono::steady_clock;
-    const auto spin = std::chrono::microseconds(opt.spin_us);
+    using clock = std::chrono::steady_clock;
+    agent::cpu_policy::settings cpu;
+    cpu.realtime        = run_at(opt.priority);
+    cpu.spin            = std::chrono::microseconds(opt.spin_us);
+    cpu.yield_when_idle = opt.idle_yield != 0;
+    cpu.busy_limit      = std::chrono::microseconds(opt.busy_limit_us);
+    cpu.pause           = std::chrono::microseconds(opt.busy_pause_us);
+    agent::cpu_policy policy(cpu, clock::now());
     auto idle_since = clock::now();
-    auto last_busy  = clock::now();
     /* while busy, the socket is served as the pacer says (its comment) */
     agent::serve_pacer pacer;
     pacer.served_at(clock::now());
@@ -552,17 +629,28 @@ int run(const options &opt)
     std::vector<pollfd> pfds;
     while (!g_stop) {
         auto now = clock::now();
-        if (e.progress(now)) {
-            last_busy = now;
+        switch (policy.passed(now, e.progress(now))) {
+        case agent::cpu_policy::step::poll:
             serve_when_due(now);
+            continue;
+        case agent::cpu_policy::step::yield:
+            serve_when_due(now);
+            sched_yield();
+            continue;
+        case agent::cpu_policy::step::pause: {
+            const auto pause_ns =
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            cpu.pause)
+                            .count();
+            const timespec ts{static_cast<time_t>(pause_ns / 1000000000),
+                              static_cast<long>(pause_ns % 1000000000)};
+            nanosleep(&ts, nullptr);
+            policy.resumed(clock::now());
+            serve_when_due(clock::now());
             continue;
         }
-        if (now - last_busy < spin) {
-            serve_when_due(now);
-            if (opt.idle_yield) {
-                sched_yield();
-            }
-            continue;
+        case agent::cpu_policy::step::sleep:
+            break;
         }
         srv.run_once(0);
         pacer.served_at(now);
@@ -581,7 +669,7 @@ int run(const options &opt)
         }
         if (e.progress(clock::now())) {
             e.end_sleep();
-            last_busy = clock::now();
+            policy.woke(clock::now());
             continue;
         }
         int timeout_ms = 1000;
@@ -602,7 +690,7 @@ int run(const options &opt)
         pfds.push_back({e.wake_fd(), POLLIN, 0});
         (void)poll(pfds.data(), pfds.size(), timeout_ms);
         e.end_sleep();
-        last_busy = clock::now(); /* spin again after any wake-up */
+        policy.woke(clock::now());
         srv.run_once(0);
     }
     log_line("stopped by a signal");
