@@ -350,6 +350,7 @@ error_text() {
 #  btl self                 pml ucx moves the messages; no other BTL
 #  mpi_yield_when_idle      8 polling processes on 2 emulated cores
 #  UCX_TLS=rvt,sm,self      rvt between the nodes, shared memory within
+#                           ($mpi_tls if set, and pml_ucx_tls $mpi_pml_tls)
 #  UCX_RVT_START_AGENT=n    use the agents the suite started, never another
 #  RVT_JOB_KEY              theirs (exported by the caller)
 mpi_options() {
@@ -362,9 +363,10 @@ mpi_options() {
         --mca plm_rsh_agent "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/mpi-rsh-agent.sh"
         --mca plm_rsh_no_tree_spawn 1
         --mca if_base_do_not_resolve 1 --mca oob_tcp_if_include 198.18.0.0/24
-        --mca pml ucx --mca pml_ucx_tls rvt --mca pml_ucx_devices any
+        --mca pml ucx --mca pml_ucx_tls "${mpi_pml_tls:-rvt}"
+        --mca pml_ucx_devices any
         --mca btl self --mca mpi_yield_when_idle 1
-        -x UCX_TLS=rvt,sm,self -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY
+        -x UCX_TLS="${mpi_tls:-rvt,sm,self}" -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY
         -x UCX_WARN_UNUSED_ENV_VARS=n "$@")
 }
 

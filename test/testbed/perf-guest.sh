@@ -35,16 +35,20 @@
 #               256k) and without (inf, the default), and rc_verbs: striped /
 #               unstriped, target >= 1.3 from 1 MiB (issue 13, item 6);
 #               `perf-guest.sh BUILD stripe` runs this section alone
+#   full node   MPI kernels (rvt_mpi_kernels) with every vCPU running a
+#               rank, rc_verbs beside ud_verbs,rvt and rvt under agents
+#               of each scheduling mode (kernels-section.sh says what);
+#               `perf-guest.sh BUILD kernels` runs this section alone
 #
 # Every run is a check (PASS when it ends with a figure and no UCX error);
 # the ratios are printed with "met" or "not met", never judged: under TCG
 # with every node on 2 vCPUs they say what the emulator allows, and the
 # README explains them next to the host benchmark.
 #
-# Usage: perf-guest.sh BUILD_DIR [stripe] (a path relative to the source
-# tree; stripe: the striping section alone)
+# Usage: perf-guest.sh BUILD_DIR [stripe|kernels] (a path relative to the
+# source tree; stripe, kernels: that section alone)
 set -u -o pipefail
-build=${1:?usage: perf-guest.sh BUILD_DIR [stripe]}
+build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels]}
 only=${2:-}
 here=$(dirname "$0")
 # shellcheck source=test/testbed/lib.sh
@@ -204,6 +208,12 @@ stripe_section() {
 }
 if [ "$only" = stripe ]; then
     stripe_section
+    finish perf
+fi
+# shellcheck source=test/testbed/kernels-section.sh
+. "$here/kernels-section.sh"
+if [ "$only" = kernels ]; then
+    kernels_section
     finish perf
 fi
 
@@ -425,7 +435,7 @@ for tl in rvt ud_verbs,rvt,self; do
     done
 done
 
-[ "$trace" = 1 ] || finish perf
+if [ "$trace" = 1 ]; then
 section "where the time goes: the first rvt am_lat, per hop"
 # the agents write their traces when they stop
 for n in 1 2; do
@@ -450,6 +460,7 @@ if [ -s "$work/agent.1.trace" ] && [ -s "$work/agent.2.trace" ] &&
 else
     fail "no traces to report: $(cd "$work" && echo *trace*)"
 fi
+fi # the trace
 
 section "the same hops with a vCPU each: rvt_host_bench in this guest"
 # The hops of the trace above pass 4 busy processes (2 agents, 2
@@ -468,5 +479,7 @@ else
     tail -5 "$work/bench.out"
     fail "rvt_host_bench in the guest failed"
 fi
+
+kernels_section
 echo "guest time: $((SECONDS - t_start)) s"
 finish perf
