@@ -17,6 +17,7 @@
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
 
+#include "processes.h"
 #include "test_paths.h"
 
 #include <nlohmann/json.hpp>
@@ -140,18 +141,6 @@ private:
     inline static std::vector<std::string> *s_lines = nullptr;
     std::vector<std::string> m_lines;
 };
-
-template<class Pred> bool eventually(Pred pred, std::chrono::milliseconds limit)
-{
-    auto until = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < until) {
-        if (pred()) {
-            return true;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return pred();
-}
 
 /* A worker and an interface on it. */
 struct opened_iface {
@@ -414,19 +403,7 @@ protected:
                                       "--device=" + device, "--job-key=" + key,
                                       "--linger=2"};
         argv.insert(argv.end(), extra.begin(), extra.end());
-        pid_t pid = fork();
-        if (pid == 0) {
-            int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-            dup2(fd, 2);
-            setenv("XDG_RUNTIME_DIR", base.c_str(), 1);
-            std::vector<char *> args;
-            for (const auto &a : argv) {
-                args.push_back(const_cast<char *>(a.c_str()));
-            }
-            args.push_back(nullptr);
-            execv(args[0], args.data());
-            _exit(127);
-        }
+        const pid_t pid = spawn(argv, base, out);
         m_agents.push_back(pid);
         EXPECT_TRUE(eventually([&] { return std::filesystem::exists(socket); },
                                20s))
