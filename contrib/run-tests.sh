@@ -137,10 +137,13 @@ if [ "$what" = all ]; then
             TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
         step "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)"
         run_suite "UCX 1.22 plugin (testbed)" test/testbed/plugin.sh build122
-        # rvtd_* and shared_pd load no UCX: the 1.13 leg has run them
+        # rvtd_* and shared_pd load no UCX: the 1.13 leg has run them.
+        # UCP 1.22 selects no atomic protocol over rvt and then aborts
+        # (README, known issues): its UCP atomic departure cases wait.
         step "UCX 1.22: integration tests that load UCX (testbed)"
         run_suite "UCX 1.22 integration (testbed)" \
-            test/testbed/integration.sh build122 '-rvtd_*:shared_pd.*'
+            test/testbed/integration.sh build122 \
+            '-rvtd_*:shared_pd.*:*ucp_rvt_departure_ops*rvt_atomic_*'
     else
         cd "$top" || exit 1
         tail -40 build/build122.log 2>/dev/null

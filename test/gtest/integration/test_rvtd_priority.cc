@@ -79,9 +79,19 @@ void knock(const std::string &socket)
     close(fd);
 }
 
+/* the log line rvtd writes once it has asked for --priority */
+bool said_priority(const std::string &log)
+{
+    return eventually(
+            [&] { return slurp(log).find("--priority=") != std::string::npos; },
+            20s);
+}
+
 TEST_F(rvtd_test, fifo_runs_sched_fifo_and_says_so)
 {
-    const pid_t p       = start_serving({"--priority=fifo:7", "--spin-us=20"});
+    const pid_t p = start_serving(
+            {"--priority=fifo:7", "--spin-us=20", "--linger=0"});
+    ASSERT_TRUE(said_priority(m_log)) << slurp(m_log);
     const sched_state s = sched_of(p);
     EXPECT_EQ(s.policy, SCHED_FIFO);
     EXPECT_EQ(s.rt_priority, 7);
@@ -92,7 +102,8 @@ TEST_F(rvtd_test, fifo_runs_sched_fifo_and_says_so)
 
 TEST_F(rvtd_test, nice_runs_at_that_nice_and_normal_is_untouched)
 {
-    const pid_t p = start_serving({"--priority=nice:-5"});
+    const pid_t p = start_serving({"--priority=nice:-5", "--linger=0"});
+    ASSERT_TRUE(said_priority(m_log)) << slurp(m_log);
     EXPECT_EQ(sched_of(p).nice, -5);
     EXPECT_EQ(sched_of(p).policy, SCHED_OTHER);
     EXPECT_NE(slurp(m_log).find("--priority=nice:-5: running at nice -5"),
@@ -111,7 +122,7 @@ TEST_F(rvtd_test, without_the_permission_it_runs_normal_and_says_why)
                                                "--device=" + m_dev,
                                                std::string("--job-key=") +
                                                        job_key,
-                                               "--linger=2",
+                                               "--linger=0",
                                                asked};
         const std::string log = m_runtime + "/" + (asked + 11) + ".log";
         const pid_t p         = spawn(argv, m_runtime, log);

@@ -98,6 +98,18 @@ struct departure_case {
     place where;
 };
 
+/* UCP 1.22 selects no atomic protocol over rvt ("cannot find remote
+ * protocol for: ... amo_post"), where 1.13 uses rvt's device atomics;
+ * and its error path for that, ucp_proto_reconfig_progress calling
+ * ucp_ep_set_lanes_failed_schedule, asserts the worker's async lock,
+ * held only in thread-multi mode, and aborts (README, known issues). */
+bool ucp_atomics_unsupported()
+{
+    unsigned major = 0, minor = 0, release = 0;
+    ucp_get_version(&major, &minor, &release);
+    return major > 1 || minor >= 22;
+}
+
 std::string case_name(const ::testing::TestParamInfo<departure_case> &p)
 {
     return std::string(p.param.tls) + "_" + name_of(p.param.what) + "_" +
@@ -276,6 +288,10 @@ constexpr uint64_t features = UCP_FEATURE_TAG | UCP_FEATURE_AM |
 TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
 {
     const departure_case &c = GetParam();
+    /* not run there: UCP would abort this process */
+    ASSERT_FALSE(c.what == op::atomic && m_rvt && ucp_atomics_unsupported())
+            << "UCP " << ucp_get_version_string()
+            << " selects no atomic protocol over rvt (README, known issues)";
     peer_process peer;
     ASSERT_TRUE(peer.start(departure_peer_path, m_peer_env))
             << "the receiver did not start: " << peer.fate();

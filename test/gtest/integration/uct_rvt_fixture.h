@@ -399,9 +399,12 @@ protected:
         const std::string device = dev.empty() ? m_dev : dev;
         const std::string socket = socket_of(base, key, device);
         const std::string out    = base + "/rvtd." + key + ".out";
+        /* it stays until TearDown: an agent whose first client comes
+         * late (a test that starts a process of its own first) must not
+         * linger out before it */
         std::vector<std::string> argv{rvt::test::rvtd_path,
                                       "--device=" + device, "--job-key=" + key,
-                                      "--linger=2"};
+                                      "--linger=0"};
         argv.insert(argv.end(), extra.begin(), extra.end());
         const pid_t pid = spawn(argv, base, out);
         m_agents.push_back(pid);
