@@ -78,6 +78,7 @@ kernels_section() {
         return
     fi
     read -r -a kernels_args <<<"$KERNELS_ARGS"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     local settings=() mode opts name k
     for mode in normal fifo; do
         case $mode in

@@ -267,6 +267,9 @@ perf_guest_cleanup() {
     rm -rf "$work"
 }
 
+# indent LABEL: stdin, each line under "  LABEL| "
+indent() { sed -u "s/^/  $1| /"; }
+
 # section TITLE: a heading with the seconds since t_start
 section() { echo; echo "--- $* (+$((SECONDS - ${t_start:-0})) s)"; }
 

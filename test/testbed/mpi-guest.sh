@@ -61,8 +61,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # shared by all nodes (each node has its own /tmp)
 work=$(mktemp -d "$build/mpi.XXXXXX") || exit 1
 
-indent() { sed -u "s/^/  $1| /"; }
-
 # shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     touch "$work/stop"
