@@ -65,14 +65,23 @@ protected:
         }
     }
 
+    /* rvtd's command line for this test (device, job key, --linger=2),
+     * then `extra`; behind `launcher`'s words (setpriv, taskset), if any */
+    std::vector<std::string>
+    rvtd_argv(const std::vector<std::string> &extra,
+              std::vector<std::string> launcher = {}) const
+    {
+        std::vector<std::string> argv = std::move(launcher);
+        argv.insert(argv.end(),
+                    {test::rvtd_path, "--device=" + m_dev,
+                     std::string("--job-key=") + test::job_key, "--linger=2"});
+        argv.insert(argv.end(), extra.begin(), extra.end());
+        return argv;
+    }
+
     pid_t start_rvtd(std::vector<std::string> extra = {}, rlim_t max_fds = 0)
     {
-        std::vector<std::string> argv = {test::rvtd_path, "--device=" + m_dev,
-                                         std::string("--job-key=") +
-                                                 test::job_key,
-                                         "--linger=2"};
-        argv.insert(argv.end(), extra.begin(), extra.end());
-        pid_t p = spawn(argv, m_runtime, m_log, max_fds);
+        pid_t p = spawn(rvtd_argv(extra), m_runtime, m_log, max_fds);
         m_pids.push_back(p);
         return p;
     }

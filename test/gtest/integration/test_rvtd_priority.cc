@@ -116,14 +116,9 @@ TEST_F(rvtd_test, without_the_permission_it_runs_normal_and_says_why)
     /* CAP_SYS_NICE out of the bounding set: root without it, and
      * RLIMIT_RTPRIO 0 */
     for (const char *asked : {"--priority=fifo:7", "--priority=nice:-5"}) {
-        const std::vector<std::string> argv = {"/usr/bin/setpriv",
-                                               "--bounding-set=-sys_nice",
-                                               rvtd_path,
-                                               "--device=" + m_dev,
-                                               std::string("--job-key=") +
-                                                       job_key,
-                                               "--linger=0",
-                                               asked};
+        const auto argv       = rvtd_argv({"--linger=0", asked},
+                                          {"/usr/bin/setpriv",
+                                           "--bounding-set=-sys_nice"});
         const std::string log = m_runtime + "/" + (asked + 11) + ".log";
         const pid_t p         = spawn(argv, m_runtime, log);
         m_pids.push_back(p);
@@ -161,19 +156,12 @@ TEST_F(rvtd_test, a_fifo_agent_kept_awake_still_leaves_the_rank_its_share)
                         "on the other";
     }
     const auto share = [&](const std::string &limit, const std::string &pause) {
-        const std::vector<std::string> argv = {"/usr/bin/taskset",
-                                               "-c",
-                                               "1",
-                                               rvtd_path,
-                                               "--device=" + m_dev,
-                                               std::string("--job-key=") +
-                                                       job_key,
-                                               "--linger=0",
-                                               "--priority=fifo:5",
-                                               "--spin-us=1000000",
-                                               "--busy-limit-us=" + limit,
-                                               "--busy-pause-us=" + pause};
-        const pid_t agent                   = spawn(argv, m_runtime, m_log);
+        const auto argv   = rvtd_argv({"--linger=0", "--priority=fifo:5",
+                                       "--spin-us=1000000",
+                                       "--busy-limit-us=" + limit,
+                                       "--busy-pause-us=" + pause},
+                                      {"/usr/bin/taskset", "-c", "1"});
+        const pid_t agent = spawn(argv, m_runtime, m_log);
         m_pids.push_back(agent);
         EXPECT_TRUE(
                 eventually([&] { return std::filesystem::exists(m_socket); },

@@ -43,6 +43,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -137,6 +138,22 @@ tools::option number(options &o, const char *name, const char *help,
             }};
 }
 
+/* A MODE option: `parse` turns its value into `out` or into the error
+ * that names it. */
+template<class T>
+tools::option mode(const char *name, const char *dflt, const char *help,
+                   result<T> (*parse)(std::string_view), T &out)
+{
+    return {name, "MODE", dflt, help, [parse, &out](std::string_view v) {
+                auto r = parse(v);
+                if (!r) {
+                    return r.error();
+                }
+                out = r.value();
+                return std::string();
+            }};
+}
+
 /* A text option stored as given. */
 tools::option text(const char *name, const char *value, const char *dflt,
                    const char *help, std::string &out)
@@ -227,22 +244,17 @@ std::vector<tools::option> option_table(options &o)
                    "spinning, so clients polling on the same core run at "
                    "once; 0: pure busy polling",
                    &options::idle_yield, 0, 1),
-            {"priority", "MODE", "normal",
-             "how the agent is scheduled among the job's ranks: normal (the "
-             "fair class), nice:N (the fair class at nice N, -20 to 19; "
-             "below 0 needs CAP_SYS_NICE or RLIMIT_NICE), fifo:N "
-             "(SCHED_FIFO at N, 1 to 99: a woken agent preempts the rank on "
-             "its core at once; needs CAP_SYS_NICE or RLIMIT_RTPRIO; give "
-             "it a short --spin-us). Without the permission the agent runs "
-             "normal and logs why",
-             [&o](std::string_view v) {
-                 auto p = agent::parse_priority(v);
-                 if (!p) {
-                     return p.error();
-                 }
-                 o.priority = p.value();
-                 return std::string();
-             }},
+            mode("priority", "normal",
+                 "how the agent is scheduled among the job's ranks: normal "
+                 "(the "
+                 "fair class), nice:N (the fair class at nice N, -20 to 19; "
+                 "below 0 needs CAP_SYS_NICE or RLIMIT_NICE), fifo:N "
+                 "(SCHED_FIFO at N, 1 to 99: a woken agent preempts the rank "
+                 "on "
+                 "its core at once; needs CAP_SYS_NICE or RLIMIT_RTPRIO; give "
+                 "it a short --spin-us). Without the permission the agent runs "
+                 "normal and logs why",
+                 agent::parse_priority, o.priority),
             number(o, "busy-limit-us",
                    "with fifo: microseconds the agent may stay awake (working "
                    "or spinning) before it pauses for --busy-pause-us, so the "
@@ -271,21 +283,16 @@ std::vector<tools::option> option_table(options &o)
                    "RC ack timeout exponent: 4.096 us * 2^N per try "
                    "(18: 1.07 s, UCX rc's default), 7 tries",
                    &options::qp_timeout, 1, 31),
-            {"auth", "MODE", "auto",
-             "how peer agents prove they belong to this job: munge (a MUNGE "
-             "credential from munged, checked for this uid and gid), secret "
-             "(HMAC under the job's secret: $RVT_JOB_SECRET or "
-             "--secret-file), none (UNAUTHENTICATED: anyone who sends the "
-             "job key), auto (munge if munged answers, else secret if one "
-             "is given, else none); every agent of a job must use the same",
-             [&o](std::string_view v) {
-                 auto c = agent::parse_auth_choice(v);
-                 if (!c) {
-                     return c.error();
-                 }
-                 o.auth = c.value();
-                 return std::string();
-             }},
+            mode("auth", "auto",
+                 "how peer agents prove they belong to this job: munge (a "
+                 "MUNGE "
+                 "credential from munged, checked for this uid and gid), "
+                 "secret "
+                 "(HMAC under the job's secret: $RVT_JOB_SECRET or "
+                 "--secret-file), none (UNAUTHENTICATED: anyone who sends the "
+                 "job key), auto (munge if munged answers, else secret if one "
+                 "is given, else none); every agent of a job must use the same",
+                 agent::parse_auth_choice, o.auth),
             text("munge-socket", "PATH", "MUNGE's default",
                  "munged's socket, for --auth=munge and auto", o.munge_socket),
             text("secret-file", "PATH", "$RVT_JOB_SECRET",
@@ -638,15 +645,10 @@ int run(const options &opt)
             sched_yield();
             continue;
         case agent::cpu_policy::step::pause: {
-            const auto pause_ns =
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            cpu.pause)
-                            .count();
-            const timespec ts{static_cast<time_t>(pause_ns / 1000000000),
-                              static_cast<long>(pause_ns % 1000000000)};
-            nanosleep(&ts, nullptr);
-            policy.resumed(clock::now());
-            serve_when_due(clock::now());
+            std::this_thread::sleep_for(cpu.pause);
+            const auto back = clock::now();
+            policy.resumed(back);
+            serve_when_due(back);
             continue;
         }
         case agent::cpu_policy::step::sleep:
