@@ -19,6 +19,12 @@
  *   2. Throughput: 1, 2, 4 and 8 clients each keep their rings full of
  *      8-byte RDMA WRITEs to the node's own peer for a while: posts per
  *      second through the one agent core, all clients together.
+ *   3. Attached: the same with N clients attached (--attached, default
+ *      1,8,64,128,256,512), all but the active ones idle (attached, with
+ *      a peer, blocked in read()): the agent's time per loop pass with
+ *      nothing to do, the hop medians and round trip of one latency
+ *      client, and the posts per second of min(N, 8) streaming clients;
+ *      each beside the smallest N's figure as a ratio.
  *
  * The 8 bytes travel inline (in the work ring's data slot, as UCT's short
  * operations send them), or with --sge from the client's registered
@@ -27,7 +33,7 @@
  *
  * Figures are printed, never judged (no timed test). Usage:
  *   rvt_host_bench [--messages=N] [--seconds=S] [--agent-cpu=C]
- *                  [--client-cpu=C] [--sge]
+ *                  [--client-cpu=C] [--sge] [--attached=N,N,...|none]
  */
 #include "test/loopback/loopback_nic.h"
 #include "uct/ib/rvt/agent/attach_server.h"
@@ -53,6 +59,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +75,7 @@ struct options {
     int agent_cpu     = 0;
     int client_cpu    = 1;
     bool sge          = false; /* payloads from memory, not inline */
+    std::vector<unsigned> attached{1, 8, 64, 128, 256, 512}; /* section 3 */
 };
 
 [[noreturn]] void die(const std::string &why)
@@ -94,10 +103,24 @@ options parse(int argc, char **argv)
             o.client_cpu = std::atoi(v4);
         } else if (a == "--sge") {
             o.sge = true;
+        } else if (const char *v5 = value("attached")) {
+            o.attached.clear();
+            for (const char *q = v5; std::strcmp(v5, "none") != 0 && *q;) {
+                char *end             = nullptr;
+                const unsigned long n = std::strtoul(q, &end, 10);
+                if (end == q || n == 0 || n > imm::max_clients ||
+                    (*end != ',' && *end != '\0')) {
+                    die("--attached=" + std::string(v5) +
+                        ": expected 'none' or counts from 1 to " +
+                        std::to_string(imm::max_clients) + ", comma-separated");
+                }
+                o.attached.push_back(static_cast<unsigned>(n));
+                q = *end == ',' ? end + 1 : end;
+            }
         } else {
             die("unknown argument '" + a +
                 "' (--messages=N --seconds=S --agent-cpu=C --client-cpu=C "
-                "--sge)");
+                "--sge --attached=N,N,...|none)");
         }
     }
     if (o.messages == 0 || o.seconds <= 0) {
@@ -134,8 +157,15 @@ struct client_slot {
     uint32_t handle, lkey, rkey;
     uint64_t buffer[8];
 };
-constexpr int max_slots = 64;
+constexpr int max_slots = 128;
 client_slot *g_slots    = nullptr; /* max_slots of them, shared */
+
+/* What the parent tells a running agent and reads from it (shared). */
+struct agent_shared {
+    std::atomic<uint64_t> passes{0}; /* loop passes so far */
+    std::atomic<bool> untrace{false}; /* stop recording (the trace is kept) */
+};
+agent_shared *g_agent = nullptr;
 
 /* The agent: as rvtd, over the loopback nic, always spinning. Writes its
  * trace (if any) to trace_path when told to stop. */
@@ -184,24 +214,33 @@ client_slot *g_slots    = nullptr; /* max_slots of them, shared */
     unique_fd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
     agent::device_grant grant{null_fd.get(), 1, 0, wire::reg_mode::uverbs_ioctl,
                               42};
-    grant.address       = e.address();
-    grant.num_qps       = e.num_qps();
-    grant.agent_wake_fd = e.wake_fd();
-    auto server         = agent::attach_server::create(
-                    {socket_path, job_key, getuid(), 64, layout.value(),
-                     std::chrono::milliseconds(5000)},
-                    grant, log,
-                    [&e](const agent::attached_client &c) { e.client_gone(c); });
+    grant.address         = e.address();
+    grant.num_qps         = e.num_qps();
+    grant.agent_wake_fd   = e.wake_fd();
+    grant.work_summary_fd = e.work_summary_fd();
+    auto server           = agent::attach_server::create(
+                      {socket_path, job_key, getuid(), imm::max_clients, layout.value(),
+                       std::chrono::milliseconds(5000)},
+                      grant, log,
+                      [&e](const agent::attached_client &c) { e.client_gone(c); });
     if (!server) {
         die(server.error());
     }
     agent::attach_server &srv = *server.value();
     e.serve(srv);
-    unsigned n = 0;
+    agent::serve_pacer pacer; /* as rvtd's busy loop serves its socket */
+    uint64_t passes = 0;
+    bool traced     = tr.has_value();
     while (!g_stop) {
-        e.progress(clock_type::now());
-        if (++n % 256 == 0) {
+        const auto now = clock_type::now();
+        e.progress(now);
+        if (pacer.due(now)) {
             srv.run_once(0);
+        }
+        g_agent->passes.store(++passes, std::memory_order_relaxed);
+        if (traced && g_agent->untrace.load(std::memory_order_relaxed)) {
+            e.set_trace(nullptr);
+            traced = false;
         }
     }
     if (tr) {
@@ -226,6 +265,10 @@ struct client_side {
  * checks nor moves its bytes. */
 client_side open_client(const std::string &socket_path, int slot)
 {
+    if (slot >= max_slots) {
+        die("more clients than the " + std::to_string(max_slots) +
+            " MR slots the agent registered");
+    }
     client_side c;
     auto at = client::attach(socket_path, job_key);
     for (int i = 0; !at && i < 200; ++i) { /* the agent may still start */
@@ -351,6 +394,35 @@ client::post_status post(client_side &c, const work_request &wr, bool sge)
     std::_Exit(0);
 }
 
+/* An idle rank: attached, with its peer, blocked in read() until the
+ * parent closes `release_fd`'s other end; says it is ready on ready_fd. */
+[[noreturn]] void
+run_idle(const std::string &socket_path, int ready_fd, int release_fd)
+{
+    auto at = client::attach(socket_path, job_key);
+    for (int i = 0; !at && i < 3000; ++i) { /* the agent takes one at a time */
+        usleep(10000);
+        at = client::attach(socket_path, job_key);
+    }
+    if (!at) {
+        die("idle client: attach: " + at.error());
+    }
+    auto s = client::session::open(std::move(at).value());
+    if (!s) {
+        die("idle client: " + s.error());
+    }
+    auto peer = s.value()->connect_peer(s.value()->agent_address());
+    if (!peer) {
+        die("idle client: " + peer.error());
+    }
+    (void)!write(ready_fd, "r", 1);
+    char b;
+    while (read(release_fd, &b, 1) > 0) {
+    }
+    s.value().reset();
+    std::_Exit(0);
+}
+
 pid_t spawn(int cpu, const std::function<void()> &body)
 {
     const pid_t pid = fork();
@@ -403,6 +475,22 @@ by_stage(const std::vector<event> &events)
     return m;
 }
 
+/* The median of to[i] - from[i] past the first `skip` messages, or -1. */
+int64_t median_hop(const std::vector<uint64_t> &from,
+                   const std::vector<uint64_t> &to, size_t skip)
+{
+    std::vector<int64_t> d;
+    for (size_t i = skip; i < std::min(from.size(), to.size()); ++i) {
+        d.push_back(static_cast<int64_t>(to[i]) -
+                    static_cast<int64_t>(from[i]));
+    }
+    if (d.empty()) {
+        return -1;
+    }
+    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+    return d[d.size() / 2];
+}
+
 void print_hop(const char *name, const std::vector<uint64_t> &from,
                const std::vector<uint64_t> &to, size_t skip)
 {
@@ -425,6 +513,168 @@ void print_hop(const char *name, const std::vector<uint64_t> &from,
                 static_cast<long long>(at(0.99)));
 }
 
+/* n clients keep their rings full of 8-byte writes for o.seconds (each
+ * its own slot from next_slot on): their completions, all together. */
+uint64_t
+stream(const std::string &socket_path, int n, int &next_slot, const options &o)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        die("pipe failed");
+    }
+    const auto start = clock_type::now() + std::chrono::milliseconds(500);
+    const auto until = start +
+                       std::chrono::duration_cast<clock_type::duration>(
+                               std::chrono::duration<double>(o.seconds));
+    std::vector<pid_t> kids;
+    for (int k = 0; k < n; ++k) {
+        const int slot = next_slot++;
+        kids.push_back(spawn(o.client_cpu, [&] {
+            close(fds[0]);
+            run_stream(socket_path, slot, fds[1], start, until, o.sge);
+        }));
+    }
+    close(fds[1]);
+    for (pid_t k : kids) {
+        reap(k, "a throughput client");
+    }
+    uint64_t total = 0;
+    char buf[4096];
+    std::string text;
+    ssize_t got;
+    while ((got = read(fds[0], buf, sizeof(buf))) > 0) {
+        text.append(buf, static_cast<size_t>(got));
+    }
+    close(fds[0]);
+    for (size_t pos = 0; pos < text.size();) {
+        size_t end = text.find('\n', pos);
+        total += std::strtoull(text.substr(pos, end - pos).c_str(), nullptr,
+                               10);
+        pos = end == std::string::npos ? text.size() : end + 1;
+    }
+    return total;
+}
+
+std::vector<uint64_t>
+stage(const std::map<std::string, std::vector<uint64_t>> &m, const char *name)
+{
+    auto it = m.find(name);
+    return it == m.end() ? std::vector<uint64_t>{} : it->second;
+}
+
+/* What one attached count measured (section 3). */
+struct attached_row {
+    unsigned attached;
+    double pass_ns; /* the agent's loop, nothing to do */
+    int64_t hops[4]; /* medians: submit->pop, pop->post,
+                             deliver->read, complete->reap */
+    int64_t round_trip; /* median submit -> read */
+    double posts; /* per second, min(n, 8) streaming */
+};
+
+/* n clients attached to one agent: n - 1 idle and a latency client, then
+ * n - min(n, 8) idle and min(n, 8) streaming. */
+attached_row measure_attached(unsigned n, const std::string &dir,
+                              int &next_slot, const options &o)
+{
+    const std::string socket_path  = dir + "/sweep.sock";
+    const std::string agent_trace  = dir + "/sweep-agent.trace";
+    const std::string client_trace = dir + "/sweep-client.trace";
+    const size_t events            = (o.messages + 100) * 6;
+    attached_row row{};
+    row.attached = n;
+    g_agent->passes.store(0);
+    g_agent->untrace.store(false);
+    const pid_t agent = spawn(o.agent_cpu, [&] {
+        run_agent(socket_path, agent_trace, events);
+    });
+
+    /* two groups of idle clients, each released by closing its pipe:
+     * `first` makes room for the streaming clients */
+    const unsigned active = std::min(n, 8u);
+    int ready[2], first[2], rest[2];
+    if (pipe(ready) != 0 || pipe(first) != 0 || pipe(rest) != 0) {
+        die("pipe failed");
+    }
+    std::vector<pid_t> first_pids;
+    auto add_idle = [&](unsigned count, int release_fd) {
+        std::vector<pid_t> pids;
+        for (unsigned k = 0; k < count; ++k) {
+            pids.push_back(spawn(o.client_cpu, [&] {
+                close(first[1]);
+                close(rest[1]);
+                close(ready[0]);
+                run_idle(socket_path, ready[1], release_fd);
+            }));
+        }
+        for (unsigned k = 0; k < count; ++k) {
+            char b;
+            if (read(ready[0], &b, 1) != 1) {
+                die("an idle client did not attach");
+            }
+        }
+        return pids;
+    };
+    first_pids                         = add_idle(active - 1, first[0]);
+    const std::vector<pid_t> rest_pids = add_idle(n - active, rest[0]);
+
+    /* the latency client beside n - 1 idle ones */
+    setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
+           1);
+    const int slot     = next_slot++;
+    const pid_t client = spawn(o.client_cpu, [&] {
+        run_pingpong(socket_path, slot, o.messages, o.sge);
+    });
+    reap(client, "the latency client");
+    unsetenv("RVT_TRACE");
+    g_agent->untrace.store(true);
+
+    /* the loop with nothing to do: n - 1 idle clients attached */
+    usleep(200000);
+    const auto t0     = clock_type::now();
+    const uint64_t p0 = g_agent->passes.load();
+    usleep(500000);
+    const uint64_t p1  = g_agent->passes.load();
+    const double spent = std::chrono::duration<double, std::nano>(
+                                 clock_type::now() - t0)
+                                 .count();
+    row.pass_ns = p1 > p0 ? spent / static_cast<double>(p1 - p0) : -1;
+
+    /* min(n, 8) streaming: the latency client's index and the first
+     * group's make room, once their indices are out of quarantine */
+    close(first[1]);
+    for (pid_t p : first_pids) {
+        reap(p, "an idle client");
+    }
+    usleep(static_cast<useconds_t>(
+            (agent::default_index_quarantine.count() + 300) * 1000));
+    row.posts = static_cast<double>(stream(socket_path,
+                                           static_cast<int>(active), next_slot,
+                                           o)) /
+                o.seconds;
+    close(rest[1]);
+    for (pid_t p : rest_pids) {
+        reap(p, "an idle client");
+    }
+    close(first[0]);
+    close(rest[0]);
+    close(ready[0]);
+    close(ready[1]);
+    kill(agent, SIGTERM);
+    reap(agent, "the agent");
+
+    const auto a = by_stage(read_trace(agent_trace));
+    const auto c = by_stage(
+            read_trace(client_trace + "." + std::to_string(client)));
+    const size_t warm = 100;
+    row.hops[0]       = median_hop(stage(c, "submit"), stage(a, "pop"), warm);
+    row.hops[1]       = median_hop(stage(a, "pop"), stage(a, "post"), warm);
+    row.hops[2]       = median_hop(stage(a, "deliver"), stage(c, "read"), warm);
+    row.hops[3]    = median_hop(stage(a, "complete"), stage(c, "reap"), warm);
+    row.round_trip = median_hop(stage(c, "submit"), stage(c, "read"), warm);
+    return row;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -443,13 +693,15 @@ int main(int argc, char **argv)
                 o.sge ? "from registered memory (--sge)" :
                         "inline (the work ring's data slot)");
 
-    void *shared = mmap(nullptr, sizeof(client_slot) * max_slots,
+    void *shared = mmap(nullptr,
+                        sizeof(client_slot) * max_slots + sizeof(agent_shared),
                         PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
                         0);
     if (shared == MAP_FAILED) {
         die(std::string("mmap: ") + std::strerror(errno));
     }
     g_slots       = static_cast<client_slot *>(shared);
+    g_agent       = new (g_slots + max_slots) agent_shared;
     int next_slot = 0; /* one per client */
 
     /* 1. latency */
@@ -518,45 +770,49 @@ int main(int argc, char **argv)
     std::printf("  %-8s %14s\n", "clients", "posts/s");
     agent = spawn(o.agent_cpu, [&] { run_agent(socket_path, "", 0); });
     for (int n : {1, 2, 4, 8}) {
-        int fds[2];
-        if (pipe(fds) != 0) {
-            die("pipe failed");
-        }
-        const auto start = clock_type::now() + std::chrono::milliseconds(500);
-        const auto until = start +
-                           std::chrono::duration_cast<clock_type::duration>(
-                                   std::chrono::duration<double>(o.seconds));
-        std::vector<pid_t> kids;
-        for (int k = 0; k < n; ++k) {
-            slot = next_slot++;
-            kids.push_back(spawn(o.client_cpu, [&] {
-                close(fds[0]);
-                run_stream(socket_path, slot, fds[1], start, until, o.sge);
-            }));
-        }
-        close(fds[1]);
-        for (pid_t k : kids) {
-            reap(k, "a throughput client");
-        }
-        uint64_t total = 0;
-        char buf[4096];
-        std::string text;
-        ssize_t got;
-        while ((got = read(fds[0], buf, sizeof(buf))) > 0) {
-            text.append(buf, static_cast<size_t>(got));
-        }
-        close(fds[0]);
-        for (size_t pos = 0; pos < text.size();) {
-            size_t end = text.find('\n', pos);
-            total += std::strtoull(text.substr(pos, end - pos).c_str(), nullptr,
-                                   10);
-            pos = end == std::string::npos ? text.size() : end + 1;
-        }
+        const uint64_t total = stream(socket_path, n, next_slot, o);
         std::printf("  %-8d %14.0f\n", n,
                     static_cast<double>(total) / o.seconds);
     }
     kill(agent, SIGTERM);
     reap(agent, "the agent");
+
+    /* 3. attached */
+    if (!o.attached.empty()) {
+        std::printf("\nattached: N clients on one agent, N - 1 idle beside the "
+                    "latency client, N - min(N, 8) idle beside min(N, 8) "
+                    "streaming; (x) the ratio to N = %u\n",
+                    o.attached.front());
+        std::printf("  %-8s %-14s %-14s %-14s %-14s %-14s %-14s %-16s\n",
+                    "attached", "pass ns", "client->agent", "agent post",
+                    "agent->client", "completion", "round trip", "posts/s");
+        std::optional<attached_row> base;
+        for (unsigned n : o.attached) {
+            const attached_row r = measure_attached(n, dir, next_slot, o);
+            if (!base) {
+                base = r;
+            }
+            auto cell = [](double v, double b) {
+                char text[32];
+                std::snprintf(text, sizeof(text), "%.0f (%.2f)", v,
+                              b > 0 ? v / b : 0.0);
+                return std::string(text);
+            };
+            std::printf("  %-8u %-14s", n,
+                        cell(r.pass_ns, base->pass_ns).c_str());
+            for (int h = 0; h < 4; ++h) {
+                std::printf(" %-14s", cell(static_cast<double>(r.hops[h]),
+                                           static_cast<double>(base->hops[h]))
+                                              .c_str());
+            }
+            std::printf(" %-14s %-16s\n",
+                        cell(static_cast<double>(r.round_trip),
+                             static_cast<double>(base->round_trip))
+                                .c_str(),
+                        cell(r.posts, base->posts).c_str());
+            std::fflush(stdout);
+        }
+    }
     std::string cleanup = std::string("rm -rf ") + dir;
     (void)!std::system(cleanup.c_str());
     return 0;

@@ -17,6 +17,7 @@
  * Skips without a device.
  */
 #include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/common/work_summary.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/rdma_netlink.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
@@ -142,7 +143,12 @@ protected:
         m_wake.reset(eventfd(0, EFD_CLOEXEC));
         ASSERT_TRUE(m_wake);
         grant.agent_wake_fd = m_wake.get();
-        auto log            = [](std::string_view line) {
+        auto summary        = create_shm_segment("rvt-test-summary",
+                                                 work_summary_size);
+        ASSERT_TRUE(summary.ok()) << summary.error();
+        m_summary             = std::move(summary).value();
+        grant.work_summary_fd = m_summary.fd.get();
+        auto log              = [](std::string_view line) {
             std::fprintf(stderr, "%.*s\n", (int)line.size(), line.data());
         };
         /* what rvtd does with MRs, without a data path (no grace: no op
@@ -374,6 +380,7 @@ protected:
     std::string m_dir;
     std::unique_ptr<agent::attach_server> m_server;
     unique_fd m_wake;
+    shm_segment m_summary; /* the work summary the grant passes */
     std::atomic<bool> m_serving{false};
     std::thread m_server_thread;
     std::mutex m_detach_lock;

@@ -435,8 +435,9 @@ protected:
         grant.num_qps  = a->engine->num_qps();
         grant.features = a->nic->can_atomic() ? wire::agent_feature_atomic64 :
                                                 0;
-        grant.agent_wake_fd = a->engine->wake_fd();
-        agent::engine *eng  = a->engine.get();
+        grant.agent_wake_fd   = a->engine->wake_fd();
+        grant.work_summary_fd = a->engine->work_summary_fd();
+        agent::engine *eng    = a->engine.get();
         agent::attach_config cfg{a->socket, job_key,        getuid(),
                                  64,        layout.value(), 5000ms};
         cfg.index_quarantine = o.index_quarantine;

@@ -60,6 +60,10 @@ protected:
         m_dir = tmpl;
         m_null.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
         ASSERT_TRUE(m_null);
+        auto summary = create_shm_segment("rvt-test-summary",
+                                          work_summary_size);
+        ASSERT_TRUE(summary.ok()) << summary.error();
+        m_summary = std::move(summary).value();
     }
 
     void TearDown() override
@@ -84,23 +88,24 @@ protected:
                                  m_accept_retry};
         agent::device_grant grant{m_null.get(), 7, 11,
                                   wire::reg_mode::uverbs_ioctl, 0xabcdef};
-        grant.address       = test_address();
-        grant.num_qps       = 4;
-        grant.agent_wake_fd = m_null.get();
-        auto srv            = agent::attach_server::create(
-                           cfg, grant,
-                           [this](std::string_view line) { /* under m_lock already */
+        grant.address         = test_address();
+        grant.num_qps         = 4;
+        grant.agent_wake_fd   = m_null.get();
+        grant.work_summary_fd = m_summary.fd.get();
+        auto srv              = agent::attach_server::create(
+                             cfg, grant,
+                             [this](std::string_view line) { /* under m_lock already */
                                                 m_log += std::string(line) +
                                                          "\n";
                 },
-                           [this](const agent::attached_client &c) {
+                             [this](const agent::attached_client &c) {
                     /* its MRs are deregistered at once (no grace) */
                     m_detached.push_back(c.index);
                     const size_t before = m_deregistered.size();
                     m_mrs.client_gone(c.index, 0, 0);
                     run_mrs(m_mrs.tick(std::chrono::steady_clock::now()));
                     m_detached_mrs.emplace_back(m_deregistered.begin() + before,
-                                                           m_deregistered.end());
+                                                             m_deregistered.end());
                 });
         ASSERT_TRUE(srv.ok()) << srv.error();
         m_server = std::move(srv).value();
@@ -318,6 +323,7 @@ protected:
     bool m_threaded = true; /* false: the test runs run_once() */
     std::string m_dir;
     unique_fd m_null;
+    shm_segment m_summary; /* the work summary the grant passes */
     std::unique_ptr<agent::attach_server> m_server;
     std::mutex m_lock;
     std::string m_log;
@@ -659,11 +665,13 @@ TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
     auto layout = shm_layout::make({64, 64, 64, 128}).value();
     agent::device_grant grant{m_null.get(), 1, 1, wire::reg_mode::uverbs_ioctl,
                               1};
-    auto nolog = [](std::string_view) {};
-    auto nodet = [](const agent::attached_client &) {};
-    auto r     = agent::attach_server::create({m_dir + "/a.sock", "bad key",
-                                               getuid(), 4, layout, 1s},
-                                              grant, nolog, nodet);
+    grant.agent_wake_fd   = m_null.get();
+    grant.work_summary_fd = m_summary.fd.get();
+    auto nolog            = [](std::string_view) {};
+    auto nodet            = [](const agent::attached_client &) {};
+    auto r = agent::attach_server::create({m_dir + "/a.sock", "bad key",
+                                           getuid(), 4, layout, 1s},
+                                          grant, nolog, nodet);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("0x20"), std::string::npos) << r.error();
     r = agent::attach_server::create({m_dir + "/a.sock", "k", getuid(), 513,

@@ -217,3 +217,78 @@ TEST_F(engine_fixture, a_client_that_corrupts_its_work_ring_is_detached)
 
 } // namespace
 } // namespace engine_test
+
+namespace engine_test {
+namespace {
+
+/* engine.h, "Which clients a pass visits" */
+class visits : public engine_fixture {
+protected:
+    /* head - tail of c's work ring: requests the agent has not taken */
+    static uint32_t untaken(test_client &c)
+    {
+        const shm_layout &l = c.session->attached().layout;
+        auto &idx = *c.session->attached().shm.at<ring_indices>(l.work_offset);
+        return idx.head.load() - idx.tail.load();
+    }
+};
+
+/* More than a pass takes from one client (work_batch) is posted with one
+ * summary bit: the rest is taken in the passes after, with no new bit and
+ * no full scan. */
+TEST_F(visits, work_left_in_a_ring_is_taken_in_the_next_passes)
+{
+    agent_options o;
+    o.caps                    = {128, 128, 16, 256};
+    o.engine.full_scan_period = std::chrono::hours(1);
+    agent_node &a             = add_agent(o);
+    test_client &c            = attach(a);
+    const uint32_t me         = peer(c, a);
+    constexpr uint64_t n      = 100;
+    for (uint64_t i = 1; i <= n; ++i) {
+        ASSERT_EQ(c.session->post(c.write(me, c, i)),
+                  client::post_status::posted);
+    }
+    for (int i = 0; i < 8 && untaken(c) > 0; ++i) {
+        pump();
+    }
+    EXPECT_EQ(untaken(c), 0u) << "work left in the ring after a pass waited "
+                                 "for a new bit";
+    ASSERT_TRUE(run_until([&] { return c.done.size() == n; })) << a.status();
+    EXPECT_EQ(c.count(completion_status::success), n);
+    EXPECT_EQ(json_number(a.status(), "scan_found"), 0u);
+}
+
+/* Any client can write the summary: one that clears another's bit delays
+ * its work until the full scan, which finds it, and loses nothing. */
+TEST_F(visits, a_cleared_summary_bit_delays_work_until_the_full_scan)
+{
+    agent_options o;
+    o.engine.full_scan_period = 300ms;
+    agent_node &a             = add_agent(o);
+    test_client &victim       = attach(a);
+    test_client &vandal       = attach(a);
+    const uint32_t me         = peer(victim, a);
+    for (int i = 0; i < 4; ++i) { /* a full scan passes after the attaches */
+        pump();
+    }
+    run_for(350ms);
+    ASSERT_EQ(victim.session->post(victim.write(me, victim, 1)),
+              client::post_status::posted);
+    auto *summary = vandal.session->attached().summary.at<work_summary_line>(0);
+    for (uint32_t w = 0; w < work_summary_words; ++w) {
+        summary[w].bits.store(0);
+    }
+    for (int i = 0; i < 20; ++i) {
+        pump();
+    }
+    EXPECT_EQ(untaken(victim), 1u)
+            << "taken before the scan: was the bit really cleared?";
+    ASSERT_TRUE(run_until([&] { return victim.done.size() == 1; }))
+            << "the full scan never found the work; " << a.status();
+    EXPECT_EQ(victim.count(completion_status::success), 1u);
+    EXPECT_EQ(json_number(a.status(), "scan_found"), 1u);
+}
+
+} // namespace
+} // namespace engine_test

@@ -56,6 +56,13 @@ protected:
 
         auto map = map_shm_segment(m_seg->fd.get(), m_layout.size);
         ASSERT_TRUE(map.ok()) << map.error();
+        auto summary = create_shm_segment("rvt-test-summary",
+                                          work_summary_size);
+        ASSERT_TRUE(summary.ok()) << summary.error();
+        m_summary = std::make_unique<shm_segment>(std::move(summary).value());
+        auto summary_map = map_shm_segment(m_summary->fd.get(),
+                                           work_summary_size);
+        ASSERT_TRUE(summary_map.ok()) << summary_map.error();
         unique_fd client_wake(dup(m_client_wake.get()));
         client::attachment at{3,
                               0,
@@ -74,7 +81,8 @@ protected:
                               nullptr,
                               0,
                               0,
-                              {}};
+                              {},
+                              std::move(summary_map).value()};
         auto s = client::session::open(std::move(at));
         ASSERT_TRUE(s.ok()) << s.error();
         m_session = std::move(s).value();
@@ -92,6 +100,7 @@ protected:
 
     shm_layout m_layout{};
     std::unique_ptr<shm_segment> m_seg;
+    std::unique_ptr<shm_segment> m_summary; /* the agent's work summary */
     unique_fd m_client_wake;
     int m_agent_wake_fd = -1;
     unique_fd m_agent_sock;
@@ -338,4 +347,41 @@ TEST(shm_layout, inline_sizes_and_headers_that_disagree_are_refused)
     r         = shm_layout::from_header(h);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("magic/version"), std::string::npos) << r.error();
+}
+
+TEST_F(session_channel, a_post_sets_the_clients_bit_in_the_work_summary)
+{
+    auto *lines = m_summary->map.at<work_summary_line>(0);
+    std::vector<uint32_t> seen;
+    take_summary(lines, [&](uint32_t i) { seen.push_back(i); });
+    EXPECT_TRUE(seen.empty()) << "a new summary has no bits";
+
+    EXPECT_EQ(m_session->post(request(1)), client::post_status::posted);
+    EXPECT_EQ(m_session->post(request(2)), client::post_status::posted);
+    take_summary(lines, [&](uint32_t i) { seen.push_back(i); });
+    EXPECT_EQ(seen, std::vector<uint32_t>{3}) << "client index 3, once";
+
+    /* taken: clear until the next post */
+    seen.clear();
+    take_summary(lines, [&](uint32_t i) { seen.push_back(i); });
+    EXPECT_TRUE(seen.empty());
+    EXPECT_EQ(m_session->post(request(3)), client::post_status::posted);
+    take_summary(lines, [&](uint32_t i) { seen.push_back(i); });
+    EXPECT_EQ(seen, std::vector<uint32_t>{3});
+}
+
+TEST(work_summary, take_visits_every_set_bit_once_across_words)
+{
+    std::vector<work_summary_line> lines(work_summary_words);
+    for (uint32_t i : {0u, 63u, 64u, 200u, imm::max_clients - 1}) {
+        note_work(lines.data(), i);
+        note_work(lines.data(), i);
+    }
+    std::vector<uint32_t> seen;
+    take_summary(lines.data(), [&](uint32_t i) { seen.push_back(i); });
+    EXPECT_EQ(seen,
+              (std::vector<uint32_t>{0, 63, 64, 200, imm::max_clients - 1}));
+    for (const auto &l : lines) {
+        EXPECT_EQ(l.bits.load(), 0u);
+    }
 }

@@ -76,6 +76,10 @@ attach_server::create(attach_config config, device_grant grant, log_fn log,
     if (config.max_unattached == 0) {
         return failure{"attach server: max-unattached 0: expected at least 1"};
     }
+    if (grant.agent_wake_fd < 0 || grant.work_summary_fd < 0) {
+        return failure{"attach server: the grant lacks the agent's wake "
+                       "eventfd or its work summary"};
+    }
     if (config.max_socket_read < wire::max_message_size) {
         return failure{"attach server: max-socket-read " +
                        std::to_string(config.max_socket_read) +
@@ -484,7 +488,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     rep.max_am_size        = l.caps.slot_size;
     rep.features           = m_grant.features;
     const int fds[] = {m_grant.cmd_fd, segment.fd.get(), m_grant.agent_wake_fd,
-                       wake.get()};
+                       wake.get(), m_grant.work_summary_fd};
     auto sent       = send_with_fds(conn.sock.get(),
                                     std::as_bytes(std::span(&rep, 1)), fds);
     if (!sent) {

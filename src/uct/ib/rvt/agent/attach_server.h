@@ -109,6 +109,8 @@ struct device_grant {
     uint32_t num_qps  = 1; /* K */
     uint32_t features = 0; /* wire::agent_feature_* bits */
     int agent_wake_fd = -1; /* eventfd every client may write */
+    /* the engine's work summary (common/work_summary.h), every client maps */
+    int work_summary_fd = -1;
 };
 
 /* attach_config::index_quarantine's default (engine.h checks it against

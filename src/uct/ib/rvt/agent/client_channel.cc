@@ -19,7 +19,7 @@ std::span<Entry> slots(const shm_mapping &shm, uint64_t offset, uint32_t n)
 } // namespace
 
 client_channel::client_channel(const shm_mapping &shm, const shm_layout &layout,
-                               int wake_fd) :
+                               int wake_fd, client_set *given, uint32_t index) :
     m_bells(shm.at<shm_doorbells>(layout.doorbell_offset)),
     m_work(*shm.at<ring_indices>(layout.work_offset),
            slots<work_request>(shm, layout.work_offset, layout.caps.work)),
@@ -33,7 +33,9 @@ client_channel::client_channel(const shm_mapping &shm, const shm_layout &layout,
                                      layout.caps.inbound)),
     m_inbound_data(shm.at<std::byte>(layout.inbound_data_offset)),
     m_slot_size(layout.caps.slot_size),
-    m_wake_fd(wake_fd)
+    m_wake_fd(wake_fd),
+    m_given(given),
+    m_index(index)
 {
 }
 
@@ -79,6 +81,9 @@ bool client_channel::has_work() const
 
 void client_channel::complete(const completion &c)
 {
+    if (m_given != nullptr) {
+        m_given->insert(m_index);
+    }
     if (!m_late_completions.empty() || !m_completions.stage(c)) {
         m_late_completions.push_back(c);
         return;
@@ -105,6 +110,9 @@ bool client_channel::push_inbound(const inbound_message &msg,
 void client_channel::deliver(const inbound_message &msg,
                              std::span<const std::byte> data)
 {
+    if (m_given != nullptr) {
+        m_given->insert(m_index);
+    }
     if (m_late_inbound.empty() && push_inbound(msg, data)) {
         return;
     }

@@ -10,6 +10,7 @@
 #ifndef RVT_AGENT_CLIENT_CHANNEL_H
 #define RVT_AGENT_CLIENT_CHANNEL_H
 
+#include "uct/ib/rvt/agent/client_set.h"
 #include "uct/ib/rvt/common/ring.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
@@ -25,9 +26,12 @@ namespace rvt::agent {
 
 class client_channel {
 public:
-    /* `shm` is the agent's mapping of the client's segment, formatted. */
+    /* `shm` is the agent's mapping of the client's segment, formatted.
+     * complete() and deliver() put `index` into `given` (if any): the
+     * engine's list of channels to flush and publish this pass. */
     client_channel(const shm_mapping &shm, const shm_layout &layout,
-                   int wake_fd);
+                   int wake_fd, client_set *given = nullptr,
+                   uint32_t index = 0);
 
     client_channel(const client_channel &)            = delete;
     client_channel &operator=(const client_channel &) = delete;
@@ -113,6 +117,8 @@ private:
     std::byte *m_inbound_data;
     uint32_t m_slot_size;
     int m_wake_fd;
+    client_set *m_given;
+    uint32_t m_index;
     std::deque<completion> m_late_completions;
     std::deque<late_inbound> m_late_inbound;
     size_t m_late_inbound_bytes = 0;

@@ -83,8 +83,14 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
     if (!e->m_wake) {
         return failure{std::string("eventfd failed: ") + std::strerror(errno)};
     }
-    e->m_sq_depth  = n.sq_depth();
-    e->m_cq_budget = n.send_budget();
+    auto summary = create_shm_segment("rvt-work-summary", work_summary_size);
+    if (!summary) {
+        return failure{"engine: " + summary.error()};
+    }
+    e->m_summary_segment = std::move(summary).value();
+    e->m_summary         = e->m_summary_segment.map.at<work_summary_line>(0);
+    e->m_sq_depth        = n.sq_depth();
+    e->m_cq_budget       = n.send_budget();
     /* the node's own peer: index 0, always there */
     e->add_peer(e->address(), true);
     return e;
@@ -124,8 +130,11 @@ void engine::client_attached(const attached_client &c)
     s            = client_state{};
     s.generation = c.generation;
     m_departures.reattached(c.index, imm::wire_generation(c.generation));
-    s.channel  = std::make_unique<client_channel>(c.shm, m_layout,
-                                                 c.wake_fd.get());
+    s.channel = std::make_unique<client_channel>(c.shm, m_layout,
+                                                 c.wake_fd.get(), &m_given,
+                                                 c.index);
+    /* what it posted before it was attached here: at the next pass */
+    m_again.insert(c.index);
     s.attached = true;
     s.who      = &c;
     m_mrs.attached(c.index);
@@ -153,6 +162,8 @@ void engine::client_gone(const attached_client &c)
     s.who      = nullptr;
     s.channel.reset();
     std::erase(m_attached, c.index);
+    m_again.erase(c.index);
+    m_given.erase(c.index);
     for (auto &p : m_peers) {
         p->users.reset(c.index);
     }
@@ -216,11 +227,7 @@ bool engine::progress(time_point now)
                     [&](std::span<const std::byte> b, const gid_bytes &from) {
                         on_datagram(b, from, now);
                     }) > 0;
-    /* clients attach and detach only in the attach server's run_once(),
-     * never during progress(), so m_attached is stable here */
-    for (uint32_t i : m_attached) {
-        busy |= take_work(i, m_clients[i]);
-    }
+    busy |= take_clients_work(now);
     post_marked();
     tick_peers(now);
     if (now >= m_next_watch) {
@@ -235,20 +242,68 @@ bool engine::progress(time_point now)
     }
     run_mrs(m_mrs.tick(now));
     m_departures.tick(now);
-    for (uint32_t i : m_attached) {
-        m_clients[i].channel->flush_backlog();
-    }
-    check_pauses();
-    post_marked(); /* control messages and released ops */
-    publish_to_clients();
+    serve_given();
     return busy;
 }
 
-void engine::publish_to_clients()
+/* clients attach and detach only in the attach server's run_once(),
+ * never during progress(), so the clients named here stay attached */
+bool engine::take_clients_work(time_point now)
 {
-    for (uint32_t i : m_attached) {
-        m_clients[i].channel->publish_and_wake();
+    client_set visit = std::exchange(m_again, {});
+    if (now >= m_next_scan) { /* before the summary: its bits count here */
+        for (uint32_t i : m_attached) {
+            if (!visit.contains(i) && m_clients[i].channel->has_work()) {
+                if (!has_note(m_summary, i)) {
+                    ++m_totals.scan_found;
+                }
+                visit.insert(i);
+            }
+        }
+        m_next_scan = now + m_cfg.full_scan_period;
     }
+    take_summary(m_summary, [&](uint32_t i) { visit.insert(i); });
+    bool busy = false;
+    visit.for_each([&](uint32_t i) {
+        client_state &c = m_clients[i];
+        if (!c.attached) { /* a bit a client set for an index not in use */
+            return;
+        }
+        busy |= take_work(i, c);
+        if (c.channel->has_work()) {
+            m_again.insert(i);
+        }
+    });
+    return busy;
+}
+
+/* The channels given something this pass, or still holding a backlog or
+ * a pause: flushed, checked for pauses, published. */
+void engine::serve_given()
+{
+    const client_set given = std::exchange(m_given, {});
+    given.for_each([&](uint32_t i) {
+        if (m_clients[i].attached) {
+            m_clients[i].channel->flush_backlog();
+        }
+    });
+    check_pauses(given);
+    post_marked(); /* control messages and released ops */
+    m_given.merge(given);
+    if (m_given.empty()) {
+        return;
+    }
+    const client_set now_given = std::exchange(m_given, {});
+    now_given.for_each([&](uint32_t i) {
+        client_state &c = m_clients[i];
+        if (!c.attached) {
+            return;
+        }
+        c.channel->publish_and_wake();
+        if (c.channel->backlog() > 0 || c.paused) {
+            m_given.insert(i);
+        }
+    });
 }
 
 bool engine::prepare_sleep()
@@ -258,12 +313,21 @@ bool engine::prepare_sleep()
         m_clients[i].channel->set_agent_asleep(true);
     }
     /* after announcing sleep, look once more (shm_layout.h, Doorbells) */
+    bool work = false;
     for (uint32_t i : m_attached) {
         const client_channel &ch = *m_clients[i].channel;
-        if (ch.has_work() || ch.backlog()) {
-            end_sleep();
-            return false;
+        if (ch.has_work()) { /* its bit may be unset: take it next pass */
+            m_again.insert(i);
+            work = true;
         }
+        if (ch.backlog() > 0) {
+            m_given.insert(i);
+            work = true;
+        }
+    }
+    if (work) {
+        end_sleep();
+        return false;
     }
     if (!m_nic.arm()) {
         end_sleep();

@@ -148,6 +148,20 @@
  * bytes a pass (attach_server.h): a request that names an MR not heard
  * of yet waits in its ring while the rest of the socket waits.
  *
+ * Which clients a pass visits: none that has nothing to do, so that an
+ * agent with 512 attached ranks, most of them computing, passes as fast
+ * as one with 8. A pass takes work from the clients whose bits it finds
+ * in the work summary (common/work_summary.h: a page every client maps,
+ * where a client sets its bit after it posts) and from those it left
+ * work for last pass (m_again: over work_batch, or waiting for their
+ * socket or their completion budget); it flushes, checks for pauses and
+ * publishes the channels that were given something (client_channel puts
+ * its index in m_given) or still hold a backlog or a pause. Every
+ * engine_config::full_scan_period it also looks at every attached
+ * client's work ring, whatever the summary says: a client can clear other
+ * clients' bits, and so delay their work by up to that period, never
+ * lose it (status "scan_found" counts the work only the scan found).
+ *
  * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
  * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
  * the peer's K lanes when it reaches the front of its endpoint's lane,
@@ -201,7 +215,9 @@
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/trace.h"
 #include "uct/ib/rvt/common/unique_fd.h"
+#include "uct/ib/rvt/common/shm_mapping.h"
 #include "uct/ib/rvt/common/work.h"
+#include "uct/ib/rvt/common/work_summary.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -251,6 +267,9 @@ struct engine_config {
     uint32_t max_half_open = 64;
     /* what the agent holds for one client ("Shares" above) */
     share_limits share;
+    /* how often a pass looks at every client's work ring ("Which clients
+     * a pass visits" above) */
+    std::chrono::microseconds full_scan_period{1000};
 };
 
 /* A GID as text (IPv6 notation), for logs and the status. */
@@ -278,6 +297,12 @@ public:
     int wake_fd() const
     {
         return m_wake.get();
+    }
+    /* The work summary's memfd (common/work_summary.h), which every
+     * client maps. */
+    int work_summary_fd() const
+    {
+        return m_summary_segment.fd.get();
     }
     /* Readable when a CQ has an event (after prepare_sleep armed it). */
     int completion_fd() const
@@ -494,7 +519,9 @@ private:
 
     /* Shows each client what was staged on its rings since the last call,
      * and wakes it if it sleeps (client_channel::publish_and_wake). */
-    void publish_to_clients();
+    /* "Which clients a pass visits" above */
+    bool take_clients_work(time_point now);
+    void serve_given();
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
@@ -518,7 +545,7 @@ private:
     void set_paused(uint32_t index, bool paused);
     void park(peer &p, uint32_t op_index);
     void release_parked(peer &p, uint32_t dst_client);
-    void check_pauses();
+    void check_pauses(const client_set &clients);
     /* departed clients ("Departed clients" above) */
     void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
                   time_point now);
@@ -564,9 +591,11 @@ private:
     attach_server *m_server = nullptr;
 
     unique_fd m_wake;
-    uint32_t m_sq_depth  = 0; /* WRs a lane may have posted */
-    uint32_t m_cq_budget = 0; /* sends that may be outstanding */
-    uint32_t m_cq_used   = 0;
+    shm_segment m_summary_segment; /* common/work_summary.h */
+    work_summary_line *m_summary = nullptr;
+    uint32_t m_sq_depth          = 0; /* WRs a lane may have posted */
+    uint32_t m_cq_budget         = 0; /* sends that may be outstanding */
+    uint32_t m_cq_used           = 0;
 
     std::vector<std::unique_ptr<peer>> m_peers;
     std::map<std::pair<gid_bytes, uint32_t>, uint32_t>
@@ -595,8 +624,11 @@ private:
     std::vector<uint32_t> m_repost; /* receive buffers routed this round */
 
     std::vector<client_state> m_clients; /* by index */
-    std::vector<uint32_t> m_attached; /* indices of attached clients, sorted:
-                                         the loop visits only these */
+    std::vector<uint32_t> m_attached; /* indices of attached clients, sorted */
+    /* "Which clients a pass visits" above */
+    client_set m_again; /* work left in their rings last pass */
+    client_set m_given; /* to flush, check for pauses and publish */
+    time_point m_next_scan{}; /* the full scan is due */
     mr_registry m_mrs;
     client_share m_share;
     departures m_departures;
@@ -628,9 +660,12 @@ private:
         uint64_t bad_immediates   = 0;
         uint64_t clients_gone     = 0;
         uint64_t wakeups          = 0;
-        uint64_t pauses           = 0; /* of our clients (back-pressure) */
-        uint64_t resumes          = 0;
-        uint64_t ops_parked       = 0; /* for peers' paused clients */
+        /* work the full scan found that no summary bit announced ("Which
+         * clients a pass visits" above) */
+        uint64_t scan_found = 0;
+        uint64_t pauses     = 0; /* of our clients (back-pressure) */
+        uint64_t resumes    = 0;
+        uint64_t ops_parked = 0; /* for peers' paused clients */
         /* hostile handshakes (see above) and corrupt clients */
         uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
         uint64_t unknown_datagrams = 0; /* not a request, unknown sender */

@@ -51,9 +51,11 @@ size_t engine::poll_cq(time_point now)
         }
         /* what this batch gave the clients is shown to them before
          * anything else is done: that is their latency */
-        for (uint32_t i : m_attached) {
-            m_clients[i].channel->publish();
-        }
+        m_given.for_each([&](uint32_t i) {
+            if (m_clients[i].attached) {
+                m_clients[i].channel->publish();
+            }
+        });
         /* the routed receives' buffers go back with one doorbell */
         auto r = m_nic.repost(m_repost);
         if (!r) {

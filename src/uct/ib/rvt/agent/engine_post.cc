@@ -315,11 +315,14 @@ void engine::set_paused(uint32_t index, bool paused)
     }
 }
 
-/* Pauses and resumes what the inbound backlogs call for. */
-void engine::check_pauses()
+/* Pauses and resumes what the inbound backlogs of `clients` call for. */
+void engine::check_pauses(const client_set &clients)
 {
-    for (uint32_t i : m_attached) {
-        client_state &c      = m_clients[i];
+    clients.for_each([&](uint32_t i) {
+        client_state &c = m_clients[i];
+        if (!c.attached) {
+            return;
+        }
         const size_t n       = c.channel->inbound_waiting();
         const uint64_t bytes = c.channel->inbound_waiting_bytes();
         const bool over      = n >= m_cfg.pause_messages ||
@@ -331,7 +334,7 @@ void engine::check_pauses()
         } else if (c.paused && under) {
             set_paused(i, false);
         }
-    }
+    });
 }
 
 void engine::post_marked()

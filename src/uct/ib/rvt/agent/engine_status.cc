@@ -117,6 +117,9 @@ std::string engine::status(bool human) const
                 static_cast<unsigned long long>(m_mrs.counters().unannounced),
                 m_mrs.gone_waiting(),
                 static_cast<unsigned long long>(m_totals.corrupt_detached));
+        out += format("scan      %llu times work was found only by the full "
+                      "scan (its work summary bit cleared)\n",
+                      static_cast<unsigned long long>(m_totals.scan_found));
         out += format("striped   %llu writes split over the lanes, in "
                       "%llu parts\n",
                       static_cast<unsigned long long>(m_totals.striped_ops),
@@ -306,6 +309,7 @@ nlohmann::ordered_json engine::status_json() const
             {"releases_waiting", m_mrs.releases_waiting()},
             {"gone_waiting", m_mrs.gone_waiting()},
             {"wakeups", m_totals.wakeups},
+            {"scan_found", m_totals.scan_found},
             {"pauses", m_totals.pauses},
             {"resumes", m_totals.resumes},
             {"ops_parked", m_totals.ops_parked},

@@ -73,14 +73,19 @@ result<attachment> attach(const std::string &socket_path,
                             "): " + rep.reason);
     }
     auto fds = std::move(got).value().fds;
-    if (fds.size() != 4) {
+    if (fds.size() != 5) {
         return fail(socket_path, "reply carried " + std::to_string(fds.size()) +
-                                         " descriptors: expected 4 (command "
-                                         "fd, segment, two eventfds)");
+                                         " descriptors: expected 5 (command "
+                                         "fd, segment, two eventfds, work "
+                                         "summary)");
     }
     auto map = map_shm_segment(fds[1].get(), rep.shm_size);
     if (!map) {
         return fail(socket_path, map.error());
+    }
+    auto summary = map_shm_segment(fds[4].get(), work_summary_size);
+    if (!summary) {
+        return fail(socket_path, "work summary: " + summary.error());
     }
     const shm_header hdr = *map.value().at<shm_header>(0);
     auto layout          = shm_layout::from_header(hdr);
@@ -106,16 +111,25 @@ result<attachment> attach(const std::string &socket_path,
             mode = wire::reg_mode::uverbs_ioctl;
         }
     }
-    return attachment{
-            rep.client_index,    rep.pd_handle,
-            rep.driver_id,       mode,
-            rep.agent_id,        rep.address,
-            rep.num_qps,         rep.max_am_size,
-            layout.value(),      std::move(sock),
-            std::move(fds[0]),   std::move(map).value(),
-            std::move(fds[2]),   std::move(fds[3]),
-            std::move(imported), static_cast<uint8_t>(rep.client_generation),
-            rep.features,        {}};
+    return attachment{rep.client_index,
+                      rep.pd_handle,
+                      rep.driver_id,
+                      mode,
+                      rep.agent_id,
+                      rep.address,
+                      rep.num_qps,
+                      rep.max_am_size,
+                      layout.value(),
+                      std::move(sock),
+                      std::move(fds[0]),
+                      std::move(map).value(),
+                      std::move(fds[2]),
+                      std::move(fds[3]),
+                      std::move(imported),
+                      static_cast<uint8_t>(rep.client_generation),
+                      rep.features,
+                      {},
+                      std::move(summary).value()};
 }
 
 bool leave(attachment &at, std::chrono::milliseconds wait)

@@ -16,6 +16,7 @@
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
+#include "uct/ib/rvt/common/work_summary.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 
 #include <chrono>
@@ -55,6 +56,9 @@ struct attachment {
     uint8_t client_generation;
     uint32_t features; /* wire::agent_feature_* bits: what the agent's device does */
     reply_reader replies; /* the agent's answers on `sock` (agent_reply.h) */
+    /* the agent's work summary (common/work_summary.h): our bit says we
+     * posted work */
+    shm_mapping summary;
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

@@ -31,9 +31,10 @@ ring_slots(const shm_mapping &shm, uint64_t offset, uint32_t capacity)
 
 result<std::unique_ptr<session>> session::open(attachment at)
 {
-    if (!at.agent_wake_fd || !at.client_wake_fd || !at.sock) {
-        return failure{"session: the attachment lacks its socket or "
-                       "eventfds"};
+    if (!at.agent_wake_fd || !at.client_wake_fd || !at.sock ||
+        at.summary.size() != work_summary_size) {
+        return failure{"session: the attachment lacks its socket, eventfds "
+                       "or work summary"};
     }
     return std::unique_ptr<session>(new session(std::move(at)));
 }
@@ -41,6 +42,7 @@ result<std::unique_ptr<session>> session::open(attachment at)
 session::session(attachment at) :
     m_at(std::move(at)),
     m_doorbells(m_at.shm.at<shm_doorbells>(m_at.layout.doorbell_offset)),
+    m_summary(m_at.summary.at<work_summary_line>(0)),
     m_work(*m_at.shm.at<ring_indices>(m_at.layout.work_offset),
            ring_slots<work_request>(m_at.shm, m_at.layout.work_offset,
                                     m_at.layout.caps.work)),
@@ -181,8 +183,10 @@ session::post_inline(const work_request &wr, std::span<const std::byte> payload)
 void session::wake_agent()
 {
     /* pairs with the agent's store of agent_asleep and its re-check of
-     * the rings (shm_layout.h, "Doorbells") */
+     * the rings (shm_layout.h, "Doorbells"), and with its exchange of the
+     * summary's word (work_summary.h) */
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    note_work(m_summary, m_at.client_index);
     if (m_doorbells->agent_asleep.load(std::memory_order_relaxed) != 0) {
         uint64_t one = 1;
         (void)!write(m_at.agent_wake_fd.get(), &one, sizeof(one));

@@ -211,6 +211,7 @@ private:
     std::unique_ptr<trace> m_trace; /* off: empty */
     std::string m_trace_path;
     shm_doorbells *m_doorbells;
+    work_summary_line *m_summary; /* the agent's (work_summary.h) */
     ring_producer<work_request> m_work;
     std::byte *m_work_data;
     ring_consumer<completion> m_completions;

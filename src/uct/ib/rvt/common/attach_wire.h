@@ -50,8 +50,9 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * with immediate may ask to be striped (work_stripe, work.h), which an
  * older agent would refuse op by op; 9: an mr_registered may ask for an
  * answer (mr_registered_reply_wanted), which an older agent would take for
- * a malformed notice */
-inline constexpr uint16_t protocol_version = 9;
+ * a malformed notice; 10: the reply carries a fifth descriptor, the
+ * agent's work summary (work_summary.h) */
+inline constexpr uint16_t protocol_version = 10;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */

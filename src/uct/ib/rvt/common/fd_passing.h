@@ -15,7 +15,8 @@
 
 namespace rvt {
 
-inline constexpr size_t max_passed_fds = 4;
+/* the attach reply's: command fd, segment, two eventfds, work summary */
+inline constexpr size_t max_passed_fds = 5;
 
 /* Sends all of `bytes` with `fds` attached to the first byte. */
 result<size_t> send_with_fds(int sock, std::span<const std::byte> bytes,

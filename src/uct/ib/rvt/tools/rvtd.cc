@@ -585,6 +585,7 @@ int run(const options &opt)
     grant.address             = e.address();
     grant.num_qps             = e.num_qps();
     grant.agent_wake_fd       = e.wake_fd();
+    grant.work_summary_fd     = e.work_summary_fd();
     agent::attach_config acfg{paths.socket,
                               key,
                               uid,
