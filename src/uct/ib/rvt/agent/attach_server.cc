@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,6 +38,8 @@ struct attach_server::connection {
     size_t out_sent = 0; /* of out, already sent */
     clock::time_point out_since; /* when output became pending, or the
                                     reader last took some */
+    uint32_t watched = 0; /* the epoll events registered for sock */
+    uint32_t ready   = 0; /* the events the last wait reported */
 
     size_t pending() const
     {
@@ -104,9 +107,23 @@ attach_server::create(attach_config config, device_grant grant, log_fn log,
         return failure{"attach server: cannot listen on " + config.socket_path +
                        ": " + errno_text()};
     }
-    return std::unique_ptr<attach_server>(
+    /* the sockets are watched with epoll, so that a pass costs nothing
+     * per idle client (attach_server.h, "Events") */
+    unique_fd ep(epoll_create1(EPOLL_CLOEXEC));
+    if (!ep) {
+        return failure{"attach server: epoll_create1 failed: " + errno_text()};
+    }
+    epoll_event ev{};
+    ev.events   = EPOLLIN;
+    ev.data.ptr = nullptr; /* the listener */
+    if (epoll_ctl(ep.get(), EPOLL_CTL_ADD, sock.get(), &ev) != 0) {
+        return failure{"attach server: epoll_ctl failed: " + errno_text()};
+    }
+    auto srv = std::unique_ptr<attach_server>(
             new attach_server(std::move(config), grant, std::move(log),
                               std::move(on_detach), std::move(sock)));
+    srv->m_epoll = std::move(ep);
+    return srv;
 }
 
 attach_server::attach_server(attach_config config, device_grant grant,
@@ -163,8 +180,7 @@ std::string attach_server::who(const connection &conn) const
 void attach_server::run_once(int timeout_ms)
 {
     m_gate.tick(clock::now());
-    std::vector<pollfd> fds;
-    poll_fds(fds);
+    watch_all();
     /* wake in time for the earliest request or reply timeout, and the
      * accept gate's retry */
     if (auto retry = m_gate.next_timer()) {
@@ -185,10 +201,7 @@ void attach_server::run_once(int timeout_ms)
             timeout_ms = std::max(0, std::min<int>(timeout_ms, left.count()));
         }
     }
-    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
-        m_log("attach server: poll failed: " + errno_text());
-        return;
-    }
+    const bool listener_ready = wait_events(timeout_ms);
 
     /* Service every connection first and only then drop the closed ones:
      * callbacks (the status text, on_detach) may look at all clients, so
@@ -196,14 +209,14 @@ void attach_server::run_once(int timeout_ms)
     std::vector<bool> closed(m_conns.size(), false);
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn  = *m_conns[i];
-        const short ev    = fds[i + 1].revents;
+        const uint32_t ev = std::exchange(conn.ready, 0);
         bool open         = !conn.broken;
         conn.read_in_pass = 0; /* a new pass */
         if (open && conn.pending() > 0 &&
-            (ev & (POLLOUT | POLLERR | POLLHUP))) {
+            (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
             open = flush(conn);
         }
-        if (open && !conn.answering && (ev & (POLLIN | POLLERR | POLLHUP))) {
+        if (open && !conn.answering && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
             open = service(conn, m_config.max_socket_read);
         }
         if (!open) {
@@ -265,8 +278,78 @@ void attach_server::run_once(int timeout_ms)
         }
     }
     m_conns = std::move(keep);
-    if (fds[0].revents != 0) {
+    if (listener_ready) {
         accept_all();
+    }
+}
+
+void attach_server::watch(connection &conn)
+{
+    /* an answering connection is only written to */
+    const uint32_t want = (conn.answering ? 0u : uint32_t{EPOLLIN}) |
+                          (conn.pending() > 0 ? uint32_t{EPOLLOUT} : 0u);
+    if (want == conn.watched) {
+        return;
+    }
+    epoll_event ev{};
+    ev.events   = want;
+    ev.data.ptr = &conn;
+    if (epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, conn.sock.get(), &ev) != 0) {
+        m_log("attach server: epoll_ctl MOD for " + who(conn) +
+              " failed: " + errno_text());
+        conn.broken = true; /* unwatched: close it rather than lose it */
+        return;
+    }
+    conn.watched = want;
+}
+
+void attach_server::watch_all()
+{
+    /* while the gate is closed, no event: a loop sleeping on the epoll fd
+     * must not wake for a connection it will not accept (accept_gate.h) */
+    const uint32_t want = m_gate.accepting() ? uint32_t{EPOLLIN} : 0u;
+    if (want != m_listener_watched) {
+        epoll_event ev{};
+        ev.events   = want;
+        ev.data.ptr = nullptr;
+        if (epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, m_listener.get(), &ev) ==
+            0) {
+            m_listener_watched = want;
+        } else {
+            m_log("attach server: epoll_ctl MOD for the listener failed: " +
+                  errno_text());
+        }
+    }
+    for (const auto &c : m_conns) {
+        watch(*c);
+    }
+}
+
+bool attach_server::wait_events(int timeout_ms)
+{
+    bool listener_ready = false;
+    std::array<epoll_event, 64> events;
+    for (;;) {
+        const int n = epoll_wait(m_epoll.get(), events.data(),
+                                 static_cast<int>(events.size()), timeout_ms);
+        if (n < 0) {
+            if (errno != EINTR) {
+                m_log("attach server: epoll_wait failed: " + errno_text());
+            }
+            return listener_ready;
+        }
+        for (int i = 0; i < n; ++i) {
+            if (events[i].data.ptr == nullptr) {
+                listener_ready = true;
+            } else {
+                static_cast<connection *>(events[i].data.ptr)->ready |=
+                        events[i].events;
+            }
+        }
+        if (static_cast<size_t>(n) < events.size()) {
+            return listener_ready;
+        }
+        timeout_ms = 0; /* more may be ready: take them without waiting */
     }
 }
 
@@ -297,6 +380,15 @@ void attach_server::accept_all()
         }
         conn->sock     = std::move(sock);
         conn->accepted = clock::now();
+        epoll_event ev{};
+        ev.events   = EPOLLIN;
+        ev.data.ptr = conn.get();
+        if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, conn->sock.get(), &ev) !=
+            0) {
+            m_log("attach server: epoll_ctl ADD failed: " + errno_text());
+            continue; /* closed: its client sees the connection end */
+        }
+        conn->watched = EPOLLIN;
         m_conns.push_back(std::move(conn));
         const std::string note = m_gate.accepted();
         if (!note.empty()) {
@@ -783,18 +875,10 @@ void attach_server::read_deferred(const connection &conn, size_t left)
           std::to_string(m_reads_deferred) + " so far)");
 }
 
-void attach_server::poll_fds(std::vector<pollfd> &out) const
+void attach_server::poll_fds(std::vector<pollfd> &out)
 {
-    /* while the gate is closed, no event: a loop sleeping on these must
-     * not wake for a connection it will not accept (accept_gate.h) */
-    out.push_back({m_listener.get(),
-                   static_cast<short>(m_gate.accepting() ? POLLIN : 0), 0});
-    for (const auto &c : m_conns) {
-        /* an answering connection is only written to */
-        const short in     = c->answering ? 0 : POLLIN;
-        const short out_ev = c->pending() > 0 ? POLLOUT : 0;
-        out.push_back({c->sock.get(), static_cast<short>(in | out_ev), 0});
-    }
+    watch_all(); /* what it waits for is up to date */
+    out.push_back({m_epoll.get(), POLLIN, 0});
 }
 
 std::string attach_server::sibling_error(const connection &conn,
