@@ -471,7 +471,7 @@ section "the same hops with a vCPU each: rvt_host_bench in this guest"
 bench=$build/test/bench/rvt_host_bench
 if [ ! -x "$bench" ]; then
     fail "$bench not built (make check builds it)"
-elif on 1 timeout 300 "$bench" --messages=2000 --seconds=1 \
+elif on 1 timeout 300 "$bench" --messages=2000 --seconds=1 --attached=none \
     >"$work/bench.out" 2>&1; then
     grep -v '^agent: ' "$work/bench.out"
     pass "rvt_host_bench in the guest"

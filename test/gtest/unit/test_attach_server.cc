@@ -1396,3 +1396,29 @@ TEST(serve_pacer, serves_by_count_and_by_time)
     EXPECT_FALSE(p.due(t0 + 1ms + 10us));
     EXPECT_TRUE(p.due(t0 + 2ms + 10us));
 }
+
+namespace {
+
+TEST(descriptors, the_soft_limit_is_raised_to_what_512_clients_need)
+{
+    const uint64_t needed = agent::descriptors_needed(512, 64);
+    EXPECT_GE(needed, 2u * 512 + 64) << "a socket and an eventfd per client";
+    /* a site's usual 1024 / 524288 */
+    auto p = agent::plan_descriptors(1024, 524288, needed);
+    EXPECT_EQ(p.soft, needed);
+    EXPECT_EQ(p.warning, "");
+    /* enough already: left alone */
+    p = agent::plan_descriptors(20000, 20000, needed);
+    EXPECT_EQ(p.soft, 20000u);
+    EXPECT_EQ(p.warning, "");
+    /* the hard limit too low: as far as it goes, and said with both values */
+    p = agent::plan_descriptors(1024, 1024, needed);
+    EXPECT_EQ(p.soft, 1024u);
+    EXPECT_NE(p.warning.find("need " + std::to_string(needed)),
+              std::string::npos)
+            << p.warning;
+    EXPECT_NE(p.warning.find("hard limit is 1024"), std::string::npos)
+            << p.warning;
+}
+
+} // namespace

@@ -63,6 +63,22 @@ bool out_of_fds(int err)
 
 } // namespace
 
+descriptor_plan plan_descriptors(uint64_t soft, uint64_t hard, uint64_t needed)
+{
+    if (soft >= needed) {
+        return {soft, {}};
+    }
+    if (hard >= needed) {
+        return {needed, {}};
+    }
+    return {hard, "descriptors: the agent's bounds (max-clients, "
+                  "max-unattached) need " +
+                          std::to_string(needed) + " and the hard limit is " +
+                          std::to_string(hard) +
+                          " (ulimit -Hn, LimitNOFILE=): clients beyond what it "
+                          "allows wait to attach"};
+}
+
 result<std::unique_ptr<attach_server>>
 attach_server::create(attach_config config, device_grant grant, log_fn log,
                       detach_fn on_detach)

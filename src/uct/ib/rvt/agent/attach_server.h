@@ -153,6 +153,27 @@ struct attach_config {
     std::chrono::milliseconds accept_retry{100};
 };
 
+/* Descriptors: an attached client holds two of the agent's (its socket
+ * and its wake eventfd), a connection not attached yet one, and the agent
+ * itself some (its device, CQ channel, epoll, log, listener, memfds);
+ * a site's usual soft limit of 1024 is too few for 512 clients. rvtd
+ * raises its soft limit to what its bounds need, as far as the hard limit
+ * allows; beyond that the accept gate makes attaches wait ("Bounded
+ * intake" above). */
+inline constexpr uint64_t agent_own_descriptors = 64;
+constexpr uint64_t
+descriptors_needed(uint32_t max_clients, uint32_t max_unattached)
+{
+    return 2 * uint64_t{max_clients} + max_unattached + agent_own_descriptors;
+}
+
+struct descriptor_plan {
+    uint64_t soft; /* the soft limit to set (unchanged: the same) */
+    std::string warning; /* empty unless the hard limit is too low */
+};
+/* What soft limit to ask for, from the current limits and the need. */
+descriptor_plan plan_descriptors(uint64_t soft, uint64_t hard, uint64_t needed);
+
 /* What the server's bounds did, for the status. */
 struct intake_counters {
     uint32_t unattached     = 0; /* now */

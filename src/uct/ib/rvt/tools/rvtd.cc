@@ -76,7 +76,7 @@ struct options {
     long port = 1;
     std::string job_key;
     long linger           = 10;
-    long max_clients      = 256;
+    long max_clients      = imm::max_clients;
     long max_client_ops   = defaults::share.ops;
     long max_client_lkeys = defaults::share.lkeys;
     long max_client_peers = defaults::share.peers;
@@ -447,6 +447,29 @@ bool run_at(const agent::priority &p)
     return false;
 }
 
+/* The soft RLIMIT_NOFILE up to what the agent's bounds need
+ * (attach_server.h, descriptors_needed), as far as the hard one allows. */
+void raise_descriptor_limit(uint64_t needed)
+{
+    rlimit r{};
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0) {
+        log_line(std::string("descriptors: getrlimit failed: ") +
+                 std::strerror(errno));
+        return;
+    }
+    const auto plan = agent::plan_descriptors(r.rlim_cur, r.rlim_max, needed);
+    if (!plan.warning.empty()) {
+        log_line("WARNING: " + plan.warning);
+    }
+    if (plan.soft != r.rlim_cur) {
+        r.rlim_cur = plan.soft;
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0) {
+            log_line(std::string("descriptors: setrlimit failed: ") +
+                     std::strerror(errno));
+        }
+    }
+}
+
 int run(const options &opt)
 {
     const uid_t uid = getuid();
@@ -594,9 +617,11 @@ int run(const options &opt)
                               std::chrono::milliseconds(5000)};
     acfg.max_unattached  = static_cast<uint32_t>(opt.max_unattached);
     acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
-    auto server          = agent::attach_server::create(
-                     acfg, grant, log_line,
-                     [&e](const agent::attached_client &c) { e.client_gone(c); });
+    raise_descriptor_limit(
+            agent::descriptors_needed(acfg.max_clients, acfg.max_unattached));
+    auto server = agent::attach_server::create(
+            acfg, grant, log_line,
+            [&e](const agent::attached_client &c) { e.client_gone(c); });
     if (!server) {
         return start_failed(server.error());
     }
