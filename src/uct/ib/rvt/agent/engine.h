@@ -634,6 +634,8 @@ private:
     departures m_departures;
     bool m_asleep = false;
     time_point m_next_watch{}; /* watch_lanes() is due */
+    /* no peer's timer is due before this (tick_peers) */
+    time_point m_peer_timers_due{};
     trace *m_trace = nullptr; /* off: nullptr */
 
     void
