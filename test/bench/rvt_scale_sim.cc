@@ -1,0 +1,434 @@
+/*
+ * rvt_scale_sim: many nodes, in one process, with the real engine.
+ *
+ * N agents (the real engine and attach server, each over its own
+ * loopback nic on one loopback fabric: separate nodes as far as the
+ * engine can tell, test/loopback/loopback_nic.h), each with C clients
+ * attached (real client sessions). Then a connection storm: every node's
+ * first client asks its agent for every other node, in a random order of
+ * its own, one more each round, as the ranks of a job reaching each other
+ * for an alltoall at start-up do; all agents run one pass each round, on
+ * one thread. Printed, for each N of --nodes:
+ *
+ *   storm      until every pair of agents is connected both ways: seconds
+ *              of this one core running all N agents, and rounds (a pass
+ *              of every agent each; the first N - 1 also ask for a peer)
+ *   datagrams  handshake datagrams sent, received and lost (a full UD
+ *              queue loses them, as UD does), and answered busy
+ *   bad pairs  pairs not connected both ways at the end (lost or left
+ *              half-open) and peers an agent holds twice: all must be 0
+ *   memory     the process's heap and mappings in use (mallinfo2) per
+ *              node, per client and per peer, measured as each is added;
+ *              the loopback nic's model of QPs and buffers is in them, as
+ *              the driver's would be in rvtd's
+ *   idle       with every pair connected and nothing to send: one pass of
+ *              one agent over its N - 1 idle peers (us), and the
+ *              handshake datagrams and control sends (keepalives) per
+ *              agent per second
+ *
+ * Figures are printed, never judged, except the bad pairs, which make the
+ * program exit 1. Usage:
+ *   rvt_scale_sim [--nodes=N,N,...] [--clients=C] [--qps=K] [--idle=S]
+ *                 [--seed=X]
+ */
+#include "test/loopback/loopback_nic.h"
+#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/engine.h"
+#include "uct/ib/rvt/agent/peer_auth.h"
+#include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/client/session.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace rvt;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+constexpr const char *job_key = "bench.scale";
+
+struct options {
+    std::vector<unsigned> nodes{16, 64, 256, 512};
+    unsigned clients = 2;
+    unsigned qps     = 4;
+    double idle      = 2.0; /* seconds of the idle measurement */
+    unsigned seed    = 1;
+};
+
+[[noreturn]] void die(const std::string &why)
+{
+    std::fprintf(stderr, "rvt_scale_sim: %s\n", why.c_str());
+    std::exit(2);
+}
+
+unsigned number(const char *text, const char *name, unsigned low, unsigned high)
+{
+    char *end             = nullptr;
+    const unsigned long v = std::strtoul(text, &end, 10);
+    if (end == text || *end != '\0' || v < low || v > high) {
+        die(std::string("--") + name + "=" + text + ": expected " +
+            std::to_string(low) + " to " + std::to_string(high));
+    }
+    return static_cast<unsigned>(v);
+}
+
+options parse(int argc, char **argv)
+{
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value          = [&](const char *name) -> const char          *{
+            const std::string p = std::string("--") + name + "=";
+            return a.rfind(p, 0) == 0 ? argv[i] + p.size() : nullptr;
+        };
+        if (const char *v = value("nodes")) {
+            o.nodes.clear();
+            std::string list = v;
+            for (size_t pos = 0; pos <= list.size();) {
+                const size_t end = std::min(list.find(',', pos), list.size());
+                const std::string item = list.substr(pos, end - pos);
+                o.nodes.push_back(number(item.c_str(), "nodes", 2, 4096));
+                pos = end + 1;
+            }
+        } else if (const char *v2 = value("clients")) {
+            o.clients = number(v2, "clients", 1, 64);
+        } else if (const char *v3 = value("qps")) {
+            o.qps = number(v3, "qps", 1, 16);
+        } else if (const char *v4 = value("idle")) {
+            o.idle = std::strtod(v4, nullptr);
+        } else if (const char *v5 = value("seed")) {
+            o.seed = number(v5, "seed", 0, ~0u);
+        } else {
+            die("unknown argument '" + a +
+                "' (--nodes=N,N,... --clients=C --qps=K --idle=S --seed=X)");
+        }
+    }
+    return o;
+}
+
+/* Heap and mmapped chunks in use, bytes. */
+uint64_t heap_in_use()
+{
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+struct node {
+    std::string socket;
+    std::unique_ptr<agent::testing::loopback_nic> nic;
+    std::unique_ptr<agent::engine> engine;
+    std::unique_ptr<agent::attach_server> server;
+    std::vector<std::unique_ptr<client::session>> clients;
+    unique_fd null_fd;
+};
+
+/* WRs the nics ran (control messages and keepalives, with no data) */
+uint64_t fabric_ops(const std::vector<std::unique_ptr<node>> &nodes)
+{
+    uint64_t n = 0;
+    for (const auto &nd : nodes) {
+        n += nd->nic->stats().ops_executed;
+    }
+    return n;
+}
+
+struct row {
+    unsigned nodes;
+    double storm_s;
+    uint64_t rounds; /* of the storm: one pass of every agent each */
+    uint64_t sent, received, lost, busy;
+    uint64_t bad_pairs, doubled;
+    double per_node, per_client, per_peer; /* bytes */
+    double pass_us, datagrams_per_s, controls_per_s;
+};
+
+uint64_t at(const nlohmann::ordered_json &j, const char *a, const char *b)
+{
+    return j.at(a).at(b).get<uint64_t>();
+}
+
+row simulate(unsigned n, const options &o, const std::string &dir)
+{
+    row r{};
+    r.nodes = n;
+    agent::testing::loopback_fabric fabric;
+    auto layout = shm_layout::make({64, 64, 16, 256, 64}).value();
+    agent::testing::loopback_options nopt;
+    nopt.receive_buffers = 1024; /* rvtd's --srq-size */
+    nopt.receive_size    = layout.caps.slot_size;
+    nopt.memory          = agent::testing::memory_mode::none;
+    nopt.max_inline      = layout.caps.inline_size;
+    nopt.datagram_slots  = 64;
+    agent::engine_config cfg;
+    cfg.peers.num_qps = o.qps;
+    cfg.max_peers     = std::max<uint32_t>(cfg.max_peers, n + 16);
+    auto quiet        = [](std::string_view) {};
+
+    const uint64_t heap0 = heap_in_use();
+    std::vector<std::unique_ptr<node>> nodes;
+    for (unsigned i = 0; i < n; ++i) {
+        auto nd    = std::make_unique<node>();
+        nd->socket = dir + "/agent" + std::to_string(i) + ".sock";
+        nd->null_fd.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
+        nd->nic = std::make_unique<agent::testing::loopback_nic>(fabric, nopt);
+        auto auth = agent::secret_auth("the simulated job's secret");
+        if (!auth) {
+            die(auth.error());
+        }
+        auto e = agent::engine::create(*nd->nic, cfg, layout, job_key, 1000 + i,
+                                       std::move(auth).value(), quiet);
+        if (!e) {
+            die(e.error());
+        }
+        nd->engine = std::move(e).value();
+        agent::device_grant grant{nd->null_fd.get(), 1, 0,
+                                  wire::reg_mode::uverbs_ioctl, 1000 + i};
+        grant.address         = nd->engine->address();
+        grant.num_qps         = nd->engine->num_qps();
+        grant.agent_wake_fd   = nd->engine->wake_fd();
+        grant.work_summary_fd = nd->engine->work_summary_fd();
+        agent::engine *eng    = nd->engine.get();
+        auto srv              = agent::attach_server::create(
+                             {nd->socket, job_key, getuid(), 64, layout, 5000ms}, grant,
+                             quiet, [eng](const agent::attached_client &c) {
+                    eng->client_gone(c);
+                });
+        if (!srv) {
+            die(srv.error());
+        }
+        nd->server = std::move(srv).value();
+        nd->engine->serve(*nd->server);
+        nodes.push_back(std::move(nd));
+    }
+    const uint64_t heap1 = heap_in_use();
+    r.per_node           = static_cast<double>(heap1 - heap0) / n;
+
+    auto pump = [&] {
+        const auto now = clock_type::now();
+        for (auto &nd : nodes) {
+            nd->engine->progress(now);
+            nd->server->run_once(0);
+        }
+    };
+    /* a call that waits for an agent's answer, beside the pump */
+    auto serving = [&](auto call) {
+        auto f = std::async(std::launch::async, call);
+        while (f.wait_for(0s) != std::future_status::ready) {
+            pump();
+        }
+        return f.get();
+    };
+    for (auto &nd : nodes) {
+        for (unsigned c = 0; c < o.clients; ++c) {
+            auto at = serving(
+                    [&] { return client::attach(nd->socket, job_key); });
+            if (!at) {
+                die("attach: " + at.error());
+            }
+            auto s = client::session::open(std::move(at).value());
+            if (!s) {
+                die(s.error());
+            }
+            nd->clients.push_back(std::move(s).value());
+        }
+    }
+    const uint64_t heap2 = heap_in_use();
+    r.per_client         = static_cast<double>(heap2 - heap1) / (n * o.clients);
+
+    /* the storm: each node's first client wants every other node, in an
+     * order of its own, one more per round */
+    std::mt19937 rng(o.seed + n);
+    std::vector<std::vector<unsigned>> order(n);
+    for (unsigned i = 0; i < n; ++i) {
+        for (unsigned j = 0; j < n; ++j) {
+            if (j != i) {
+                order[i].push_back(j);
+            }
+        }
+        std::shuffle(order[i].begin(), order[i].end(), rng);
+    }
+    std::vector<const agent::attached_client *> first(n);
+    for (unsigned i = 0; i < n; ++i) {
+        first[i] = nodes[i]->server->client(
+                nodes[i]->clients[0]->client_index());
+    }
+    auto all_connected = [&] {
+        for (auto &nd : nodes) {
+            const auto s       = nd->engine->status_json();
+            unsigned connected = 0;
+            for (const auto &p : s.at("peers")) {
+                connected += p.at("state") == "connected";
+            }
+            if (connected != n) { /* its N - 1 and its own node */
+                return false;
+            }
+        }
+        return true;
+    };
+    const auto started = clock_type::now();
+    for (unsigned round = 0; round + 1 < n; ++round) {
+        for (unsigned i = 0; i < n; ++i) {
+            auto p = nodes[i]->engine->resolve_peer(
+                    *first[i], nodes[order[i][round]]->engine->address());
+            if (!p) {
+                die("node " + std::to_string(i) + ": " + p.error());
+            }
+        }
+        pump();
+    }
+    r.rounds         = n - 1;
+    const auto limit = started + 600s;
+    while (clock_type::now() < limit) {
+        pump();
+        if (++r.rounds % 64 == 0 && all_connected()) {
+            break;
+        }
+    }
+    r.storm_s =
+            std::chrono::duration<double>(clock_type::now() - started).count();
+    const uint64_t heap3 = heap_in_use();
+    r.per_peer = static_cast<double>(heap3 - heap2) / (double(n) * (n - 1));
+
+    /* the verdict: every pair connected both ways, no address twice */
+    std::vector<std::set<std::string>> connected_to(n);
+    std::map<std::string, unsigned> index_of;
+    for (unsigned i = 0; i < n; ++i) {
+        index_of[agent::gid_text(nodes[i]->nic->gid())] = i;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        const auto s = nodes[i]->engine->status_json();
+        std::set<std::string> seen;
+        for (const auto &p : s.at("peers")) {
+            if (p.at("loopback").get<bool>()) {
+                continue;
+            }
+            const std::string gid = p.at("gid").get<std::string>();
+            if (!seen.insert(gid).second) {
+                ++r.doubled;
+            }
+            if (p.at("state") == "connected") {
+                connected_to[i].insert(gid);
+            }
+        }
+        r.sent += at(s, "handshake", "sent");
+        r.received += at(s, "handshake", "received");
+        r.lost += at(s, "handshake", "dropped");
+        r.busy += at(s, "handshake", "half_open_refused");
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        for (unsigned j = i + 1; j < n; ++j) {
+            const bool ij = connected_to[i].count(
+                    agent::gid_text(nodes[j]->nic->gid()));
+            const bool ji = connected_to[j].count(
+                    agent::gid_text(nodes[i]->nic->gid()));
+            r.bad_pairs += !(ij && ji);
+        }
+    }
+
+    /* idle: every pair connected, nothing to send */
+    uint64_t sent0 = 0;
+    for (auto &nd : nodes) {
+        sent0 += at(nd->engine->status_json(), "handshake", "sent");
+    }
+    const uint64_t ops0 = fabric_ops(nodes);
+    uint64_t passes     = 0;
+    const auto t0       = clock_type::now();
+    const auto until    = t0 + std::chrono::duration_cast<clock_type::duration>(
+                                    std::chrono::duration<double>(o.idle));
+    while (clock_type::now() < until) {
+        const auto now = clock_type::now();
+        for (auto &nd : nodes) {
+            nd->engine->progress(now);
+        }
+        ++passes;
+    }
+    const double spent =
+            std::chrono::duration<double>(clock_type::now() - t0).count();
+    uint64_t sent1 = 0;
+    for (auto &nd : nodes) {
+        sent1 += at(nd->engine->status_json(), "handshake", "sent");
+    }
+    r.pass_us         = spent * 1e6 / (double(passes) * n);
+    r.datagrams_per_s = double(sent1 - sent0) / spent / n;
+    r.controls_per_s  = double(fabric_ops(nodes) - ops0) / spent / n;
+    for (auto &nd : nodes) {
+        nd->clients.clear();
+    }
+    return r;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const options o = parse(argc, argv);
+    /* every client holds a few descriptors here and at its agent */
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    char tmpl[] = "/tmp/rvt-scale.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+        die(std::string("mkdtemp: ") + std::strerror(errno));
+    }
+    const std::string dir = tmpl;
+    std::printf("rvt_scale_sim: N agents on one loopback fabric (the real "
+                "engine and attach server), %u clients each, K = %u; an "
+                "all-to-all connection storm, then %.1f s idle\n",
+                o.clients, o.qps, o.idle);
+    std::printf("  %-6s %-16s %-30s %-10s %-26s %-22s\n", "nodes",
+                "storm s, rounds", "datagrams sent/recv/lost/busy", "bad pairs",
+                "memory per node/client/peer", "idle: pass us, dg/s, ops/s");
+    bool bad = false;
+    for (unsigned n : o.nodes) {
+        const row r = simulate(n, o, dir);
+        char mem[64], dg[64], idle[64];
+        std::snprintf(dg, sizeof(dg), "%llu/%llu/%llu/%llu",
+                      (unsigned long long)r.sent,
+                      (unsigned long long)r.received,
+                      (unsigned long long)r.lost, (unsigned long long)r.busy);
+        std::snprintf(mem, sizeof(mem), "%.0f K / %.0f K / %.1f K",
+                      r.per_node / 1024, r.per_client / 1024,
+                      r.per_peer / 1024);
+        std::snprintf(idle, sizeof(idle), "%.2f, %.2f, %.2f", r.pass_us,
+                      r.datagrams_per_s, r.controls_per_s);
+        char storm[48];
+        std::snprintf(storm, sizeof(storm), "%.2f, %llu", r.storm_s,
+                      (unsigned long long)r.rounds);
+        std::printf("  %-6u %-16s %-30s %-10s %-26s %-22s\n", n, storm, dg,
+                    (std::to_string(r.bad_pairs) + "+" +
+                     std::to_string(r.doubled))
+                            .c_str(),
+                    mem, idle);
+        std::fflush(stdout);
+        bad |= r.bad_pairs != 0 || r.doubled != 0;
+    }
+    std::filesystem::remove_all(dir);
+    if (bad) {
+        std::printf("FAIL: pairs lost, half-open or doubled\n");
+        return 1;
+    }
+    return 0;
+}
