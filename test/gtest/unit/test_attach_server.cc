@@ -1329,6 +1329,61 @@ TEST_F(attach_fixture, out_of_descriptors_it_stops_accepting_without_spinning)
     EXPECT_GT(recv(s.get(), reply, sizeof(reply), 0), 0) << m_log;
 }
 
+/* The accept took the last descriptor, and the attach needs two more (its
+ * segment and its eventfd): the request waits, as a connection does in
+ * the backlog, and is answered, accepted, once descriptors are back,
+ * instead of being refused for an agent error. */
+TEST_F(attach_fixture, an_attach_short_of_descriptors_waits_and_is_accepted)
+{
+    m_threaded     = false;
+    m_accept_retry = 100ms;
+    start();
+    unique_fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSERT_TRUE(s);
+    sockaddr_un addr{};
+    addr.sun_family  = AF_UNIX;
+    std::string path = m_dir + "/agent.sock";
+    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+
+    /* one descriptor below the limit is free: the accept's */
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+    const int lowest = fcntl(0, F_DUPFD_CLOEXEC, 0);
+    ASSERT_GE(lowest, 0);
+    close(lowest);
+    ASSERT_EQ(connect(s.get(), (sockaddr *)&addr, sizeof(addr)), 0);
+    rlimit low   = saved;
+    low.rlim_cur = static_cast<rlim_t>(lowest + 2); /* s took lowest */
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    auto req = wire::make_attach_request("job.1", 1);
+    ASSERT_EQ(send(s.get(), &req, sizeof(req), MSG_NOSIGNAL),
+              (ssize_t)sizeof(req));
+    const auto stop = std::chrono::steady_clock::now() + 300ms;
+    while (std::chrono::steady_clock::now() < stop) {
+        m_server->run_once(20);
+    }
+    pollfd pfd{s.get(), POLLIN, 0};
+    const bool answered_short = poll(&pfd, 1, 0) == 1;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    EXPECT_FALSE(answered_short)
+            << "answered while short of descriptors: " << m_log;
+    EXPECT_GE(m_server->intake().fd_shortages, 1u) << m_log;
+
+    /* descriptors again: the waiting request is accepted */
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (poll(&pfd, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
+        m_server->run_once(50);
+    }
+    wire::attach_reply rep{};
+    auto got = recv_with_fds(s.get(),
+                             std::as_writable_bytes(std::span(&rep, 1)));
+    ASSERT_TRUE(got.ok()) << got.error();
+    EXPECT_EQ(rep.status, static_cast<uint32_t>(wire::attach_status::accepted))
+            << rep.reason << "\n"
+            << m_log;
+    EXPECT_EQ(got.value().fds.size(), 5u);
+}
+
 /* A client that writes without pause: the data path's look at its socket
  * (take_pending) reads at most max_socket_read bytes between two passes
  * over the sockets, and says the rest waits; the sweep's look reads all

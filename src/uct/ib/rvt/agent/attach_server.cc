@@ -38,6 +38,8 @@ struct attach_server::connection {
     size_t out_sent = 0; /* of out, already sent */
     clock::time_point out_since; /* when output became pending, or the
                                     reader last took some */
+    /* its attach request waits for descriptors (answer(), out of them) */
+    bool deferred    = false;
     uint32_t watched = 0; /* the epoll events registered for sock */
     uint32_t ready   = 0; /* the events the last wait reported */
 
@@ -234,6 +236,10 @@ void attach_server::run_once(int timeout_ms)
         }
         if (open && !conn.answering && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
             open = service(conn, m_config.max_socket_read);
+        } else if (open && conn.deferred && m_gate.accepting()) {
+            /* a descriptor may have freed: its request again */
+            conn.deferred = false;
+            open          = answer(conn, conn.buf);
         }
         if (!open) {
             closed[i] = true;
@@ -241,6 +247,13 @@ void attach_server::run_once(int timeout_ms)
             closed[i] = timed_out(conn);
         } else if (conn.answering) {
             closed[i] = true; /* all of the answer is sent */
+        } else if (!conn.attached && conn.deferred &&
+                   clock::now() >= conn.accepted + m_config.request_timeout) {
+            closed[i] = !refuse(
+                    conn, wire::attach_status::agent_error,
+                    "the agent has been out of descriptors for " +
+                            std::to_string(m_config.request_timeout.count()) +
+                            " ms (RLIMIT_NOFILE)");
         } else if (!conn.attached &&
                    clock::now() >= conn.accepted + m_config.request_timeout) {
             closed[i] = !refuse(
@@ -561,13 +574,30 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
                               " ms ago, in quarantine)");
     }
     const uint32_t generation = m_generation[index] + 1;
+    /* out of descriptors (the accept took the last one): the request
+     * waits, as connections do in the backlog, until one frees ("Bounded
+     * intake") */
+    const auto short_of_fds = [&] {
+        const std::string note = m_gate.out_of_fds(clock::now(), errno_text());
+        if (!note.empty()) {
+            m_log(note);
+        }
+        conn.deferred = true;
+        return true;
+    };
     auto seg = create_shm_segment("rvt-client-" + std::to_string(index),
                                   m_config.layout.size);
     if (!seg) {
+        if (out_of_fds(errno)) {
+            return short_of_fds();
+        }
         return refuse(conn, wire::attach_status::agent_error, seg.error());
     }
     unique_fd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake) {
+        if (out_of_fds(errno)) {
+            return short_of_fds();
+        }
         return refuse(conn, wire::attach_status::agent_error,
                       "eventfd failed: " + errno_text());
     }
