@@ -62,6 +62,8 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -254,6 +256,30 @@ agent_shared *g_agent = nullptr;
     std::_Exit(0);
 }
 
+/* A session of the agent at socket_path (tried for up to `tries` x 10 ms
+ * while it starts or takes others first), and its node's own peer. */
+std::pair<std::unique_ptr<client::session>, uint32_t>
+open_session(const std::string &socket_path, int tries)
+{
+    auto at = client::attach(socket_path, job_key);
+    for (int i = 0; !at && i < tries; ++i) {
+        usleep(10000);
+        at = client::attach(socket_path, job_key);
+    }
+    if (!at) {
+        die("attach: " + at.error());
+    }
+    auto s = client::session::open(std::move(at).value());
+    if (!s) {
+        die(s.error());
+    }
+    auto peer = s.value()->connect_peer(s.value()->agent_address());
+    if (!peer) {
+        die(peer.error());
+    }
+    return {std::move(s).value(), peer.value()};
+}
+
 struct client_side {
     std::unique_ptr<client::session> session;
     uint32_t peer       = 0;
@@ -270,29 +296,13 @@ client_side open_client(const std::string &socket_path, int slot)
             " MR slots the agent registered");
     }
     client_side c;
-    auto at = client::attach(socket_path, job_key);
-    for (int i = 0; !at && i < 200; ++i) { /* the agent may still start */
-        usleep(10000);
-        at = client::attach(socket_path, job_key);
-    }
-    if (!at) {
-        die("attach: " + at.error());
-    }
-    auto s = client::session::open(std::move(at).value());
-    if (!s) {
-        die(s.error());
-    }
-    c.session = std::move(s).value();
-    auto peer = c.session->connect_peer(c.session->agent_address());
-    if (!peer) {
-        die(peer.error());
-    }
-    c.peer               = peer.value();
-    c.memory             = &g_slots[slot];
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(c.memory->buffer);
-    auto intent          = wire::make_mr_intent(addr, sizeof(c.memory->buffer));
-    auto sent            = send_with_fds(c.session->attached().sock.get(),
-                                         std::as_bytes(std::span(&intent, 1)), {});
+    /* the agent may still start */
+    std::tie(c.session, c.peer) = open_session(socket_path, 200);
+    c.memory                    = &g_slots[slot];
+    const uintptr_t addr        = reinterpret_cast<uintptr_t>(c.memory->buffer);
+    auto intent = wire::make_mr_intent(addr, sizeof(c.memory->buffer));
+    auto sent   = send_with_fds(c.session->attached().sock.get(),
+                                std::as_bytes(std::span(&intent, 1)), {});
     if (!sent) {
         die(sent.error());
     }
@@ -399,27 +409,13 @@ client::post_status post(client_side &c, const work_request &wr, bool sge)
 [[noreturn]] void
 run_idle(const std::string &socket_path, int ready_fd, int release_fd)
 {
-    auto at = client::attach(socket_path, job_key);
-    for (int i = 0; !at && i < 3000; ++i) { /* the agent takes one at a time */
-        usleep(10000);
-        at = client::attach(socket_path, job_key);
-    }
-    if (!at) {
-        die("idle client: attach: " + at.error());
-    }
-    auto s = client::session::open(std::move(at).value());
-    if (!s) {
-        die("idle client: " + s.error());
-    }
-    auto peer = s.value()->connect_peer(s.value()->agent_address());
-    if (!peer) {
-        die("idle client: " + peer.error());
-    }
+    /* the agent takes one at a time */
+    auto session = open_session(socket_path, 3000).first;
     (void)!write(ready_fd, "r", 1);
     char b;
     while (read(release_fd, &b, 1) > 0) {
     }
-    s.value().reset();
+    session.reset();
     std::_Exit(0);
 }
 
@@ -475,35 +471,38 @@ by_stage(const std::vector<event> &events)
     return m;
 }
 
-/* The median of to[i] - from[i] past the first `skip` messages, or -1. */
-int64_t median_hop(const std::vector<uint64_t> &from,
-                   const std::vector<uint64_t> &to, size_t skip)
+/* to[i] - from[i] for every message past the first `skip`, sorted. */
+std::vector<int64_t> hop_times(const std::vector<uint64_t> &from,
+                               const std::vector<uint64_t> &to, size_t skip)
 {
     std::vector<int64_t> d;
     for (size_t i = skip; i < std::min(from.size(), to.size()); ++i) {
         d.push_back(static_cast<int64_t>(to[i]) -
                     static_cast<int64_t>(from[i]));
     }
+    std::sort(d.begin(), d.end());
+    return d;
+}
+
+/* The median of to[i] - from[i] past the first `skip` messages, or -1. */
+int64_t median_hop(const std::vector<uint64_t> &from,
+                   const std::vector<uint64_t> &to, size_t skip)
+{
+    const std::vector<int64_t> d = hop_times(from, to, skip);
     if (d.empty()) {
         return -1;
     }
-    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
     return d[d.size() / 2];
 }
 
 void print_hop(const char *name, const std::vector<uint64_t> &from,
                const std::vector<uint64_t> &to, size_t skip)
 {
-    std::vector<int64_t> d;
-    for (size_t i = skip; i < std::min(from.size(), to.size()); ++i) {
-        d.push_back(static_cast<int64_t>(to[i]) -
-                    static_cast<int64_t>(from[i]));
-    }
+    const std::vector<int64_t> d = hop_times(from, to, skip);
     if (d.empty()) {
         std::printf("  %-34s (no events)\n", name);
         return;
     }
-    std::sort(d.begin(), d.end());
     auto at = [&](double q) {
         return d[std::min(d.size() - 1, static_cast<size_t>(q * d.size()))];
     };

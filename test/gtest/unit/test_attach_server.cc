@@ -322,6 +322,29 @@ protected:
             agent::attach_config{}.accept_retry;
     bool m_threaded = true; /* false: the test runs run_once() */
     std::string m_dir;
+    /* Connects `sock` to the agent's socket. */
+    bool connect_to_agent(int sock) const
+    {
+        sockaddr_un addr{};
+        addr.sun_family  = AF_UNIX;
+        std::string path = m_dir + "/agent.sock";
+        path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+        return connect(sock, (sockaddr *)&addr, sizeof(addr)) == 0;
+    }
+    /* Lowers the soft RLIMIT_NOFILE so that only `free` descriptors are
+     * left below it (the caller restores it). */
+    static bool limit_descriptors(int free)
+    {
+        rlimit r{};
+        const int lowest = fcntl(0, F_DUPFD_CLOEXEC, 0);
+        if (lowest < 0 || getrlimit(RLIMIT_NOFILE, &r) != 0) {
+            return false;
+        }
+        close(lowest);
+        r.rlim_cur = static_cast<rlim_t>(lowest + free);
+        return setrlimit(RLIMIT_NOFILE, &r) == 0;
+    }
+
     unique_fd m_null;
     shm_segment m_summary; /* the work summary the grant passes */
     std::unique_ptr<agent::attach_server> m_server;
@@ -1280,21 +1303,11 @@ TEST_F(attach_fixture, out_of_descriptors_it_stops_accepting_without_spinning)
     serve_status("{\"ok\": true}");
     unique_fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     ASSERT_TRUE(s);
-    sockaddr_un addr{};
-    addr.sun_family  = AF_UNIX;
-    std::string path = m_dir + "/agent.sock";
-    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-
     /* no descriptor below the limit is free: the next one fails EMFILE */
     rlimit saved{};
     ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-    const int lowest = fcntl(0, F_DUPFD_CLOEXEC, 0);
-    ASSERT_GE(lowest, 0);
-    close(lowest);
-    rlimit low   = saved;
-    low.rlim_cur = static_cast<rlim_t>(lowest);
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
-    ASSERT_EQ(connect(s.get(), (sockaddr *)&addr, sizeof(addr)), 0);
+    ASSERT_TRUE(limit_descriptors(0));
+    ASSERT_TRUE(connect_to_agent(s.get()));
     auto req = wire::make_status_request(0);
     ASSERT_EQ(send(s.get(), &req, sizeof(req), MSG_NOSIGNAL),
               (ssize_t)sizeof(req));
@@ -1340,21 +1353,11 @@ TEST_F(attach_fixture, an_attach_short_of_descriptors_waits_and_is_accepted)
     start();
     unique_fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     ASSERT_TRUE(s);
-    sockaddr_un addr{};
-    addr.sun_family  = AF_UNIX;
-    std::string path = m_dir + "/agent.sock";
-    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-
+    ASSERT_TRUE(connect_to_agent(s.get()));
     /* one descriptor below the limit is free: the accept's */
     rlimit saved{};
     ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
-    const int lowest = fcntl(0, F_DUPFD_CLOEXEC, 0);
-    ASSERT_GE(lowest, 0);
-    close(lowest);
-    ASSERT_EQ(connect(s.get(), (sockaddr *)&addr, sizeof(addr)), 0);
-    rlimit low   = saved;
-    low.rlim_cur = static_cast<rlim_t>(lowest + 2); /* s took lowest */
-    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    ASSERT_TRUE(limit_descriptors(1));
     auto req = wire::make_attach_request("job.1", 1);
     ASSERT_EQ(send(s.get(), &req, sizeof(req), MSG_NOSIGNAL),
               (ssize_t)sizeof(req));
