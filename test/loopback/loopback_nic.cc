@@ -58,9 +58,15 @@ loopback_fabric::~loopback_fabric()
 
 void loopback_fabric::progress()
 {
-    for (loopback_nic *nic : m_nics) {
+    /* a nic whose WRs must wait again says so again */
+    for (loopback_nic *nic : std::exchange(m_with_waiting, {})) {
         nic->progress_waiting();
     }
+}
+
+void loopback_fabric::has_waiting(loopback_nic *nic)
+{
+    m_with_waiting.push_back(nic);
 }
 
 uint32_t loopback_fabric::next_node()
@@ -71,21 +77,20 @@ uint32_t loopback_fabric::next_node()
 void loopback_fabric::attach(loopback_nic *nic)
 {
     m_nics.push_back(nic);
+    m_by_gid[nic->gid()] = nic;
 }
 
 void loopback_fabric::detach(loopback_nic *nic)
 {
     std::erase(m_nics, nic);
+    std::erase(m_with_waiting, nic);
+    m_by_gid.erase(nic->gid());
 }
 
 loopback_nic *loopback_fabric::find(const gid_bytes &gid) const
 {
-    for (loopback_nic *nic : m_nics) {
-        if (nic->gid() == gid) {
-            return nic;
-        }
-    }
-    return nullptr;
+    auto it = m_by_gid.find(gid);
+    return it == m_by_gid.end() ? nullptr : it->second;
 }
 
 uint32_t loopback_fabric::next_qpn()

@@ -126,6 +126,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <map>
 #include <vector>
 
 namespace rvt::agent::testing {
@@ -186,8 +187,14 @@ private:
     loopback_nic *find(const gid_bytes &gid) const;
     uint32_t next_qpn();
     uint32_t next_mr();
+    /* `nic` has QPs with WRs that may run later (progress() visits only
+     * those nics: a fabric of hundreds of nics, rvt_scale_sim's, must not
+     * cost every poll a look at each) */
+    void has_waiting(loopback_nic *nic);
 
     std::vector<loopback_nic *> m_nics;
+    std::map<gid_bytes, loopback_nic *> m_by_gid;
+    std::vector<loopback_nic *> m_with_waiting;
     uint32_t m_next_node = 1;
     uint32_t m_next_qpn  = 0x100; /* never 0 or 1 (QP0, QP1) */
     uint32_t m_next_mr   = 1;

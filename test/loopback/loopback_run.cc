@@ -64,6 +64,9 @@ void loopback_nic::mark_waiting(rc_qp &qp)
 {
     if (!qp.waiting) {
         qp.waiting = true;
+        if (m_waiting.empty()) {
+            m_fabric.has_waiting(this);
+        }
         m_waiting.push_back(qp.qpn);
     }
 }
