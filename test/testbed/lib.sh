@@ -334,9 +334,9 @@ error_text() {
 }
 
 # mpi_options HOSTFILE [MPIRUN_OPTION...]: sets the array mpirun_opts, the
-# options under which mpirun runs a job over rvt across node1 and node2,
-# 4 slots each (HOSTFILE is written), with the options given added (how
-# this UCX loads the module). What each option is for:
+# options under which mpirun runs a job over rvt across $mpi_hosts (by
+# default node1 node2), $mpi_slots slots each (by default 4; HOSTFILE is
+# written), with the options given added (how this UCX loads the module). What each option is for:
 #  plm_rsh_agent            there is no ssh in the guest: `on N` instead
 #                           (mpi-rsh-agent.sh)
 #  plm_rsh_no_tree_spawn    only mpirun launches (the agent needs TB_*)
@@ -359,7 +359,12 @@ error_text() {
 mpi_options() {
     local hosts=$1
     shift
-    printf 'node1 slots=4\nnode2 slots=4\n' >"$hosts"
+    local h
+    : >"$hosts"
+    # $mpi_hosts, $mpi_slots: the caller's nodes and ranks per node
+    for h in ${mpi_hosts:-node1 node2}; do
+        echo "$h slots=${mpi_slots:-4}" >>"$hosts"
+    done
     # SC2034: the caller's; SC2054: commas in values (UCX_TLS=rvt,sm,self)
     # shellcheck disable=SC2034,SC2054
     mpirun_opts=(--hostfile "$hosts" --bind-to none

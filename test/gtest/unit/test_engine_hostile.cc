@@ -697,6 +697,25 @@ TEST_F(hostile, a_client_naming_lkeys_beyond_its_share_is_refused)
 /* A client that asks for peers without end: the agent makes at most
  * max-client-peers for it (asking for one it has costs nothing), refuses
  * the next naming the bound, and makes them for other clients still. */
+/* A job on more nodes than the agent's peer table holds: the request for
+ * one more is refused, naming the setting that raises it. */
+TEST_F(hostile, a_peer_beyond_the_table_is_refused_naming_max_peers)
+{
+    agent_options o    = quick_peers();
+    o.engine.max_peers = 2; /* its own node and one more */
+    agent_node &a      = add_agent(o);
+    agent_node &b      = add_agent(quick_peers());
+    agent_node &c      = add_agent(quick_peers());
+    test_client &ca    = attach(a);
+    peer(ca, b);
+    const wire::agent_address to_c = c.engine->address();
+    auto r = while_serving([&] { return ca.session->connect_peer(to_c); });
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("2 peers, its maximum (rvtd --max-peers)"),
+              std::string::npos)
+            << r.error();
+}
+
 TEST_F(hostile, a_client_asking_for_peers_beyond_its_share_is_refused)
 {
     agent_options o;

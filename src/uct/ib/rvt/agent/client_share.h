@@ -74,11 +74,16 @@ std::string_view to_string(share_bound b);
 /* The setting that sets it: "max-client-ops" (rvtd's option). */
 std::string_view setting_of(share_bound b);
 
+/* Peers (remote nodes) an agent connects to, and one client may make: a
+ * job of up to 4,097 nodes by default (README, "Scale": some 13 KiB of the
+ * agent's memory and K QPs each); rvtd --max-peers, --max-client-peers. */
+inline constexpr uint32_t default_max_peers = 4096;
+
 struct share_limits {
     uint32_t ops   = 0; /* 0: the completion ring's capacity (resolve) */
     uint32_t lkeys = 1024;
-    /* a job of 513 nodes with one process on each needs more */
-    uint32_t peers = 512;
+    /* a rank of an alltoall makes one per other node */
+    uint32_t peers = default_max_peers;
 };
 
 /* The limits as the agent applies them: ops 0 becomes the capacity of a

@@ -197,7 +197,7 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
         if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
             return failure{"this agent already has " +
                            std::to_string(m_peers.size()) +
-                           " peers, its maximum"};
+                           " peers, its maximum (rvtd --max-peers)"};
         }
         const share_verdict share = m_share.make_peer(c.index);
         if (!share.admitted()) {

@@ -249,7 +249,7 @@ static_assert(default_departure_memory <
 
 struct engine_config {
     peer_config peers; /* K, handshake and keepalive timing */
-    uint32_t max_peers = 1024;
+    uint32_t max_peers = default_max_peers; /* client_share.h */
     std::chrono::milliseconds dead_client_grace{2000};
     /* how often watch_lanes() looks ("Silent QPs" above); a lane is
      * suspect after one whole period with WRs posted and none retired */

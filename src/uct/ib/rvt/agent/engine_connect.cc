@@ -371,7 +371,8 @@ engine::peer *engine::admit(const wire::conn::message &request)
             m_log("handshake request from " + who +
                   " dropped: this agent "
                   "has " +
-                  std::to_string(m_peers.size()) + " peers, its maximum (" +
+                  std::to_string(m_peers.size()) +
+                  " peers, its maximum (rvtd --max-peers; " +
                   std::to_string(m_totals.table_full) + " so far)");
         }
         return nullptr;

@@ -60,6 +60,7 @@ inline const agent::verbs_nic_config nic{};
 inline const agent::share_limits share{};
 inline const agent::attach_config attach{};
 inline const agent::cpu_policy::settings cpu{};
+inline const agent::engine_config engine{};
 long ms(std::chrono::milliseconds d)
 {
     return static_cast<long>(d.count());
@@ -80,6 +81,7 @@ struct options {
     long max_client_ops   = defaults::share.ops;
     long max_client_lkeys = defaults::share.lkeys;
     long max_client_peers = defaults::share.peers;
+    long max_peers        = defaults::engine.max_peers;
     long max_unattached   = defaults::attach.max_unattached;
     long max_socket_read  = static_cast<long>(defaults::attach.max_socket_read);
     long work_ring        = 256;
@@ -200,6 +202,10 @@ std::vector<tools::option> option_table(options &o)
                    "peers the agent makes for one client while it is "
                    "attached; more are refused",
                    &options::max_client_peers, 1, 1 << 24),
+            number(o, "max-peers",
+                   "remote nodes this agent connects to at once; a client's "
+                   "request for one more is refused, naming this bound",
+                   &options::max_peers, 1, 65536),
             number(o, "max-unattached",
                    "connections accepted and not attached yet, at once; more "
                    "wait in the listen backlog",
@@ -550,6 +556,7 @@ int run(const options &opt)
 
     agent::engine_config ecfg;
     ecfg.peers.num_qps            = static_cast<uint32_t>(opt.num_qps);
+    ecfg.max_peers                = static_cast<uint32_t>(opt.max_peers);
     ecfg.peers.keepalive_interval = std::chrono::milliseconds(opt.keepalive_ms);
     ecfg.peers.keepalive_timeout  = std::chrono::milliseconds(2 *
                                                               opt.keepalive_ms);
