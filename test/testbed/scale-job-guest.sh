@@ -10,7 +10,9 @@
 #
 # and prints what each node's device held at the job's largest (QPs, from
 # `rdma resource`, sampled every second while the job runs: rvt's agents
-# and rc_verbs' processes both create theirs there) and, for the rvt
+# and rc_verbs' processes both create theirs there), the KiB of verbs
+# queues its processes mapped (rxe maps every QP's and CQ's queue into
+# the process that made it: /proc/PID/maps) and, for the rvt
 # settings, each agent's peers, RC QPs and resident memory from its status
 # and /proc. Every job that verified everything is a PASS; the QP counts
 # are printed, not judged.
@@ -48,9 +50,27 @@ qps_sample() {
         END { for (n = 1; n <= nodes; ++n) printf "%d ", q["rxe" n ":"] + 0; print "" }'
 }
 
+# queues_sample: every node's KiB of verbs queues (the uverbs mappings of
+# its ranks and its agent: rxe maps each QP's and CQ's queue into the
+# process that made it), one line
+queues_sample() {
+    local -a kib
+    local p node lo hi n
+    for p in $(pgrep -x rvt_mpi_check) $(pgrep -x rvtd); do
+        # a process may end between pgrep and here
+        node=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | sed -n 's/^RVT_NODE=//p')
+        [ -n "$node" ] || continue
+        while IFS='- ' read -r lo hi _; do
+            kib[node]=$((${kib[node]:-0} + (16#$hi - 16#$lo) / 1024))
+        done < <(grep uverbs "/proc/$p/maps" 2>/dev/null)
+    done
+    for n in $(seq "$nodes"); do printf '%d ' "${kib[n]:-0}"; done
+    echo
+}
+
 # job NAME UCX_TLS: one verified job; the most QPs each device held while
 # it ran in most[NAME]
-declare -A most
+declare -A most most_kib
 job() {
     local name=$1 tls=$2 out=$work/job.$1.out rc t0=$SECONDS stop=$work/stop.$1
     # shellcheck disable=SC2034 # mpi_options reads them
@@ -59,15 +79,21 @@ job() {
     (
         while [ ! -e "$stop" ]; do qps_sample; sleep 1; done
     ) >"$work/qps.$name" &
+    (
+        while [ ! -e "$stop" ]; do queues_sample; sleep 1; done
+    ) >"$work/queues.$name" &
+    local queues=$!
     local sampler=$!
     # shellcheck disable=SC2086 # ARGS: words
     on 1 timeout 900 mpirun "${mpirun_opts[@]}" -np $((nodes * ppn)) \
         --map-by "ppr:$ppn:node" "$prog" $ARGS >"$out" 2>&1
     rc=$?
     touch "$stop"
-    wait "$sampler"
+    wait "$sampler" "$queues"
     most[$name]=$(awk '{ for (i = 1; i <= NF; ++i) if ($i > m[i]) m[i] = $i }
         END { for (i = 1; i <= NF; ++i) printf "%d ", m[i]; }' "$work/qps.$name")
+    most_kib[$name]=$(awk '{ for (i = 1; i <= NF; ++i) if ($i > m[i]) m[i] = $i }
+        END { for (i = 1; i <= NF; ++i) printf "%d ", m[i]; }' "$work/queues.$name")
     if [ $rc = 0 ] && ! grep -q '^FAIL' "$out"; then
         pass "$nodes x $ppn ranks, $name (UCX_TLS=$tls): alltoall, allreduce, pingpong, bandwidth, every word verified ($((SECONDS - t0)) s)"
     else
@@ -93,6 +119,10 @@ job rc_verbs rc_verbs,ud_verbs:aux,sm,self
 section "QPs on each node's device at the job's largest (node1 .. node$nodes)"
 for name in ud_verbs,rvt rvt rc_verbs; do
     printf '  %-14s %s\n' "$name" "${most[$name]:-?}"
+done
+section "KiB of verbs queues mapped on each node (ranks and agent), at the job's largest"
+for name in ud_verbs,rvt rvt rc_verbs; do
+    printf '  %-14s %s\n' "$name" "${most_kib[$name]:-?}"
 done
 echo "  (rvt: the agent's K = 4 per remote node and 4 for its own, and its"
 echo "  UD QP; ud_verbs adds one UD QP per process; rc_verbs: the processes'"
