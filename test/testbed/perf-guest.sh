@@ -45,10 +45,11 @@
 # with every node on 2 vCPUs they say what the emulator allows, and the
 # README explains them next to the host benchmark.
 #
-# Usage: perf-guest.sh BUILD_DIR [stripe|kernels] (a path relative to the
-# source tree; stripe, kernels: that section alone)
+# Usage: perf-guest.sh BUILD_DIR [stripe|kernels|brief] (a path relative
+# to the source tree; stripe, kernels: that section alone; brief: all but
+# the pollers and rendezvous sections, as CI runs it)
 set -u -o pipefail
-build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels]}
+build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels|brief]}
 only=${2:-}
 here=$(dirname "$0")
 # shellcheck source=test/testbed/lib.sh
@@ -288,6 +289,9 @@ uct_pair_bg() {
 both many am_bw short 8 2000 ">=0.9"
 both many put_bw zcopy 262144 40 ">=0.9"
 
+# brief (CI): the two investigations whose findings the README states
+# (pollers, rendezvous get/put) are left out
+if [ "$only" != brief ]; then
 section "rc_verbs again, with as many busy pollers as rvt has"
 # An rvt message passes 4 spinning processes (2 ucx_perftest, 2 agents),
 # rc_verbs' only 2 (with 4 pairs: 10 and 8). Every rc_verbs run above
@@ -299,6 +303,7 @@ for r in "${reruns[@]}"; do
     KEY_TL=rc_verbs_pollers "${cmd[@]}" rc_verbs
 done
 pollers_stop
+fi
 
 section "rvt with a vCPU for its agents, every ucx_perftest on the other"
 # The deployment rule the README gives: rvtd needs a core it does not
@@ -383,6 +388,7 @@ echo "ratios to rc_verbs: rvt $(ratio "${fig[tag_lat.ucp.8.rvt]:-?}" "${fig[tag_
     "rvt $(ratio "${fig[tag_bw.ucp.1048576.rvt]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}")," \
     "ud_verbs,rvt $(ratio "${fig[tag_bw.ucp.1048576.ud_verbs,rvt,self]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}") (tag_bw 1 MiB)"
 
+if [ "$only" != brief ]; then
 section "rendezvous by RDMA READ (get) or WRITE WITH IMMEDIATE (put), 4 pairs at once"
 # UCP 1.13's rendezvous for host memory: the receiver READs the data
 # (get_zcopy, its default) or, with UCX_RNDV_SCHEME=put_zcopy, the sender
@@ -434,6 +440,7 @@ for tl in rvt ud_verbs,rvt,self; do
         echo "  put / get, $tl, ${s%:*} B: $(ratio "${fig[rndv.${s%:*}.$tl.put_zcopy]:-?}" "${fig[rndv.${s%:*}.$tl.get_zcopy]:-?}")"
     done
 done
+fi # not brief
 
 if [ "$trace" = 1 ]; then
 section "where the time goes: the first rvt am_lat, per hop"
