@@ -281,7 +281,7 @@ bool engine::take_clients_work(time_point now)
  * a pause: flushed, checked for pauses, published. */
 void engine::serve_given()
 {
-    const client_set given = std::exchange(m_given, {});
+    client_set given = std::exchange(m_given, {});
     given.for_each([&](uint32_t i) {
         if (m_clients[i].attached) {
             m_clients[i].channel->flush_backlog();
@@ -289,12 +289,8 @@ void engine::serve_given()
     });
     check_pauses(given);
     post_marked(); /* control messages and released ops */
-    m_given.merge(given);
-    if (m_given.empty()) {
-        return;
-    }
-    const client_set now_given = std::exchange(m_given, {});
-    now_given.for_each([&](uint32_t i) {
+    given.merge(std::exchange(m_given, {})); /* what post_marked gave */
+    given.for_each([&](uint32_t i) {
         client_state &c = m_clients[i];
         if (!c.attached) {
             return;
