@@ -48,6 +48,7 @@ wire::attach_reply accepted_reply()
     rep.address     = good_address();
     rep.num_qps     = 4;
     rep.max_am_size = 8192;
+    rep.path_mtu    = 1024;
     return rep;
 }
 
@@ -234,10 +235,18 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
     rep.features = 0x6;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)),
-                   "features 0x6, reserved 0x0: expected only 0x1");
-    rep           = accepted_reply();
-    rep.reserved1 = 3;
-    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "reserved 0x3");
+                   "features 0x6: expected only 0x1");
+    for (uint32_t mtu : {0u, 128u, 1000u, 8192u}) {
+        rep          = accepted_reply();
+        rep.path_mtu = mtu;
+        expect_refused(wire::parse_attach_reply(bytes_of(rep)),
+                       "path MTU " + std::to_string(mtu));
+    }
+    for (uint32_t mtu : {256u, 4096u}) {
+        rep          = accepted_reply();
+        rep.path_mtu = mtu;
+        EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok()) << mtu;
+    }
 }
 
 TEST(attach_wire, agent_addresses_are_checked)

@@ -1,9 +1,9 @@
 /*
  * Unit tests of the sysfs device listing (client/devices.h) on a fake
  * /sys/class/infiniband: port state and rate parsing, ACTIVE ports only
- * where asked, ports in numeric order, software devices (no bus device
- * link), unreadable attributes left unknown, and names that could not
- * name an agent skipped.
+ * where asked, ports in numeric order, the lane speed and the latency and
+ * bandwidth UCX's ib transports derive from it, unreadable attributes
+ * left unknown, and names that could not name an agent skipped.
  */
 #include "uct/ib/rvt/client/devices.h"
 
@@ -46,12 +46,6 @@ protected:
         write(dir / "link_layer", link_layer + "\n");
     }
 
-    /* what a PCI device has and rxe does not */
-    void bus_device(const std::string &dev)
-    {
-        fs::create_directories(fs::path(m_root) / dev / "device");
-    }
-
     static void write(const fs::path &path, const std::string &text)
     {
         std::ofstream(path) << text;
@@ -89,12 +83,60 @@ TEST(devices, parses_port_rate)
     EXPECT_FALSE(parse_port_rate("0 Gb/sec").has_value());
 }
 
+TEST(devices, parses_port_speed)
+{
+    EXPECT_EQ(parse_port_speed("100 Gb/sec (4X EDR)"), "EDR");
+    EXPECT_EQ(parse_port_speed("40 Gb/sec (4X FDR10)"), "FDR10");
+    EXPECT_EQ(parse_port_speed("2.5 Gb/sec (1X SDR)"), "SDR");
+    EXPECT_EQ(parse_port_speed("10 Gb/sec"), "");
+    EXPECT_EQ(parse_port_speed("(X)"), "");
+    EXPECT_EQ(parse_port_speed(""), "");
+}
+
+/* rvt's latency starts from the figure rc_verbs reports for the same port
+ * (uct_ib_iface_query's table), so UCP weighs the two on one footing */
+TEST(devices, latency_is_ucx_ib_table_by_lane_speed)
+{
+    port_info p{"mlx5_0", 1, 4, "ACTIVE", "InfiniBand", 100, "EDR"};
+    EXPECT_DOUBLE_EQ(device_latency(p), 600e-9);
+    p.speed = "FDR";
+    EXPECT_DOUBLE_EQ(device_latency(p), 700e-9);
+    p.speed = "QDR";
+    EXPECT_DOUBLE_EQ(device_latency(p), 1300e-9);
+    p.speed      = "HDR";
+    p.link_layer = "Ethernet";
+    EXPECT_DOUBLE_EQ(device_latency(p), 800e-9);
+    p.speed = ""; /* unknown: SDR, as UCX falls back */
+    EXPECT_DOUBLE_EQ(device_latency(p), 5200e-9);
+}
+
+TEST(devices, data_rate_drops_8b10b_encoding_where_it_applies)
+{
+    port_info p{"mlx5_0", 1, 4, "ACTIVE", "InfiniBand", 40, "QDR"};
+    EXPECT_DOUBLE_EQ(device_data_rate(p), 4e9);
+    p.link_layer = "Ethernet"; /* 10/40 GbE: 64/66, already in the rate */
+    EXPECT_DOUBLE_EQ(device_data_rate(p), 5e9);
+    p.rate_gbps = 100;
+    p.speed     = "EDR";
+    EXPECT_DOUBLE_EQ(device_data_rate(p), 12.5e9);
+    p.rate_gbps = 0; /* unknown: 10 Gb/s */
+    EXPECT_DOUBLE_EQ(device_data_rate(p), 1.25e9);
+}
+
+/* the figure uct_ib_iface_query gives rc_verbs (wire speed, MTU, headers) */
+TEST(devices, rc_write_bandwidth_is_rc_verbs_figure)
+{
+    port_info p{"mlx5_0", 1, 4, "ACTIVE", "InfiniBand", 100, "EDR"};
+    EXPECT_DOUBLE_EQ(rc_write_bandwidth(p, 4096), 12.5e9 * 4096 / (4096 + 44));
+    p.link_layer = "Ethernet";
+    EXPECT_DOUBLE_EQ(rc_write_bandwidth(p, 1024), 12.5e9 * 1024 / (1024 + 90));
+}
+
 TEST_F(devices_fixture, lists_every_port_in_order)
 {
     port("mlx5_0", 2, "1: DOWN");
     port("mlx5_0", 1, "4: ACTIVE");
     port("mlx5_0", 10, "4: ACTIVE");
-    bus_device("mlx5_0");
     port("rxe0", 1, "4: ACTIVE", "10 Gb/sec (1X QDR)", "Ethernet");
 
     auto ports = list_ports(m_root);
@@ -106,14 +148,13 @@ TEST_F(devices_fixture, lists_every_port_in_order)
     EXPECT_TRUE(ports[0].active());
     EXPECT_FALSE(ports[1].active());
     EXPECT_EQ(ports[1].state_name, "DOWN");
-    EXPECT_FALSE(ports[0].software);
     EXPECT_DOUBLE_EQ(ports[0].rate_gbps, 100.0);
     EXPECT_EQ(ports[0].link_layer, "InfiniBand");
 
     EXPECT_EQ(ports[3].device, "rxe0");
-    EXPECT_TRUE(ports[3].software);
     EXPECT_EQ(ports[3].link_layer, "Ethernet");
     EXPECT_DOUBLE_EQ(ports[3].rate_gbps, 10.0);
+    EXPECT_EQ(ports[3].speed, "QDR");
 }
 
 TEST_F(devices_fixture, first_active_port_skips_ports_that_are_down)

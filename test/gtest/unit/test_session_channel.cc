@@ -72,6 +72,7 @@ protected:
                               {},
                               4,
                               128,
+                              1024,
                               m_layout,
                               unique_fd(sv[0]),
                               unique_fd(),

@@ -625,6 +625,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     rep.num_qps            = m_grant.num_qps;
     rep.max_am_size        = l.caps.slot_size;
     rep.features           = m_grant.features;
+    rep.path_mtu           = m_grant.path_mtu;
     const int fds[] = {m_grant.cmd_fd, segment.fd.get(), m_grant.agent_wake_fd,
                        wake.get(), m_grant.work_summary_fd};
     auto sent       = send_with_fds(conn.sock.get(),

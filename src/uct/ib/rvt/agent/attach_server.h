@@ -116,6 +116,7 @@ struct device_grant {
     wire::agent_address address{}; /* where peers reach this agent */
     uint32_t num_qps  = 1; /* K */
     uint32_t features = 0; /* wire::agent_feature_* bits */
+    uint32_t path_mtu = 1024; /* bytes: the port's active MTU */
     int agent_wake_fd = -1; /* eventfd every client may write */
     /* the engine's work summary (common/work_summary.h), every client maps */
     int work_summary_fd = -1;

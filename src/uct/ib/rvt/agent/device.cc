@@ -172,6 +172,8 @@ device_grant device::grant(uint64_t agent_id) const
 {
     device_grant g{m_ctx->cmd_fd, m_pd->handle, m_driver_id, m_mode, agent_id};
     g.features = can_atomic() ? wire::agent_feature_atomic64 : 0;
+    /* IBV_MTU_256 is 1, ... IBV_MTU_4096 is 5 */
+    g.path_mtu = 128u << static_cast<unsigned>(m_mtu);
     return g;
 }
 

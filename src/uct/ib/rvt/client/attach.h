@@ -41,6 +41,7 @@ struct attachment {
     wire::agent_address address; /* the agent, as its peers reach it */
     uint32_t num_qps; /* K */
     uint32_t max_am_size; /* = layout.caps.slot_size */
+    uint32_t path_mtu; /* bytes: the agent's port's active MTU */
     shm_layout layout;
     unique_fd sock; /* the lifeline to the agent */
     unique_fd cmd_fd; /* the agent's verbs command fd */

@@ -67,17 +67,19 @@ std::optional<int> parse_port_number(std::string_view name)
     return n;
 }
 
-port_info read_port(const fs::path &dev_dir, const std::string &device,
-                    int port, bool software)
+port_info
+read_port(const fs::path &dev_dir, const std::string &device, int port)
 {
     const fs::path dir = dev_dir / "ports" / std::to_string(port);
-    port_info info{device, port, 0, {}, {}, 0.0, software};
+    port_info info{device, port, 0, {}, {}, 0.0, {}};
     if (auto st = parse_port_state(read_line(dir / "state"))) {
         info.state      = st->first;
         info.state_name = st->second;
     }
-    info.link_layer = read_line(dir / "link_layer");
-    info.rate_gbps  = parse_port_rate(read_line(dir / "rate")).value_or(0.0);
+    info.link_layer        = read_line(dir / "link_layer");
+    const std::string rate = read_line(dir / "rate");
+    info.rate_gbps         = parse_port_rate(rate).value_or(0.0);
+    info.speed             = parse_port_speed(rate);
     return info;
 }
 
@@ -85,9 +87,6 @@ port_info read_port(const fs::path &dev_dir, const std::string &device,
 void append_ports(const fs::path &dev_dir, const std::string &device,
                   std::vector<port_info> &out)
 {
-    std::error_code ec;
-    /* a hardware device links to its bus device; rxe and siw do not */
-    const bool software = !fs::exists(dev_dir / "device", ec);
     std::vector<int> ports;
     for (const auto &name : entries(dev_dir / "ports")) {
         if (auto n = parse_port_number(name)) {
@@ -96,7 +95,7 @@ void append_ports(const fs::path &dev_dir, const std::string &device,
     }
     std::sort(ports.begin(), ports.end());
     for (int port : ports) {
-        out.push_back(read_port(dev_dir, device, port, software));
+        out.push_back(read_port(dev_dir, device, port));
     }
 }
 
@@ -139,6 +138,62 @@ std::optional<double> parse_port_rate(std::string_view text)
         return std::nullopt;
     }
     return v;
+}
+
+std::string parse_port_speed(std::string_view text)
+{
+    /* "(<width>X <speed>)" at the end */
+    const auto open = text.rfind('(');
+    const auto x   = text.find("X ", open == std::string_view::npos ? 0 : open);
+    const auto end = text.rfind(')');
+    if (open == std::string_view::npos || x == std::string_view::npos ||
+        end == std::string_view::npos || end < x + 2) {
+        return {};
+    }
+    return std::string(text.substr(x + 2, end - (x + 2)));
+}
+
+double device_latency(const port_info &port)
+{
+    struct lane {
+        std::string_view speed;
+        double latency;
+    };
+    static constexpr lane table[] = {
+            {"SDR", 5000e-9},  {"DDR", 2500e-9}, {"QDR", 1300e-9},
+            {"FDR10", 700e-9}, {"FDR", 700e-9},  {"EDR", 600e-9},
+            {"HDR", 600e-9},   {"NDR", 600e-9},  {"XDR", 600e-9},
+    };
+    double latency = table[0].latency;
+    for (const lane &l : table) {
+        if (port.speed == l.speed) {
+            latency = l.latency;
+        }
+    }
+    if (port.link_layer == "Ethernet") {
+        latency += 200e-9;
+    }
+    return latency;
+}
+
+double device_data_rate(const port_info &port)
+{
+    const double rate    = port.rate_gbps > 0 ? port.rate_gbps : 10.0;
+    const bool eight_ten = port.speed == "SDR" || port.speed == "DDR" ||
+                           (port.speed == "QDR" &&
+                            port.link_layer != "Ethernet");
+    return rate * 1e9 / 8 * (eight_ten ? 0.8 : 1.0);
+}
+
+double rc_write_bandwidth(const port_info &port, uint32_t path_mtu)
+{
+    constexpr double bth = 12, reth = 16, icrc = 4, vcrc = 2, delim = 2;
+    constexpr double lrh = 8, grh = 40, ethernet = 14;
+    const double headers = bth + reth + icrc + vcrc + delim +
+                           (port.link_layer == "Ethernet" ? grh + ethernet :
+                                                            lrh);
+    const double mtu = path_mtu;
+    return device_data_rate(port) * mtu / (mtu + headers);
 }
 
 std::vector<port_info> list_ports(const std::string &root)

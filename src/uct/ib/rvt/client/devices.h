@@ -6,8 +6,6 @@
  *   <root>/<device>/ports/<n>/state       "4: ACTIVE"
  *   <root>/<device>/ports/<n>/link_layer  "InfiniBand" or "Ethernet"
  *   <root>/<device>/ports/<n>/rate        "100 Gb/sec (4X EDR)"
- *   <root>/<device>/device                a link to the bus device; absent
- *                                         for software devices (rxe, siw)
  *
  * root is /sys/class/infiniband; tests pass a directory of their own. A
  * file that is missing or unreadable leaves its field empty (or zero): the
@@ -17,6 +15,7 @@
 #ifndef RVT_CLIENT_DEVICES_H
 #define RVT_CLIENT_DEVICES_H
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,7 +33,7 @@ struct port_info {
     std::string state_name; /* "ACTIVE", "DOWN", ... or empty */
     std::string link_layer; /* "InfiniBand", "Ethernet", or empty */
     double rate_gbps; /* signalling rate of the link, 0 when unknown */
-    bool software; /* no bus device behind it (rxe, siw) */
+    std::string speed; /* the rate's lane speed: "EDR", "QDR", ... or empty */
 
     bool active() const
     {
@@ -57,6 +56,28 @@ std::optional<std::pair<int, std::string>> parse_port_state(std::string_view);
 /* "100 Gb/sec (4X EDR)" -> 100; "2.5 Gb/sec (1X SDR)" -> 2.5; nullopt
  * when it does not parse. */
 std::optional<double> parse_port_rate(std::string_view text);
+
+/* "100 Gb/sec (4X EDR)" -> "EDR"; empty when the rate names no speed. */
+std::string parse_port_speed(std::string_view text);
+
+/* The one-way latency UCX's own InfiniBand transports (rc_verbs, ud_verbs)
+ * assume for a port, in seconds: their table by lane speed (SDR 5 us, DDR
+ * 2.5 us, QDR 1.3 us, FDR10 and FDR 0.7 us, EDR and faster 0.6 us, an
+ * unknown speed as SDR) plus 0.2 us on RoCE. rvt starts from the same
+ * figure so that UCP compares it with rc_verbs on the same footing. */
+double device_latency(const port_info &port);
+
+/* The port's data rate in bytes per second: the sysfs rate, less the
+ * 8b/10b encoding of SDR, DDR and InfiniBand QDR (the faster speeds' rate
+ * is already their data rate), as UCX's table has it; 10 Gb/s when the
+ * rate is unknown. */
+double device_data_rate(const port_info &port);
+
+/* What RDMA writes of path_mtu-byte packets carry per second on the port,
+ * in bytes: the data rate less each packet's headers (BTH, RETH, the CRCs
+ * and delimiter, and LRH on InfiniBand or GRH and Ethernet on RoCE), the
+ * figure rc_verbs reports for the same port and MTU. */
+double rc_write_bandwidth(const port_info &port, uint32_t path_mtu);
 
 } // namespace rvt::client
 

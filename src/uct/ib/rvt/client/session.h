@@ -89,6 +89,10 @@ public:
     {
         return m_at.max_am_size;
     }
+    uint32_t path_mtu() const
+    {
+        return m_at.path_mtu;
+    }
     const attachment &attached() const
     {
         return m_at;

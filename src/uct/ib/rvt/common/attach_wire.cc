@@ -201,11 +201,14 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes)
                               "message %u: expected 1 to 16, and above 0",
                               rep.num_qps, rep.max_am_size)};
     }
-    if ((rep.features & ~agent_features_known) != 0 || rep.reserved1 != 0) {
-        return failure{format("attach reply: features 0x%x, reserved 0x%x: "
-                              "expected only 0x%x, and 0",
-                              rep.features, rep.reserved1,
-                              agent_features_known)};
+    if ((rep.features & ~agent_features_known) != 0) {
+        return failure{format("attach reply: features 0x%x: expected only 0x%x",
+                              rep.features, agent_features_known)};
+    }
+    if (!path_mtu_valid(rep.path_mtu)) {
+        return failure{format("attach reply: path MTU %u: expected a power "
+                              "of two from 256 to 4096",
+                              rep.path_mtu)};
     }
     return msg;
 }

@@ -51,8 +51,9 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * older agent would refuse op by op; 9: an mr_registered may ask for an
  * answer (mr_registered_reply_wanted), which an older agent would take for
  * a malformed notice; 10: the reply carries a fifth descriptor, the
- * agent's work summary (work_summary.h) */
-inline constexpr uint16_t protocol_version = 10;
+ * agent's work summary (work_summary.h); 11: the reply's reserved word is the
+ * path MTU */
+inline constexpr uint16_t protocol_version = 11;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -164,6 +165,12 @@ static_assert(sizeof(agent_address) == 32);
 inline constexpr uint32_t agent_feature_atomic64 = 1u << 0;
 inline constexpr uint32_t agent_features_known   = agent_feature_atomic64;
 
+/* attach_reply::path_mtu: an IB MTU, 256 to 4096 bytes, a power of two */
+constexpr bool path_mtu_valid(uint32_t bytes)
+{
+    return bytes >= 256 && bytes <= 4096 && (bytes & (bytes - 1)) == 0;
+}
+
 struct attach_reply {
     msg_header hdr;
     uint32_t status; /* attach_status */
@@ -181,7 +188,9 @@ struct attach_reply {
     uint32_t num_qps; /* K: shared RC QPs per remote node */
     uint32_t max_am_size; /* bytes: the inbound slot size */
     uint32_t features; /* agent_feature_* bits */
-    uint32_t reserved1; /* zero */
+    /* bytes: the agent's port's active MTU (path_mtu_valid), which the
+     * client's bandwidth estimate takes */
+    uint32_t path_mtu;
 };
 
 /* The layout is a contract between separately built programs. */

@@ -624,28 +624,23 @@ struct perf_estimate {
     double bandwidth;
 };
 
-/* What the port's sysfs entry lets us say. rvt adds two agent hops to the
- * wire (the sender's agent takes the request from its ring, the
- * receiver's routes the message into the process's ring): about a
- * microsecond with agents that spin. */
-perf_estimate estimate(const client::port_info &p)
+/* The agent's part of a one-way message: the sender's agent takes the
+ * request from its ring and posts it, the receiver's routes the message
+ * into the process's ring. rvt_host_bench measures these hops at
+ * 0.45-1.5 us in all, with agents that spin (README, "Performance"). */
+constexpr double agent_hops_latency = 1e-6;
+
+/* What the port's sysfs entry and the agent's path MTU let us say. The
+ * device part is what rc_verbs reports for the same port, so UCP compares
+ * like with like: rc_verbs adds 1 ns per endpoint (a QP each) and declares
+ * 256 endpoints its most (UCX_RC_MAX_NUM_EPS), rvt adds its hops and no
+ * limit. UCP puts the rendezvous on rvt past 256 estimated endpoints, or
+ * past about 1,125 when rc's limit is lifted (test/testbed/select.sh). */
+perf_estimate estimate(const client::port_info &p, uint32_t path_mtu)
 {
-    double wire;
-    if (p.software) {
-        wire = 20e-6; /* rxe, siw: a kernel network stack on both ends */
-    } else if (p.rate_gbps >= 100) {
-        wire = 600e-9;
-    } else if (p.rate_gbps >= 50) {
-        wire = 700e-9;
-    } else {
-        wire = 1300e-9;
-    }
-    if (p.link_layer == "Ethernet") {
-        wire += 200e-9;
-    }
-    const double rate = p.rate_gbps > 0 ? p.rate_gbps : 10.0;
-    /* headers take about 5% of a packet at the usual MTUs */
-    return {wire + 1e-6, rate * 1e9 / 8 * 0.95};
+    /* rvt's bytes are RDMA writes on the agent's RC QPs: rc_verbs' wire */
+    return {client::device_latency(p) + agent_hops_latency,
+            client::rc_write_bandwidth(p, path_mtu)};
 }
 
 ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
@@ -708,7 +703,8 @@ ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
         attr->cap.flags |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
     }
 
-    const perf_estimate perf  = estimate(i.owner_md->port);
+    const perf_estimate perf  = estimate(i.owner_md->port,
+                                         i.session->path_mtu());
     attr->latency             = ucs_linear_func_make(perf.latency, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = perf.bandwidth;
