@@ -110,6 +110,8 @@ if [ "$what" = all ]; then
     run_suite "chaos (testbed)" test/testbed/chaos.sh --minutes 1 build
     step "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)"
     run_suite "perftest (testbed)" test/testbed/perftest.sh build
+    step "UCX_TLS unset: UCP keeps rc_verbs for a small job and takes ud_verbs and rvt for a large one (testbed)"
+    run_suite "transport selection (testbed)" test/testbed/select.sh build
     step "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)"
     # brief: the hour (perf-guest.sh: the pollers and rendezvous sections,
     # whose findings the README states, run in the full suite only)
@@ -139,6 +141,8 @@ if [ "$what" = all ]; then
             TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
         step "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)"
         run_suite "UCX 1.22 plugin (testbed)" test/testbed/plugin.sh build122
+        step "UCX 1.22, UCX_TLS unset: the lanes UCP chooses by the job's size (testbed)"
+        run_suite "UCX 1.22 transport selection (testbed)" test/testbed/select.sh build122
         # rvtd_* and shared_pd load no UCX: the 1.13 leg has run them.
         # UCP 1.22 selects no atomic protocol over rvt and then aborts
         # (README, known issues): its UCP atomic departure cases wait.

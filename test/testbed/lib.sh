@@ -238,6 +238,26 @@ perf_prerequisites() {
     fi
 }
 
+# make_var NAME: the value configure gave NAME in $build's Makefile
+make_var() { sed -n "s/^$1 = //p" "$build/Makefile"; }
+
+# mpi_build WRAPPER SOURCE OUTPUT: the MPI or SHMEM program SOURCE built
+# into OUTPUT with WRAPPER (mpicxx, oshcxx), unless OUTPUT is newer than
+# its sources; fails saying which package a missing wrapper comes from
+mpi_build() {
+    local cxx=$1 src=$2 out=$3
+    command -v "$cxx" >/dev/null ||
+        { fail "$cxx not found: install openmpi-bin and libopenmpi-dev (contrib/setup-deps.sh does)"; return 1; }
+    mkdir -p "$(dirname "$out")"
+    [ "$out" -nt "$src" ] && [ "$out" -nt test/common/check_pattern.h ] &&
+        return 0
+    # OMPI_SKIP_MPICXX: the programs use the C API; the old C++ bindings
+    # do not compile warning-free
+    "$cxx" -std=c++20 -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX=1 \
+        -o "$out" "$src" ||
+        { fail "$cxx could not build $src"; return 1; }
+}
+
 # (guest side from here)
 
 # perf_guest_setup SUITE BUILD: what a ucx_perftest suite in the guest

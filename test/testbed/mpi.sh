@@ -15,22 +15,9 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 125
 build=${1:-build}
 only=${2:-}
-build_one() { # WRAPPER SOURCE OUTPUT
-    local cxx=$1 src=$2 out=$3
-    command -v "$cxx" >/dev/null ||
-        { fail "$cxx not found: install openmpi-bin and libopenmpi-dev (contrib/setup-deps.sh does)"; return 1; }
-    mkdir -p "$(dirname "$out")"
-    [ "$out" -nt "$src" ] && [ "$out" -nt test/common/check_pattern.h ] &&
-        return 0
-    # OMPI_SKIP_MPICXX: the programs use the C API; the old C++ bindings
-    # do not compile warning-free
-    "$cxx" -std=c++20 -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX=1 \
-        -o "$out" "$src" ||
-        { fail "$cxx could not build $src"; return 1; }
-}
-build_one mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
-build_one mpicxx test/mpi/rvt_mpi_threads.cc "$build/test/mpi/rvt_mpi_threads" || exit 1
-build_one oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1
+mpi_build mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
+mpi_build mpicxx test/mpi/rvt_mpi_threads.cc "$build/test/mpi/rvt_mpi_threads" || exit 1
+mpi_build oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1
 t0=$SECONDS
 contrib/testbed/testbed run -n 2 -t 1500 "test/testbed/mpi-guest.sh $build $only"
 rc=$?

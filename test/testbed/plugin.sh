@@ -13,8 +13,6 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/test/testbed/lib.sh"
 cd "$top" || exit 125
 build=${1:-build122}
-# make_var NAME: the value configure gave NAME in BUILD_DIR's Makefile
-make_var() { sed -n "s/^$1 = //p" "$build/Makefile"; }
 [ -f "$build/Makefile" ] || { fail "$build is not configured"; exit 1; }
 if [ "$(make_var UCX_LOADS_PLUGINS)" != yes ]; then
     fail "$build is built against UCX $(make_var UCX_VERSION)," \
