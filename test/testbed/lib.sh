@@ -260,6 +260,21 @@ mpi_build() {
 
 # (guest side from here)
 
+# agents_up SECONDS NODE...: rvtd on each NODE's device, staying
+# (--linger=0) for at most SECONDS, its log in $work/rvtd.NODE.log; waits
+# until each answers. Status 1, saying which, if one does not.
+agents_up() {
+    local secs=$1 n
+    shift
+    for n in "$@"; do
+        on "$n" bash -c "exec timeout $secs $rvtd --device=\$RXE_DEV --linger=0" \
+            >"$work/rvtd.$n.log" 2>&1 &
+    done
+    for n in "$@"; do
+        wait_agent "$n" || { fail "rvtd on node $n does not answer"; return 1; }
+    done
+}
+
 # perf_guest_setup SUITE BUILD: what a ucx_perftest suite in the guest
 # shares: rvtd, rvt_status, module (libuct_rvt.so) and dev_alias paths;
 # a job key of its own (so a leftover agent of another suite is never

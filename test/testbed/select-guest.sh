@@ -37,6 +37,7 @@ build=${1:?usage: select-guest.sh BUILD_DIR [UCX_PREFIX]}
 prefix=${2:-}
 perf_guest_setup select "$build"
 if [ -n "$prefix" ]; then
+    # shellcheck disable=SC2034 # perf_pair runs it
     UCX_PERFTEST=$prefix/bin/ucx_perftest
     load="UCX_PLUGIN_PATH=$PWD/$build/src/uct/ib/rvt/uct/.libs"
     ucx="UCX $prefix"
@@ -45,13 +46,7 @@ else
     ucx="Debian's UCX"
 fi
 
-for n in 1 2; do
-    on "$n" bash -c "exec timeout 900 $rvtd --device=\$RXE_DEV --linger=0" \
-        >"$work/rvtd.$n.log" 2>&1 &
-done
-for n in 1 2; do
-    wait_agent "$n" || { fail "rvtd on node $n does not answer"; finish select; }
-done
+agents_up 900 1 2 || finish select
 
 # lanes OUT: "AM_TL RNDV_TL..." of the client's last endpoint: the
 # transport of the lane with role am, then those with rma_bw#0, #1, ...

@@ -1,0 +1,34 @@
+#!/bin/bash
+# The device side of a node at scale (issue 26, item 3): RC QPs and the
+# memory the device holds for them, per node, for rc_verbs, ud_verbs,rvt
+# and rvt, at N in {16, 128, 1024, 10000} nodes and P in {32, 64, 128,
+# 256} ranks per node, printed by qp_table.py from figures measured on
+# the testbed's device (qp-table-guest.sh says which). The measurement is
+# kept in BUILD_DIR/qp-table.json; --from FILE prints the table from a
+# kept one without a boot.
+# Usage: test/testbed/qp-table.sh [BUILD_DIR]  |  qp-table.sh --from FILE
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+if [ "${1:-}" = --from ]; then
+    exec test/testbed/qp_table.py "${2:?usage: qp-table.sh --from FILE}"
+fi
+build=${1:-build}
+perf_prerequisites "$build" || exit 1
+probe=$build/test/testbed/qp_cost_probe
+src=test/testbed/qp_cost_probe.cc
+if [ ! -f "$probe" ] || [ "$src" -nt "$probe" ]; then
+    ${CXX:-g++} -std=c++20 -O2 -Wall -Wextra -Werror -o "$probe" "$src" -libverbs ||
+        { fail "building $probe"; exit 1; }
+fi
+log=$build/qp-table.log
+contrib/testbed/testbed run -n 2 -t 900 "test/testbed/qp-table-guest.sh $build" >"$log" 2>&1
+rc=$?
+grep -E '^(PASS|FAIL)' "$log"
+[ $rc = 0 ] || { echo "qp-table: the guest failed (exit $rc): $log"; exit 1; }
+sed -n '/^--- measurement$/,/^--- end$/p' "$log" | sed '1d;$d' >"$build/qp-table.json"
+echo "measurement: $build/qp-table.json"
+echo
+exec test/testbed/qp_table.py "$build/qp-table.json"

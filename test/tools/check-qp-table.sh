@@ -1,0 +1,69 @@
+#!/bin/bash
+# test/testbed/qp_table.py, the per-node QP and memory table: on a made-up
+# measurement whose rows are known, on malformed input (a clear error, no
+# table), and against the README (its table is the one the recorded
+# measurement test/testbed/qp-table.rxe.json prints, not typed by hand).
+set -u
+top=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
+tool=$top/test/testbed/qp_table.py
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failed=1; }
+
+# q_rc 1 KiB, q_ud 2 KiB (mapped; rss smaller), q_rvt 1 MiB (rss larger
+# than mapped), q_srq 1 MiB, r_rc 10 KiB, r_ud 4 KiB, r_agent 8 KiB, K 4, max_qp 100000
+cat >"$work/m.json" <<'JSON'
+{"kernel": "test", "probe": {"device": "fake0", "count": 8,
+  "limits": {"max_qp": 100000},
+  "objects": [
+    {"name": "rc_verbs", "mapped_bytes": 1024, "rss_bytes": 0},
+    {"name": "ud_verbs", "mapped_bytes": 2048, "rss_bytes": 1000},
+    {"name": "rvt", "mapped_bytes": 4096, "rss_bytes": 1048576},
+    {"name": "rvt_srq", "mapped_bytes": 1048576, "rss_bytes": 0}]},
+ "registered": {"rc_verbs_process": 10240, "ud_verbs_process": 4096,
+                "rvt_agent": 8192},
+ "config": {"num_qps": 4, "srq_size": 1024, "am_size": 8192}}
+JSON
+"$tool" "$work/m.json" >"$work/out" 2>&1 || fail "exit $? on a good measurement"
+# row N=16, P=32: rc_verbs 32*32*15 = 15,360 QPs, 15360 KiB + 32 x 12 KiB
+# = 15.375 MiB; rvt 4*16 = 64 QPs, 65 MiB + 10 KiB; the hybrid adds 32 x
+# 6 KiB. Row N=128, P=32: 130,048 QPs, over the device's 100,000.
+for row in '| 16 | 32 | 15,360, 15 MiB | 64, 65 MiB | 64, 65 MiB |' \
+    '| 128 | 32 | 130,048 (!), 127 MiB | 512, 513 MiB | 512, 513 MiB |' \
+    '| 10,000 | 256 | 655,294,464 (!), 625 GiB | 40,000, 39 GiB | 40,000, 39 GiB |'; do
+    if grep -qxF "$row" "$work/out"; then
+        pass "row ${row:0:14}"
+    else
+        fail "expected the row $row; got:"
+        grep '^| [0-9]' "$work/out" | head -3
+    fi
+done
+if grep -q 'more RC QPs than this device allows (100,000)' "$work/out"; then
+    pass "rows over max_qp are marked"
+else
+    fail "no max_qp note"
+fi
+
+echo '{"probe": {}}' >"$work/bad.json"
+if "$tool" "$work/bad.json" >"$work/bad" 2>&1; then
+    fail "a measurement without objects printed a table"
+elif grep -q "bad.json: not a measurement of qp-table-guest.sh" "$work/bad"; then
+    pass "a malformed measurement: $(head -1 "$work/bad")"
+else
+    fail "a malformed measurement: $(head -1 "$work/bad")"
+fi
+
+# the README's table: between its qp-table markers, exactly what the
+# recorded measurement prints
+sed -n '/^<!-- qp-table:begin -->$/,/^<!-- qp-table:end -->$/p' "$top/README.md" |
+    sed '1d;$d' >"$work/readme"
+"$tool" "$top/test/testbed/qp-table.rxe.json" >"$work/recorded" 2>&1
+if [ -s "$work/readme" ] && diff -u "$work/recorded" "$work/readme" >"$work/diff"; then
+    pass "README's table is qp-table.sh --from test/testbed/qp-table.rxe.json"
+else
+    fail "README's qp-table block differs from the recorded measurement's output:"
+    diff -u "$work/recorded" "$work/readme" | head -20
+fi
+exit $failed
