@@ -287,6 +287,8 @@ _RVT_UCX_FEATURE([RVT_UCX_BASE_IFACE_INTERNAL_OPS],
     [[(void)&uct_base_iface_internal_ops;]])
 _RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_QUERY_V2], [uct_iface_internal_ops_t],
     [iface_query_v2])
+_RVT_UCX_MEMBER([RVT_UCX_PERF_ATTR_PATH_BANDWIDTH], [uct_perf_attr_t],
+    [path_bandwidth])
 _RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_CONNECT_TO_EP_V2],
     [uct_iface_internal_ops_t], [ep_connect_to_ep_v2])
 _RVT_UCX_MEMBER([RVT_UCX_IFACE_OPS_IS_REACHABLE_V2],

@@ -91,6 +91,33 @@ for want in "8 256 rc_verbs rc_verbs" "256 256 ud_verbs rc_verbs" \
     fi
 done
 
+if [ -n "$prefix" ]; then
+    # UCX 1.22's protocols weigh each operation (uct_iface_estimate_perf):
+    # a large plain ucp_tag_send (what Open MPI calls) must take rvt's
+    # zero-copy rendezvous, not ud_verbs' fragments
+    section "UCX_TLS=ud_verbs,rvt, $ucx: the protocol of a large ucp_tag_send"
+    on 1 env "$load" UCX_TLS=ud_verbs,rvt UCX_UD_VERBS_ETH_DGID_CHECK=n \
+        UCX_RVT_START_AGENT=n "$prefix/bin/ucx_info" -e -u t -P inter \
+        >"$work/protocols" 2>&1
+    largest=$(/usr/bin/python3 - "$work/protocols" <<'PY'
+import re, sys
+block, last = False, None
+for l in open(sys.argv[1], errors="replace"):
+    if "tagged message by" in l:
+        block = "ucp_tag_send* from host memory" in l
+    m = re.match(r"# \|\s*(\S+)\s*\|\s*(.*?)\s*\|\s*(\S+)\s*\|", l)
+    if block and m and m.group(1)[0].isdigit():
+        last = f"{m.group(1)}: {m.group(2)} on {m.group(3)}"
+print(last or "no ucp_tag_send table")
+PY
+)
+    if [[ $largest == *"rendezvous zero-copy"*" on rvt/"* ]]; then
+        pass "the largest messages: $largest"
+    else
+        fail "the largest messages: expected a zero-copy rendezvous on rvt, UCP chose $largest"
+    fi
+fi
+
 if [ -z "$prefix" ]; then
     section "Open MPI's pml ucx: the job size is UCP's estimated endpoints"
     prog=$PWD/$build/test/mpi/rvt_mpi_check

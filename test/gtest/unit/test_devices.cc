@@ -132,6 +132,18 @@ TEST(devices, rc_write_bandwidth_is_rc_verbs_figure)
     EXPECT_DOUBLE_EQ(rc_write_bandwidth(p, 1024), 12.5e9 * 1024 / (1024 + 90));
 }
 
+/* a large RDMA operation's packets after the first carry no RETH */
+TEST(devices, rdma_stream_bandwidth_has_no_transport_header)
+{
+    port_info p{"mlx5_0", 1, 4, "ACTIVE", "InfiniBand", 100, "EDR"};
+    EXPECT_DOUBLE_EQ(rdma_stream_bandwidth(p, 4096),
+                     12.5e9 * 4096 / (4096 + 28));
+    p.link_layer = "Ethernet";
+    EXPECT_DOUBLE_EQ(rdma_stream_bandwidth(p, 1024),
+                     12.5e9 * 1024 / (1024 + 74));
+    EXPECT_GT(rdma_stream_bandwidth(p, 1024), rc_write_bandwidth(p, 1024));
+}
+
 TEST_F(devices_fixture, lists_every_port_in_order)
 {
     port("mlx5_0", 2, "1: DOWN");

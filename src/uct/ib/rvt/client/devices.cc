@@ -185,15 +185,33 @@ double device_data_rate(const port_info &port)
     return rate * 1e9 / 8 * (eight_ten ? 0.8 : 1.0);
 }
 
-double rc_write_bandwidth(const port_info &port, uint32_t path_mtu)
+namespace {
+
+/* the data rate less `transport` bytes of header in each path_mtu packet */
+double
+packet_bandwidth(const port_info &port, uint32_t path_mtu, double transport)
 {
-    constexpr double bth = 12, reth = 16, icrc = 4, vcrc = 2, delim = 2;
+    constexpr double bth = 12, icrc = 4, vcrc = 2, delim = 2;
     constexpr double lrh = 8, grh = 40, ethernet = 14;
-    const double headers = bth + reth + icrc + vcrc + delim +
+    const double headers = bth + transport + icrc + vcrc + delim +
                            (port.link_layer == "Ethernet" ? grh + ethernet :
                                                             lrh);
     const double mtu = path_mtu;
     return device_data_rate(port) * mtu / (mtu + headers);
+}
+
+constexpr double reth = 16; /* the RDMA header */
+
+} // namespace
+
+double rc_write_bandwidth(const port_info &port, uint32_t path_mtu)
+{
+    return packet_bandwidth(port, path_mtu, reth);
+}
+
+double rdma_stream_bandwidth(const port_info &port, uint32_t path_mtu)
+{
+    return packet_bandwidth(port, path_mtu, 0);
 }
 
 std::vector<port_info> list_ports(const std::string &root)

@@ -79,6 +79,12 @@ double device_data_rate(const port_info &port);
  * figure rc_verbs reports for the same port and MTU. */
 double rc_write_bandwidth(const port_info &port, uint32_t path_mtu);
 
+/* What one large RDMA READ or WRITE carries per second: its packets after
+ * the first have no RETH (BTH, the CRCs and delimiter, and the link's
+ * headers only), where UCX's rc figure and every UD send pay a transport
+ * header in each packet. */
+double rdma_stream_bandwidth(const port_info &port, uint32_t path_mtu);
+
 } // namespace rvt::client
 
 #endif

@@ -621,7 +621,8 @@ namespace {
 
 struct perf_estimate {
     double latency;
-    double bandwidth;
+    double bandwidth; /* any operation: rc_verbs' figure */
+    double rdma_bandwidth; /* a zero-copy put or get: one RDMA stream */
 };
 
 /* The agent's part of a one-way message: the sender's agent takes the
@@ -640,7 +641,32 @@ perf_estimate estimate(const client::port_info &p, uint32_t path_mtu)
 {
     /* rvt's bytes are RDMA writes on the agent's RC QPs: rc_verbs' wire */
     return {client::device_latency(p) + agent_hops_latency,
-            client::rc_write_bandwidth(p, path_mtu)};
+            client::rc_write_bandwidth(p, path_mtu),
+            client::rdma_stream_bandwidth(p, path_mtu)};
+}
+
+/* What UCP's protocols (UCX 1.22) weigh per operation: the interface's
+ * figures, except that a zero-copy put or get is one RDMA stream, whose
+ * packets after the first carry no transport header, where a UD send
+ * carries one in each packet: so a large rendezvous prefers rvt's RDMA to
+ * ud_verbs' fragments, as it does rc_verbs' RDMA. */
+ucs_status_t
+iface_estimate_perf(uct_iface_h handle, uct_perf_attr_t *perf_attr) noexcept
+{
+    const ucs_status_t status = uct_base_iface_estimate_perf(handle, perf_attr);
+    if (status != UCS_OK ||
+        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION)) {
+        return status;
+    }
+    if (perf_attr->operation != UCT_EP_OP_PUT_ZCOPY &&
+        perf_attr->operation != UCT_EP_OP_GET_ZCOPY) {
+        return status;
+    }
+    const iface &i           = to_iface(handle);
+    const perf_estimate perf = estimate(i.owner_md->port,
+                                        i.session->path_mtu());
+    set_perf_bandwidth(*perf_attr, perf.rdma_bandwidth);
+    return status;
 }
 
 ucs_status_t iface_query(uct_iface_h handle, uct_iface_attr_t *attr) noexcept
@@ -928,12 +954,12 @@ ucs_status_t iface_open(uct_md_h md_handle, uct_worker_h worker,
             ucs_error("rvt %s: %s", name.c_str(), bad.c_str());
             return UCS_ERR_INVALID_PARAM;
         }
-        auto i = std::make_unique<iface>();
-        ucs_status_t status =
-                i->base.init(&iface_ops,
-                             iface_internal_ops<iface_address_reachable,
-                                                ep_is_connected_to>(),
-                             md_handle, worker, params, tl_config);
+        auto i              = std::make_unique<iface>();
+        ucs_status_t status = i->base.init(
+                &iface_ops,
+                iface_internal_ops<iface_address_reachable, ep_is_connected_to,
+                                   iface_estimate_perf>(),
+                md_handle, worker, params, tl_config);
         if (status != UCS_OK) {
             return status;
         }

@@ -297,14 +297,31 @@ inline constexpr uint64_t iface_flag_inter_node = 0;
 /* ---- the interface's internal operations ---------------------------------
  * 1.13: UCT's base table serves. 1.22: a transport brings its own, and
  * UCP asks it whether an address is reachable and whether an endpoint is
- * connected to one (the v2 slots). */
-using is_reachable_fn = bool (*)(uct_iface_h iface,
+ * connected to one (the v2 slots), and its protocols what each operation
+ * costs (estimate_perf). */
+using estimate_perf_fn = ucs_status_t (*)(uct_iface_h iface,
+                                          uct_perf_attr_t *perf_attr) noexcept;
+
+/* a bandwidth an operation gets, where the caller asked for it (1.22 asks
+ * for the path's too) */
+inline void set_perf_bandwidth(uct_perf_attr_t &perf, double shared)
+{
+    if (perf.field_mask & UCT_PERF_ATTR_FIELD_BANDWIDTH) {
+        perf.bandwidth.shared = shared;
+    }
+#if RVT_UCX_PERF_ATTR_PATH_BANDWIDTH
+    if (perf.field_mask & UCT_PERF_ATTR_FIELD_PATH_BANDWIDTH) {
+        perf.path_bandwidth.shared = shared;
+    }
+#endif
+}
+using is_reachable_fn  = bool (*)(uct_iface_h iface,
                                  const uct_iface_addr_t *iface_addr) noexcept;
 using ep_is_connected_fn =
         bool (*)(uct_ep_h ep, const uct_iface_addr_t *iface_addr) noexcept;
 
 #if RVT_UCX_BASE_IFACE_INTERNAL_OPS
-template<is_reachable_fn, ep_is_connected_fn>
+template<is_reachable_fn, ep_is_connected_fn, estimate_perf_fn>
 uct_iface_internal_ops_t *iface_internal_ops()
 {
     return &uct_base_iface_internal_ops;
@@ -335,7 +352,8 @@ int ep_is_connected_slot(uct_ep_h ep,
     return Connected(ep, params->iface_addr);
 }
 
-template<is_reachable_fn Reachable, ep_is_connected_fn Connected>
+template<is_reachable_fn Reachable, ep_is_connected_fn Connected,
+         estimate_perf_fn EstimatePerf>
 constexpr uct_iface_internal_ops_t make_iface_internal_ops()
 {
     uct_iface_internal_ops_t ops{};
@@ -343,7 +361,7 @@ constexpr uct_iface_internal_ops_t make_iface_internal_ops()
 #if RVT_UCX_IFACE_OPS_QUERY_V2
     ops.iface_query_v2      = uct_iface_base_query_v2, ++slots;
 #endif
-    ops.iface_estimate_perf = uct_base_iface_estimate_perf, ++slots;
+    ops.iface_estimate_perf = EstimatePerf, ++slots;
     ops.iface_vfs_refresh   = [](uct_iface_h) noexcept {}, ++slots;
     ops.ep_query            = unsupported<uct_ep_query_func_t>, ++slots;
     ops.ep_invalidate       = unsupported<uct_ep_invalidate_func_t>, ++slots;
@@ -370,11 +388,12 @@ constexpr uct_iface_internal_ops_t make_iface_internal_ops()
     return ops;
 }
 
-template<is_reachable_fn Reachable, ep_is_connected_fn Connected>
+template<is_reachable_fn Reachable, ep_is_connected_fn Connected,
+         estimate_perf_fn EstimatePerf>
 uct_iface_internal_ops_t *iface_internal_ops()
 {
     static constinit uct_iface_internal_ops_t ops =
-            make_iface_internal_ops<Reachable, Connected>();
+            make_iface_internal_ops<Reachable, Connected, EstimatePerf>();
     return &ops;
 }
 #endif
