@@ -418,7 +418,7 @@ mpi_options() {
 agent_pids() {
     local p
     for p in $(pgrep -x rvtd); do
-        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+        tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" |
             grep -qx "RVT_NODE=$1" && echo "$p"
     done
 }
