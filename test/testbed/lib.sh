@@ -413,13 +413,17 @@ mpi_options() {
         -x UCX_WARN_UNUSED_ENV_VARS=n "$@")
 }
 
-# agent_pids N: the pids of node N's rvtd processes, one a line (pids are
-# global in the guest, and an agent's environment names its node)
+# node_of PID: the node PID runs on (pids are global in the guest, and
+# `on N` puts RVT_NODE=N in the environment); nothing if PID has ended
+node_of() {
+    tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | sed -n 's/^RVT_NODE=//p'
+}
+
+# agent_pids N: the pids of node N's rvtd processes, one a line
 agent_pids() {
     local p
     for p in $(pgrep -x rvtd); do
-        tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" |
-            grep -qx "RVT_NODE=$1" && echo "$p"
+        [ "$(node_of "$p")" = "$1" ] && echo "$p"
     done
 }
 

@@ -58,7 +58,7 @@ queues_sample() {
     local p node lo hi n
     for p in $(pgrep -x rvt_mpi_check) $(pgrep -x rvtd); do
         # a process may end between pgrep and here
-        node=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | sed -n 's/^RVT_NODE=//p')
+        node=$(node_of "$p")
         [ -n "$node" ] || continue
         while IFS='- ' read -r lo hi _; do
             kib[node]=$((${kib[node]:-0} + (16#$hi - 16#$lo) / 1024))
@@ -66,6 +66,12 @@ queues_sample() {
     done
     for n in $(seq "$nodes"); do printf '%d ' "${kib[n]:-0}"; done
     echo
+}
+
+# column_max FILE: each column's largest value over FILE's lines, one line
+column_max() {
+    awk '{ for (i = 1; i <= NF; ++i) if ($i > m[i]) m[i] = $i }
+        END { for (i = 1; i <= NF; ++i) printf "%d ", m[i]; }' "$1"
 }
 
 # job NAME UCX_TLS: one verified job; the most QPs each device held while
@@ -79,21 +85,19 @@ job() {
     (
         while [ ! -e "$stop" ]; do qps_sample; sleep 1; done
     ) >"$work/qps.$name" &
+    local sampler=$!
     (
         while [ ! -e "$stop" ]; do queues_sample; sleep 1; done
     ) >"$work/queues.$name" &
     local queues=$!
-    local sampler=$!
     # shellcheck disable=SC2086 # ARGS: words
     on 1 timeout 900 mpirun "${mpirun_opts[@]}" -np $((nodes * ppn)) \
         --map-by "ppr:$ppn:node" "$prog" $ARGS >"$out" 2>&1
     rc=$?
     touch "$stop"
     wait "$sampler" "$queues"
-    most[$name]=$(awk '{ for (i = 1; i <= NF; ++i) if ($i > m[i]) m[i] = $i }
-        END { for (i = 1; i <= NF; ++i) printf "%d ", m[i]; }' "$work/qps.$name")
-    most_kib[$name]=$(awk '{ for (i = 1; i <= NF; ++i) if ($i > m[i]) m[i] = $i }
-        END { for (i = 1; i <= NF; ++i) printf "%d ", m[i]; }' "$work/queues.$name")
+    most[$name]=$(column_max "$work/qps.$name")
+    most_kib[$name]=$(column_max "$work/queues.$name")
     if [ $rc = 0 ] && ! grep -q '^FAIL' "$out"; then
         pass "$nodes x $ppn ranks, $name (UCX_TLS=$tls): alltoall, allreduce, pingpong, bandwidth, every word verified ($((SECONDS - t0)) s)"
     else

@@ -1,10 +1,12 @@
 #!/bin/bash
 # UCP chooses rvt by itself when the job is large (select-guest.sh says
-# what runs): with UCX_TLS unset, the lanes of a UCP endpoint at 8, 1100,
-# 1150 and 4096 estimated endpoints, for the UCX that BUILD_DIR was
-# configured against (Debian's 1.13 with the module preloaded, or one that
-# loads plugins, 1.22, from UCX_PLUGIN_PATH); with Debian's, also what
-# Open MPI's pml ucx passes as the estimate.
+# what runs): with UCX_TLS unset, the lanes of a UCP endpoint at 8, 256,
+# 257 and 4096 estimated endpoints, and at 1100 and 1150 with rc_verbs'
+# endpoint limit lifted, for the UCX that BUILD_DIR was configured against
+# (Debian's 1.13 with the module preloaded, or one that loads plugins,
+# 1.22, from UCX_PLUGIN_PATH); with 1.22, also the protocol of a large
+# ucp_tag_send; with Debian's, what Open MPI's pml ucx passes as the
+# estimate.
 # Usage: test/testbed/select.sh [BUILD_DIR]   (default: build)
 # Exits with the guest script's status, 1 when a check failed.
 set -u -o pipefail

@@ -315,7 +315,8 @@ inline void set_perf_bandwidth(uct_perf_attr_t &perf, double shared)
     }
 #endif
 }
-using is_reachable_fn  = bool (*)(uct_iface_h iface,
+
+using is_reachable_fn = bool (*)(uct_iface_h iface,
                                  const uct_iface_addr_t *iface_addr) noexcept;
 using ep_is_connected_fn =
         bool (*)(uct_ep_h ep, const uct_iface_addr_t *iface_addr) noexcept;
