@@ -25,6 +25,13 @@
  *      nothing to do, the hop medians and round trip of one latency
  *      client, and the posts per second of min(N, 8) streaming clients;
  *      each beside the smallest N's figure as a ratio.
+ *   4. Wake-up: the latency client of 1 with a pause after each message
+ *      (--wake-gap-us), so that each finds rvtd's loop asleep
+ *      (agent/cpu_policy.h; the fair class or SCHED_FIFO), beside the
+ *      polling agent; then with a rank polling on the agent's core, as
+ *      on a full node, asleep and back to back: client -> agent (submit
+ *      to pop, a sleeping agent's wake-up in it), pop to post and the
+ *      round trip.
  *
  * The 8 bytes travel inline (in the work ring's data slot, as UCT's short
  * operations send them), or with --sge from the client's registered
@@ -34,9 +41,11 @@
  * Figures are printed, never judged (no timed test). Usage:
  *   rvt_host_bench [--messages=N] [--seconds=S] [--agent-cpu=C]
  *                  [--client-cpu=C] [--sge] [--attached=N,N,...|none]
+ *                  [--wake-messages=N] [--wake-gap-us=U]
  */
 #include "test/loopback/loopback_nic.h"
 #include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/cpu_policy.h"
 #include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
@@ -45,6 +54,7 @@
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -58,10 +68,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -78,6 +90,8 @@ struct options {
     int client_cpu    = 1;
     bool sge          = false; /* payloads from memory, not inline */
     std::vector<unsigned> attached{1, 8, 64, 128, 256, 512}; /* section 3 */
+    unsigned wake_messages = 1000; /* section 4, 0: none */
+    unsigned wake_gap_us   = 3000; /* section 4: the pause between them */
 };
 
 [[noreturn]] void die(const std::string &why)
@@ -105,6 +119,12 @@ options parse(int argc, char **argv)
             o.client_cpu = std::atoi(v4);
         } else if (a == "--sge") {
             o.sge = true;
+        } else if (const char *v6 = value("wake-messages")) {
+            o.wake_messages = static_cast<unsigned>(
+                    std::strtoul(v6, nullptr, 10));
+        } else if (const char *v7 = value("wake-gap-us")) {
+            o.wake_gap_us = static_cast<unsigned>(
+                    std::strtoul(v7, nullptr, 10));
         } else if (const char *v5 = value("attached")) {
             o.attached.clear();
             for (const char *q = v5; std::strcmp(v5, "none") != 0 && *q;) {
@@ -122,7 +142,8 @@ options parse(int argc, char **argv)
         } else {
             die("unknown argument '" + a +
                 "' (--messages=N --seconds=S --agent-cpu=C --client-cpu=C "
-                "--sge --attached=N,N,...|none)");
+                "--sge --attached=N,N,...|none --wake-messages=N "
+                "--wake-gap-us=U)");
         }
     }
     if (o.messages == 0 || o.seconds <= 0) {
@@ -169,11 +190,81 @@ struct agent_shared {
 };
 agent_shared *g_agent = nullptr;
 
-/* The agent: as rvtd, over the loopback nic, always spinning. Writes its
- * trace (if any) to trace_path when told to stop. */
-[[noreturn]] void run_agent(const std::string &socket_path,
-                            const std::string &trace_path, size_t events)
+/* How the agent runs (section 4): the bench's own loop, always polling,
+ * or rvtd's, which spins for a while after its last work, then sleeps
+ * until a doorbell, a completion or its socket wakes it
+ * (agent/cpu_policy.h), in the fair class or SCHED_FIFO. */
+struct agent_mode {
+    bool sleeps = false; /* rvtd's loop */
+    agent::cpu_policy::settings cpu;
+    int fifo = 0; /* SCHED_FIFO priority; 0: the fair class */
+};
+
+/* rvtd's loop (rvtd.cc, run) without its linger and status: poll, yield,
+ * pause or sleep as the policy says, the socket served as the pacer
+ * says while busy and at every sleep. */
+void serve_as_rvtd(agent::engine &e, agent::attach_server &srv,
+                   const agent::cpu_policy::settings &cpu,
+                   const std::function<void()> &each_pass)
 {
+    agent::cpu_policy policy(cpu, clock_type::now());
+    agent::serve_pacer pacer;
+    pacer.served_at(clock_type::now());
+    std::vector<pollfd> pfds;
+    while (!g_stop) {
+        auto now                           = clock_type::now();
+        const agent::cpu_policy::step step = policy.passed(now,
+                                                           e.progress(now));
+        each_pass();
+        if (step == agent::cpu_policy::step::pause) {
+            std::this_thread::sleep_for(cpu.pause);
+            now = clock_type::now();
+            policy.resumed(now);
+        }
+        if (step != agent::cpu_policy::step::sleep) {
+            if (pacer.due(now)) {
+                srv.run_once(0);
+            }
+            if (step == agent::cpu_policy::step::yield) {
+                sched_yield();
+            }
+            continue;
+        }
+        srv.run_once(0);
+        pacer.served_at(now);
+        if (!e.prepare_sleep()) {
+            continue;
+        }
+        if (e.progress(clock_type::now())) {
+            e.end_sleep();
+            policy.woke(clock_type::now());
+            continue;
+        }
+        pfds.clear();
+        srv.poll_fds(pfds);
+        pfds.push_back({e.completion_fd(), POLLIN, 0});
+        pfds.push_back({e.wake_fd(), POLLIN, 0});
+        (void)poll(pfds.data(), pfds.size(), 100);
+        e.end_sleep();
+        policy.woke(clock_type::now());
+    }
+}
+
+/* The agent: as rvtd, over the loopback nic, always spinning unless
+ * `mode` says otherwise. Writes its trace (if any) to trace_path when
+ * told to stop. */
+[[noreturn]] void run_agent(const std::string &socket_path,
+                            const std::string &trace_path, size_t events,
+                            const agent_mode &mode = {})
+{
+    if (mode.fifo > 0) {
+        sched_param sp{};
+        sp.sched_priority = mode.fifo;
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) {
+            die(std::string("SCHED_FIFO for the agent: ") +
+                std::strerror(errno) + " (needs CAP_SYS_NICE)");
+        }
+    }
     struct sigaction sa {};
     sa.sa_handler = [](int) { g_stop = 1; };
     sigaction(SIGTERM, &sa, nullptr);
@@ -230,20 +321,26 @@ agent_shared *g_agent = nullptr;
     }
     agent::attach_server &srv = *server.value();
     e.serve(srv);
+    uint64_t passes      = 0;
+    bool traced          = tr.has_value();
+    const auto each_pass = [&] {
+        g_agent->passes.store(++passes, std::memory_order_relaxed);
+        if (traced && g_agent->untrace.load(std::memory_order_relaxed)) {
+            e.set_trace(nullptr);
+            traced = false;
+        }
+    };
+    if (mode.sleeps) {
+        serve_as_rvtd(e, srv, mode.cpu, each_pass);
+    }
     agent::serve_pacer pacer; /* as rvtd's busy loop serves its socket */
-    uint64_t passes = 0;
-    bool traced     = tr.has_value();
     while (!g_stop) {
         const auto now = clock_type::now();
         e.progress(now);
         if (pacer.due(now)) {
             srv.run_once(0);
         }
-        g_agent->passes.store(++passes, std::memory_order_relaxed);
-        if (traced && g_agent->untrace.load(std::memory_order_relaxed)) {
-            e.set_trace(nullptr);
-            traced = false;
-        }
+        each_pass();
     }
     if (tr) {
         std::FILE *f = std::fopen(trace_path.c_str(), "w");
@@ -346,9 +443,10 @@ client::post_status post(client_side &c, const work_request &wr, bool sge)
                                               std::span(c.memory->buffer, 1)));
 }
 
-/* Latency client: one 8-byte AM to itself at a time. */
+/* Latency client: one 8-byte AM to itself at a time, `gap_us` asleep
+ * after each. */
 [[noreturn]] void run_pingpong(const std::string &socket_path, int slot,
-                               unsigned messages, bool sge)
+                               unsigned messages, bool sge, unsigned gap_us = 0)
 {
     client_side c      = open_client(socket_path, slot);
     client::session &s = *c.session;
@@ -364,6 +462,9 @@ client::post_status post(client_side &c, const work_request &wr, bool sge)
             (void)s.poll_completions(done);
         }
         s.release_inbound();
+        if (gap_us > 0) {
+            usleep(gap_us);
+        }
     }
     while (s.outstanding() > 0) {
         (void)s.poll_completions(done);
@@ -674,6 +775,124 @@ attached_row measure_attached(unsigned n, const std::string &dir,
     return row;
 }
 
+/* One row of section 4: how the agent runs and what shares its core. */
+struct wake_case {
+    const char *name;
+    agent_mode mode;
+    bool rank_beside; /* a rank polls on the agent's core */
+    bool gaps; /* o.wake_gap_us between messages (the agent asleep) */
+};
+
+struct wake_row {
+    std::vector<int64_t> to_pop, round_trip; /* sorted, ns */
+    int64_t pop_to_post; /* median, ns */
+};
+
+/* A rank with nothing but its own work: polls on `cpu` until killed. */
+pid_t spawn_busy_rank(int cpu)
+{
+    return spawn(cpu, [] {
+        for (uint64_t n = 0;; ++n) {
+            asm volatile("" : : "r"(n)); /* the loop stays */
+        }
+    });
+}
+
+wake_row measure_wake(const wake_case &w, const std::string &dir,
+                      int &next_slot, const options &o)
+{
+    const std::string socket_path  = dir + "/wake.sock";
+    const std::string agent_trace  = dir + "/wake-agent.trace";
+    const std::string client_trace = dir + "/wake-client.trace";
+    const size_t events            = (o.wake_messages + 100) * 6;
+    const pid_t agent              = spawn(o.agent_cpu, [&] {
+        run_agent(socket_path, agent_trace, events, w.mode);
+    });
+    const pid_t rank = w.rank_beside ? spawn_busy_rank(o.agent_cpu) : -1;
+    setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
+           1);
+    const int slot     = next_slot++;
+    const pid_t client = spawn(o.client_cpu, [&] {
+        run_pingpong(socket_path, slot, o.wake_messages, o.sge,
+                     w.gaps ? o.wake_gap_us : 0);
+    });
+    reap(client, "the latency client");
+    unsetenv("RVT_TRACE");
+    if (rank > 0) {
+        kill(rank, SIGKILL);
+        (void)waitpid(rank, nullptr, 0);
+    }
+    kill(agent, SIGTERM);
+    reap(agent, "the agent");
+    const auto a = by_stage(read_trace(agent_trace));
+    const auto c = by_stage(
+            read_trace(client_trace + "." + std::to_string(client)));
+    const size_t warm = 100;
+    return {hop_times(stage(c, "submit"), stage(a, "pop"), warm),
+            hop_times(stage(c, "submit"), stage(c, "read"), warm),
+            median_hop(stage(a, "pop"), stage(a, "post"), warm)};
+}
+
+/* Section 4: a message that finds the agent asleep, beside one that finds
+ * it polling; and with a rank on the agent's core, as on a full node. */
+void print_wake(const std::string &dir, int &next_slot, const options &o)
+{
+    agent_mode normal;
+    normal.sleeps     = true; /* rvtd's defaults: spin 2 ms, yielding */
+    agent_mode fifo   = normal;
+    fifo.cpu.realtime = true;
+    fifo.cpu.spin     = std::chrono::microseconds(20);
+    fifo.fifo         = 10;
+    if (std::chrono::microseconds(o.wake_gap_us) <= normal.cpu.spin) {
+        die("--wake-gap-us=" + std::to_string(o.wake_gap_us) +
+            ": expected more than the agent's spin, 2000 us, so that it "
+            "sleeps between messages");
+    }
+    const wake_case cases[] = {
+            {"polling, core free", agent_mode{}, false, true},
+            {"normal, asleep, core free", normal, false, true},
+            {"normal, asleep, a rank on its core", normal, true, true},
+            {"fifo:10 spin 20us, asleep, a rank", fifo, true, true},
+            {"normal, back to back, a rank", normal, true, false},
+            {"fifo:10 spin 20us, back to back, rank", fifo, true, false},
+    };
+    std::printf("\nwake-up: %u 8-byte active messages, one client to "
+                "itself, %u us apart (the agent asleep when one comes) or "
+                "back to back; rvtd's loop normal (spin 2000 us, "
+                "yielding) or fifo:10 (spin 20 us); a rank polling on the "
+                "agent's core or not (ns; (x) the ratio to the first "
+                "row)\n",
+                o.wake_messages, o.wake_gap_us);
+    std::printf("  %-40s %8s %8s %8s %10s %16s %8s\n", "agent", "to pop",
+                "median", "p99", "pop->post", "round trip", "p99");
+    int64_t base = -1;
+    for (const wake_case &w : cases) {
+        const wake_row r = measure_wake(w, dir, next_slot, o);
+        if (r.to_pop.empty() || r.round_trip.empty()) {
+            std::printf("  %-40s (no events)\n", w.name);
+            continue;
+        }
+        auto at = [](const std::vector<int64_t> &d, double q) {
+            return static_cast<long long>(
+                    d[std::min(d.size() - 1,
+                               static_cast<size_t>(q * d.size()))]);
+        };
+        const int64_t rt = at(r.round_trip, 0.5);
+        if (base < 0) {
+            base = rt;
+        }
+        char cell[32];
+        std::snprintf(cell, sizeof(cell), "%lld (%.2f)",
+                      static_cast<long long>(rt),
+                      base > 0 ? static_cast<double>(rt) / base : 0.0);
+        std::printf("  %-40s %8lld %8lld %8lld %10lld %16s %8lld\n", w.name,
+                    at(r.to_pop, 0), at(r.to_pop, 0.5), at(r.to_pop, 0.99),
+                    static_cast<long long>(r.pop_to_post), cell,
+                    at(r.round_trip, 0.99));
+        std::fflush(stdout);
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -811,6 +1030,10 @@ int main(int argc, char **argv)
                         cell(r.posts, base->posts).c_str());
             std::fflush(stdout);
         }
+    }
+    /* 4. wake-up */
+    if (o.wake_messages > 0) {
+        print_wake(dir, next_slot, o);
     }
     std::string cleanup = std::string("rm -rf ") + dir;
     (void)!std::system(cleanup.c_str());

@@ -47,15 +47,18 @@ kernels_agents() {
 }
 
 # kernels_run NAME UCX_TLS: one mpirun of the kernels; figures in
-# kfig[NAME.KERNEL] (MB/s) and ktime[NAME.KERNEL] (s)
-declare -A kfig ktime
+# kfig[NAME.KERNEL] (MB/s) and ktime[NAME.KERNEL] (s), and how the agents
+# were scheduled meanwhile in ksched[NAME] (sched_report)
+declare -A kfig ktime ksched
 kernels_run() {
-    local name=$1 tls=$2 out=$work/kernels.$1.out rc t0=$SECONDS
+    local name=$1 tls=$2 out=$work/kernels.$1.out rc t0=$SECONDS sched0
     mpi_tls=$tls mpi_pml_tls=any mpi_options "$work/kernels.hosts" \
         -x LD_PRELOAD="$module" -x UCX_UD_VERBS_ETH_DGID_CHECK=n
+    sched0=$(agent_sched)
     on 1 timeout 600 mpirun "${mpirun_opts[@]}" -np 4 --map-by ppr:2:node "$kernels_prog" \
         "${kernels_args[@]}" >"$out" 2>&1
     rc=$?
+    ksched[$name]=$(sched_report "$sched0" "$(agent_sched)" $((SECONDS - t0)))
     if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_kernels' "$out"; then
         pass "kernels, $name (UCX_TLS=$tls): every value verified ($((SECONDS - t0)) s)"
     else
@@ -128,4 +131,9 @@ kernels_section() {
         echo
     done
     echo "(one boot, TCG: every node on the guest's 2 vCPUs; $KERNELS_ARGS)"
+    echo
+    echo "where the agents' time went, each run (both nodes' agents):"
+    for name in "${settings[@]}"; do
+        printf '%-19s %s\n' "$name" "${ksched[$name]:--}"
+    done
 }

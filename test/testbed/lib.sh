@@ -446,6 +446,37 @@ cpu_ticks() {
         print all, $2 + $3 + $4 + $7 + $8 + $9, $4, $8, a1, s1, a2, s2 }' /proc/stat
 }
 
+# agent_sched: how the kernel scheduled both nodes' agents so far, one
+# line "oncpu_ns waited_ns slices sleeps preempted": the time they ran
+# and the time they were runnable but waited for a CPU, the times they
+# were given one (/proc/PID/schedstat), the times they slept and the
+# times they were taken off a CPU with work to do (voluntary and
+# nonvoluntary_ctxt_switches, /proc/PID/status). For sched_report.
+agent_sched() {
+    local n p run wait slices sleeps=0 preempted=0 sum=(0 0 0)
+    for n in 1 2; do
+        for p in $(agent_pids "$n"); do
+            read -r run wait slices <"/proc/$p/schedstat" 2>/dev/null || continue
+            sum=($((sum[0] + run)) $((sum[1] + wait)) $((sum[2] + slices)))
+            sleeps=$((sleeps + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$p/status")))
+            preempted=$((preempted + $(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "/proc/$p/status")))
+        done
+    done
+    echo "${sum[*]} $sleeps $preempted"
+}
+
+# sched_report BEFORE AFTER SECONDS: what the agents' scheduling cost
+# between two agent_sched lines over a run of SECONDS, one line
+sched_report() {
+    awk -v b="$1" -v a="$2" -v s="$3" 'BEGIN {
+        split(b, x, " "); split(a, y, " ")
+        for (i = 1; i <= 5; i++) d[i] = y[i] - x[i]
+        printf "agents on a vCPU %.0f ms, runnable and waiting for one %.0f ms (%.0f%% of the run), given one %d times (mean wait %.0f us), slept %d times, preempted %d times\n",
+            d[1] / 1e6, d[2] / 1e6, (s > 0 ? 100 * d[2] / 1e9 / s : 0), d[3],
+            (d[3] > 0 ? d[2] / d[3] / 1e3 : 0), d[4], d[5]
+    }'
+}
+
 # cpu_report BEFORE AFTER MB: what the CPUs did between two cpu_ticks
 # lines while MB megabytes moved, one line: the seconds that passed, the
 # guest's busy CPU seconds, each agent's CPU seconds and its share of one
