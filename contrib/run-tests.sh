@@ -100,6 +100,8 @@ if [ "$what" = all ]; then
     run_suite "testbed runner" test/testbed/test-testbed.sh
     step "testbed self-test: real RDMA between 4 nodes"
     run_suite "testbed self-test" test/testbed/selftest.sh 4
+    step "site check: rvt-check says yes on rxe, and refuses Soft-iWARP with the reason, as rvtd does (testbed)"
+    run_suite "site check (testbed)" test/testbed/check.sh build
     step "integration tests: real verbs in the testbed"
     run_suite "integration (testbed)" test/testbed/integration.sh build
     step "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)"

@@ -2,9 +2,9 @@
 #
 # `make install` into a DESTDIR puts each file where this build's configure
 # said, and what it installs works from there:
-#  - rvtd, rvt-status, rvt-trace-report in bindir, and the installed
+#  - rvtd, rvt-status, rvt-check, rvt-trace-report in bindir, and the installed
 #    programs answer --help;
-#  - rvtd.8 in man8 and rvt-status.1 in man1, the pages the build made;
+#  - rvtd.8 and rvt-check.8 in man8 and rvt-status.1 in man1, the pages the build made;
 #  - the module in the UCX module directory under the name its UCX loads
 #    (libuct_rvt.so.0 for a UCX that loads plugins, libuct_rvt.so for
 #    1.13's LD_PRELOAD), and that UCX loads the installed copy: its
@@ -61,14 +61,14 @@ else
     module=$moddir/libuct_rvt.so
 fi
 
-for prog in rvtd rvt-status rvt-trace-report; do
+for prog in rvtd rvt-status rvt-check rvt-trace-report; do
     if [ -x "$bin/$prog" ] && [ -f "$bin/$prog" ]; then
         pass "$RVT_BINDIR/$prog"
     else
         fail "no program $bin/$prog"
     fi
 done
-for prog in rvtd rvt-status; do
+for prog in rvtd rvt-status rvt-check; do
     if "$bin/$prog" --help 2>&1 | grep -q '^usage: '"$prog"; then
         pass "installed $prog --help"
     else
@@ -76,7 +76,7 @@ for prog in rvtd rvt-status; do
     fi
 done
 
-for page in man8/rvtd.8 man1/rvt-status.1; do
+for page in man8/rvtd.8 man8/rvt-check.8 man1/rvt-status.1; do
     built=$abs_top_builddir/src/uct/ib/rvt/tools/${page#*/}
     if [ ! -s "$man/$page" ]; then
         fail "no manual page $man/$page"
@@ -109,7 +109,7 @@ if find "$dest" -name '*.a' | grep -q .; then
 fi
 
 # no run path into the build tree: the installed files must not need it
-for f in "$bin/rvtd" "$bin/rvt-status" "$module"; do
+for f in "$bin/rvtd" "$bin/rvt-status" "$bin/rvt-check" "$module"; do
     [ -f "$f" ] || continue
     rpath=$(readelf -d "$f" 2>/dev/null | grep -E 'R(UN)?PATH' || true)
     case $rpath in

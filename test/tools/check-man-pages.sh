@@ -1,5 +1,5 @@
 #!/bin/bash
-# The manual pages the build made (rvtd.8, rvt-status.1) say what the
+# The manual pages the build made (rvtd.8, rvt-check.8, rvt-status.1) say what the
 # programs' --help says: the same options, none missing and none extra,
 # each with the default --help shows; the page is for the program and
 # section its file name says; and groff renders it without a warning,
@@ -89,4 +89,5 @@ check_page() {
 
 check_page rvtd 8
 check_page rvt-status 1
+check_page rvt-check 8
 exit $failed

@@ -5,6 +5,7 @@
  * bandwidth UCX's ib transports derive from it, unreadable attributes
  * left unknown, and names that could not name an agent skipped.
  */
+#include "uct/ib/rvt/agent/device.h"
 #include "uct/ib/rvt/client/devices.h"
 
 #include <unistd.h>
@@ -216,4 +217,22 @@ TEST_F(devices_fixture, skips_names_no_agent_could_carry)
 TEST_F(devices_fixture, no_root_no_ports)
 {
     EXPECT_TRUE(list_ports(m_root + "/nosuch").empty());
+}
+
+/* The agent's device: the transport decides before anything else. */
+TEST(check_transport,
+     infiniband_transport_serves_and_iwarp_is_refused_with_the_reason)
+{
+    EXPECT_TRUE(rvt::agent::check_transport(IBV_TRANSPORT_IB));
+    const auto iwarp = rvt::agent::check_transport(IBV_TRANSPORT_IWARP);
+    ASSERT_FALSE(iwarp);
+    EXPECT_NE(iwarp.error().find("iWARP"), std::string::npos) << iwarp.error();
+    EXPECT_NE(iwarp.error().find("no UD QPs"), std::string::npos);
+    EXPECT_NE(iwarp.error().find("no immediate data"), std::string::npos);
+    const auto other = rvt::agent::check_transport(IBV_TRANSPORT_USNIC);
+    ASSERT_FALSE(other);
+    EXPECT_NE(other.error().find("transport type " +
+                                 std::to_string(IBV_TRANSPORT_USNIC)),
+              std::string::npos)
+            << other.error();
 }

@@ -66,6 +66,24 @@ result<int> pick_gid(ibv_context *ctx, uint8_t port, int table_len, int wanted)
 
 } // namespace
 
+result<done> check_transport(ibv_transport_type transport)
+{
+    switch (transport) {
+    case IBV_TRANSPORT_IB:
+        return done{};
+    case IBV_TRANSPORT_IWARP:
+        return failure{"an iWARP device: it has no UD QPs (the agents' "
+                       "handshake) and no immediate data (RDMA WRITE and "
+                       "SEND WITH IMMEDIATE), which rvt needs; expected the "
+                       "InfiniBand transport (InfiniBand or RoCE)"};
+    default:
+        return failure{"transport type " +
+                       std::to_string(static_cast<int>(transport)) +
+                       " (neither InfiniBand nor iWARP): rvt needs the "
+                       "InfiniBand transport (InfiniBand or RoCE)"};
+    }
+}
+
 /* Tries, on our own context, what a client will do with the passed fd. */
 void device::probe_import(device &dev)
 {
@@ -118,6 +136,9 @@ device::open(const std::string &name, uint8_t port, int gid_index)
     if (!dev->m_ctx) {
         return failure{who + ": cannot open it (devices here: " +
                        (names.empty() ? "none" : names) + ")"};
+    }
+    if (auto t = check_transport(dev->m_ctx->device->transport_type); !t) {
+        return failure{who + ": " + t.error()};
     }
     ibv_device_attr dattr{};
     if (ibv_query_device(dev->m_ctx.get(), &dattr) != 0) {

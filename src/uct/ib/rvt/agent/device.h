@@ -17,9 +17,16 @@
 
 namespace rvt::agent {
 
+/* Whether rvt can work on a device of this transport: the InfiniBand
+ * transport (InfiniBand or RoCE) has what it needs; iWARP has no UD QPs
+ * (the agents' handshake) and no immediate data (the rendezvous' RDMA
+ * WRITE WITH IMMEDIATE, the active messages' SEND WITH IMMEDIATE). */
+result<done> check_transport(ibv_transport_type transport);
+
 class device {
 public:
-    /* Opens `name` and checks that `port` (1-based) exists and is active
+    /* Opens `name` and checks its transport (check_transport) and that
+     * `port` (1-based) exists and is active
      * and has a usable GID: `gid_index`, or with -1 the first RoCE v2 GID
      * holding an IPv4 address (else the first RoCE v2 one, else index 0). */
     static result<std::unique_ptr<device>>

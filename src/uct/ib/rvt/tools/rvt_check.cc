@@ -1,0 +1,503 @@
+/*
+ * rvt-check: whether this node's RDMA device can serve rvt, before any
+ * job runs. Each need is answered yes or no, with the reason:
+ *
+ *   On the device, opened as the agent opens it (agent/device.h):
+ *     device        it exists and opens
+ *     transport     the InfiniBand transport (InfiniBand or RoCE); iWARP
+ *                   has no UD QPs and no immediate data
+ *     port          active, Ethernet link layer (RoCE), its MTU
+ *     gid           the GID the agent would use, and its index
+ *     registration  which path a client process takes into the agent's
+ *                   protection domain: the provider's import of the
+ *                   agent's PD, or REG_MR through the uverbs ioctl on the
+ *                   agent's command fd
+ *     rc_qp         an RC QP as the agent makes them; the inline bytes
+ *                   the device gives it (fewer than the work ring's slot:
+ *                   the agent stages short payloads in its own memory)
+ *     ud_qp         the UD QP of the agents' handshake
+ *     atomics       64-bit fetch-add and compare-and-swap in hardware
+ *                   (else UCX's atomics over rvt are unsupported)
+ *
+ *   Through a real agent: rvtd started as a job's first process starts
+ *   it (client/launch.h), for a job key of this check's own, with this
+ *   process as its client, the second process in the agent's PD:
+ *     agent         it starts and attaches this process
+ *     register      1 MiB of this process's memory registered into the
+ *                   agent's PD by the path above, checked and accepted by
+ *                   the agent against what the device says of the MR
+ *     write_imm     an RDMA WRITE WITH IMMEDIATE of 64 KiB to itself over
+ *                   the node's own shared RC QPs: the bytes and the
+ *                   immediate's notice checked
+ *     atomic        a fetch-add over them, the fetched and the new value
+ *                   checked (where the device does atomics)
+ *
+ * Text, or one JSON object with --json. Exit status 0 when every check
+ * says yes, 1 when one says no, 2 on a bad option.
+ */
+#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/locate.h"
+#include "uct/ib/rvt/agent/nic.h"
+#include "uct/ib/rvt/agent/rc_qp.h"
+#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/client/launch.h"
+#include "uct/ib/rvt/client/session.h"
+#include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/shm_layout.h"
+#include "uct/ib/rvt/common/status_json.h"
+#include "uct/ib/rvt/tools/usage.h"
+
+#include <infiniband/verbs.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+using namespace rvt;
+using namespace std::chrono_literals;
+
+struct options {
+    bool json = false;
+    std::string device, rvtd;
+    long port      = 1;
+    long gid_index = -1;
+};
+
+/* One answer. */
+struct check {
+    std::string name;
+    bool ok;
+    std::string detail;
+};
+
+class report {
+public:
+    void add(std::string name, bool ok, std::string detail)
+    {
+        m_checks.push_back({std::move(name), ok, std::move(detail)});
+    }
+    bool ok() const
+    {
+        for (const check &c : m_checks) {
+            if (!c.ok) {
+                return false;
+            }
+        }
+        return !m_checks.empty();
+    }
+    void print_text(const std::string &device) const
+    {
+        std::printf("rvt-check: device %s\n",
+                    device.empty() ? "(none)" : device.c_str());
+        for (const check &c : m_checks) {
+            std::printf("  %-3s  %-13s %s\n", c.ok ? "yes" : "no",
+                        c.name.c_str(), c.detail.c_str());
+        }
+        std::printf("%s\n", ok() ? "rvt can serve this device" :
+                                   "rvt cannot serve this device: see the "
+                                   "checks that say no");
+    }
+    void print_json(const std::string &device) const
+    {
+        nlohmann::ordered_json j;
+        j["device"] = device;
+        j["ok"]     = ok();
+        j["checks"] = nlohmann::ordered_json::array();
+        for (const check &c : m_checks) {
+            j["checks"].push_back(
+                    {{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+        }
+        std::printf("%s\n", status_json_text(j).c_str());
+    }
+
+private:
+    std::vector<check> m_checks;
+};
+
+std::string first_device()
+{
+    int n             = 0;
+    ibv_device **list = ibv_get_device_list(&n);
+    std::string name = list != nullptr && n > 0 ? ibv_get_device_name(list[0]) :
+                                                  "";
+    if (list != nullptr) {
+        ibv_free_device_list(list);
+    }
+    return name;
+}
+
+std::string gid_text(const ibv_gid &g)
+{
+    char text[64];
+    std::snprintf(text, sizeof(text),
+                  "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:"
+                  "%02x%02x:%02x%02x",
+                  g.raw[0], g.raw[1], g.raw[2], g.raw[3], g.raw[4], g.raw[5],
+                  g.raw[6], g.raw[7], g.raw[8], g.raw[9], g.raw[10], g.raw[11],
+                  g.raw[12], g.raw[13], g.raw[14], g.raw[15]);
+    return text;
+}
+
+/* The transport and port, asked before the agent's own open, so that each
+ * gets its own answer; false when nothing after them can work. */
+bool check_port(report &r, const std::string &name, uint8_t port)
+{
+    int n             = 0;
+    ibv_device **list = ibv_get_device_list(&n);
+    ibv_context *ctx  = nullptr;
+    std::string names;
+    for (int i = 0; list != nullptr && i < n; ++i) {
+        names += std::string(names.empty() ? "" : ", ") +
+                 ibv_get_device_name(list[i]);
+        if (name == ibv_get_device_name(list[i])) {
+            ctx = ibv_open_device(list[i]);
+        }
+    }
+    if (list != nullptr) {
+        ibv_free_device_list(list);
+    }
+    if (ctx == nullptr) {
+        r.add("device", false,
+              name.empty() ? "no RDMA device on this node" :
+                             name + " does not open (devices here: " +
+                                     (names.empty() ? "none" : names) + ")");
+        return false;
+    }
+    verbs::context_ptr owner(ctx);
+    r.add("device", true, name + " opens");
+    const auto transport = agent::check_transport(ctx->device->transport_type);
+    r.add("transport", static_cast<bool>(transport),
+          transport ? "InfiniBand transport (RC with immediate data, UD)" :
+                      transport.error());
+    if (!transport) {
+        return false;
+    }
+    ibv_port_attr pattr{};
+    if (ibv_query_port(ctx, port, &pattr) != 0) {
+        r.add("port", false,
+              "port " + std::to_string(port) +
+                      ": ibv_query_port failed: " + std::strerror(errno));
+        return false;
+    }
+    const bool active = pattr.state == IBV_PORT_ACTIVE;
+    const bool roce   = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+    r.add("port", active && roce,
+          "port " + std::to_string(port) + " " +
+                  ibv_port_state_str(pattr.state) +
+                  (roce ? ", Ethernet (RoCE)" :
+                          ", InfiniBand link layer: rvt addresses agents by "
+                          "GID alone (RoCE); InfiniBand ports are not "
+                          "supported yet") +
+                  ", active MTU " +
+                  std::to_string(128u
+                                 << static_cast<unsigned>(pattr.active_mtu)));
+    return active && roce;
+}
+
+/* The QPs the agent makes, on the device the agent opened. */
+void check_qps(report &r, const agent::device &dev)
+{
+    verbs::cq_ptr cq(ibv_create_cq(dev.context(), 16, nullptr, nullptr, 0));
+    ibv_srq_init_attr sattr{};
+    sattr.attr.max_wr  = 16;
+    sattr.attr.max_sge = 1;
+    verbs::srq_ptr srq(ibv_create_srq(dev.pd(), &sattr));
+    if (!cq || !srq) {
+        r.add("rc_qp", false,
+              std::string("cannot create the agent's CQ or SRQ: ") +
+                      std::strerror(errno));
+        return;
+    }
+    agent::rc_qp_params params;
+    params.max_inline   = shm_capacities{}.inline_size;
+    uint32_t max_inline = 0;
+    auto qp = agent::create_rc_qp(dev, cq.get(), srq.get(), params, max_inline);
+    if (!qp) {
+        r.add("rc_qp", false, qp.error());
+    } else {
+        r.add("rc_qp", true,
+              std::to_string(max_inline) +
+                      " inline bytes (the work ring's "
+                      "slot holds " +
+                      std::to_string(params.max_inline) +
+                      (max_inline >= params.max_inline ?
+                               ")" :
+                               "; the agent stages the rest in its own "
+                               "memory)"));
+    }
+    auto ud = agent::ud_channel::create(dev, nullptr);
+    r.add("ud_qp", static_cast<bool>(ud),
+          ud ? "the handshake's UD QP" : ud.error());
+    r.add("atomics", dev.can_atomic(),
+          dev.can_atomic() ?
+                  "64-bit fetch-add and compare-and-swap" :
+                  "the device does no 64-bit RDMA atomics (atomic_cap " +
+                          std::to_string(dev.attr().atomic_cap) +
+                          ", max_qp_rd_atom " +
+                          std::to_string(dev.attr().max_qp_rd_atom) +
+                          "): UCX atomics over rvt are unsupported here, "
+                          "the rest works");
+}
+
+/* Waits up to 10 s for n completions; false on a timeout. */
+bool reap(client::session &s, std::span<completion> out, size_t n)
+{
+    size_t got        = 0;
+    const auto budget = std::chrono::steady_clock::now() + 10s;
+    while (got < n && std::chrono::steady_clock::now() < budget) {
+        got += s.poll_completions(out.subspan(got));
+    }
+    return got >= n;
+}
+
+/* Through a real agent, this process its client. */
+void check_agent(report &r, const options &o, const std::string &device)
+{
+    client::launch_options lo;
+    lo.device     = device;
+    lo.port       = static_cast<uint8_t>(o.port);
+    lo.job_key    = "rvt-check." + std::to_string(getpid());
+    lo.rvtd_path  = o.rvtd;
+    lo.extra_args = {"--linger=1",
+                     "--gid-index=" + std::to_string(o.gid_index)};
+    auto at       = client::attach_or_start(lo);
+    if (!at) {
+        r.add("agent", false, at.error());
+        return;
+    }
+    auto opened = client::session::open(std::move(at).value());
+    if (!opened) {
+        r.add("agent", false, opened.error());
+        return;
+    }
+    client::session &s = *opened.value();
+    r.add("agent", true,
+          "rvtd serves job key " + lo.job_key + ", " +
+                  std::to_string(s.num_qps()) + " RC QPs per peer");
+
+    constexpr size_t size = 1 << 20, chunk = 64 << 10;
+    std::vector<uint8_t> memory(size + 8);
+    auto *buffer = reinterpret_cast<uint8_t *>(
+            (reinterpret_cast<uintptr_t>(memory.data()) + 7) & ~uintptr_t{7});
+    auto mr          = s.register_memory(buffer, size,
+                                         IBV_ACCESS_LOCAL_WRITE |
+                                                 IBV_ACCESS_REMOTE_WRITE |
+                                                 IBV_ACCESS_REMOTE_READ |
+                                                 IBV_ACCESS_REMOTE_ATOMIC);
+    const char *path = s.attached().mode == wire::reg_mode::import_pd ?
+                               "the provider's import of the agent's PD" :
+                               "REG_MR on the agent's command fd (uverbs "
+                               "ioctl)";
+    if (!mr) {
+        r.add("register", false, std::string(path) + ": " + mr.error());
+        return;
+    }
+    r.add("register", true,
+          "1 MiB by this process, through " + std::string(path) +
+                  ", accepted by the agent");
+
+    auto peer = s.connect_peer(s.agent_address());
+    if (!peer) {
+        r.add("write_imm", false, "connecting to this node: " + peer.error());
+        return;
+    }
+    s.set_write_notices(true);
+    for (size_t k = 0; k < chunk; ++k) {
+        buffer[k] = static_cast<uint8_t>(k * 7 + 3);
+    }
+    std::memset(buffer + chunk, 0, chunk);
+    work_request w{};
+    w.op             = static_cast<uint8_t>(work_op::rdma_write_imm);
+    w.flags          = work_signaled;
+    w.peer           = peer.value();
+    w.dst_client     = s.client_index();
+    w.dst_generation = s.attached().client_generation;
+    w.length         = chunk;
+    w.local_addr     = reinterpret_cast<uintptr_t>(buffer);
+    w.lkey           = mr.value().lkey;
+    w.rkey           = mr.value().rkey;
+    w.remote_addr    = reinterpret_cast<uintptr_t>(buffer + chunk);
+    std::array<completion, 4> done{};
+    if (s.post(w) != client::post_status::posted || !reap(s, done, 1) ||
+        done[0].status != static_cast<uint32_t>(completion_status::success)) {
+        r.add("write_imm", false,
+              "the write did not complete (status " +
+                      std::to_string(done[0].status) + ", device status " +
+                      std::to_string(done[0].detail) + ")");
+        return;
+    }
+    client::inbound_view v{};
+    const auto budget = std::chrono::steady_clock::now() + 10s;
+    bool noticed      = false;
+    while (!noticed && std::chrono::steady_clock::now() < budget) {
+        noticed = s.peek_inbound(v);
+    }
+    const bool same  = std::memcmp(buffer, buffer + chunk, chunk) == 0;
+    const bool named = noticed &&
+                       v.msg.kind ==
+                               static_cast<uint8_t>(inbound_kind::write) &&
+                       v.msg.src_client == s.client_index() &&
+                       v.msg.length == chunk;
+    if (noticed) {
+        s.release_inbound();
+    }
+    r.add("write_imm", same && named,
+          std::string(same ? "64 KiB arrived intact" : "the bytes differ") +
+                  (named   ? ", the immediate's notice named this process" :
+                   noticed ? ", a notice that does not name this "
+                             "write" :
+                             ", no notice of the immediate in 10 s"));
+
+    if ((s.attached().features & wire::agent_feature_atomic64) == 0) {
+        r.add("atomic", false,
+              "the agent's device does no 64-bit atomics (see atomics)");
+        return;
+    }
+    uint64_t word = 40;
+    std::memcpy(buffer + 2 * chunk, &word, sizeof(word));
+    work_request a{};
+    a.op             = static_cast<uint8_t>(work_op::atomic_fetch_add);
+    a.flags          = work_signaled;
+    a.peer           = peer.value();
+    a.dst_client     = s.client_index();
+    a.dst_generation = s.attached().client_generation;
+    a.length         = 8;
+    a.operand        = 2;
+    a.rkey           = mr.value().rkey;
+    a.remote_addr    = reinterpret_cast<uintptr_t>(buffer + 2 * chunk);
+    if (s.post(a) != client::post_status::posted || !reap(s, done, 1) ||
+        done[0].status != static_cast<uint32_t>(completion_status::success)) {
+        r.add("atomic", false,
+              "the fetch-add did not complete (status " +
+                      std::to_string(done[0].status) + ")");
+        return;
+    }
+    std::memcpy(&word, buffer + 2 * chunk, sizeof(word));
+    r.add("atomic", done[0].value == 40 && word == 42,
+          "fetch-add fetched " + std::to_string(done[0].value) +
+                  " (expected 40) and left " + std::to_string(word) +
+                  " (expected 42)");
+    (void)s.leave(5s);
+}
+
+/* parsing, --help and rvt-check(8) all come from this table
+ * (tools/usage.h) */
+std::vector<tools::option> option_table(options &o)
+{
+    auto number = [](const char *name, const char *dflt, const char *help,
+                     long &out, long lo, long hi) {
+        return tools::option{name, "N", dflt, help,
+                             [&out, name, lo, hi](std::string_view v) {
+                                 std::string s(v);
+                                 char *end = nullptr;
+                                 out       = std::strtol(s.c_str(), &end, 10);
+                                 if (s.empty() || *end != '\0' || out < lo ||
+                                     out > hi) {
+                                     return "--" + std::string(name) + "=" + s +
+                                            ": expected a whole number "
+                                            "from " +
+                                            std::to_string(lo) + " to " +
+                                            std::to_string(hi);
+                                 }
+                                 return std::string();
+                             }};
+    };
+    return {
+            {"json", "", "", "print the answers as one JSON object",
+             [&o](std::string_view) {
+                 o.json = true;
+                 return std::string();
+             }},
+            {"device", "NAME", "the first device", "the device to check",
+             [&o](std::string_view v) {
+                 o.device = v;
+                 return std::string();
+             }},
+            number("port", "1", "the port of that device", o.port, 1, 255),
+            number("gid-index", "-1",
+                   "GID table index; -1: the first RoCE v2 IPv4 GID, as "
+                   "rvtd chooses",
+                   o.gid_index, -1, 255),
+            {"rvtd", "PATH",
+             "$RVT_RVTD, else the installed rvtd, else rvtd in PATH",
+             "the agent to start for the checks through a real agent",
+             [&o](std::string_view v) {
+                 o.rvtd = v;
+                 return std::string();
+             }},
+    };
+}
+
+const tools::program_doc doc = {
+        .name     = "rvt-check",
+        .section  = 8,
+        .summary  = "check whether this node's RDMA device can serve rvt",
+        .synopsis = "[--json] [--device=NAME] [--port=N] [--gid-index=N] "
+                    "[--rvtd=PATH]",
+        .description =
+                "Checks, before any job, everything rvt needs of this node's "
+                "RDMA device, and answers yes or no for each, with the "
+                "reason: the InfiniBand transport (iWARP has no UD QPs and "
+                "no immediate data), an active RoCE port, the GID the agent "
+                "would use, how a process registers its memory into the "
+                "agent's protection domain, the agent's RC and UD QPs and "
+                "their inline bytes, and 64-bit atomics.\n\n"
+                "Then it starts a real rvtd(8) for a job key of its own and, "
+                "as its client, registers 1 MiB into the agent's protection "
+                "domain, writes 64 KiB to itself by RDMA WRITE WITH "
+                "IMMEDIATE over the node's own shared RC QPs and does a "
+                "fetch-add, checking every byte and value. The agent leaves "
+                "a second after the check.",
+        .exit_status = "0 when every check says yes; 1 when one says no; 2 "
+                       "on a bad option.",
+        .see_also    = "rvtd(8), rvt-status(1)",
+};
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    options opt;
+    const auto table = option_table(opt);
+    switch (tools::parse(argc, argv, doc, table)) {
+    case tools::parsed::run:
+        break;
+    case tools::parsed::exit_ok:
+        return 0;
+    case tools::parsed::exit_bad:
+        return 2;
+    }
+    const std::string device = opt.device.empty() ? first_device() : opt.device;
+    report r;
+    if (check_port(r, device, static_cast<uint8_t>(opt.port))) {
+        auto dev = agent::device::open(device, static_cast<uint8_t>(opt.port),
+                                       static_cast<int>(opt.gid_index));
+        if (!dev) {
+            r.add("gid", false, dev.error());
+        } else {
+            r.add("gid", true,
+                  gid_text(dev.value()->gid()) + " (index " +
+                          std::to_string(dev.value()->gid_index()) + ")");
+            r.add("registration", true, dev.value()->reg_mode_reason());
+            check_qps(r, *dev.value());
+        }
+        if (dev) {
+            dev.value().reset(); /* the agent opens its own */
+            check_agent(r, opt, device);
+        }
+    }
+    if (opt.json) {
+        r.print_json(device);
+    } else {
+        r.print_text(device);
+    }
+    return r.ok() ? 0 : 1;
+}

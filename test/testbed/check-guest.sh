@@ -1,0 +1,82 @@
+#!/bin/bash
+# The site check in the guest (check.sh): rvt-check on node 1's rxe1
+# says yes to every need, in text and JSON, and its agent leaves after;
+# a Soft-iWARP device on the same port (siw1) is refused by rvt-check and
+# by rvtd at start, each naming iWARP; a device that does not exist is
+# named with the devices there are.
+# Usage: check-guest.sh BUILD_DIR
+set -u
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
+build=${1:?usage: check-guest.sh BUILD_DIR}
+tools=$PWD/$build/src/uct/ib/rvt/tools
+export RVT_RVTD=$tools/rvtd
+work=$(mktemp -d /tmp/check.XXXXXX)
+names="device transport port gid registration rc_qp ud_qp atomics agent register write_imm atomic"
+
+# ---- rxe: every need, text ------------------------------------------------
+on 1 "$tools/rvt-check" --device=rxe1 >"$work/rxe.txt" 2>&1
+rc=$?
+indent rxe <"$work/rxe.txt"
+check "rvt-check on rxe1: exit 0" test $rc = 0
+for n in $names; do
+    check "rvt-check on rxe1: $n says yes" \
+        grep -qE "^  yes  $n " "$work/rxe.txt"
+done
+check "rvt-check on rxe1: the write and its immediate checked through the agent" \
+    grep -qE '^  yes  write_imm +64 KiB arrived intact, the immediate.s notice named this process' "$work/rxe.txt"
+
+# ---- rxe: JSON ------------------------------------------------------------
+on 1 "$tools/rvt-check" --device=rxe1 --json >"$work/rxe.json" 2>"$work/rxe.json.err"
+rc=$?
+check "rvt-check --json on rxe1: exit 0, ok true, the 12 checks each ok" \
+    python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+names = sys.argv[2].split()
+assert j["ok"] is True and j["device"] == "rxe1", j
+assert [c["name"] for c in j["checks"]] == names, j["checks"]
+assert all(c["ok"] is True and c["detail"] for c in j["checks"]), j["checks"]
+' "$work/rxe.json" "$names"
+check "rvt-check --json: exit status 0 ($rc)" test $rc = 0
+# its agent leaves a second after the check (--linger=1)
+for _ in $(seq 50); do
+    pgrep -f 'rvtd .*--job-key=rvt-check\.' >/dev/null || break
+    sleep 0.2
+done
+check "the check's agent has left" \
+    sh -c "! pgrep -f 'rvtd .*--job-key=rvt-check\.' >/dev/null"
+
+# ---- siw: refused, by the check and by the agent ---------------------------
+# modules come from the testbed's kernel, through the kernel's modprobe
+# (the testbed's wrapper)
+if "$(cat /proc/sys/kernel/modprobe)" siw 2>"$work/siw.err" &&
+    rdma link add siw1 type siw netdev veth1 2>>"$work/siw.err"; then
+    on 1 "$tools/rvt-check" --device=siw1 >"$work/siw.txt" 2>&1
+    rc=$?
+    indent siw <"$work/siw.txt"
+    check "rvt-check on siw1: exit 1" test $rc = 1
+    check "rvt-check on siw1: the transport says no, naming iWARP and what it lacks" \
+        grep -qE '^  no   transport +an iWARP device: it has no UD QPs .* and no immediate data' "$work/siw.txt"
+    check "rvt-check on siw1: no agent started" \
+        sh -c "! grep -qE '^  (yes|no) +agent' '$work/siw.txt'"
+    on 1 timeout 30 "$RVT_RVTD" --device=siw1 --job-key=check.siw --linger=1 \
+        >"$work/rvtd-siw.log" 2>&1
+    rc=$?
+    indent rvtd <"$work/rvtd-siw.log"
+    check "rvtd --device=siw1 refuses to start (exit $rc), naming iWARP" \
+        sh -c "[ $rc != 0 ] && [ $rc != 124 ] && grep -q 'device siw1 port 1: an iWARP device' '$work/rvtd-siw.log'"
+    rdma link delete siw1 2>/dev/null
+else
+    indent siw <"$work/siw.err"
+    fail "cannot add a Soft-iWARP device (modprobe siw, rdma link add siw1 type siw netdev veth1)"
+fi
+
+# ---- a device that does not exist -----------------------------------------
+on 1 "$tools/rvt-check" --device=nosuch0 >"$work/nosuch.txt" 2>&1
+rc=$?
+check "rvt-check --device=nosuch0: exit 1, naming the devices there are" \
+    sh -c "[ $rc = 1 ] && grep -qE '^  no   device +nosuch0 does not open \(devices here: .*rxe1' '$work/nosuch.txt'"
+
+rm -rf "$work"
+finish check

@@ -1,0 +1,20 @@
+#!/bin/bash
+# The site check (rvt-check, check-guest.sh says what runs): on rxe every
+# need of rvt answered yes, through a real agent too; on Soft-iWARP (siw,
+# Debian's kernel module) the transport refused with its reason, by the
+# check and by rvtd at start.
+# Usage: test/testbed/check.sh [BUILD_DIR]   (default: build)
+# Exits with the guest script's status, 1 when a check failed.
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+build=${1:-build}
+need_built "$build" make src/uct/ib/rvt/tools/rvtd \
+    src/uct/ib/rvt/tools/rvt-check || exit 1
+started=$SECONDS
+contrib/testbed/testbed run -n 1 -t 300 "test/testbed/check-guest.sh $build"
+rc=$?
+echo "check suite: $((SECONDS - started)) s of testbed time, boot included"
+exit $rc
