@@ -798,23 +798,34 @@ pid_t spawn_busy_rank(int cpu)
     });
 }
 
-wake_row measure_wake(const wake_case &w, const std::string &dir,
-                      int &next_slot, const options &o)
+/* The traces of one latency run: the agent's (empty unless agent_traced)
+ * and the client's, each by stage. */
+struct latency_traces {
+    std::map<std::string, std::vector<uint64_t>> agent, client;
+};
+
+/* One latency client of `messages` (gap_us asleep after each) through an
+ * agent run as `mode`, with a rank polling on the agent's core if
+ * rank_beside; the files in dir, named after `name`. */
+latency_traces
+traced_pingpong(const std::string &dir, const char *name, unsigned messages,
+                bool agent_traced, const agent_mode &mode, bool rank_beside,
+                unsigned gap_us, int &next_slot, const options &o)
 {
-    const std::string socket_path  = dir + "/wake.sock";
-    const std::string agent_trace  = dir + "/wake-agent.trace";
-    const std::string client_trace = dir + "/wake-client.trace";
-    const size_t events            = (o.wake_messages + 100) * 6;
+    const std::string base         = dir + "/" + name;
+    const std::string socket_path  = base + ".sock";
+    const std::string agent_trace  = base + "-agent.trace";
+    const std::string client_trace = base + "-client.trace";
+    const size_t events            = (messages + 100) * 6;
     const pid_t agent              = spawn(o.agent_cpu, [&] {
-        run_agent(socket_path, agent_trace, events, w.mode);
+        run_agent(socket_path, agent_trace, agent_traced ? events : 0, mode);
     });
-    const pid_t rank = w.rank_beside ? spawn_busy_rank(o.agent_cpu) : -1;
+    const pid_t rank = rank_beside ? spawn_busy_rank(o.agent_cpu) : -1;
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
     const int slot     = next_slot++;
     const pid_t client = spawn(o.client_cpu, [&] {
-        run_pingpong(socket_path, slot, o.wake_messages, o.sge,
-                     w.gaps ? o.wake_gap_us : 0);
+        run_pingpong(socket_path, slot, messages, o.sge, gap_us);
     });
     reap(client, "the latency client");
     unsetenv("RVT_TRACE");
@@ -824,9 +835,23 @@ wake_row measure_wake(const wake_case &w, const std::string &dir,
     }
     kill(agent, SIGTERM);
     reap(agent, "the agent");
-    const auto a = by_stage(read_trace(agent_trace));
-    const auto c = by_stage(
+    latency_traces t;
+    if (agent_traced) {
+        t.agent = by_stage(read_trace(agent_trace));
+    }
+    t.client = by_stage(
             read_trace(client_trace + "." + std::to_string(client)));
+    return t;
+}
+
+wake_row measure_wake(const wake_case &w, const std::string &dir,
+                      int &next_slot, const options &o)
+{
+    const latency_traces t = traced_pingpong(dir, "wake", o.wake_messages, true,
+                                             w.mode, w.rank_beside,
+                                             w.gaps ? o.wake_gap_us : 0,
+                                             next_slot, o);
+    const auto &a = t.agent, &c = t.client;
     const size_t warm = 100;
     return {hop_times(stage(c, "submit"), stage(a, "pop"), warm),
             hop_times(stage(c, "submit"), stage(c, "read"), warm),
@@ -863,8 +888,10 @@ void print_wake(const std::string &dir, int &next_slot, const options &o)
                 "agent's core or not (ns; (x) the ratio to the first "
                 "row)\n",
                 o.wake_messages, o.wake_gap_us);
-    std::printf("  %-40s %8s %8s %8s %10s %16s %8s\n", "agent", "to pop",
-                "median", "p99", "pop->post", "round trip", "p99");
+    std::printf("  %-40s %-26s %10s %-25s\n", "", "submit -> pop (wake-up)", "",
+                "round trip");
+    std::printf("  %-40s %8s %8s %8s %10s %16s %8s\n", "agent", "min", "median",
+                "p99", "pop->post", "median", "p99");
     int64_t base = -1;
     for (const wake_case &w : cases) {
         const wake_row r = measure_wake(w, dir, next_slot, o);
@@ -902,9 +929,7 @@ int main(int argc, char **argv)
     if (mkdtemp(dir) == nullptr) {
         die(std::string("mkdtemp: ") + std::strerror(errno));
     }
-    const std::string socket_path  = std::string(dir) + "/agent.sock";
-    const std::string agent_trace  = std::string(dir) + "/agent.trace";
-    const std::string client_trace = std::string(dir) + "/client.trace";
+    const std::string socket_path = std::string(dir) + "/agent.sock";
     std::printf("rvt_host_bench: agent on CPU %d, clients on CPU %d; the "
                 "loopback nic at the device end; payloads %s\n",
                 o.agent_cpu, o.client_cpu,
@@ -923,22 +948,10 @@ int main(int argc, char **argv)
     int next_slot = 0; /* one per client */
 
     /* 1. latency */
-    const size_t events = (o.messages + 100) * 6;
-    pid_t agent         = spawn(o.agent_cpu,
-                                [&] { run_agent(socket_path, agent_trace, events); });
-    setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
-           1);
-    int slot     = next_slot++;
-    pid_t client = spawn(o.client_cpu, [&] {
-        run_pingpong(socket_path, slot, o.messages, o.sge);
-    });
-    reap(client, "the latency client");
-    unsetenv("RVT_TRACE");
-    kill(agent, SIGTERM);
-    reap(agent, "the agent");
-    const auto a = by_stage(read_trace(agent_trace));
-    const auto c = by_stage(
-            read_trace(client_trace + "." + std::to_string(client)));
+    const latency_traces traced = traced_pingpong(dir, "latency", o.messages,
+                                                  true, {}, false, 0, next_slot,
+                                                  o);
+    const auto &a = traced.agent, &c = traced.client;
     auto get = [](const auto &m, const char *k) {
         auto it = m.find(k);
         return it == m.end() ? std::vector<uint64_t>{} : it->second;
@@ -966,18 +979,9 @@ int main(int argc, char **argv)
     /* the agent's own stamps cost a clock read each (tens of ns on a VM)
      * and sit between a staged entry and its publication: the round trip
      * a user gets is measured again with only the client's two stamps */
-    agent = spawn(o.agent_cpu, [&] { run_agent(socket_path, agent_trace, 0); });
-    setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
-           1);
-    slot   = next_slot++;
-    client = spawn(o.client_cpu,
-                   [&] { run_pingpong(socket_path, slot, o.messages, o.sge); });
-    reap(client, "the latency client");
-    unsetenv("RVT_TRACE");
-    kill(agent, SIGTERM);
-    reap(agent, "the agent");
-    const auto u = by_stage(
-            read_trace(client_trace + "." + std::to_string(client)));
+    const auto u = traced_pingpong(dir, "untraced", o.messages, false, {},
+                                   false, 0, next_slot, o)
+                           .client;
     print_hop("round trip, agent not traced", get(u, "submit"), get(u, "read"),
               warm);
 
@@ -986,7 +990,8 @@ int main(int argc, char **argv)
                 "full, %.1f s each\n",
                 o.seconds);
     std::printf("  %-8s %14s\n", "clients", "posts/s");
-    agent = spawn(o.agent_cpu, [&] { run_agent(socket_path, "", 0); });
+    const pid_t agent = spawn(o.agent_cpu,
+                              [&] { run_agent(socket_path, "", 0); });
     for (int n : {1, 2, 4, 8}) {
         const uint64_t total = stream(socket_path, n, next_slot, o);
         std::printf("  %-8d %14.0f\n", n,

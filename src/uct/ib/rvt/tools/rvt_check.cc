@@ -247,15 +247,37 @@ void check_qps(report &r, const agent::device &dev)
                           "the rest works");
 }
 
-/* Waits up to 10 s for n completions; false on a timeout. */
-bool reap(client::session &s, std::span<completion> out, size_t n)
+/* A request to this process's own client index, signaled. */
+work_request to_self(const client::session &s, work_op op, uint32_t peer)
 {
-    size_t got        = 0;
-    const auto budget = std::chrono::steady_clock::now() + 10s;
-    while (got < n && std::chrono::steady_clock::now() < budget) {
-        got += s.poll_completions(out.subspan(got));
+    work_request w{};
+    w.op             = static_cast<uint8_t>(op);
+    w.flags          = work_signaled;
+    w.peer           = peer;
+    w.dst_client     = s.client_index();
+    w.dst_generation = s.attached().client_generation;
+    return w;
+}
+
+/* Posts w and waits up to 10 s for its completion; empty when it
+ * succeeded, else what happened. */
+std::string
+post_and_wait(client::session &s, const work_request &w, completion &done)
+{
+    if (s.post(w) != client::post_status::posted) {
+        return "the agent's ring took no request";
     }
-    return got >= n;
+    const auto budget = std::chrono::steady_clock::now() + 10s;
+    while (s.poll_completions(std::span(&done, 1)) == 0) {
+        if (std::chrono::steady_clock::now() > budget) {
+            return "no completion in 10 s";
+        }
+    }
+    if (done.status != static_cast<uint32_t>(completion_status::success)) {
+        return "completion status " + std::to_string(done.status) +
+               ", device status " + std::to_string(done.detail);
+    }
+    return {};
 }
 
 /* Through a real agent, this process its client. */
@@ -314,24 +336,15 @@ void check_agent(report &r, const options &o, const std::string &device)
         buffer[k] = static_cast<uint8_t>(k * 7 + 3);
     }
     std::memset(buffer + chunk, 0, chunk);
-    work_request w{};
-    w.op             = static_cast<uint8_t>(work_op::rdma_write_imm);
-    w.flags          = work_signaled;
-    w.peer           = peer.value();
-    w.dst_client     = s.client_index();
-    w.dst_generation = s.attached().client_generation;
-    w.length         = chunk;
-    w.local_addr     = reinterpret_cast<uintptr_t>(buffer);
-    w.lkey           = mr.value().lkey;
-    w.rkey           = mr.value().rkey;
-    w.remote_addr    = reinterpret_cast<uintptr_t>(buffer + chunk);
-    std::array<completion, 4> done{};
-    if (s.post(w) != client::post_status::posted || !reap(s, done, 1) ||
-        done[0].status != static_cast<uint32_t>(completion_status::success)) {
-        r.add("write_imm", false,
-              "the write did not complete (status " +
-                      std::to_string(done[0].status) + ", device status " +
-                      std::to_string(done[0].detail) + ")");
+    work_request w = to_self(s, work_op::rdma_write_imm, peer.value());
+    w.length       = chunk;
+    w.local_addr   = reinterpret_cast<uintptr_t>(buffer);
+    w.lkey         = mr.value().lkey;
+    w.rkey         = mr.value().rkey;
+    w.remote_addr  = reinterpret_cast<uintptr_t>(buffer + chunk);
+    completion done{};
+    if (auto why = post_and_wait(s, w, done); !why.empty()) {
+        r.add("write_imm", false, "the write: " + why);
         return;
     }
     client::inbound_view v{};
@@ -363,26 +376,18 @@ void check_agent(report &r, const options &o, const std::string &device)
     }
     uint64_t word = 40;
     std::memcpy(buffer + 2 * chunk, &word, sizeof(word));
-    work_request a{};
-    a.op             = static_cast<uint8_t>(work_op::atomic_fetch_add);
-    a.flags          = work_signaled;
-    a.peer           = peer.value();
-    a.dst_client     = s.client_index();
-    a.dst_generation = s.attached().client_generation;
-    a.length         = 8;
-    a.operand        = 2;
-    a.rkey           = mr.value().rkey;
-    a.remote_addr    = reinterpret_cast<uintptr_t>(buffer + 2 * chunk);
-    if (s.post(a) != client::post_status::posted || !reap(s, done, 1) ||
-        done[0].status != static_cast<uint32_t>(completion_status::success)) {
-        r.add("atomic", false,
-              "the fetch-add did not complete (status " +
-                      std::to_string(done[0].status) + ")");
+    work_request a = to_self(s, work_op::atomic_fetch_add, peer.value());
+    a.length       = 8;
+    a.operand      = 2;
+    a.rkey         = mr.value().rkey;
+    a.remote_addr  = reinterpret_cast<uintptr_t>(buffer + 2 * chunk);
+    if (auto why = post_and_wait(s, a, done); !why.empty()) {
+        r.add("atomic", false, "the fetch-add: " + why);
         return;
     }
     std::memcpy(&word, buffer + 2 * chunk, sizeof(word));
-    r.add("atomic", done[0].value == 40 && word == 42,
-          "fetch-add fetched " + std::to_string(done[0].value) +
+    r.add("atomic", done.value == 40 && word == 42,
+          "fetch-add fetched " + std::to_string(done.value) +
                   " (expected 40) and left " + std::to_string(word) +
                   " (expected 42)");
     (void)s.leave(5s);
