@@ -1,7 +1,9 @@
 #!/bin/bash
 # Guest script: plain-verbs RC retransmission probe between node2 (server)
 # and node1 (client), with CPU hogs on each node so that rxe's RC
-# retransmission timer fires. Run from the source tree:
+# retransmission timer fires. `make check` does not build the probe; build
+# it, then run from the source tree:
+#   make -C build rc-retry-probe
 #   contrib/testbed/testbed run -n 2 -t 600 \
 #       "contrib/testbed/rc-retry-probe.sh [BUILD] [PROBE OPTIONS...]"
 # BUILD defaults to build; PROBE OPTIONS go to both sides (e.g.
@@ -14,7 +16,7 @@ set -u
 build=build
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then build=$1; shift; fi
 probe=$PWD/$build/contrib/testbed/rc_retry_probe
-[ -x "$probe" ] || { echo "no $probe" >&2; exit 125; }
+[ -x "$probe" ] || { echo "no $probe (make -C $build rc-retry-probe)" >&2; exit 125; }
 mkdir -p "$PWD/$build/exp"
 dir=$(mktemp -d "$PWD/$build/exp/probe.XXXXXX")
 echo "== rc-retry-probe: dir $dir, options: $*, hogs ${HOGS:-2} per node, loss ${LOSS:-0}%, flap ${FLAP:-0} ms"

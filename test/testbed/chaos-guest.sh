@@ -3,9 +3,9 @@
 # injects faults at random, seeded (the seed is printed: the same seed
 # makes the same choices, though not at the same instants), while
 #
-#   A. 3 nodes x 4 processes of rvt_traffic_client --chaos trade rounds
-#      (writes with immediate and AMs with every other process, each one
-#      verified on arrival: the program's "Chaos mode" says how) while
+#   A. 3 nodes x 4 processes of rvt_chaos_client trade rounds (writes
+#      with immediate and AMs with every other process, each one verified
+#      on arrival: test/gtest/integration/chaos_runner.h says how) while
 #      the driver injects faults for TRAFFIC_SECONDS, then stops them (a
 #      file they look for). The faults come one at a time, 1-3 s apart,
 #      their kinds in shuffled turns (each kind once in every 3):
@@ -95,6 +95,7 @@ MPI_ARGS=${RVT_CHAOS_MPI_ARGS:---max-size=65536}
 rvtd=$build/src/uct/ib/rvt/tools/rvtd
 rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
 client=$build/test/gtest/integration/rvt_traffic_client
+chaos_client=$build/test/gtest/integration/rvt_chaos_client
 module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 mpi_prog=$build/test/mpi/rvt_mpi_check
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -174,7 +175,7 @@ wait_bounded() {
     done
 }
 
-for f in "$rvtd" "$rvt_status" "$client" "$module" "$mpi_prog"; do
+for f in "$rvtd" "$rvt_status" "$client" "$chaos_client" "$module" "$mpi_prog"; do
     [ -e "$f" ] || { fail "$f not built (make check)"; finish chaos; }
 done
 
@@ -322,7 +323,7 @@ start_client() {
     fate[$id.$2]=final
     rm -f "$work/a/pid.$id.$2"
     timeout $((deadline - $(date +%s) + T_END)) on "$n" bash -c 'echo $$ >"$1"; shift; exec "$@"' \
-        _ "$work/a/pid.$id.$2" "$client" --chaos --dir="$work/a" --id="$id" \
+        _ "$work/a/pid.$id.$2" "$chaos_client" --dir="$work/a" --id="$id" \
         --clients=$CLIENTS --until="$deadline" --incarnation="$2" --size=16384 \
         --window=4 >"$work/a/out.$id.$2" 2>&1 &
     wrapper[id]=$!

@@ -51,7 +51,8 @@ build=${1:-build}
 need_built "$build" "make check; the MPI program needs Open MPI's mpicxx at configure time" \
     src/uct/ib/rvt/tools/rvtd src/uct/ib/rvt/tools/rvt-status \
     src/uct/ib/rvt/uct/.libs/libuct_rvt.so \
-    test/gtest/integration/rvt_traffic_client test/mpi/rvt_mpi_check || exit 1
+    test/gtest/integration/rvt_traffic_client \
+    test/gtest/integration/rvt_chaos_client test/mpi/rvt_mpi_check || exit 1
 traffic_secs=$((minutes * 30))
 mpi_secs=$((minutes * 15))
 echo "chaos: seed $seed (replay: test/testbed/chaos.sh --minutes $minutes --seed $seed --qp-timeout $qp_timeout $build)"

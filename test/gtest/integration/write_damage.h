@@ -1,6 +1,6 @@
 /*
  * The chaos client's account of a write that arrived wrong (test/gtest/
- * integration/rvt_traffic_client.cc, chaos mode): which bytes hold what.
+ * integration/chaos_checks.cc): which bytes hold what.
  * It tells the ways a write can be damaged apart, so that one bad arrival
  * in a long run says where to look.
  */
