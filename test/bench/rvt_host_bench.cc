@@ -223,8 +223,7 @@ agent_shared *g_agent = nullptr;
     auto server           = agent::attach_server::create(
                       {socket_path, job_key, getuid(), imm::max_clients, layout.value(),
                        std::chrono::milliseconds(5000)},
-                      grant, log,
-                      [&e](const agent::attached_client &c) { e.client_gone(c); });
+                      grant, log);
     if (!server) {
         die(server.error());
     }
@@ -237,7 +236,9 @@ agent_shared *g_agent = nullptr;
         const auto now = clock_type::now();
         e.progress(now);
         if (pacer.due(now)) {
-            srv.run_once(0);
+            for (const auto &ev : e.serve_clients(0)) {
+                srv.answer_status(ev.ticket, e.status(ev.human));
+            }
         }
         g_agent->passes.store(++passes, std::memory_order_relaxed);
         if (traced && g_agent->untrace.load(std::memory_order_relaxed)) {

@@ -626,17 +626,20 @@ int run(const options &opt)
     acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
     raise_descriptor_limit(
             agent::descriptors_needed(acfg.max_clients, acfg.max_unattached));
-    auto server = agent::attach_server::create(
-            acfg, grant, log_line,
-            [&e](const agent::attached_client &c) { e.client_gone(c); });
+    auto server = agent::attach_server::create(acfg, grant, log_line);
     if (!server) {
         return start_failed(server.error());
     }
     agent::attach_server &srv = *server.value();
     e.serve(srv);
-    srv.set_status_source([&](bool human) {
-        return status_text(loc.value(), d, agent_id, srv, e, human);
-    });
+    /* one pass over the socket: the engine acts on what the clients did,
+     * and status requests are answered here */
+    const auto serve_clients = [&] {
+        for (const auto &ev : e.serve_clients(0)) {
+            srv.answer_status(ev.ticket, status_text(loc.value(), d, agent_id,
+                                                     srv, e, ev.human));
+        }
+    };
     log_line("serving job '" + key + "' (from " + loc.value().job_key_source +
              ") on " + dev_name + ":" + std::to_string(opt.port) + " at " +
              paths.socket + ", uverbs driver id " +
@@ -663,7 +666,7 @@ int run(const options &opt)
     pacer.served_at(clock::now());
     const auto serve_when_due = [&](clock::time_point now) {
         if (pacer.due(now)) {
-            srv.run_once(0);
+            serve_clients();
         }
     };
     std::vector<pollfd> pfds;
@@ -687,7 +690,7 @@ int run(const options &opt)
         case agent::cpu_policy::step::sleep:
             break;
         }
-        srv.run_once(0);
+        serve_clients();
         pacer.served_at(now);
         if (srv.attached_count() > 0 || !e.idle()) {
             idle_since = now;
@@ -726,7 +729,7 @@ int run(const options &opt)
         (void)poll(pfds.data(), pfds.size(), timeout_ms);
         e.end_sleep();
         policy.woke(clock::now());
-        srv.run_once(0);
+        serve_clients();
     }
     log_line("stopped by a signal");
     e.shut_down(clock::now());
