@@ -1271,6 +1271,29 @@ TEST_F(attach_fixture, each_kind_of_event_comes_back_in_order)
     EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{9});
 }
 
+/* The owner answers a status request after run_once() has returned; once
+ * all of the answer is sent, the server's descriptor is readable, so that
+ * a loop sleeping on it wakes and the next pass closes the connection. */
+TEST_F(attach_fixture, an_answered_status_request_wakes_the_loop_to_close_it)
+{
+    m_threaded = false;
+    start();
+    unique_fd s = ask_status();
+    while (m_events.empty()) {
+        serve(10); /* its status_request, answered by act_on */
+    }
+    ASSERT_EQ(m_events[0], agent::attach_event_kind::status_request);
+    EXPECT_EQ(m_server->intake().unattached, 1u);
+    std::vector<pollfd> pfds;
+    m_server->poll_fds(pfds);
+    ASSERT_EQ(poll(pfds.data(), pfds.size(), 0), 1)
+            << "nothing wakes a sleeping loop to close it";
+    serve(0);
+    EXPECT_EQ(m_server->intake().unattached, 0u) << "closed";
+    char buf[64];
+    EXPECT_GT(recv(s.get(), buf, sizeof(buf), 0), 0) << "the answer";
+}
+
 /* Replies to an attached client share the status answer's path: what its
  * socket does not take waits, in order, until the client reads. */
 TEST_F(attach_fixture, replies_a_client_is_slow_to_read_wait_in_order)
