@@ -314,8 +314,7 @@ void serve_as_rvtd(agent::engine &e, agent::attach_server &srv,
     auto server           = agent::attach_server::create(
                       {socket_path, job_key, getuid(), imm::max_clients, layout.value(),
                        std::chrono::milliseconds(5000)},
-                      grant, log,
-                      [&e](const agent::attached_client &c) { e.client_gone(c); });
+                      grant, log);
     if (!server) {
         die(server.error());
     }
@@ -338,7 +337,9 @@ void serve_as_rvtd(agent::engine &e, agent::attach_server &srv,
         const auto now = clock_type::now();
         e.progress(now);
         if (pacer.due(now)) {
-            srv.run_once(0);
+            for (const auto &ev : e.serve_clients(0)) {
+                srv.answer_status(ev.ticket, e.status(ev.human));
+            }
         }
         each_pass();
     }

@@ -208,12 +208,9 @@ row simulate(unsigned n, const options &o, const std::string &dir)
         grant.num_qps         = nd->engine->num_qps();
         grant.agent_wake_fd   = nd->engine->wake_fd();
         grant.work_summary_fd = nd->engine->work_summary_fd();
-        agent::engine *eng    = nd->engine.get();
-        auto srv              = agent::attach_server::create(
-                             {nd->socket, job_key, getuid(), 64, layout, 5000ms}, grant,
-                             quiet, [eng](const agent::attached_client &c) {
-                    eng->client_gone(c);
-                });
+        auto srv = agent::attach_server::create({nd->socket, job_key, getuid(),
+                                                 64, layout, 5000ms},
+                                                grant, quiet);
         if (!srv) {
             die(srv.error());
         }
@@ -228,7 +225,10 @@ row simulate(unsigned n, const options &o, const std::string &dir)
         const auto now = clock_type::now();
         for (auto &nd : nodes) {
             nd->engine->progress(now);
-            nd->server->run_once(0);
+            for (const auto &ev : nd->engine->serve_clients(0)) {
+                nd->server->answer_status(ev.ticket,
+                                          nd->engine->status(ev.human));
+            }
         }
     };
     /* a call that waits for an agent's answer, beside the pump */

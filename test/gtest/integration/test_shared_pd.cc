@@ -168,24 +168,33 @@ protected:
                             const std::string &refusal) {
                          m_server->answer_announce(index, handle, refusal);
                      }};
-        auto srv  = agent::attach_server::create(
-                 cfg, grant, log, [this](const agent::attached_client &c) {
-                    /* what rvtd does for a client that is gone */
-                    std::lock_guard g(m_detach_lock);
-                    m_mrs.client_gone(c.index, 0, 0);
-                    m_mr_exec.run(m_mrs,
-                                   m_mrs.tick(std::chrono::steady_clock::now()));
-                    m_detached = true;
-                });
+        auto srv  = agent::attach_server::create(cfg, grant, log);
         ASSERT_TRUE(srv.ok()) << srv.error();
-        m_server = std::move(srv).value();
-        m_server->set_attach_handler([this](const agent::attached_client &c) {
-            m_mrs.attached(c.index);
+        m_server        = std::move(srv).value();
+        m_serving       = true;
+        m_server_thread = std::thread([this, driver_id] {
+            while (m_serving) {
+                for (const auto &ev : m_server->run_once(10)) {
+                    act_on(ev, driver_id);
+                }
+            }
         });
-        m_server->set_mr_handler([this,
-                                  driver_id](const agent::attached_client &c,
-                                             const wire::mr_notice &n) {
-            std::lock_guard g(m_detach_lock);
+    }
+
+    /* What rvtd does with the server's events, without a data path. */
+    void act_on(const agent::attach_event &ev, uint32_t driver_id)
+    {
+        std::lock_guard g(m_detach_lock);
+        switch (ev.kind) {
+        case agent::attach_event_kind::attached:
+            m_mrs.attached(ev.client->index);
+            break;
+        case agent::attach_event_kind::detached:
+            m_mrs.client_gone(ev.client->index, 0, 0);
+            m_mr_exec.run(m_mrs, m_mrs.tick(std::chrono::steady_clock::now()));
+            m_detached = true;
+            break;
+        case agent::attach_event_kind::mr_notice: {
             /* what engine::on_mr_notice asks the device (no MR here is
              * the agent's own but m_own_mr) */
             const auto device = [this, driver_id](uint32_t h) {
@@ -202,14 +211,18 @@ protected:
                 }
                 return d;
             };
-            m_mr_exec.run(m_mrs, m_mrs.on_notice(c.index, n, false, device));
-        });
-        m_serving       = true;
-        m_server_thread = std::thread([this] {
-            while (m_serving) {
-                m_server->run_once(10);
-            }
-        });
+            m_mr_exec.run(m_mrs, m_mrs.on_notice(ev.client->index, ev.notice,
+                                                 false, device));
+            break;
+        }
+        case agent::attach_event_kind::peer_request:
+            m_server->answer_peer(ev.client->index,
+                                  failure{"this agent has no data path"});
+            break;
+        case agent::attach_event_kind::status_request:
+            m_server->answer_status(ev.ticket, "{}");
+            break;
+        }
     }
 
     verbs::qp_ptr make_qp()

@@ -114,7 +114,9 @@ struct agent_node {
     void pump()
     {
         engine->progress(steady::now());
-        server->run_once(0);
+        for (const auto &ev : engine->serve_clients(0)) {
+            server->answer_status(ev.ticket, engine->status(ev.human));
+        }
     }
     /* Log lines that contain `needle`. */
     size_t logged(std::string_view needle) const
@@ -437,15 +439,11 @@ protected:
                                                 0;
         grant.agent_wake_fd   = a->engine->wake_fd();
         grant.work_summary_fd = a->engine->work_summary_fd();
-        agent::engine *eng    = a->engine.get();
         agent::attach_config cfg{a->socket, job_key,        getuid(),
                                  64,        layout.value(), 5000ms};
         cfg.index_quarantine = o.index_quarantine;
         cfg.max_socket_read  = o.max_socket_read;
-        auto srv             = agent::attach_server::create(
-                            cfg, grant, log, [eng](const agent::attached_client &c) {
-                    eng->client_gone(c);
-                });
+        auto srv             = agent::attach_server::create(cfg, grant, log);
         EXPECT_TRUE(srv.ok()) << srv.error();
         a->server = std::move(srv).value();
         a->engine->serve(*a->server);

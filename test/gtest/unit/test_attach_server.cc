@@ -92,32 +92,14 @@ protected:
         grant.num_qps         = 4;
         grant.agent_wake_fd   = m_null.get();
         grant.work_summary_fd = m_summary.fd.get();
-        auto srv              = agent::attach_server::create(
-                             cfg, grant,
-                             [this](std::string_view line) { /* under m_lock already */
-                                                m_log += std::string(line) +
-                                                         "\n";
-                },
-                             [this](const agent::attached_client &c) {
-                    /* its MRs are deregistered at once (no grace) */
-                    m_detached.push_back(c.index);
-                    const size_t before = m_deregistered.size();
-                    m_mrs.client_gone(c.index, 0, 0);
-                    run_mrs(m_mrs.tick(std::chrono::steady_clock::now()));
-                    m_detached_mrs.emplace_back(m_deregistered.begin() + before,
-                                                             m_deregistered.end());
-                });
+        auto srv              = agent::attach_server::create(cfg, grant,
+                                                             [this](std::string_view line) {
+                                                    /* under m_lock already */
+                                                    m_log += std::string(line) +
+                                                             "\n";
+                                                });
         ASSERT_TRUE(srv.ok()) << srv.error();
         m_server = std::move(srv).value();
-        /* the MR registry behind the socket, as the engine runs it */
-        m_server->set_attach_handler([this](const agent::attached_client &c) {
-            m_mrs.attached(c.index);
-        });
-        m_server->set_mr_handler([this](const agent::attached_client &c,
-                                        const wire::mr_notice &n) {
-            run_mrs(m_mrs.on_notice(c.index, n, m_ring_busy,
-                                    [this](uint32_t h) { return device(h); }));
-        });
         if (!m_threaded) {
             return; /* the test runs run_once() itself */
         }
@@ -126,7 +108,7 @@ protected:
             while (m_running) {
                 {
                     std::lock_guard g(m_lock);
-                    m_server->run_once(0);
+                    serve(0);
                 }
                 std::this_thread::sleep_for(1ms);
             }
@@ -140,6 +122,73 @@ protected:
             m_thread.join();
         }
         m_server.reset();
+    }
+
+    /* One pass of the server, its events acted on. */
+    void serve(int timeout_ms)
+    {
+        act_on(m_server->run_once(timeout_ms));
+    }
+
+    /* The server's take_pending(), its events acted on: all read? */
+    bool take_pending(uint32_t index,
+                      agent::attach_server::read_limit limit =
+                              agent::attach_server::read_limit::pass_budget)
+    {
+        auto read = m_server->take_pending(index, limit);
+        act_on(std::move(read.events));
+        return read.complete;
+    }
+
+    /* What the server's owner does with its events: the MR registry
+     * behind the socket, as the engine runs it (engine::act_on), or what
+     * a test put in m_on_mr, m_resolve_peer, m_status. */
+    void act_on(agent::attach_events events)
+    {
+        for (const agent::attach_event &ev : events) {
+            m_events.push_back(ev.kind);
+            switch (ev.kind) {
+            case agent::attach_event_kind::attached:
+                m_mrs.attached(ev.client->index);
+                break;
+            case agent::attach_event_kind::detached:
+                /* its segment is still the agent's to read */
+                m_gone_header_index.push_back(
+                        ev.client->shm.at<shm_header>(0)->client_index);
+                client_gone(*ev.client);
+                break;
+            case agent::attach_event_kind::peer_request:
+                m_server->answer_peer(ev.client->index,
+                                      m_resolve_peer ?
+                                              m_resolve_peer(ev.peer) :
+                                              failure{"no data path here"});
+                break;
+            case agent::attach_event_kind::mr_notice:
+                if (m_on_mr) {
+                    m_on_mr(ev.notice);
+                    break;
+                }
+                run_mrs(m_mrs.on_notice(ev.client->index, ev.notice,
+                                        m_ring_busy, [this](uint32_t h) {
+                                            return device(h);
+                                        }));
+                break;
+            case agent::attach_event_kind::status_request:
+                m_server->answer_status(ev.ticket, m_status(ev.human));
+                break;
+            }
+        }
+    }
+
+    /* Its MRs are deregistered at once (no grace). */
+    void client_gone(const agent::attached_client &c)
+    {
+        m_detached.push_back(c.index);
+        const size_t before = m_deregistered.size();
+        m_mrs.client_gone(c.index, 0, 0);
+        run_mrs(m_mrs.tick(std::chrono::steady_clock::now()));
+        m_detached_mrs.emplace_back(m_deregistered.begin() + before,
+                                    m_deregistered.end());
     }
 
     /* Waits until pred() holds (under the server's lock), at most 5 s. */
@@ -173,9 +222,9 @@ protected:
     void serve_status(std::string json)
     {
         std::lock_guard g(m_lock);
-        m_server->set_status_source([json](bool human) {
+        m_status = [json](bool human) {
             return human ? std::string("human text") : json;
-        });
+        };
     }
 
     /* Asks for the JSON status as a raw client that reads nothing yet. */
@@ -296,7 +345,7 @@ protected:
             return client::attach(m_dir + "/agent.sock", "job.1");
         });
         while (f.wait_for(0s) != std::future_status::ready) {
-            m_server->run_once(1);
+            serve(1);
         }
         auto a = f.get();
         EXPECT_TRUE(a.ok()) << a.error();
@@ -358,6 +407,17 @@ protected:
     std::vector<uint32_t> m_deregistered;
     std::function<result<uint32_t>(uint32_t)> m_dereg;
     bool m_ring_busy = false; /* what the registry is told of the ring */
+    /* the owner's answers (act_on): set, they replace the registry's */
+    std::function<void(const wire::mr_notice &)> m_on_mr;
+    std::function<result<uint32_t>(const wire::agent_address &)> m_resolve_peer;
+    std::function<std::string(bool human)> m_status = [](bool) {
+        return std::string("{}");
+    };
+    /* the events the server returned, in order */
+    std::vector<agent::attach_event_kind> m_events;
+    /* the client index in each detached client's segment, read as the
+     * owner acted on its detached event */
+    std::vector<uint32_t> m_gone_header_index;
     std::map<uint32_t, agent::device_mr> m_device_says; /* see device() */
     std::atomic<bool> m_running{false};
     std::thread m_thread;
@@ -691,21 +751,20 @@ TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)
     grant.agent_wake_fd   = m_null.get();
     grant.work_summary_fd = m_summary.fd.get();
     auto nolog            = [](std::string_view) {};
-    auto nodet            = [](const agent::attached_client &) {};
     auto r = agent::attach_server::create({m_dir + "/a.sock", "bad key",
                                            getuid(), 4, layout, 1s},
-                                          grant, nolog, nodet);
+                                          grant, nolog);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("0x20"), std::string::npos) << r.error();
     r = agent::attach_server::create({m_dir + "/a.sock", "k", getuid(), 513,
                                       layout, 1s},
-                                     grant, nolog, nodet);
+                                     grant, nolog);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("max clients 513"), std::string::npos)
             << r.error();
     r = agent::attach_server::create({std::string(200, 'x'), "k", getuid(), 4,
                                       layout, 1s},
-                                     grant, nolog, nodet);
+                                     grant, nolog);
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("200 characters"), std::string::npos) << r.error();
     EXPECT_FALSE(shm_layout::make({100, 64, 64, 128}).ok());
@@ -941,30 +1000,6 @@ TEST_F(attach_fixture, an_announcement_asking_for_an_answer_gets_the_verdict)
     EXPECT_EQ(handles_of(0), std::vector<uint32_t>{60});
 }
 
-TEST_F(attach_fixture, without_an_mr_handler_a_release_is_refused)
-{
-    start();
-    {
-        std::lock_guard g(m_lock);
-        m_server->set_mr_handler(nullptr);
-    }
-    auto a = client::attach(m_dir + "/agent.sock", "job.1");
-    ASSERT_TRUE(a.ok());
-    announce(a.value(), wire::msg_type::mr_registered, 7);
-    client::memory_region mr{7, 1, 2, reinterpret_cast<void *>(0x1000), 4096};
-    auto r = client::deregister_memory(a.value(), mr, 5s);
-    ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().find("this agent cannot deregister MRs"),
-              std::string::npos)
-            << r.error();
-    /* and an announcement that asks for an answer is refused */
-    auto answer = client::announce_memory(a.value(), mr, 5s);
-    ASSERT_TRUE(answer.ok()) << answer.error();
-    EXPECT_EQ(answer.value().status,
-              static_cast<uint32_t>(wire::announce_status::refused));
-    EXPECT_STREQ(answer.value().reason, "this agent takes no MRs");
-}
-
 TEST_F(attach_fixture, a_malformed_message_after_attach_detaches_the_client)
 {
     start();
@@ -986,9 +1021,9 @@ TEST_F(attach_fixture, status_requests_get_the_status_text)
     start();
     {
         std::lock_guard g(m_lock);
-        m_server->set_status_source([](bool human) {
+        m_status = [](bool human) {
             return std::string(human ? "human text" : "{\"json\": 1}");
-        });
+        };
     }
     auto a = client::query_status(m_dir + "/agent.sock", false);
     ASSERT_TRUE(a.ok()) << a.error();
@@ -1002,16 +1037,6 @@ TEST_F(attach_fixture, status_requests_get_the_status_text)
     expect_refused(raw_exchange(bytes(bad)), wire::attach_status::bad_message,
                    "flags 0x6");
     expect_still_serving();
-}
-
-TEST_F(attach_fixture, an_agent_without_status_says_so)
-{
-    start();
-    auto a = client::query_status(m_dir + "/agent.sock", false);
-    ASSERT_FALSE(a.ok());
-    EXPECT_NE(a.error().find("refused: this agent gives no status"),
-              std::string::npos)
-            << a.error();
 }
 
 namespace {
@@ -1198,6 +1223,77 @@ size_t send_peer_requests(int sock, size_t count)
 
 } // namespace
 
+/* The server calls nobody: each thing that happened comes back from
+ * run_once() as one event, in order, and the owner's answers go out. */
+TEST_F(attach_fixture, each_kind_of_event_comes_back_in_order)
+{
+    m_threaded     = false;
+    m_resolve_peer = [](const wire::agent_address &a) {
+        return result<uint32_t>(a.ud_qpn + 1);
+    };
+    m_status = [](bool human) {
+        return std::string(human ? "human" : "{\"events\": 1}");
+    };
+    start();
+    client::attachment a = attach_running_it();
+    const uint32_t index = a.client_index;
+    announce(a, wire::msg_type::mr_registered, 9);
+    ASSERT_EQ(send_peer_requests(a.sock.get(), 1), 1u);
+    while (m_events.size() < 4) { /* attached, the intent, the MR, peer */
+        serve(10);
+    }
+    wire::peer_reply rep{};
+    ASSERT_EQ(recv(a.sock.get(), &rep, sizeof(rep), MSG_WAITALL),
+              (ssize_t)sizeof(rep));
+    EXPECT_EQ(rep.peer, test_address().ud_qpn + 1) << "answer_peer's";
+    EXPECT_EQ(handles_of(index), std::vector<uint32_t>{9});
+
+    auto status = std::async(std::launch::async, [this] {
+        return client::query_status(m_dir + "/agent.sock", false);
+    });
+    while (status.wait_for(0s) != std::future_status::ready) {
+        serve(1);
+    }
+    auto text = status.get();
+    ASSERT_TRUE(text.ok()) << text.error();
+    EXPECT_EQ(text.value(), "{\"events\": 1}") << "answer_status's";
+
+    a.sock.reset();
+    while (m_detached.empty()) {
+        serve(10);
+    }
+    using kind = agent::attach_event_kind;
+    EXPECT_EQ(m_events,
+              (std::vector<kind>{kind::attached, kind::mr_notice,
+                                 kind::mr_notice, kind::peer_request,
+                                 kind::status_request, kind::detached}));
+    EXPECT_EQ(m_gone_header_index, std::vector<uint32_t>{index});
+    EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{9});
+}
+
+/* The owner answers a status request after run_once() has returned; once
+ * all of the answer is sent, the server's descriptor is readable, so that
+ * a loop sleeping on it wakes and the next pass closes the connection. */
+TEST_F(attach_fixture, an_answered_status_request_wakes_the_loop_to_close_it)
+{
+    m_threaded = false;
+    start();
+    unique_fd s = ask_status();
+    while (m_events.empty()) {
+        serve(10); /* its status_request, answered by act_on */
+    }
+    ASSERT_EQ(m_events[0], agent::attach_event_kind::status_request);
+    EXPECT_EQ(m_server->intake().unattached, 1u);
+    std::vector<pollfd> pfds;
+    m_server->poll_fds(pfds);
+    ASSERT_EQ(poll(pfds.data(), pfds.size(), 0), 1)
+            << "nothing wakes a sleeping loop to close it";
+    serve(0);
+    EXPECT_EQ(m_server->intake().unattached, 0u) << "closed";
+    char buf[64];
+    EXPECT_GT(recv(s.get(), buf, sizeof(buf), 0), 0) << "the answer";
+}
+
 /* Replies to an attached client share the status answer's path: what its
  * socket does not take waits, in order, until the client reads. */
 TEST_F(attach_fixture, replies_a_client_is_slow_to_read_wait_in_order)
@@ -1207,11 +1303,9 @@ TEST_F(attach_fixture, replies_a_client_is_slow_to_read_wait_in_order)
     auto next = std::make_shared<uint32_t>(0); /* under m_lock */
     {
         std::lock_guard g(m_lock);
-        m_server->set_peer_resolver(
-                [next](const agent::attached_client &,
-                       const wire::agent_address &) -> result<uint32_t> {
-                    return (*next)++;
-                });
+        m_resolve_peer = [next](const wire::agent_address &) {
+            return result<uint32_t>((*next)++);
+        };
     }
     auto a = client::attach(m_dir + "/agent.sock", "job.1");
     ASSERT_TRUE(a.ok()) << a.error();
@@ -1314,7 +1408,7 @@ TEST_F(attach_fixture, out_of_descriptors_it_stops_accepting_without_spinning)
     int passes      = 0;
     const auto stop = std::chrono::steady_clock::now() + 500ms;
     while (std::chrono::steady_clock::now() < stop) {
-        m_server->run_once(50);
+        serve(50);
         ++passes;
     }
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -1336,7 +1430,7 @@ TEST_F(attach_fixture, out_of_descriptors_it_stops_accepting_without_spinning)
     pollfd pfd{s.get(), POLLIN, 0};
     const auto until = std::chrono::steady_clock::now() + 2s;
     while (poll(&pfd, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
-        m_server->run_once(50);
+        serve(50);
     }
     char reply[256];
     EXPECT_GT(recv(s.get(), reply, sizeof(reply), 0), 0) << m_log;
@@ -1363,7 +1457,7 @@ TEST_F(attach_fixture, an_attach_short_of_descriptors_waits_and_is_accepted)
               (ssize_t)sizeof(req));
     const auto stop = std::chrono::steady_clock::now() + 300ms;
     while (std::chrono::steady_clock::now() < stop) {
-        m_server->run_once(20);
+        serve(20);
     }
     pollfd pfd{s.get(), POLLIN, 0};
     const bool answered_short = poll(&pfd, 1, 0) == 1;
@@ -1375,7 +1469,7 @@ TEST_F(attach_fixture, an_attach_short_of_descriptors_waits_and_is_accepted)
     /* descriptors again: the waiting request is accepted */
     const auto until = std::chrono::steady_clock::now() + 2s;
     while (poll(&pfd, 1, 0) == 0 && std::chrono::steady_clock::now() < until) {
-        m_server->run_once(50);
+        serve(50);
     }
     wire::attach_reply rep{};
     auto got = recv_with_fds(s.get(),
@@ -1396,12 +1490,10 @@ TEST_F(attach_fixture, a_client_is_read_at_most_max_socket_read_bytes_a_pass)
     m_threaded        = false;
     m_max_socket_read = 4096;
     start();
-    size_t notices = 0;
-    m_server->set_mr_handler(
-            [&notices](const agent::attached_client &,
-                       const wire::mr_notice &) { ++notices; });
+    size_t notices       = 0;
+    m_on_mr              = [&notices](const wire::mr_notice &) { ++notices; };
     client::attachment a = attach_running_it();
-    m_server->run_once(0); /* whatever came with the attach */
+    serve(0); /* whatever came with the attach */
     /* n harmless notices (an intent withdrawn), in one send: small ones
      * would fill the socket's buffer with their overhead first */
     const auto flood = [&](int n) {
@@ -1415,9 +1507,9 @@ TEST_F(attach_fixture, a_client_is_read_at_most_max_socket_read_bytes_a_pass)
     constexpr int n           = 400; /* 19200 bytes */
     constexpr size_t per_pass = 4096 / sizeof(wire::mr_notice);
     flood(n);
-    EXPECT_FALSE(m_server->take_pending(a.client_index)) << "all read";
+    EXPECT_FALSE(take_pending(a.client_index)) << "all read";
     EXPECT_LE(notices, per_pass);
-    EXPECT_FALSE(m_server->take_pending(a.client_index));
+    EXPECT_FALSE(take_pending(a.client_index));
     EXPECT_LE(notices, per_pass) << "read twice in one pass";
     EXPECT_NE(m_log.find("bytes read from its socket this pass, "
                          "max-socket-read (4096): "),
@@ -1425,16 +1517,16 @@ TEST_F(attach_fixture, a_client_is_read_at_most_max_socket_read_bytes_a_pass)
             << m_log;
     EXPECT_EQ(m_server->intake().reads_deferred, 2u);
     int passes = 1;
-    while (!m_server->take_pending(a.client_index)) {
-        m_server->run_once(0);
+    while (!take_pending(a.client_index)) {
+        serve(0);
         ASSERT_LT(++passes, 100) << notices << " notices read";
     }
     EXPECT_EQ(notices, static_cast<size_t>(n));
     EXPECT_GE(passes, n * sizeof(wire::mr_notice) / 4096);
 
     flood(n);
-    EXPECT_TRUE(m_server->take_pending(
-            a.client_index, agent::attach_server::read_limit::all_queued));
+    EXPECT_TRUE(take_pending(a.client_index,
+                             agent::attach_server::read_limit::all_queued));
     EXPECT_EQ(notices, static_cast<size_t>(2 * n));
 }
 

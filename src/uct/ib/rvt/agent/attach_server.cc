@@ -29,9 +29,11 @@ struct attach_server::connection {
     ucred peer{};
     clock::time_point accepted;
     std::vector<std::byte> buf; /* request bytes so far */
-    bool attached  = false;
-    bool answering = false; /* a status answer is going out: then close */
-    bool broken    = false; /* found malformed outside run_once: close it */
+    bool attached    = false;
+    bool answering   = false; /* a status answer is going out: then close */
+    bool status_owed = false; /* answering: its text is not given yet */
+    uint64_t ticket  = 0; /* its status_request event's */
+    bool broken      = false; /* found malformed outside run_once: close it */
     size_t read_in_pass = 0; /* bytes read since the last run_once() */
     attached_client client{};
     std::vector<std::byte> out; /* output the socket has not taken yet */
@@ -82,8 +84,7 @@ descriptor_plan plan_descriptors(uint64_t soft, uint64_t hard, uint64_t needed)
 }
 
 result<std::unique_ptr<attach_server>>
-attach_server::create(attach_config config, device_grant grant, log_fn log,
-                      detach_fn on_detach)
+attach_server::create(attach_config config, device_grant grant, log_fn log)
 {
     std::string key_error = wire::job_key_error(config.job_key);
     if (!key_error.empty()) {
@@ -139,18 +140,16 @@ attach_server::create(attach_config config, device_grant grant, log_fn log,
     }
     auto srv = std::unique_ptr<attach_server>(
             new attach_server(std::move(config), grant, std::move(log),
-                              std::move(on_detach), std::move(sock)));
+                              std::move(sock)));
     srv->m_epoll = std::move(ep);
     return srv;
 }
 
 attach_server::attach_server(attach_config config, device_grant grant,
-                             log_fn log, detach_fn on_detach,
-                             unique_fd listener) :
+                             log_fn log, unique_fd listener) :
     m_config(std::move(config)),
     m_grant(grant),
     m_log(std::move(log)),
-    m_on_detach(std::move(on_detach)),
     m_listener(std::move(listener)),
     m_gate(m_config.max_unattached, m_config.accept_retry),
     m_index_used(m_config.max_clients, false),
@@ -195,8 +194,9 @@ std::string attach_server::who(const connection &conn) const
            std::to_string(conn.peer.uid);
 }
 
-void attach_server::run_once(int timeout_ms)
+attach_events attach_server::run_once(int timeout_ms)
 {
+    m_departed.clear(); /* their detached events are acted on */
     m_gate.tick(clock::now());
     watch_all();
     /* wake in time for the earliest request or reply timeout, and the
@@ -222,8 +222,7 @@ void attach_server::run_once(int timeout_ms)
     const bool listener_ready = wait_events(timeout_ms);
 
     /* Service every connection first and only then drop the closed ones:
-     * callbacks (the status text, on_detach) may look at all clients, so
-     * m_conns must stay whole while any of them runs. */
+     * a leader's siblings are found among all of them. */
     std::vector<bool> closed(m_conns.size(), false);
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn  = *m_conns[i];
@@ -246,7 +245,9 @@ void attach_server::run_once(int timeout_ms)
         } else if (conn.pending() > 0) {
             closed[i] = timed_out(conn);
         } else if (conn.answering) {
-            closed[i] = true; /* all of the answer is sent */
+            /* all of the answer is sent (or the owner has yet to give it:
+             * its status_request event is out) */
+            closed[i] = !conn.status_owed;
         } else if (!conn.attached && conn.deferred &&
                    clock::now() >= conn.accepted + m_config.request_timeout) {
             closed[i] = !refuse(
@@ -264,6 +265,7 @@ void attach_server::run_once(int timeout_ms)
                             " bytes received)");
         }
     }
+    std::vector<bool> departed(m_conns.size(), false); /* were attached */
     /* a leader's siblings end with it (attach_server.h) */
     for (size_t i = 0; i < m_conns.size(); ++i) {
         const connection &leader = *m_conns[i];
@@ -295,28 +297,38 @@ void attach_server::run_once(int timeout_ms)
         }
         m_log("attach server: " + who(conn) + " (index " +
               std::to_string(conn.client.index) + ") is gone");
-        m_on_detach(conn.client);
+        m_events.push_back({attach_event_kind::detached, &conn.client});
         m_index_used[conn.client.index] = false;
         m_freed_at[conn.client.index]   = clock::now();
         conn.attached                   = false;
+        departed[i]                     = true;
     }
     std::vector<std::unique_ptr<connection>> keep;
     for (size_t i = 0; i < m_conns.size(); ++i) {
         if (!closed[i]) {
             keep.push_back(std::move(m_conns[i]));
+        } else if (departed[i]) {
+            /* its client, for its detached event: its socket closes now,
+             * so that its process sees it go */
+            m_conns[i]->sock.reset();
+            m_departed.push_back(std::move(m_conns[i]));
         }
     }
     m_conns = std::move(keep);
     if (listener_ready) {
         accept_all();
     }
+    return std::exchange(m_events, {});
 }
 
 void attach_server::watch(connection &conn)
 {
-    /* an answering connection is only written to */
+    /* an answering connection is only written to; once all its answer is
+     * sent, EPOLLOUT wakes the loop to close it */
+    const bool answered = conn.answering && !conn.status_owed;
     const uint32_t want = (conn.answering ? 0u : uint32_t{EPOLLIN}) |
-                          (conn.pending() > 0 ? uint32_t{EPOLLOUT} : 0u);
+                          (conn.pending() > 0 || answered ? uint32_t{EPOLLOUT} :
+                                                            0u);
     if (want == conn.watched) {
         return;
     }
@@ -471,13 +483,13 @@ bool attach_server::service(connection &conn, size_t most)
     }
     if (hdr.value().type ==
         static_cast<uint16_t>(wire::msg_type::status_request)) {
-        return answer_status(conn, conn.buf);
+        return take_status_request(conn, conn.buf);
     }
     return answer(conn, conn.buf);
 }
 
-bool attach_server::answer_status(connection &conn,
-                                  std::span<const std::byte> msg)
+bool attach_server::take_status_request(connection &conn,
+                                        std::span<const std::byte> msg)
 {
     auto req = wire::parse_status_request(msg);
     if (!req) {
@@ -489,27 +501,35 @@ bool attach_server::answer_status(connection &conn,
                               ": this agent answers uid " +
                               std::to_string(m_config.uid));
     }
-    if (!m_status) {
-        return refuse(conn, wire::attach_status::agent_error,
-                      "this agent gives no status");
-    }
-    std::string text = m_status(req.value().flags & wire::status_text);
-    if (text.size() + sizeof(wire::msg_header) > wire::max_status_size) {
-        text = "{\"error\": \"status larger than the protocol allows\"}";
-    }
-    std::vector<std::byte> out(sizeof(wire::msg_header) + text.size());
-    auto hdr = wire::make_status_reply_header(text.size());
-    std::memcpy(out.data(), &hdr, sizeof(hdr));
-    std::memcpy(out.data() + sizeof(hdr), text.data(), text.size());
-    /* one answer, then close (run_once, once it is all sent) */
-    conn.answering = true;
-    return send_reply(conn, out, "its status answer");
+    /* one answer (answer_status), then close (run_once, once it is all
+     * sent) */
+    conn.answering   = true;
+    conn.status_owed = true;
+    conn.ticket      = m_next_ticket++;
+    m_events.push_back({.kind   = attach_event_kind::status_request,
+                        .ticket = conn.ticket,
+                        .human = (req.value().flags & wire::status_text) != 0});
+    return true;
 }
 
-void attach_server::set_status_source(
-        std::function<std::string(bool human)> source)
+void attach_server::answer_status(uint64_t ticket, const std::string &answer)
 {
-    m_status = std::move(source);
+    for (auto &c : m_conns) {
+        if (!c->status_owed || c->ticket != ticket) {
+            continue;
+        }
+        std::string text = answer;
+        if (text.size() + sizeof(wire::msg_header) > wire::max_status_size) {
+            text = "{\"error\": \"status larger than the protocol allows\"}";
+        }
+        std::vector<std::byte> out(sizeof(wire::msg_header) + text.size());
+        auto hdr = wire::make_status_reply_header(text.size());
+        std::memcpy(out.data(), &hdr, sizeof(hdr));
+        std::memcpy(out.data() + sizeof(hdr), text.data(), text.size());
+        c->status_owed = false;
+        c->broken      = !send_reply(*c, out, "its status answer");
+        return;
+    }
 }
 
 std::vector<const attached_client *> attach_server::clients() const
@@ -646,9 +666,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
           std::to_string(index) + " generation " +
           std::to_string(imm::wire_generation(generation)) +
           (leader ? ", a sibling of index " + std::to_string(*leader) : ""));
-    if (m_on_attach) {
-        m_on_attach(conn.client);
-    }
+    m_events.push_back({attach_event_kind::attached, &conn.client});
     return true;
 }
 
@@ -668,7 +686,7 @@ bool attach_server::take_notices(connection &conn)
         }
         if (hdr.value().type ==
             static_cast<uint16_t>(wire::msg_type::peer_request)) {
-            if (!answer_peer(conn, std::span(conn.buf).first(len))) {
+            if (!take_peer_request(conn, std::span(conn.buf).first(len))) {
                 return false;
             }
             conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
@@ -680,38 +698,29 @@ bool attach_server::take_notices(connection &conn)
                   ": detaching it");
             return false;
         }
-        const wire::mr_notice &n = notice.value();
-        const auto type          = static_cast<wire::msg_type>(n.hdr.type);
-        if (m_on_mr) {
-            m_on_mr(conn.client, n);
-            if (conn.broken) {
-                return false; /* an answer could not be sent */
-            }
-        } else if (type == wire::msg_type::mr_release &&
-                   (n.flags & wire::mr_release_reply_wanted) &&
-                   !send_mr_reply(conn, wire::msg_type::mr_release_reply,
-                                  n.handle,
-                                  "this agent cannot deregister MRs")) {
-            return false;
-        } else if (type == wire::msg_type::mr_registered &&
-                   (n.flags & wire::mr_registered_reply_wanted) &&
-                   !send_mr_reply(conn, wire::msg_type::mr_registered_reply,
-                                  n.handle, "this agent takes no MRs")) {
-            return false;
-        }
+        m_events.push_back({.kind   = attach_event_kind::mr_notice,
+                            .client = &conn.client,
+                            .notice = notice.value()});
         conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
     }
     return true;
 }
 
-void attach_server::detach(uint32_t index, const std::string &why)
+attach_server::connection *attach_server::attached_at(uint32_t index)
 {
     for (auto &c : m_conns) {
         if (c->attached && !c->broken && c->client.index == index) {
-            m_log("attach server: " + who(*c) + ": " + why + ": detaching it");
-            c->broken = true;
-            return;
+            return c.get();
         }
+    }
+    return nullptr;
+}
+
+void attach_server::detach(uint32_t index, const std::string &why)
+{
+    if (connection *c = attached_at(index)) {
+        m_log("attach server: " + who(*c) + ": " + why + ": detaching it");
+        c->broken = true;
     }
 }
 
@@ -730,11 +739,8 @@ void attach_server::answer_announce(uint32_t index, uint32_t handle,
 void attach_server::answer_mr(uint32_t index, wire::msg_type type,
                               uint32_t handle, const std::string &refusal)
 {
-    for (auto &c : m_conns) {
-        if (c->attached && !c->broken && c->client.index == index) {
-            c->broken = !send_mr_reply(*c, type, handle, refusal);
-            return;
-        }
+    if (connection *c = attached_at(index)) {
+        c->broken = !send_mr_reply(*c, type, handle, refusal);
     }
 }
 
@@ -832,8 +838,8 @@ std::string attach_server::output_what(const connection &conn) const
            (conn.answering ? "its status answer" : "replies");
 }
 
-bool attach_server::answer_peer(connection &conn,
-                                std::span<const std::byte> msg)
+bool attach_server::take_peer_request(connection &conn,
+                                      std::span<const std::byte> msg)
 {
     auto req = wire::parse_peer_request(msg);
     if (!req) {
@@ -841,65 +847,58 @@ bool attach_server::answer_peer(connection &conn,
               ": detaching it");
         return false;
     }
-    auto peer = m_resolve_peer ?
-                        m_resolve_peer(conn.client, req.value().peer) :
-                        result<uint32_t>(failure{"this agent has no data "
-                                                 "path"});
+    m_events.push_back({.kind   = attach_event_kind::peer_request,
+                        .client = &conn.client,
+                        .peer   = req.value().peer});
+    return true;
+}
+
+void attach_server::answer_peer(uint32_t index, const result<uint32_t> &peer)
+{
+    connection *c = attached_at(index);
+    if (c == nullptr) {
+        return;
+    }
     auto rep  = peer ? wire::make_peer_reply(wire::peer_status::accepted,
                                              peer.value(), "") :
                        wire::make_peer_reply(wire::peer_status::refused, 0,
                                              peer.error());
-    return send_reply(conn, std::as_bytes(std::span(&rep, 1)), "a peer reply");
+    c->broken = !send_reply(*c, std::as_bytes(std::span(&rep, 1)),
+                            "a peer reply");
 }
 
-void attach_server::set_attach_handler(attach_fn on_attach)
+attach_server::pending_read
+attach_server::take_pending(uint32_t index, read_limit limit)
 {
-    m_on_attach = std::move(on_attach);
-}
-
-void attach_server::set_peer_resolver(peer_fn resolve)
-{
-    m_resolve_peer = std::move(resolve);
-}
-
-void attach_server::set_mr_handler(mr_fn on_mr)
-{
-    m_on_mr = std::move(on_mr);
-}
-
-bool attach_server::take_pending(uint32_t index, read_limit limit)
-{
-    for (auto &c : m_conns) {
-        if (!c->attached || c->broken || c->client.index != index) {
-            continue;
-        }
-        /* what was sent before this call, and no more: a client that
-         * keeps writing cannot keep the data path here */
-        int queued = 0;
-        if (ioctl(c->sock.get(), FIONREAD, &queued) != 0 || queued <= 0) {
-            return true;
-        }
-        /* each service() reads one chunk; a burst of notices may span a
-         * few */
-        for (size_t left = static_cast<size_t>(queued); left > 0;) {
-            const size_t most = limit == read_limit::all_queued ?
-                                        left :
-                                        std::min(left, budget_left(*c));
-            if (most == 0) {
-                read_deferred(*c, left);
-                return false;
-            }
-            const size_t before = c->read_in_pass;
-            c->broken           = !service(*c, most);
-            const size_t got    = c->read_in_pass - before;
-            if (c->broken || got == 0) {
-                break; /* EOF, an error, or nothing after all */
-            }
-            left -= std::min(left, got);
-        }
-        return true;
+    pending_read out;
+    connection *c = attached_at(index);
+    /* what was sent before this call, and no more: a client that keeps
+     * writing cannot keep the data path here */
+    int queued = 0;
+    if (c == nullptr || ioctl(c->sock.get(), FIONREAD, &queued) != 0 ||
+        queued <= 0) {
+        return out;
     }
-    return true;
+    /* each service() reads one chunk; a burst of notices may span a few */
+    for (size_t left = static_cast<size_t>(queued); left > 0;) {
+        const size_t most = limit == read_limit::all_queued ?
+                                    left :
+                                    std::min(left, budget_left(*c));
+        if (most == 0) {
+            read_deferred(*c, left);
+            out.complete = false;
+            break;
+        }
+        const size_t before = c->read_in_pass;
+        c->broken           = !service(*c, most);
+        const size_t got    = c->read_in_pass - before;
+        if (c->broken || got == 0) {
+            break; /* EOF, an error, or nothing after all */
+        }
+        left -= std::min(left, got);
+    }
+    out.events = std::exchange(m_events, {});
+    return out;
 }
 
 size_t attach_server::budget_left(const connection &conn) const

@@ -4,8 +4,9 @@
  *
  * Connection states, per accepted socket:
  *   awaiting_request  bytes are collected until a whole message is there
- *                     (an attach request, or a status request, which is
- *                     answered with the status text: answering)
+ *                     (an attach request, or a status request: a
+ *                     status_request event, whose answer_status() text
+ *                     is sent: answering)
  *                     (or the request timeout passes, or it is malformed:
  *                     then a refusal with the reason, and close)
  *   answering         the status answer goes out as the reader takes it;
@@ -13,17 +14,17 @@
  *   attached          the client holds an index, the command fd and its
  *                     shm segment; the socket stays open as the client's
  *                     lifeline: EOF or an error on it means the client is
- *                     gone (exit, crash, SIGKILL), and its index is freed
- *                     after on_detach has cleaned up after it. On the
- *                     socket the client announces the MRs it registers in
- *                     the agent's PD and asks the agent to deregister them
- *                     (mr_release): both are handed to the MR handler,
- *                     whose owner (mr_registry) decides, and who answers
- *                     a release through answer_release() (an announcement
- *                     that asks for it, answer_announce()); it asks for
- *                     peer indices (peer_request, answered at once); a
- *                     malformed message ends the attachment as if the
- *                     client had died.
+ *                     gone (exit, crash, SIGKILL): a detached event, and
+ *                     its index is free. On the socket the client
+ *                     announces the MRs it registers in the agent's PD
+ *                     and asks the agent to deregister them (mr_release):
+ *                     both are mr_notice events, whose owner
+ *                     (mr_registry) decides, and who answers a release
+ *                     through answer_release() (an announcement that
+ *                     asks for it, answer_announce()); it asks for peer
+ *                     indices (a peer_request event, answered through
+ *                     answer_peer()); a malformed message ends the
+ *                     attachment as if the client had died.
  *   attached sibling  as attached, for an attach request that named a
  *                     leader (attach_wire.h, "Siblings"): accepted only
  *                     if the leader is attached now with the generation
@@ -31,9 +32,9 @@
  *                     SO_PEERCRED pid (else refused, bad_sibling, naming
  *                     the value); when the leader's attachment ends, for
  *                     any reason, each of its siblings' ends in the same
- *                     run_once() (logged "its leader ... is gone"), after
- *                     the leader's on_detach. Its MRs are the leader's
- *                     (mr_registry.h, "Groups").
+ *                     run_once() (logged "its leader ... is gone"), its
+ *                     detached event after the leader's. Its MRs are the
+ *                     leader's (mr_registry.h, "Groups").
  *
  * Bounded intake (README, "Hostile input"): at most max_unattached
  * connections are accepted and not attached at once, and an accept that
@@ -78,12 +79,21 @@
  * watched for what it is waited for: input unless answering, output while
  * output is pending, the listener while the accept gate accepts.
  *
- * Single-threaded: the agent's event loop calls run_once().
+ * Events to the owner: the server calls nobody. What needs the rest of
+ * the agent (a client attached or gone, its MR notices and peer requests,
+ * a status request) comes back from run_once() and take_pending() as an
+ * attach_event, in the order it happened; the owner acts on each, and
+ * answers what asks for an answer through answer_*(), whose replies go
+ * out in the order they are given. rvtd's owner is the engine
+ * (engine::serve_clients), which hands status requests up to rvtd.
+ *
+ * Single-threaded: the owner calls run_once() from the agent's loop.
  */
 #ifndef RVT_AGENT_ATTACH_SERVER_H
 #define RVT_AGENT_ATTACH_SERVER_H
 
 #include "uct/ib/rvt/agent/accept_gate.h"
+#include "uct/ib/rvt/agent/device_grant.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
@@ -105,22 +115,6 @@
 #include <vector>
 
 namespace rvt::agent {
-
-/* What every attached client is given: the agent's verbs resources. */
-struct device_grant {
-    int cmd_fd; /* the agent's context's command fd */
-    uint32_t pd_handle; /* the agent's PD */
-    uint32_t driver_id; /* for the uverbs ioctl header */
-    wire::reg_mode mode;
-    uint64_t agent_id; /* random per agent instance */
-    wire::agent_address address{}; /* where peers reach this agent */
-    uint32_t num_qps  = 1; /* K */
-    uint32_t features = 0; /* wire::agent_feature_* bits */
-    uint32_t path_mtu = 1024; /* bytes: the port's active MTU */
-    int agent_wake_fd = -1; /* eventfd every client may write */
-    /* the engine's work summary (common/work_summary.h), every client maps */
-    int work_summary_fd = -1;
-};
 
 /* attach_config::index_quarantine's default (engine.h checks it against
  * the departure memory) */
@@ -227,45 +221,61 @@ struct attached_client {
     std::optional<uint32_t> leader;
 };
 
+/* What the server tells its owner, in the order it happened ("Events
+ * to the owner" above). The server calls nobody: run_once() and
+ * take_pending() return these, and the owner acts on each in turn. */
+enum class attach_event_kind : uint8_t {
+    attached, /* `client` is attached (its segment formatted) */
+    detached, /* `client` is gone (its leader's siblings after it): clean
+                 up after it. Its segment and wake fd stay mapped and open
+                 until the next run_once(); its socket is closed. */
+    peer_request, /* `client` asks which peer index names `peer`: answer
+                     with answer_peer(), or the client waits for ever */
+    mr_notice, /* `client` sent `notice` (wire::mr_notice, parsed: an
+                  announcement, intent or release): answer a release,
+                  and an announcement that asks for it, with
+                  answer_release() / answer_announce() */
+    status_request, /* a connection (rvt-status) asks for the status text,
+                       `human` or JSON: answer with answer_status(ticket) */
+};
+
+struct attach_event {
+    attach_event_kind kind;
+    /* attached, detached, peer_request, mr_notice: valid until the next
+     * run_once() after its detached event */
+    const attached_client *client = nullptr;
+    wire::agent_address peer{}; /* peer_request */
+    wire::mr_notice notice{}; /* mr_notice */
+    uint64_t ticket = 0; /* status_request: its connection */
+    bool human      = false; /* status_request */
+};
+using attach_events = std::vector<attach_event>;
+
 class attach_server {
 public:
-    using log_fn    = std::function<void(std::string_view)>;
-    using detach_fn = std::function<void(const attached_client &)>;
-    using attach_fn = std::function<void(const attached_client &)>;
-    /* A peer request from an attached client: the peer index, or why not. */
-    using peer_fn = std::function<result<uint32_t>(
-            const attached_client &, const wire::agent_address &)>;
-    /* An MR notice or release (wire::mr_notice, parsed) from an attached
-     * client. */
-    using mr_fn = std::function<void(const attached_client &,
-                                     const wire::mr_notice &)>;
+    using log_fn = std::function<void(std::string_view)>;
 
     /* Validates the config and binds the socket (an existing socket file
      * is replaced: the caller holds the agent lock, so it is stale). */
     static result<std::unique_ptr<attach_server>>
-    create(attach_config config, device_grant grant, log_fn log,
-           detach_fn on_detach);
+    create(attach_config config, device_grant grant, log_fn log);
 
     ~attach_server();
 
-    /* Accepts, reads, answers and reaps for at most timeout_ms. */
-    void run_once(int timeout_ms);
+    /* Accepts, reads, answers and reaps for at most timeout_ms; returns
+     * what happened, in order. */
+    attach_events run_once(int timeout_ms);
 
-    /* Answers status requests (rvt-status) with the text this returns
-     * (JSON, or human-readable when `human`). */
-    void set_status_source(std::function<std::string(bool human)> source);
-    /* Called once a client is attached (its segment formatted). */
-    void set_attach_handler(attach_fn on_attach);
-    /* Answers peer requests; without it they are refused. */
-    void set_peer_resolver(peer_fn resolve);
-    /* Takes clients' MR notices and releases; without it notices are
-     * dropped and a release or an announcement that asks for an answer is
-     * refused (the MR stays registered until the agent closes its
-     * device). */
-    void set_mr_handler(mr_fn on_mr);
+    /* Answers status request `ticket` with `text` (the connection closes
+     * once the reader has it all). A ticket whose connection is gone is
+     * ignored. */
+    void answer_status(uint64_t ticket, const std::string &text);
+    /* Answers client `index`'s peer request: the peer index, or why not. */
+    void answer_peer(uint32_t index, const result<uint32_t> &peer);
     /* Answers client `index`'s release of `handle` (an mr_release_reply):
      * released if `refusal` is empty, else refused with it as the reason.
-     * A client that cannot be sent it is detached at the next run_once(). */
+     * A client that cannot be sent an answer (this one, or any above) is
+     * detached at the next run_once(). */
     void
     answer_release(uint32_t index, uint32_t handle, const std::string &refusal);
     /* The same for an announcement of `handle` that asked for an answer
@@ -285,10 +295,15 @@ public:
      * requests) without waiting, and nothing sent after the call: the
      * data path calls it before refusing work that names an MR it has
      * not heard of, since the client sends its notice before it posts.
-     * True when all of it was read; false when the budget left some for
-     * the next pass (logged at the 1st, 2nd, 4th, ... time). A client
-     * found broken here is detached at the next run_once(). */
-    bool
+     * `complete` when all of it was read; not when the budget left some
+     * for the next pass (logged at the 1st, 2nd, 4th, ... time). `events`:
+     * what it read (peer_request and mr_notice only). A client found broken
+     * here is detached at the next run_once(). */
+    struct pending_read {
+        bool complete = true;
+        attach_events events;
+    };
+    pending_read
     take_pending(uint32_t index, read_limit limit = read_limit::pass_budget);
 
     /* Detaches the client at `index` at the next run_once(), logging
@@ -317,7 +332,7 @@ private:
     struct connection;
 
     attach_server(attach_config config, device_grant grant, log_fn log,
-                  detach_fn on_detach, unique_fd listener);
+                  unique_fd listener);
     void accept_all();
     /* Reads at most `most` bytes (and one chunk) and acts on whole
      * messages; false: close it. */
@@ -328,8 +343,10 @@ private:
     /* take_pending() left `left` bytes for the next pass: counted, and
      * logged at the 1st, 2nd, 4th, ... time. */
     void read_deferred(const connection &conn, size_t left);
-    bool answer_peer(connection &conn, std::span<const std::byte> msg);
-    bool answer_status(connection &conn, std::span<const std::byte> msg);
+    bool take_peer_request(connection &conn, std::span<const std::byte> msg);
+    bool take_status_request(connection &conn, std::span<const std::byte> msg);
+    /* The attached, not broken, client at `index`, if any. */
+    connection *attached_at(uint32_t index);
     /* An mr_release_reply or mr_registered_reply (`type`). */
     void answer_mr(uint32_t index, wire::msg_type type, uint32_t handle,
                    const std::string &refusal);
@@ -359,21 +376,21 @@ private:
     attach_config m_config;
     device_grant m_grant;
     log_fn m_log;
-    detach_fn m_on_detach;
     unique_fd m_listener;
     unique_fd m_epoll; /* the listener and every connection ("Events") */
     uint32_t m_listener_watched = EPOLLIN;
     accept_gate m_gate;
     uint64_t m_reads_deferred = 0;
     std::vector<std::unique_ptr<connection>> m_conns;
+    /* detached clients' connections, their sockets closed, kept until the
+     * next run_once() for the detached events naming them */
+    std::vector<std::unique_ptr<connection>> m_departed;
+    uint64_t m_next_ticket = 1; /* status_request tickets */
+    attach_events m_events; /* what the current call returns */
     std::vector<bool> m_index_used;
     std::vector<uint32_t> m_generation; /* attaches per index */
     /* when each free index was freed (epoch: never used) */
     std::vector<std::chrono::steady_clock::time_point> m_freed_at;
-    std::function<std::string(bool)> m_status;
-    attach_fn m_on_attach;
-    peer_fn m_resolve_peer;
-    mr_fn m_on_mr;
 };
 
 } // namespace rvt::agent

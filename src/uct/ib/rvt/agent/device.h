@@ -7,7 +7,7 @@
 #ifndef RVT_AGENT_DEVICE_H
 #define RVT_AGENT_DEVICE_H
 
-#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/device_grant.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
 #include "uct/ib/rvt/common/result.h"
 
@@ -32,7 +32,7 @@ public:
     static result<std::unique_ptr<device>>
     open(const std::string &name, uint8_t port, int gid_index = -1);
 
-    /* What attach_server hands every client. */
+    /* What attach_server hands every client (device_grant.h). */
     device_grant grant(uint64_t agent_id) const;
 
     /* How clients register into our PD (DESIGN.md part 3), chosen when

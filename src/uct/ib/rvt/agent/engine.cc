@@ -109,16 +109,37 @@ wire::agent_address engine::address() const
 void engine::serve(attach_server &server)
 {
     m_server = &server;
-    server.set_attach_handler(
-            [this](const attached_client &c) { client_attached(c); });
-    server.set_peer_resolver(
-            [this](const attached_client &c, const wire::agent_address &a) {
-                return resolve_peer(c, a);
-            });
-    server.set_mr_handler(
-            [this](const attached_client &c, const wire::mr_notice &n) {
-                on_mr_notice(c, n);
-            });
+}
+
+attach_events engine::serve_clients(int timeout_ms)
+{
+    return act_on(m_server->run_once(timeout_ms));
+}
+
+attach_events engine::act_on(attach_events events)
+{
+    attach_events left;
+    for (attach_event &ev : events) {
+        switch (ev.kind) {
+        case attach_event_kind::attached:
+            client_attached(*ev.client);
+            break;
+        case attach_event_kind::detached:
+            client_gone(*ev.client);
+            break;
+        case attach_event_kind::peer_request:
+            m_server->answer_peer(ev.client->index,
+                                  resolve_peer(*ev.client, ev.peer));
+            break;
+        case attach_event_kind::mr_notice:
+            on_mr_notice(*ev.client, ev.notice);
+            break;
+        case attach_event_kind::status_request:
+            left.push_back(ev);
+            break;
+        }
+    }
+    return left;
 }
 
 void engine::client_attached(const attached_client &c)
@@ -467,8 +488,9 @@ std::vector<client_mr> engine::find_unannounced()
      * was found unknown sent its intent (or its announce) before it */
     if (m_server != nullptr) {
         for (const attached_client *c : m_server->clients()) {
-            m_server->take_pending(c->index,
-                                   attach_server::read_limit::all_queued);
+            act_on(m_server->take_pending(c->index,
+                                          attach_server::read_limit::all_queued)
+                           .events);
         }
     }
     m_log("looked up " + std::to_string(bound + 1) +

@@ -317,11 +317,21 @@ public:
         m_trace = t;
     }
 
-    /* Serves `server`'s clients: the engine takes their MR notices and
-     * releases from it (and answers the releases through it), and answers
-     * its attaches and peer requests. (Its detach handler, given at its
-     * creation, must call client_gone.) */
+    /* Serves `server`'s clients from now on; the server must outlive the
+     * engine. The engine drives it (serve_clients(), and the data path's
+     * look at a client's socket) and acts on the events it returns
+     * (attach_server.h, "Events to the owner"); the server knows nothing
+     * of the engine. */
     void serve(attach_server &server);
+    /* One pass over the clients' sockets (the server's run_once): acts on
+     * the clients' attaches, departures, MR notices and peer requests, and
+     * returns what is the agent's to answer, not the engine's: status
+     * requests (answered with attach_server::answer_status). */
+    attach_events serve_clients(int timeout_ms);
+    /* Acts on `events` in order (client_attached, client_gone,
+     * on_mr_notice, resolve_peer answered through the server); returns
+     * the status requests among them. */
+    attach_events act_on(attach_events events);
     void client_attached(const attached_client &c);
     void client_gone(const attached_client &c);
     result<uint32_t>

@@ -156,7 +156,9 @@ bool engine::take_work(uint32_t index, client_state &c)
              * its socket (attach_server.h, max_socket_read) the request
              * waits in the ring for the next pass: its notice may be in
              * the rest */
-            if (!m_server->take_pending(m_mrs.owner_of(index))) {
+            auto read = m_server->take_pending(m_mrs.owner_of(index));
+            act_on(std::move(read.events));
+            if (!read.complete) {
                 return took;
             }
             why = check_work(wr, mrs, limits);

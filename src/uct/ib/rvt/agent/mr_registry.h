@@ -315,7 +315,7 @@ public:
     void withdrawn(uint32_t index, uint64_t addr, uint64_t length);
     mr_actions release_requested(uint32_t index, uint32_t handle, bool answer,
                                  bool ring_busy);
-    /* A notice off the socket (attach_server's MR handler): announced()
+    /* A notice off the socket (attach_server's mr_notice event): announced()
      * (asking `device` about the handle), release_requested(), intended()
      * or withdrawn(), as its type says. */
     mr_actions on_notice(uint32_t index, const wire::mr_notice &notice,

@@ -476,70 +476,52 @@ void raise_descriptor_limit(uint64_t needed)
     }
 }
 
-int run(const options &opt)
+/* --daemon: detach after the instance lock (a losing racer fails before
+ * this, in the foreground, where its starter reads why) and before verbs
+ * (fork and verbs contexts do not mix). The lock is an flock: the
+ * daemon's inherited descriptor keeps it after its starter exits. Without
+ * --daemon: no notifier. */
+result<std::optional<tools::daemon_notifier>>
+daemonize_if_asked(const options &opt, const std::string &log_path,
+                   agent::instance_lock &lock)
 {
-    const uid_t uid = getuid();
-    auto loc        = agent::locate(opt.device, static_cast<int>(opt.port),
-                                    opt.job_key);
-    if (!loc) {
-        log_line(loc.error());
-        return 1;
+    if (!opt.daemon) {
+        return std::optional<tools::daemon_notifier>();
     }
-    const auto &paths    = loc.value().paths;
-    const auto &key      = loc.value().job_key;
-    const auto &dev_name = loc.value().device;
-    /* Never two agents for one key: the lock comes before anything that
-     * could disturb a running agent (such as replacing its socket). */
-    auto lock = agent::instance_lock::acquire(paths.lock);
-    if (!lock) {
-        log_line(lock.error());
-        return 1;
+    auto d = tools::daemonize(log_path);
+    if (!d) {
+        return failure{d.error()};
     }
-    /* Detach after the lock (a losing racer fails here, in the
-     * foreground, where its starter reads why) and before verbs (fork and
-     * verbs contexts do not mix). The lock is an flock: the daemon's
-     * inherited descriptor keeps it after its starter exits. */
-    std::optional<tools::daemon_notifier> notify;
-    if (opt.daemon) {
-        auto d = tools::daemonize(paths.log);
-        if (!d) {
-            log_line(d.error());
-            return 1;
-        }
-        notify.emplace(std::move(d).value());
-        (void)lock.value().record_pid();
-    }
-    /* every start-up failure from here on also tells the starter */
-    auto start_failed = [&notify](const std::string &why) {
-        log_line(why);
-        if (notify) {
-            notify->failed(why);
-        }
-        return 1;
-    };
-    auto dev = agent::device::open(dev_name, static_cast<uint8_t>(opt.port),
-                                   static_cast<int>(opt.gid_index));
-    if (!dev) {
-        return start_failed(dev.error());
-    }
-    shm_capacities caps{static_cast<uint32_t>(opt.work_ring),
-                        static_cast<uint32_t>(opt.compl_ring),
-                        static_cast<uint32_t>(opt.inbound_ring),
-                        static_cast<uint32_t>(opt.am_size),
-                        static_cast<uint32_t>(opt.inline_size)};
-    auto layout = shm_layout::make(caps);
-    if (!layout) {
-        start_failed(layout.error());
-        return 2;
-    }
+    (void)lock.record_pid();
+    return std::optional<tools::daemon_notifier>(std::move(d).value());
+}
+
+/* The sizes of a client's shared memory (shm_layout.h). */
+shm_capacities capacities(const options &opt)
+{
+    return {static_cast<uint32_t>(opt.work_ring),
+            static_cast<uint32_t>(opt.compl_ring),
+            static_cast<uint32_t>(opt.inbound_ring),
+            static_cast<uint32_t>(opt.am_size),
+            static_cast<uint32_t>(opt.inline_size)};
+}
+
+/* A random id of this agent instance, never 0. */
+uint64_t new_agent_id()
+{
     uint64_t agent_id = 0;
     while (agent_id == 0) {
         if (getrandom(&agent_id, sizeof(agent_id), 0) != sizeof(agent_id)) {
             agent_id = static_cast<uint64_t>(std::time(nullptr)) ^ getpid();
         }
     }
-    agent::device &d = *dev.value();
+    return agent_id;
+}
 
+/* The device's QPs, SRQ and CQ, sized by the options. */
+agent::verbs_nic_config
+nic_config(const options &opt, const shm_capacities &caps)
+{
     agent::verbs_nic_config ncfg;
     ncfg.qp.sq_depth      = static_cast<uint32_t>(opt.sq_depth);
     ncfg.qp.timeout       = static_cast<uint8_t>(opt.qp_timeout);
@@ -549,11 +531,15 @@ int run(const options &opt)
     ncfg.fault_silent_qps = static_cast<uint32_t>(opt.fault_silent_qps);
     ncfg.cq_size          = static_cast<uint32_t>(opt.srq_size +
                                          16 * opt.sq_depth * opt.num_qps);
-    auto nic              = agent::verbs_nic::create(d, ncfg);
-    if (!nic) {
-        return start_failed(nic.error());
-    }
+    return ncfg;
+}
 
+/* The data path: the peers' timing, the handshake's credentials and the
+ * clients' shares, from the options. */
+result<std::unique_ptr<agent::engine>>
+make_engine(const options &opt, agent::nic &nic, const shm_layout &layout,
+            const std::string &key, uint64_t agent_id)
+{
     agent::engine_config ecfg;
     ecfg.peers.num_qps            = static_cast<uint32_t>(opt.num_qps);
     ecfg.max_peers                = static_cast<uint32_t>(opt.max_peers);
@@ -571,84 +557,138 @@ int run(const options &opt)
     }
     auto auth = agent::make_peer_auth(as, log_line);
     if (!auth) {
-        return start_failed(auth.error());
+        return failure{auth.error()};
     }
     ecfg.share = {static_cast<uint32_t>(opt.max_client_ops),
                   static_cast<uint32_t>(opt.max_client_lkeys),
                   static_cast<uint32_t>(opt.max_client_peers)};
-    auto eng   = agent::engine::create(*nic.value(), ecfg, layout.value(), key,
-                                       agent_id, std::move(auth).value(),
-                                       log_line);
-    if (!eng) {
-        return start_failed(eng.error());
-    }
-    agent::engine &e = *eng.value();
-    std::optional<rvt::trace> trace;
-    if (opt.trace_events > 0) {
-        trace.emplace(static_cast<size_t>(opt.trace_events), "agent");
-        e.set_trace(&*trace);
-    }
-    /* the trace goes out once, when the loop ends */
-    struct trace_writer {
-        const std::optional<rvt::trace> &trace;
-        std::string path;
-        ~trace_writer()
-        {
-            if (!trace) {
-                return;
-            }
-            std::FILE *f = std::fopen(path.c_str(), "w");
-            if (f == nullptr) {
-                log_line("trace: cannot write " + path);
-                return;
-            }
-            trace->write(f);
-            std::fclose(f);
-            log_line("trace: " + std::to_string(trace->events().size()) +
-                     " events written to " + path + ", " +
-                     std::to_string(trace->dropped()) + " past the limit");
-        }
-    } write_trace{trace, opt.trace_file.empty() ? paths.log + ".trace" :
-                                                  opt.trace_file};
+    return agent::engine::create(nic, ecfg, layout, key, agent_id,
+                                 std::move(auth).value(), log_line);
+}
 
+/* --trace-events: the engine's data-path trace, recorded from now on and
+ * written out once, when the agent's loop has ended. */
+class trace_recorder {
+public:
+    trace_recorder(const options &opt, const std::string &log_path,
+                   agent::engine &e) :
+        m_path(opt.trace_file.empty() ? log_path + ".trace" : opt.trace_file)
+    {
+        if (opt.trace_events > 0) {
+            m_trace.emplace(static_cast<size_t>(opt.trace_events), "agent");
+            e.set_trace(&*m_trace);
+        }
+    }
+    ~trace_recorder()
+    {
+        if (!m_trace) {
+            return;
+        }
+        std::FILE *f = std::fopen(m_path.c_str(), "w");
+        if (f == nullptr) {
+            log_line("trace: cannot write " + m_path);
+            return;
+        }
+        m_trace->write(f);
+        std::fclose(f);
+        log_line("trace: " + std::to_string(m_trace->events().size()) +
+                 " events written to " + m_path + ", " +
+                 std::to_string(m_trace->dropped()) + " past the limit");
+    }
+    trace_recorder(const trace_recorder &)            = delete;
+    trace_recorder &operator=(const trace_recorder &) = delete;
+
+private:
+    std::optional<rvt::trace> m_trace;
+    std::string m_path;
+};
+
+/* The attach socket, granting clients the device's and the engine's
+ * resources, its bounds from the options (the descriptor limit raised to
+ * fit them). */
+result<std::unique_ptr<agent::attach_server>>
+make_server(const options &opt, const agent::agent_location &loc,
+            const shm_layout &layout, const agent::device &d,
+            const agent::engine &e, uint64_t agent_id)
+{
     agent::device_grant grant = d.grant(agent_id);
     grant.address             = e.address();
     grant.num_qps             = e.num_qps();
     grant.agent_wake_fd       = e.wake_fd();
     grant.work_summary_fd     = e.work_summary_fd();
-    agent::attach_config acfg{paths.socket,
-                              key,
-                              uid,
+    agent::attach_config acfg{loc.paths.socket,
+                              loc.job_key,
+                              getuid(),
                               static_cast<uint32_t>(opt.max_clients),
-                              layout.value(),
+                              layout,
                               std::chrono::milliseconds(5000)};
     acfg.max_unattached  = static_cast<uint32_t>(opt.max_unattached);
     acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
     raise_descriptor_limit(
             agent::descriptors_needed(acfg.max_clients, acfg.max_unattached));
-    auto server = agent::attach_server::create(
-            acfg, grant, log_line,
-            [&e](const agent::attached_client &c) { e.client_gone(c); });
-    if (!server) {
-        return start_failed(server.error());
-    }
-    agent::attach_server &srv = *server.value();
-    e.serve(srv);
-    srv.set_status_source([&](bool human) {
-        return status_text(loc.value(), d, agent_id, srv, e, human);
-    });
-    log_line("serving job '" + key + "' (from " + loc.value().job_key_source +
-             ") on " + dev_name + ":" + std::to_string(opt.port) + " at " +
-             paths.socket + ", uverbs driver id " +
+    return agent::attach_server::create(acfg, grant, log_line);
+}
+
+void log_serving(const options &opt, const agent::agent_location &loc,
+                 const agent::device &d, const agent::engine &e)
+{
+    log_line("serving job '" + loc.job_key + "' (from " + loc.job_key_source +
+             ") on " + loc.device + ":" + std::to_string(opt.port) + " at " +
+             loc.paths.socket + ", uverbs driver id " +
              std::to_string(d.driver_id()) + ", PD handle " +
              std::to_string(d.pd()->handle) + ", UD QPN " +
              std::to_string(e.address().ud_qpn) + ", GID index " +
              std::to_string(d.gid_index()) + ", " +
              std::to_string(e.num_qps()) + " RC QPs per peer");
-    if (notify) {
-        notify->ready();
-    }
+}
 
+/* What the agent's loop serves, and rvt-status describes. */
+struct agent_parts {
+    const agent::agent_location &loc;
+    const agent::device &d;
+    uint64_t agent_id;
+    agent::attach_server &srv;
+    agent::engine &e;
+};
+
+/* One pass over the attach socket: the engine acts on what the clients
+ * did; status requests are answered here. */
+void serve_clients(const agent_parts &a)
+{
+    for (const auto &ev : a.e.serve_clients(0)) {
+        a.srv.answer_status(ev.ticket, status_text(a.loc, a.d, a.agent_id,
+                                                   a.srv, a.e, ev.human));
+    }
+}
+
+/* Sleeps in poll() on the attach socket (POLLOUT too, where a reader is
+ * behind), the completion channel and the clients' doorbell eventfd, at
+ * most until the engine's or the attach server's next timer (its accept
+ * gate retrying after running out of descriptors). */
+void sleep_until_woken(const agent_parts &a, std::vector<pollfd> &pfds)
+{
+    int timeout_ms = 1000;
+    for (auto t : {a.e.next_timer(), a.srv.next_timer()}) {
+        if (!t) {
+            continue;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                *t - std::chrono::steady_clock::now());
+        timeout_ms = static_cast<int>(
+                std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
+    }
+    pfds.clear();
+    a.srv.poll_fds(pfds);
+    pfds.push_back({a.e.completion_fd(), POLLIN, 0});
+    pfds.push_back({a.e.wake_fd(), POLLIN, 0});
+    (void)poll(pfds.data(), pfds.size(), timeout_ms);
+}
+
+/* The agent's loop: the data path and the socket, spinning, yielding or
+ * pausing as the CPU policy says while busy, sleeping when idle; until a
+ * signal, or the linger time with no client and nothing to do. */
+int serve_until_done(const options &opt, const agent_parts &a)
+{
     using clock = std::chrono::steady_clock;
     agent::cpu_policy::settings cpu;
     cpu.realtime        = run_at(opt.priority);
@@ -663,13 +703,13 @@ int run(const options &opt)
     pacer.served_at(clock::now());
     const auto serve_when_due = [&](clock::time_point now) {
         if (pacer.due(now)) {
-            srv.run_once(0);
+            serve_clients(a);
         }
     };
     std::vector<pollfd> pfds;
     while (!g_stop) {
         auto now = clock::now();
-        switch (policy.passed(now, e.progress(now))) {
+        switch (policy.passed(now, a.e.progress(now))) {
         case agent::cpu_policy::step::poll:
             serve_when_due(now);
             continue;
@@ -687,50 +727,101 @@ int run(const options &opt)
         case agent::cpu_policy::step::sleep:
             break;
         }
-        srv.run_once(0);
+        serve_clients(a);
         pacer.served_at(now);
-        if (srv.attached_count() > 0 || !e.idle()) {
+        if (a.srv.attached_count() > 0 || !a.e.idle()) {
             idle_since = now;
         } else if (opt.linger > 0 &&
                    now - idle_since >= std::chrono::seconds(opt.linger)) {
             log_line("no clients for " + std::to_string(opt.linger) +
                      " s: exiting");
-            e.shut_down(now);
+            a.e.shut_down(now);
             return 0;
         }
         /* sleep: announce it, then look once more (engine.h) */
-        if (!e.prepare_sleep()) {
+        if (!a.e.prepare_sleep()) {
             continue;
         }
-        if (e.progress(clock::now())) {
-            e.end_sleep();
+        if (a.e.progress(clock::now())) {
+            a.e.end_sleep();
             policy.woke(clock::now());
             continue;
         }
-        int timeout_ms = 1000;
-        /* the engine's timers, and the attach server's (its accept gate
-         * retrying after running out of descriptors) */
-        for (auto t : {e.next_timer(), srv.next_timer()}) {
-            if (!t) {
-                continue;
-            }
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    *t - clock::now());
-            timeout_ms = static_cast<int>(
-                    std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
-        }
-        pfds.clear();
-        srv.poll_fds(pfds); /* POLLOUT too, where a reader is behind */
-        pfds.push_back({e.completion_fd(), POLLIN, 0});
-        pfds.push_back({e.wake_fd(), POLLIN, 0});
-        (void)poll(pfds.data(), pfds.size(), timeout_ms);
-        e.end_sleep();
+        sleep_until_woken(a, pfds);
+        a.e.end_sleep();
         policy.woke(clock::now());
-        srv.run_once(0);
+        serve_clients(a);
     }
     log_line("stopped by a signal");
-    e.shut_down(clock::now());
+    a.e.shut_down(clock::now());
     return 0;
+}
+
+int run(const options &opt)
+{
+    auto loc = agent::locate(opt.device, static_cast<int>(opt.port),
+                             opt.job_key);
+    if (!loc) {
+        log_line(loc.error());
+        return 1;
+    }
+    const auto &paths = loc.value().paths;
+    /* Never two agents for one key: the lock comes before anything that
+     * could disturb a running agent (such as replacing its socket). */
+    auto lock = agent::instance_lock::acquire(paths.lock);
+    if (!lock) {
+        log_line(lock.error());
+        return 1;
+    }
+    auto notify = daemonize_if_asked(opt, paths.log, lock.value());
+    if (!notify) {
+        log_line(notify.error());
+        return 1;
+    }
+    /* every start-up failure from here on also tells the starter */
+    auto start_failed = [&notify](const std::string &why) {
+        log_line(why);
+        if (notify.value()) {
+            notify.value()->failed(why);
+        }
+        return 1;
+    };
+    auto dev = agent::device::open(loc.value().device,
+                                   static_cast<uint8_t>(opt.port),
+                                   static_cast<int>(opt.gid_index));
+    if (!dev) {
+        return start_failed(dev.error());
+    }
+    const shm_capacities caps = capacities(opt);
+    auto layout               = shm_layout::make(caps);
+    if (!layout) {
+        start_failed(layout.error());
+        return 2;
+    }
+    const uint64_t agent_id = new_agent_id();
+    agent::device &d        = *dev.value();
+    auto nic = agent::verbs_nic::create(d, nic_config(opt, caps));
+    if (!nic) {
+        return start_failed(nic.error());
+    }
+    auto eng = make_engine(opt, *nic.value(), layout.value(),
+                           loc.value().job_key, agent_id);
+    if (!eng) {
+        return start_failed(eng.error());
+    }
+    agent::engine &e = *eng.value();
+    trace_recorder trace(opt, paths.log, e);
+    auto server = make_server(opt, loc.value(), layout.value(), d, e, agent_id);
+    if (!server) {
+        return start_failed(server.error());
+    }
+    agent::attach_server &srv = *server.value();
+    e.serve(srv);
+    log_serving(opt, loc.value(), d, e);
+    if (notify.value()) {
+        notify.value()->ready();
+    }
+    return serve_until_done(opt, {loc.value(), d, agent_id, srv, e});
 }
 
 } // namespace
