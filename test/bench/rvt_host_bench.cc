@@ -47,6 +47,7 @@
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/cpu_policy.h"
 #include "uct/ib/rvt/agent/engine.h"
+#include "uct/ib/rvt/agent/serve_loop.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/fd_passing.h"
@@ -54,7 +55,6 @@
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -73,7 +73,6 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -191,64 +190,14 @@ struct agent_shared {
 agent_shared *g_agent = nullptr;
 
 /* How the agent runs (section 4): the bench's own loop, always polling,
- * or rvtd's, which spins for a while after its last work, then sleeps
- * until a doorbell, a completion or its socket wakes it
+ * or rvtd's (agent/serve_loop.h), which spins for a while after its last
+ * work, then sleeps until a doorbell, a completion or its socket wakes it
  * (agent/cpu_policy.h), in the fair class or SCHED_FIFO. */
 struct agent_mode {
     bool sleeps = false; /* rvtd's loop */
     agent::cpu_policy::settings cpu;
     int fifo = 0; /* SCHED_FIFO priority; 0: the fair class */
 };
-
-/* rvtd's loop (rvtd.cc, run) without its linger and status: poll, yield,
- * pause or sleep as the policy says, the socket served as the pacer
- * says while busy and at every sleep. */
-void serve_as_rvtd(agent::engine &e, agent::attach_server &srv,
-                   const agent::cpu_policy::settings &cpu,
-                   const std::function<void()> &each_pass)
-{
-    agent::cpu_policy policy(cpu, clock_type::now());
-    agent::serve_pacer pacer;
-    pacer.served_at(clock_type::now());
-    std::vector<pollfd> pfds;
-    while (!g_stop) {
-        auto now                           = clock_type::now();
-        const agent::cpu_policy::step step = policy.passed(now,
-                                                           e.progress(now));
-        each_pass();
-        if (step == agent::cpu_policy::step::pause) {
-            std::this_thread::sleep_for(cpu.pause);
-            now = clock_type::now();
-            policy.resumed(now);
-        }
-        if (step != agent::cpu_policy::step::sleep) {
-            if (pacer.due(now)) {
-                srv.run_once(0);
-            }
-            if (step == agent::cpu_policy::step::yield) {
-                sched_yield();
-            }
-            continue;
-        }
-        srv.run_once(0);
-        pacer.served_at(now);
-        if (!e.prepare_sleep()) {
-            continue;
-        }
-        if (e.progress(clock_type::now())) {
-            e.end_sleep();
-            policy.woke(clock_type::now());
-            continue;
-        }
-        pfds.clear();
-        srv.poll_fds(pfds);
-        pfds.push_back({e.completion_fd(), POLLIN, 0});
-        pfds.push_back({e.wake_fd(), POLLIN, 0});
-        (void)poll(pfds.data(), pfds.size(), 100);
-        e.end_sleep();
-        policy.woke(clock_type::now());
-    }
-}
 
 /* The agent: as rvtd, over the loopback nic, always spinning unless
  * `mode` says otherwise. Writes its trace (if any) to trace_path when
@@ -330,7 +279,13 @@ void serve_as_rvtd(agent::engine &e, agent::attach_server &srv,
         }
     };
     if (mode.sleeps) {
-        serve_as_rvtd(e, srv, mode.cpu, each_pass);
+        agent::serve_loop_owner owner;
+        owner.status = [&e](bool human) { return e.status(human); };
+        owner.stop   = [&](clock_type::time_point, bool, bool) {
+            each_pass();
+            return g_stop != 0;
+        };
+        agent::serve_loop(e, srv, mode.cpu, owner);
     }
     agent::serve_pacer pacer; /* as rvtd's busy loop serves its socket */
     while (!g_stop) {

@@ -19,6 +19,7 @@
 #include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
+#include "uct/ib/rvt/agent/serve_loop.h"
 #include "uct/ib/rvt/agent/verbs_nic.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
@@ -651,42 +652,9 @@ struct agent_parts {
     agent::engine &e;
 };
 
-/* One pass over the attach socket: the engine acts on what the clients
- * did; status requests are answered here. */
-void serve_clients(const agent_parts &a)
-{
-    for (const auto &ev : a.e.serve_clients(0)) {
-        a.srv.answer_status(ev.ticket, status_text(a.loc, a.d, a.agent_id,
-                                                   a.srv, a.e, ev.human));
-    }
-}
-
-/* Sleeps in poll() on the attach socket (POLLOUT too, where a reader is
- * behind), the completion channel and the clients' doorbell eventfd, at
- * most until the engine's or the attach server's next timer (its accept
- * gate retrying after running out of descriptors). */
-void sleep_until_woken(const agent_parts &a, std::vector<pollfd> &pfds)
-{
-    int timeout_ms = 1000;
-    for (auto t : {a.e.next_timer(), a.srv.next_timer()}) {
-        if (!t) {
-            continue;
-        }
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                *t - std::chrono::steady_clock::now());
-        timeout_ms = static_cast<int>(
-                std::clamp<int64_t>(left.count() + 1, 0, timeout_ms));
-    }
-    pfds.clear();
-    a.srv.poll_fds(pfds);
-    pfds.push_back({a.e.completion_fd(), POLLIN, 0});
-    pfds.push_back({a.e.wake_fd(), POLLIN, 0});
-    (void)poll(pfds.data(), pfds.size(), timeout_ms);
-}
-
-/* The agent's loop: the data path and the socket, spinning, yielding or
- * pausing as the CPU policy says while busy, sleeping when idle; until a
- * signal, or the linger time with no client and nothing to do. */
+/* The agent's loop (agent/serve_loop.h) with rvtd's scheduling options,
+ * answering status requests with rvtd's whole status; until a signal, or
+ * the linger time with no client and nothing to do. */
 int serve_until_done(const options &opt, const agent_parts &a)
 {
     using clock = std::chrono::steady_clock;
@@ -696,63 +664,31 @@ int serve_until_done(const options &opt, const agent_parts &a)
     cpu.yield_when_idle = opt.idle_yield != 0;
     cpu.busy_limit      = std::chrono::microseconds(opt.busy_limit_us);
     cpu.pause           = std::chrono::microseconds(opt.busy_pause_us);
-    agent::cpu_policy policy(cpu, clock::now());
-    auto idle_since = clock::now();
-    /* while busy, the socket is served as the pacer says (its comment) */
-    agent::serve_pacer pacer;
-    pacer.served_at(clock::now());
-    const auto serve_when_due = [&](clock::time_point now) {
-        if (pacer.due(now)) {
-            serve_clients(a);
-        }
+    auto idle_since     = clock::now();
+    bool lingered       = false;
+    agent::serve_loop_owner owner;
+    owner.status = [&](bool human) {
+        return status_text(a.loc, a.d, a.agent_id, a.srv, a.e, human);
     };
-    std::vector<pollfd> pfds;
-    while (!g_stop) {
-        auto now = clock::now();
-        switch (policy.passed(now, a.e.progress(now))) {
-        case agent::cpu_policy::step::poll:
-            serve_when_due(now);
-            continue;
-        case agent::cpu_policy::step::yield:
-            serve_when_due(now);
-            sched_yield();
-            continue;
-        case agent::cpu_policy::step::pause: {
-            std::this_thread::sleep_for(cpu.pause);
-            const auto back = clock::now();
-            policy.resumed(back);
-            serve_when_due(back);
-            continue;
+    owner.stop = [&](clock::time_point now, bool at_idle_pass, bool idle) {
+        if (g_stop) {
+            return true;
         }
-        case agent::cpu_policy::step::sleep:
-            break;
+        if (!at_idle_pass) {
+            return false;
         }
-        serve_clients(a);
-        pacer.served_at(now);
-        if (a.srv.attached_count() > 0 || !a.e.idle()) {
+        if (!idle) {
             idle_since = now;
         } else if (opt.linger > 0 &&
                    now - idle_since >= std::chrono::seconds(opt.linger)) {
-            log_line("no clients for " + std::to_string(opt.linger) +
-                     " s: exiting");
-            a.e.shut_down(now);
-            return 0;
+            lingered = true;
         }
-        /* sleep: announce it, then look once more (engine.h) */
-        if (!a.e.prepare_sleep()) {
-            continue;
-        }
-        if (a.e.progress(clock::now())) {
-            a.e.end_sleep();
-            policy.woke(clock::now());
-            continue;
-        }
-        sleep_until_woken(a, pfds);
-        a.e.end_sleep();
-        policy.woke(clock::now());
-        serve_clients(a);
-    }
-    log_line("stopped by a signal");
+        return lingered;
+    };
+    agent::serve_loop(a.e, a.srv, cpu, owner);
+    log_line(lingered ? "no clients for " + std::to_string(opt.linger) +
+                                " s: exiting" :
+                        "stopped by a signal");
     a.e.shut_down(clock::now());
     return 0;
 }
