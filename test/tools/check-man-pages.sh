@@ -5,9 +5,10 @@
 # section its file name says; and groff renders it without a warning,
 # every option visible in the rendered OPTIONS section.
 #
-# Run by `make check` (abs_top_builddir); `all` built the pages.
+# Run by `make check` (abs_top_builddir, abs_top_srcdir); `all` built the
+# pages.
 set -u
-: "${abs_top_builddir:?run from make check}"
+: "${abs_top_builddir:?run from make check}" "${abs_top_srcdir:?}"
 tools=$abs_top_builddir/src/uct/ib/rvt/tools
 work=$(mktemp -d "${TMPDIR:-/tmp}/rvt-check-man.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
@@ -20,11 +21,7 @@ fail() {
 # help_rows PROG: "--LABEL<TAB>text" per option --help lists, its wrapped
 # lines joined
 help_rows() {
-    "$tools/$1" --help | awk '
-        /^  --/ { if (l != "") print l; l = $0; next }
-        /^      / && l != "" { sub(/^ +/, " "); l = l $0; next }
-        { if (l != "") print l; l = "" }
-        END { if (l != "") print l }' |
+    "$tools/$1" --help | awk -f "$abs_top_srcdir/test/tools/help-entries.awk" |
         sed -E 's/^  (--[^ ]+(, -h)?) +/\1\t/' | sort
 }
 

@@ -6,6 +6,7 @@
 #include "test/gtest/unit/engine_fixture.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace engine_test {
 namespace {
@@ -28,17 +29,30 @@ void expect_counters(const json &obj, std::initializer_list<const char *> names)
     expect_fields(obj, names, &json::is_number_unsigned, "a whole number");
 }
 
-class engine_status : public engine_fixture {};
+class engine_status : public engine_fixture {
+protected:
+    /* What the tests read a's status after: a client of agent a writes
+     * once to one of agent b. */
+    void write_once()
+    {
+        m_a            = &add_agent({});
+        agent_node &b  = add_agent({});
+        m_x            = &attach(*m_a);
+        test_client &y = attach(b);
+        m_to           = peer(*m_x, b);
+        m_x->post(m_x->write(m_to, y, 1));
+        ASSERT_TRUE(run_until([&] { return m_x->done.size() == 1; }));
+    }
+
+    agent_node *m_a  = nullptr;
+    test_client *m_x = nullptr; /* a's client */
+    uint32_t m_to    = 0; /* its peer index of b */
+};
 
 TEST_F(engine_status, the_json_has_every_field_with_its_type)
 {
-    agent_node &a     = add_agent({});
-    agent_node &b     = add_agent({});
-    test_client &x    = attach(a);
-    test_client &y    = attach(b);
-    const uint32_t to = peer(x, b);
-    x.post(x.write(to, y, 1));
-    ASSERT_TRUE(run_until([&] { return x.done.size() == 1; }));
+    ASSERT_NO_FATAL_FAILURE(write_once());
+    const agent_node &a = *m_a;
 
     const json s = json::parse(a.status());
     expect_fields(s, {"gid"}, &json::is_string, "a string");
@@ -75,8 +89,8 @@ TEST_F(engine_status, the_json_has_every_field_with_its_type)
             in_flight += n.get<uint64_t>();
         }
         EXPECT_EQ(in_flight, p["posted"].get<uint64_t>()) << p;
-        EXPECT_EQ(p["loopback"], p["index"] != to);
-        EXPECT_EQ(p["ops"], p["index"] == to ? 1u : 0u);
+        EXPECT_EQ(p["loopback"], p["index"] != m_to);
+        EXPECT_EQ(p["ops"], p["index"] == m_to ? 1u : 0u);
         rc_qps += p["qps"].get<uint64_t>();
     }
     EXPECT_EQ(s["rc_qps"], rc_qps);
@@ -88,9 +102,84 @@ TEST_F(engine_status, the_json_has_every_field_with_its_type)
     expect_counters(c,
                     {"index", "ops", "bytes", "invalid", "am_in", "writes_in",
                      "write_bytes_in", "held_back", "inbound_waiting"});
-    EXPECT_EQ(c["index"], x.index());
+    EXPECT_EQ(c["index"], m_x->index());
     EXPECT_EQ(c["ops"], 1u);
     EXPECT_EQ(c["paused"], false);
+}
+
+/* Which lines of `text` start with `head`. */
+size_t lines_starting(const std::string &text, const std::string &head)
+{
+    std::istringstream in(text);
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) {
+        n += line.starts_with(head);
+    }
+    return n;
+}
+
+/* The text for people (rvt-status) comes from the JSON's fields: its
+ * lines in their order, the same numbers, a row per peer and per client
+ * (test/testbed greps these lines, test_rvtd.cc reads "gone"). */
+TEST_F(engine_status, the_text_shows_the_jsons_counters_line_by_line)
+{
+    ASSERT_NO_FATAL_FAILURE(write_once());
+    const agent_node &a = *m_a;
+
+    const json s           = json::parse(a.status());
+    const std::string text = "\n" + a.engine->status(true);
+    size_t at              = 0;
+    for (const char *line :
+         {"address   GID ", "receive   buffers posted ", "departed  told to ",
+          "delivered AMs ", "auth      ", "handshake datagrams sent ",
+          "MRs       released by their clients ", "paused    times ",
+          "gone      clients ", "scan      wakeups ",
+          "striped   writes split over the lanes ", "share     max-client-ops ",
+          "intake    connections not attached ", "peers     RC QPs in all "}) {
+        const size_t next = text.find(std::string("\n") + line, at);
+        ASSERT_NE(next, std::string::npos)
+                << "no line \"" << line << "\" after the one before: " << text;
+        at = next + 1;
+    }
+    EXPECT_EQ(text.find("\naddress   GID "), 0u) << text;
+    const auto number = [&](const json &v) {
+        return std::to_string(v.get<uint64_t>());
+    };
+    EXPECT_NE(text.find("\nhandshake datagrams sent " +
+                        number(s["handshake"]["sent"]) + ", "),
+              std::string::npos)
+            << text;
+    EXPECT_NE(text.find("\ndelivered AMs " + number(s["delivered"]["am"]) +
+                        ", writes with immediate " +
+                        number(s["delivered"]["writes"]) + ", written " +
+                        number(s["delivered"]["write_bytes"]) + " bytes\n"),
+              std::string::npos)
+            << text;
+    EXPECT_NE(text.find("\ngone      clients 0, detached for a corrupt ring "
+                        "0, their MRs deregistered 0, never announced 0, "
+                        "clients waiting 0\n"),
+              std::string::npos)
+            << text;
+    EXPECT_NE(text.find("\npeers     RC QPs in all " + number(s["rc_qps"]) +
+                        ", "),
+              std::string::npos)
+            << text;
+    EXPECT_EQ(lines_starting(text, "  peer "), s["peers"].size()) << text;
+    EXPECT_EQ(lines_starting(text, "  peer "), 2u) << text;
+    for (const json &p : s["peers"]) {
+        const std::string row = "  peer " + number(p["index"]) + "  " +
+                                (p["loopback"] ? "(this node)  " : "") +
+                                p["gid"].get<std::string>() + "  UD QPN " +
+                                number(p["ud_qpn"]) + "  connected  QPs " +
+                                number(p["qps"]) + "  ops " + number(p["ops"]);
+        EXPECT_EQ(lines_starting(text, row), 1u) << row << " in " << text;
+    }
+    const json &c = s["client_traffic"][0];
+    EXPECT_EQ(lines_starting(text, "  client " + number(c["index"]) +
+                                           "  ops 1  bytes " +
+                                           number(c["bytes"]) + "  "),
+              1u)
+            << text;
 }
 
 } // namespace

@@ -216,6 +216,7 @@
 #include "uct/ib/rvt/common/trace.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
+#include "uct/ib/rvt/common/status_fields.h"
 #include "uct/ib/rvt/common/work.h"
 #include "uct/ib/rvt/common/work_summary.h"
 
@@ -489,8 +490,11 @@ private:
            std::unique_ptr<peer_auth> auth, std::string job_key,
            uint64_t agent_id, log_fn log);
 
-    /* engine_status.cc */
+    /* engine_status.cc: the status's fields (common/status_fields.h) */
     static uint64_t reconnects_of(const peer &p);
+    std::vector<status_field> status_fields() const;
+    std::vector<status_field> peer_status(const peer &p) const;
+    std::vector<status_field> client_status(uint32_t i) const;
     /* "Hostile handshakes": a peer made for a request and not confirmed
      * (yet), and one of those that holds nothing any more */
     static bool unconfirmed(const peer &p)

@@ -5,6 +5,7 @@
 #include "uct/ib/rvt/agent/engine.h"
 
 #include "uct/ib/rvt/common/format.h"
+#include "uct/ib/rvt/common/status_fields.h"
 #include "uct/ib/rvt/common/status_json.h"
 
 #include <arpa/inet.h>
@@ -20,15 +21,11 @@ std::string gid_text(std::span<const uint8_t, 16> gid)
 
 namespace {
 
-/* The attach server's bounds (attach_server.h, "Bounded intake"). */
-nlohmann::ordered_json intake_json(const intake_counters &in)
-{
-    return {{"unattached", in.unattached},
-            {"max_unattached", in.max_unattached},
-            {"times_full", in.times_full},
-            {"fd_shortages", in.fd_shortages},
-            {"reads_deferred", in.reads_deferred}};
-}
+/* The text's lines, in the order it shows them (the fields name theirs). */
+constexpr std::string_view status_text_lines[] = {
+        "address",   "receive", "departed", "delivered", "auth",
+        "handshake", "MRs",     "paused",   "gone",      "scan",
+        "striped",   "share",   "intake",   "peers"};
 
 } // namespace
 
@@ -39,287 +36,229 @@ uint64_t engine::reconnects_of(const peer &p)
     return connects > 0 ? connects - 1 : 0;
 }
 
-std::string engine::status(bool human) const
+/* A peer's fields: its JSON object in "peers" and its row in the text. */
+std::vector<status_field> engine::peer_status(const peer &p) const
 {
-    const nic_counters nc = m_nic.counters();
-    uint32_t rc_qps       = 0;
+    size_t queued = 0;
+    /* per lane; their sum is `posted` unless the books are wrong */
+    nlohmann::ordered_json in_flight = nlohmann::ordered_json::array();
+    for (const auto &l : p.lanes) {
+        queued += l.backlog.size();
+        in_flight.push_back(l.inflight.size());
+    }
+    size_t parked = 0;
+    for (const auto &[dst, ops] : p.parked) {
+        parked += ops.size();
+    }
+    const char *row = "peer";
+    return {{"", "index", row, "", "", p.index},
+            {"", "loopback", row, "(this node)", "", p.loopback},
+            {"", "gid", row, "", "", gid_text(p.addr.gid)},
+            {"", "ud_qpn", row, "UD QPN", "", p.addr.ud_qpn},
+            {"", "state", row, "", "", std::string(to_string(p.conn->state()))},
+            {"", "qps", row, "QPs", "", p.qps.size()},
+            {"", "ops", row, "ops", "", p.n.ops_posted},
+            {"", "bytes", row, "bytes", "", p.n.bytes_posted},
+            {"", "failed", row, "failed", "", p.n.ops_failed},
+            {"", "received", row, "received", "", p.n.recv_msgs},
+            {"", "received_bytes", row, "received bytes", "", p.n.recv_bytes},
+            {"", "qp_errors", row, "QP errors", "", p.n.qp_errors},
+            {"", "confirmed", row, "confirmed", "", p.confirmed},
+            {"", "reconnects", row, "reconnects", "", reconnects_of(p)},
+            {"", "queued", row, "queued", "", queued},
+            {"", "parked", row, "parked", "", parked},
+            {"", "posted", row, "posted", "", p.posted},
+            {"", "in_flight_by_lane", row, "in flight by lane", "", in_flight},
+            {"", "last_error", row, "last error:", "", p.last_error}};
+}
+
+/* An attached client's fields: its JSON object in "client_traffic" and
+ * its row in the text. */
+std::vector<status_field> engine::client_status(uint32_t i) const
+{
+    const client_state &c = m_clients[i];
+    const char *row       = "client";
+    return {{"", "index", row, "", "", i},
+            {"", "ops", row, "ops", "", c.ops},
+            {"", "bytes", row, "bytes", "", c.bytes},
+            {"", "invalid", row, "invalid", "", c.invalid},
+            {"", "am_in", row, "AMs in", "", c.am_in},
+            {"", "writes_in", row, "writes in", "", c.writes_in},
+            {"", "write_bytes_in", row, "written in", "bytes",
+             c.write_bytes_in},
+            {"", "held_back", row, "held back", "", c.channel->backlog()},
+            {"", "inbound_waiting", row, "inbound waiting", "",
+             c.channel->inbound_waiting()},
+            {"", "paused", row, "paused", "", c.paused},
+            {"", "held", row, "ops held", "", m_share.held(i)},
+            {"", "lkeys", row, "lkeys", "",
+             m_mrs.lkeys_with(i, work_request{})},
+            {"", "peers_made", row, "peers made", "", m_share.peers_made(i)}};
+}
+
+/* Every fact the status shows, in the JSON's order: the one list both
+ * renderings walk (common/status_fields.h). */
+std::vector<status_field> engine::status_fields() const
+{
+    const nic_counters nc        = m_nic.counters();
+    uint32_t rc_qps              = 0;
+    nlohmann::ordered_json peers = nlohmann::ordered_json::array();
     for (const auto &p : m_peers) {
         rc_qps += static_cast<uint32_t>(p->qps.size());
+        peers.push_back(status_object(peer_status(*p)));
     }
-    std::string out;
-    if (human) {
-        out += format("address   GID %s, UD QPN %u, K = %u RC QPs per peer\n",
-                      gid_text(address().gid).c_str(), m_nic.ud_qpn(),
-                      m_cfg.peers.num_qps);
-        out += format("receive   %u of %u buffers posted (%u bytes each); "
-                      "%llu completions for a buffer not posted dropped, "
-                      "%llu double reposts skipped; "
-                      "misrouted %llu (detached %llu, old generation "
-                      "%llu), bad immediates %llu\n",
-                      nc.receives_posted, nc.receive_buffers,
-                      m_layout.caps.slot_size,
-                      static_cast<unsigned long long>(nc.receives_extra),
-                      static_cast<unsigned long long>(nc.reposts_refused),
-                      static_cast<unsigned long long>(m_totals.misrouted),
-                      static_cast<unsigned long long>(m_totals.stale_detached),
-                      static_cast<unsigned long long>(
-                              m_totals.stale_generation),
-                      static_cast<unsigned long long>(m_totals.bad_immediates));
-        out += format("departed  %llu told to peers, %llu heard from "
-                      "peers, %llu ops failed for them, %llu bad "
-                      "controls\n",
-                      static_cast<unsigned long long>(m_totals.gone_told),
-                      static_cast<unsigned long long>(m_totals.gone_heard),
-                      static_cast<unsigned long long>(m_totals.gone_ops_failed),
-                      static_cast<unsigned long long>(m_totals.bad_controls));
-        out += format("delivered %llu AMs, %llu writes with immediate "
-                      "(%llu bytes) to clients, gone ones included\n",
-                      static_cast<unsigned long long>(m_totals.am_in),
-                      static_cast<unsigned long long>(m_totals.writes_in),
-                      static_cast<unsigned long long>(m_totals.write_bytes_in));
-        out += "auth      " + m_auth->describe() + "\n";
-        out += format(
-                "handshake %llu datagrams sent, %llu received, %llu "
-                "dropped; refused: %llu unauthenticated, %llu not "
-                "sealed, %llu forged, %llu from unknown "
-                "senders, %llu half-open (%zu now), %llu table full; "
-                "%llu peers recycled\n",
-                static_cast<unsigned long long>(nc.datagrams_sent),
-                static_cast<unsigned long long>(nc.datagrams_received),
-                static_cast<unsigned long long>(nc.datagrams_dropped),
-                static_cast<unsigned long long>(m_totals.unauthenticated),
-                static_cast<unsigned long long>(m_totals.unsealed),
-                static_cast<unsigned long long>(m_totals.forged_datagrams),
-                static_cast<unsigned long long>(m_totals.unknown_datagrams),
-                static_cast<unsigned long long>(m_totals.half_open_refused),
-                half_open(),
-                static_cast<unsigned long long>(m_totals.table_full),
-                static_cast<unsigned long long>(m_totals.peers_recycled));
-        out += format(
-                "MRs       %llu released by their clients (%llu after "
-                "the ops using them, %zu waiting); failed %llu\n",
-                static_cast<unsigned long long>(m_mrs.counters().released),
-                static_cast<unsigned long long>(m_mrs.counters().deferred),
-                m_mrs.releases_waiting(),
-                static_cast<unsigned long long>(m_mrs.counters().leaked));
-        out += format("paused    %llu times, resumed %llu (clients that "
-                      "did not read); %llu ops parked for peers' paused "
-                      "clients\n",
-                      static_cast<unsigned long long>(m_totals.pauses),
-                      static_cast<unsigned long long>(m_totals.resumes),
-                      static_cast<unsigned long long>(m_totals.ops_parked));
-        out += format(
-                "gone      %llu clients; their MRs deregistered %llu "
-                "(%llu never announced), waiting %zu clients; %llu "
-                "detached for a corrupt ring\n",
-                static_cast<unsigned long long>(m_totals.clients_gone),
-                static_cast<unsigned long long>(m_mrs.counters().cleaned),
-                static_cast<unsigned long long>(m_mrs.counters().unannounced),
-                m_mrs.gone_waiting(),
-                static_cast<unsigned long long>(m_totals.corrupt_detached));
-        out += format("scan      %llu times work was found only by the full "
-                      "scan (its work summary bit cleared)\n",
-                      static_cast<unsigned long long>(m_totals.scan_found));
-        out += format("striped   %llu writes split over the lanes, in "
-                      "%llu parts\n",
-                      static_cast<unsigned long long>(m_totals.striped_ops),
-                      static_cast<unsigned long long>(m_totals.stripe_parts));
-        const share_limits &sl = m_share.limits();
-        out += format("share     refused over a client's share: %llu ops "
-                      "(max-client-ops %u), %llu lkeys (max-client-lkeys "
-                      "%u), %llu peers (max-client-peers %u)\n",
-                      static_cast<unsigned long long>(
-                              m_share.refused(share_bound::ops)),
-                      sl.ops,
-                      static_cast<unsigned long long>(
-                              m_share.refused(share_bound::lkeys)),
-                      sl.lkeys,
-                      static_cast<unsigned long long>(
-                              m_share.refused(share_bound::peers)),
-                      sl.peers);
-        if (m_server != nullptr) {
-            const intake_counters in = m_server->intake();
-            out += format("intake    %u connections not attached "
-                          "(max-unattached %u), at the bound %llu times; "
-                          "%llu accepts found no descriptor; %llu socket "
-                          "reads left bytes for the next pass\n",
-                          in.unattached, in.max_unattached,
-                          static_cast<unsigned long long>(in.times_full),
-                          static_cast<unsigned long long>(in.fd_shortages),
-                          static_cast<unsigned long long>(in.reads_deferred));
+    nlohmann::ordered_json traffic = nlohmann::ordered_json::array();
+    for (uint32_t i = 0; i < m_clients.size(); ++i) {
+        if (m_clients[i].attached) {
+            traffic.push_back(status_object(client_status(i)));
         }
-        out += format("peers     %zu, RC QPs %u in all; %llu completions "
-                      "came after their op was given up on\n",
-                      m_peers.size(), rc_qps,
-                      static_cast<unsigned long long>(
-                              m_totals.late_completions));
-        for (const auto &p : m_peers) {
-            out += format("  peer %u  %s  %s  QPs %zu  ops %llu  bytes %llu  "
-                          "failed %llu  received %llu  reconnects %llu%s%s\n",
-                          p->index,
-                          p->loopback ? "(this node)" :
-                                        gid_text(p->addr.gid).c_str(),
-                          std::string(to_string(p->conn->state())).c_str(),
-                          p->qps.size(),
-                          static_cast<unsigned long long>(p->n.ops_posted),
-                          static_cast<unsigned long long>(p->n.bytes_posted),
-                          static_cast<unsigned long long>(p->n.ops_failed),
-                          static_cast<unsigned long long>(p->n.recv_msgs),
-                          static_cast<unsigned long long>(reconnects_of(*p)),
-                          p->last_error.empty() ? "" : "  last error: ",
-                          p->last_error.c_str());
-        }
-        for (uint32_t i = 0; i < m_clients.size(); ++i) {
-            const client_state &c = m_clients[i];
-            if (!c.attached) {
-                continue;
-            }
-            out += format("  client %u  ops %llu  bytes %llu  invalid %llu  "
-                          "AMs in %llu  writes in %llu (%llu bytes)  "
-                          "held back %zu  ops held %u  peers made %u%s\n",
-                          i, static_cast<unsigned long long>(c.ops),
-                          static_cast<unsigned long long>(c.bytes),
-                          static_cast<unsigned long long>(c.invalid),
-                          static_cast<unsigned long long>(c.am_in),
-                          static_cast<unsigned long long>(c.writes_in),
-                          static_cast<unsigned long long>(c.write_bytes_in),
-                          c.channel->backlog(), m_share.held(i),
-                          m_share.peers_made(i), c.paused ? "  paused" : "");
-        }
-        return out;
     }
-    return status_json_text(status_json());
+    const share_limits &sl      = m_share.limits();
+    const mr_counters &mr       = m_mrs.counters();
+    const char *hs              = "handshake";
+    std::vector<status_field> f = {
+            {"", "gid", "address", "GID", "", gid_text(address().gid)},
+            {"", "ud_qpn", "address", "UD QPN", "", m_nic.ud_qpn()},
+            {"", "num_qps", "address", "RC QPs per peer", "",
+             m_cfg.peers.num_qps},
+            {"", "am_size", "address", "largest AM", "bytes",
+             m_cfg.peers.am_size},
+            {"", "rc_qps", "peers", "RC QPs in all", "", rc_qps},
+            {"receive_pool", "posted", "receive", "buffers posted", "",
+             nc.receives_posted},
+            {"receive_pool", "count", "receive", "of", "", nc.receive_buffers},
+            {"receive_pool", "buffer_size", "receive", "each", "bytes",
+             m_layout.caps.slot_size},
+            {"receive_pool", "extra_completions", "receive",
+             "completions for a buffer not posted, dropped", "",
+             nc.receives_extra},
+            {"receive_pool", "refused_reposts", "receive",
+             "double reposts skipped", "", nc.reposts_refused},
+            {"", "misrouted", "receive", "misrouted", "", m_totals.misrouted},
+            {"stale", "detached", "receive", "misrouted: detached", "",
+             m_totals.stale_detached},
+            {"stale", "generation", "receive", "misrouted: old generation", "",
+             m_totals.stale_generation},
+            {"stale", "told", "departed", "told to peers", "",
+             m_totals.gone_told},
+            {"departed", "heard", "departed", "heard from peers", "",
+             m_totals.gone_heard},
+            {"departed", "ops_failed", "departed", "ops failed for them", "",
+             m_totals.gone_ops_failed},
+            {"departed", "bad_controls", "departed", "bad controls", "",
+             m_totals.bad_controls},
+            {"departed", "remembered", "departed", "remembered", "",
+             m_departures.gone_count()},
+            {"", "bad_immediates", "receive", "bad immediates", "",
+             m_totals.bad_immediates},
+            {"delivered", "am", "delivered", "AMs", "", m_totals.am_in},
+            {"delivered", "writes", "delivered", "writes with immediate", "",
+             m_totals.writes_in},
+            {"delivered", "write_bytes", "delivered", "written", "bytes",
+             m_totals.write_bytes_in},
+            {"", "auth", "auth", "", "", wire::conn::to_string(m_auth->kind()),
+             m_auth->describe()},
+            {hs, "sent", hs, "datagrams sent", "", nc.datagrams_sent},
+            {hs, "unauthenticated", hs, "refused unauthenticated", "",
+             m_totals.unauthenticated},
+            {hs, "unsealed", hs, "refused not sealed", "", m_totals.unsealed},
+            {hs, "received", hs, "received", "", nc.datagrams_received},
+            {hs, "dropped", hs, "dropped", "", nc.datagrams_dropped},
+            {hs, "forged", hs, "refused forged", "", m_totals.forged_datagrams},
+            {hs, "unknown_sender", hs, "refused from unknown senders", "",
+             m_totals.unknown_datagrams},
+            {hs, "half_open", hs, "half-open now", "", half_open()},
+            {hs, "half_open_refused", hs, "refused half-open", "",
+             m_totals.half_open_refused},
+            {hs, "table_full", hs, "refused table full", "",
+             m_totals.table_full},
+            {hs, "recycled", hs, "peers recycled", "", m_totals.peers_recycled},
+            {"", "clients_gone", "gone", "clients", "", m_totals.clients_gone},
+            {"", "corrupt_detached", "gone", "detached for a corrupt ring", "",
+             m_totals.corrupt_detached},
+            {"", "late_completions", "peers",
+             "completions after their op was given up on", "",
+             m_totals.late_completions},
+            {"", "mrs_cleaned", "gone", "their MRs deregistered", "",
+             mr.cleaned},
+            {"", "mrs_unannounced", "gone", "never announced", "",
+             mr.unannounced},
+            {"", "mrs_released", "MRs", "released by their clients", "",
+             mr.released},
+            {"", "mrs_leaked", "MRs", "failed", "", mr.leaked},
+            {"", "mrs_deferred", "MRs", "after the ops using them", "",
+             mr.deferred},
+            {"", "releases_waiting", "MRs", "waiting", "",
+             m_mrs.releases_waiting()},
+            {"", "gone_waiting", "gone", "clients waiting", "",
+             m_mrs.gone_waiting()},
+            {"", "wakeups", "scan", "wakeups", "", m_totals.wakeups},
+            {"", "scan_found", "scan",
+             "times work was found only by the full scan", "",
+             m_totals.scan_found},
+            {"", "pauses", "paused", "times", "", m_totals.pauses},
+            {"", "resumes", "paused", "resumed", "", m_totals.resumes},
+            {"", "ops_parked", "paused", "ops parked for peers' paused clients",
+             "", m_totals.ops_parked},
+            {"", "striped_ops", "striped", "writes split over the lanes", "",
+             m_totals.striped_ops},
+            {"", "stripe_parts", "striped", "in parts", "",
+             m_totals.stripe_parts},
+            {"share", "max_ops", "share", "max-client-ops", "", sl.ops},
+            {"share", "max_lkeys", "share", "max-client-lkeys", "", sl.lkeys},
+            {"share", "max_peers", "share", "max-client-peers", "", sl.peers},
+            {"share", "refused_ops", "share", "refused ops", "",
+             m_share.refused(share_bound::ops)},
+            {"share", "refused_lkeys", "share", "refused lkeys", "",
+             m_share.refused(share_bound::lkeys)},
+            {"share", "refused_peers", "share", "refused peers", "",
+             m_share.refused(share_bound::peers)}};
+    if (m_server != nullptr) {
+        /* the attach server's bounds (attach_server.h, "Bounded intake") */
+        const intake_counters in = m_server->intake();
+        const char *it           = "intake";
+        f.insert(f.end(),
+                 {{it, "unattached", it, "connections not attached", "",
+                   in.unattached},
+                  {it, "max_unattached", it, "max-unattached", "",
+                   in.max_unattached},
+                  {it, "times_full", it, "at the bound, times", "",
+                   in.times_full},
+                  {it, "fd_shortages", it, "accepts that found no descriptor",
+                   "", in.fd_shortages},
+                  {it, "reads_deferred", it,
+                   "socket reads that left bytes for the next pass", "",
+                   in.reads_deferred}});
+    } else {
+        f.push_back({"", "intake", "", "", "", nullptr});
+    }
+    const size_t npeers = peers.size();
+    f.push_back({"", "peers", "peers", "peers", "", std::move(peers),
+                 std::to_string(npeers)});
+    f.push_back({"", "client_traffic", "", "", "", std::move(traffic)});
+    return f;
+}
+
+std::string engine::status(bool human) const
+{
+    if (!human) {
+        return status_json_text(status_json());
+    }
+    std::string out = status_lines(status_text_lines, status_fields());
+    for (const auto &p : m_peers) {
+        out += status_row("peer", peer_status(*p));
+    }
+    for (uint32_t i = 0; i < m_clients.size(); ++i) {
+        if (m_clients[i].attached) {
+            out += status_row("client", client_status(i));
+        }
+    }
+    return out;
 }
 
 nlohmann::ordered_json engine::status_json() const
 {
-    const nic_counters nc = m_nic.counters();
-    uint32_t rc_qps       = 0;
-    for (const auto &p : m_peers) {
-        rc_qps += static_cast<uint32_t>(p->qps.size());
-    }
-    nlohmann::ordered_json peers = nlohmann::ordered_json::array();
-    for (const auto &p : m_peers) {
-        size_t queued = 0;
-        /* per lane; their sum is `posted` unless the books are wrong */
-        nlohmann::ordered_json in_flight = nlohmann::ordered_json::array();
-        for (const auto &l : p->lanes) {
-            queued += l.backlog.size();
-            in_flight.push_back(l.inflight.size());
-        }
-        size_t parked = 0;
-        for (const auto &[dst, ops] : p->parked) {
-            parked += ops.size();
-        }
-        peers.push_back({{"index", p->index},
-                         {"loopback", p->loopback},
-                         {"gid", gid_text(p->addr.gid)},
-                         {"ud_qpn", p->addr.ud_qpn},
-                         {"state", std::string(to_string(p->conn->state()))},
-                         {"qps", p->qps.size()},
-                         {"ops", p->n.ops_posted},
-                         {"bytes", p->n.bytes_posted},
-                         {"failed", p->n.ops_failed},
-                         {"received", p->n.recv_msgs},
-                         {"received_bytes", p->n.recv_bytes},
-                         {"qp_errors", p->n.qp_errors},
-                         {"confirmed", p->confirmed},
-                         {"reconnects", reconnects_of(*p)},
-                         {"queued", queued},
-                         {"parked", parked},
-                         {"posted", p->posted},
-                         {"in_flight_by_lane", in_flight},
-                         {"last_error", p->last_error}});
-    }
-    nlohmann::ordered_json traffic = nlohmann::ordered_json::array();
-    for (uint32_t i = 0; i < m_clients.size(); ++i) {
-        const client_state &c = m_clients[i];
-        if (!c.attached) {
-            continue;
-        }
-        traffic.push_back({{"index", i},
-                           {"ops", c.ops},
-                           {"bytes", c.bytes},
-                           {"invalid", c.invalid},
-                           {"am_in", c.am_in},
-                           {"writes_in", c.writes_in},
-                           {"write_bytes_in", c.write_bytes_in},
-                           {"held_back", c.channel->backlog()},
-                           {"inbound_waiting", c.channel->inbound_waiting()},
-                           {"paused", c.paused},
-                           {"held", m_share.held(i)},
-                           {"lkeys", m_mrs.lkeys_with(i, work_request{})},
-                           {"peers_made", m_share.peers_made(i)}});
-    }
-    const share_limits &sl       = m_share.limits();
-    nlohmann::ordered_json share = {
-            {"max_ops", sl.ops},
-            {"max_lkeys", sl.lkeys},
-            {"max_peers", sl.peers},
-            {"refused_ops", m_share.refused(share_bound::ops)},
-            {"refused_lkeys", m_share.refused(share_bound::lkeys)},
-            {"refused_peers", m_share.refused(share_bound::peers)}};
-    return {{"gid", gid_text(address().gid)},
-            {"ud_qpn", m_nic.ud_qpn()},
-            {"num_qps", m_cfg.peers.num_qps},
-            {"am_size", m_cfg.peers.am_size},
-            {"rc_qps", rc_qps},
-            {"receive_pool",
-             {{"posted", nc.receives_posted},
-              {"count", nc.receive_buffers},
-              {"buffer_size", m_layout.caps.slot_size},
-              {"extra_completions", nc.receives_extra},
-              {"refused_reposts", nc.reposts_refused}}},
-            {"misrouted", m_totals.misrouted},
-            {"stale",
-             {{"detached", m_totals.stale_detached},
-              {"generation", m_totals.stale_generation},
-              {"told", m_totals.gone_told}}},
-            {"departed",
-             {{"heard", m_totals.gone_heard},
-              {"ops_failed", m_totals.gone_ops_failed},
-              {"bad_controls", m_totals.bad_controls},
-              {"remembered", m_departures.gone_count()}}},
-            {"bad_immediates", m_totals.bad_immediates},
-            {"delivered",
-             {{"am", m_totals.am_in},
-              {"writes", m_totals.writes_in},
-              {"write_bytes", m_totals.write_bytes_in}}},
-            {"auth", wire::conn::to_string(m_auth->kind())},
-            {"handshake",
-             {{"sent", nc.datagrams_sent},
-              {"unauthenticated", m_totals.unauthenticated},
-              {"unsealed", m_totals.unsealed},
-              {"received", nc.datagrams_received},
-              {"dropped", nc.datagrams_dropped},
-              {"forged", m_totals.forged_datagrams},
-              {"unknown_sender", m_totals.unknown_datagrams},
-              {"half_open", half_open()},
-              {"half_open_refused", m_totals.half_open_refused},
-              {"table_full", m_totals.table_full},
-              {"recycled", m_totals.peers_recycled}}},
-            {"clients_gone", m_totals.clients_gone},
-            {"corrupt_detached", m_totals.corrupt_detached},
-            {"late_completions", m_totals.late_completions},
-            {"mrs_cleaned", m_mrs.counters().cleaned},
-            {"mrs_unannounced", m_mrs.counters().unannounced},
-            {"mrs_released", m_mrs.counters().released},
-            {"mrs_leaked", m_mrs.counters().leaked},
-            {"mrs_deferred", m_mrs.counters().deferred},
-            {"releases_waiting", m_mrs.releases_waiting()},
-            {"gone_waiting", m_mrs.gone_waiting()},
-            {"wakeups", m_totals.wakeups},
-            {"scan_found", m_totals.scan_found},
-            {"pauses", m_totals.pauses},
-            {"resumes", m_totals.resumes},
-            {"ops_parked", m_totals.ops_parked},
-            {"striped_ops", m_totals.striped_ops},
-            {"stripe_parts", m_totals.stripe_parts},
-            {"share", std::move(share)},
-            {"intake", m_server != nullptr ? intake_json(m_server->intake()) :
-                                             nlohmann::ordered_json()},
-            {"peers", std::move(peers)},
-            {"client_traffic", std::move(traffic)}};
+    return status_object(status_fields());
 }
 
 std::string engine::check_books() const

@@ -13,6 +13,7 @@
 #include "uct/ib/rvt/agent/receive_pool.h"
 #include "uct/ib/rvt/agent/ud_channel.h"
 #include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/common/defaults.h"
 
 #include <array>
 #include <cstddef>
@@ -28,13 +29,13 @@ namespace rvt::agent {
 struct verbs_nic_config {
     rc_qp_params qp;
     uint32_t srq_size    = 1024; /* receive buffers of the node */
-    uint32_t buffer_size = 8192; /* each: the largest active message */
+    uint32_t buffer_size = defaults::am_size; /* each: the largest AM */
     uint32_t cq_size     = 8192; /* clamped to the device's */
     /* the most bytes an inline WR carries (nic::max_inline): the work-data
      * slot size. Each QP asks the device for that much (qp.max_inline is
      * set from it); a QP that got less stages the payloads it cannot
      * carry inline in registered memory of its own. */
-    uint32_t inline_size = 128;
+    uint32_t inline_size = defaults::inline_size;
     /* Fault injection, for tests only (rvtd --fault-silent-qps; 0, off,
      * by default): the first this many RC QPs that get a WR posted go to
      * the error state just before it, and no completion of theirs is

@@ -36,6 +36,7 @@
 #define RVT_CLIENT_LAUNCH_H
 
 #include "uct/ib/rvt/client/attach.h"
+#include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/result.h"
 
 #include <chrono>
@@ -55,7 +56,7 @@ struct launch_options {
     std::string rvtd_path;
     std::vector<std::string> extra_args; /* passed to rvtd ("--linger=5") */
     /* for the whole call: starting, waiting, attaching */
-    std::chrono::milliseconds timeout{20000};
+    std::chrono::milliseconds timeout = defaults::connect_timeout;
 };
 
 /* How ensure_agent found its agent. */

@@ -47,6 +47,7 @@
 #ifndef RVT_COMMON_SHM_LAYOUT_H
 #define RVT_COMMON_SHM_LAYOUT_H
 
+#include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/ring.h"
 #include "uct/ib/rvt/common/work.h"
@@ -115,12 +116,23 @@ inline constexpr uint32_t max_inbound_slot = 65536;
 inline constexpr uint32_t min_work_inline = 64;
 inline constexpr uint32_t max_work_inline = 256;
 
+static_assert(is_ring_capacity(defaults::work_ring));
+static_assert(is_ring_capacity(defaults::completion_ring));
+static_assert(is_ring_capacity(defaults::inbound_ring));
+static_assert(defaults::am_size >= min_inbound_slot &&
+              defaults::am_size <= max_inbound_slot &&
+              defaults::am_size % 64 == 0);
+static_assert(defaults::inline_size >= min_work_inline &&
+              defaults::inline_size <= max_work_inline &&
+              defaults::inline_size % 64 == 0);
+
 struct shm_capacities {
-    uint32_t work        = 256;
-    uint32_t completion  = 1024;
-    uint32_t inbound     = 256;
-    uint32_t slot_size   = 8192; /* largest active message */
-    uint32_t inline_size = 128; /* largest inline payload (work_inline) */
+    uint32_t work        = defaults::work_ring;
+    uint32_t completion  = defaults::completion_ring;
+    uint32_t inbound     = defaults::inbound_ring;
+    uint32_t slot_size   = defaults::am_size; /* largest active message */
+    uint32_t inline_size = defaults::inline_size; /* largest inline payload
+                                                     (work_inline) */
 
     friend bool
     operator==(const shm_capacities &, const shm_capacities &) = default;

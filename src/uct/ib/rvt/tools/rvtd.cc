@@ -23,7 +23,9 @@
 #include "uct/ib/rvt/agent/verbs_nic.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
+#include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/status_json.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
@@ -85,9 +87,9 @@ struct options {
     long max_peers        = defaults::engine.max_peers;
     long max_unattached   = defaults::attach.max_unattached;
     long max_socket_read  = static_cast<long>(defaults::attach.max_socket_read);
-    long work_ring        = 256;
-    long compl_ring       = 1024;
-    long inbound_ring     = 256;
+    long work_ring        = rvt::defaults::work_ring;
+    long compl_ring       = rvt::defaults::completion_ring;
+    long inbound_ring     = rvt::defaults::inbound_ring;
     long am_size          = defaults::nic.buffer_size;
     long inline_size      = defaults::nic.inline_size;
     long num_qps          = defaults::peers.num_qps;
@@ -130,12 +132,18 @@ set_long(long &out, std::string_view v, long lo, long hi, const char *name)
     return {};
 }
 
+/* "64-256": the bounds of a range, for help texts that state them. */
+std::string range_text(long lo, long hi)
+{
+    return std::to_string(lo) + "-" + std::to_string(hi);
+}
+
 /* A whole-number option: the name is written once, and the default only
  * in struct options, where --help reads it. */
-tools::option number(options &o, const char *name, const char *help,
+tools::option number(options &o, const char *name, std::string help,
                      long options::*field, long lo, long hi)
 {
-    return {name, "N", std::to_string(options{}.*field), help,
+    return {name, "N", std::to_string(options{}.*field), std::move(help),
             [&o, field, lo, hi, name](std::string_view v) {
                 return set_long(o.*field, v, lo, hi, name);
             }};
@@ -226,13 +234,16 @@ std::vector<tools::option> option_table(options &o)
                    "inbound messages per client ring (power of two)",
                    &options::inbound_ring, 2, 1 << 16),
             number(o, "am-size",
-                   "largest active message, bytes (64-65536, multiple of 64)",
-                   &options::am_size, 64, 65536),
+                   "largest active message, bytes (" +
+                           range_text(min_inbound_slot, max_inbound_slot) +
+                           ", multiple of 64)",
+                   &options::am_size, min_inbound_slot, max_inbound_slot),
             number(o, "inline-size",
                    "largest payload a request carries in the work ring "
-                   "(UCT's short operations), posted inline, bytes (64-256, "
-                   "multiple of 64)",
-                   &options::inline_size, 64, 256),
+                   "(UCT's short operations), posted inline, bytes (" +
+                           range_text(min_work_inline, max_work_inline) +
+                           ", multiple of 64)",
+                   &options::inline_size, min_work_inline, max_work_inline),
             number(o, "num-qps", "K: shared RC QPs per remote node (1-16)",
                    &options::num_qps, 1, 16),
             number(o, "gid-index",

@@ -29,6 +29,7 @@
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/result.h"
 
 #include <chrono>
@@ -53,7 +54,8 @@ struct link_settings {
     std::string job_key; /* empty: from the environment (job_key.h) */
     std::string rvtd_path; /* empty: client/launch.h's search */
     bool start_agent = true; /* run rvtd when no agent listens */
-    std::chrono::milliseconds timeout{20000}; /* attach, start, connect */
+    /* attach, start, connect */
+    std::chrono::milliseconds timeout = defaults::connect_timeout;
 };
 
 class agent_link {

@@ -5,6 +5,7 @@
 #include "uct/ib/rvt/uct/iface.h"
 
 #include "uct/ib/rvt/common/format.h"
+#include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/uct/ep.h"
 
@@ -24,7 +25,7 @@ ucs_config_field_t iface_config_table[] = {
         {"", "", nullptr, offsetof(iface_config, super),
          UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-        {"SEG_SIZE", "8k",
+        {"SEG_SIZE", RVT_QUOTE(RVT_DEFAULT_AM_SIZE),
          "Largest active message, its 8-byte header included, and largest "
          "put or am\n"
          "bcopy. Limited by the agent's inbound slot size (rvtd's max AM "

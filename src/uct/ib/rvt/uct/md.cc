@@ -5,6 +5,7 @@
 #include "uct/ib/rvt/uct/md.h"
 
 #include "uct/ib/rvt/client/devices.h"
+#include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/uct/ucx.h"
 
 extern "C" {
@@ -77,7 +78,7 @@ ucs_config_field_t md_config_table[] = {
          "already (started by an administrator or a launcher)",
          offsetof(md_config, start_agent), UCS_CONFIG_TYPE_BOOL},
 
-        {"CONNECT_TIMEOUT", "20s",
+        {"CONNECT_TIMEOUT", RVT_QUOTE(RVT_DEFAULT_CONNECT_TIMEOUT_S) "s",
          "How long to wait for the agent: starting it, attaching, and each "
          "request\n"
          "for a remote node's peer index",
