@@ -23,9 +23,11 @@
 #include <uct/api/uct.h>
 #include <uct/api/v2/uct_v2.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -566,6 +568,50 @@ TEST_F(uct_rvt, iface_starts_the_agent)
     open_iface(oi);
     EXPECT_TRUE(std::filesystem::exists(m_socket)) << "no agent started";
     EXPECT_EQ(agent_mrs(), 1) << "the bounce buffers";
+}
+
+/* UCX_RVT_AGENT_ARGS reach the rvtd the module starts. */
+TEST_F(uct_rvt, iface_starts_the_agent_with_the_sites_options)
+{
+    m_env.set("UCX_RVT_START_AGENT", "y");
+    m_env.set("UCX_RVT_AGENT", rvt::test::rvtd_path);
+    m_env.set("UCX_RVT_AGENT_ARGS", " --num-qps=2\t--spin-us=123 ");
+    open_md();
+    opened_iface oi;
+    open_iface(oi);
+    ASSERT_TRUE(std::filesystem::exists(m_socket)) << "no agent started";
+    const std::string key = std::string("--job-key=") + uct_job_key;
+    std::string found;
+    for (const auto &p : std::filesystem::directory_iterator("/proc")) {
+        std::ifstream in(p.path() / "cmdline");
+        std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+        std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+        if (cmdline.find(key + " ") != std::string::npos &&
+            cmdline.find("rvtd") != std::string::npos) {
+            found = cmdline;
+        }
+    }
+    EXPECT_NE(found.find(" --num-qps=2 --spin-us=123"), std::string::npos)
+            << "the agent's command line: '" << found << "'";
+}
+
+/* An option only the launcher may give fails the MD, naming it. */
+TEST_F(uct_rvt, agent_args_with_a_launchers_option_fail_the_md_naming_it)
+{
+    m_env.set("UCX_RVT_AGENT_ARGS", "--spin-us=20 --device=mlx5_9");
+    log_capture log;
+    uct_md_config_t *config;
+    ASSERT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
+              UCS_OK);
+    uct_md_h md         = nullptr;
+    ucs_status_t status = uct_md_open(m_component, m_dev.c_str(), config, &md);
+    uct_config_release(config);
+    EXPECT_EQ(status, UCS_ERR_INVALID_PARAM);
+    if (md != nullptr) {
+        uct_md_close(md);
+    }
+    EXPECT_TRUE(log.any_containing(
+            "UCX_RVT_AGENT_ARGS: agent option '--device=mlx5_9'"));
 }
 
 TEST_F(uct_rvt, moves_data_to_itself_through_the_agent)

@@ -361,3 +361,41 @@ TEST_F(launch_fixture, attach_or_start_names_what_is_wrong)
     EXPECT_TRUE(contains(r.error(), "start agent for " + m_paths.socket))
             << r.error();
 }
+
+TEST(parse_agent_args, options_split_at_spaces_and_tabs)
+{
+    auto none = rvt::client::parse_agent_args("  ");
+    ASSERT_TRUE(none) << none.error();
+    EXPECT_TRUE(none.value().empty());
+    auto two = rvt::client::parse_agent_args(
+            " --priority=fifo:10\t --spin-us=20 --daemonic-x ");
+    ASSERT_TRUE(two) << two.error();
+    EXPECT_EQ(two.value(),
+              (std::vector<std::string>{"--priority=fifo:10", "--spin-us=20",
+                                        "--daemonic-x"}));
+}
+
+TEST(parse_agent_args, a_word_that_is_no_option_is_named)
+{
+    for (const char *bad : {"fifo", "-x", "--", "--=3", "--spin-us=20 20"}) {
+        auto r = rvt::client::parse_agent_args(bad);
+        ASSERT_FALSE(r) << bad;
+        EXPECT_NE(r.error().find("expected --OPTION or --OPTION=VALUE"),
+                  std::string::npos)
+                << r.error();
+    }
+}
+
+TEST(parse_agent_args, the_launchers_own_options_are_refused_by_name)
+{
+    for (const char *own :
+         {"--daemon", "--device=mlx5_0", "--port=2", "--job-key=other"}) {
+        auto r = rvt::client::parse_agent_args(std::string("--linger=5 ") +
+                                               own);
+        ASSERT_FALSE(r) << own;
+        EXPECT_NE(r.error().find(std::string("agent option '") + own + "'"),
+                  std::string::npos)
+                << r.error();
+        EXPECT_NE(r.error().find("is the launcher's"), std::string::npos);
+    }
+}

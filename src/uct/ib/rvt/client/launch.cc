@@ -356,6 +356,40 @@ ensure_agent(const launch_options &opt, const std::string &socket_path)
     return ensure_until(opt, key.value(), socket_path, deadline);
 }
 
+result<std::vector<std::string>> parse_agent_args(std::string_view text)
+{
+    std::vector<std::string> args;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t start = text.find_first_not_of(" \t", pos);
+        if (start == std::string_view::npos) {
+            break;
+        }
+        size_t end = text.find_first_of(" \t", start);
+        if (end == std::string_view::npos) {
+            end = text.size();
+        }
+        const std::string arg(text.substr(start, end - start));
+        pos                    = end;
+        const std::string name = arg.substr(0, arg.find('='));
+        if (name.size() < 3 || name.rfind("--", 0) != 0) {
+            return failure{"agent option '" + arg +
+                           "': expected --OPTION or --OPTION=VALUE (rvtd "
+                           "--help lists them)"};
+        }
+        for (const char *own :
+             {"--daemon", "--device", "--port", "--job-key"}) {
+            if (name == own) {
+                return failure{"agent option '" + arg + "': " + own +
+                               " is the launcher's (the process's device, "
+                               "port and job key); expected another"};
+            }
+        }
+        args.push_back(arg);
+    }
+    return args;
+}
+
 result<attachment> attach_or_start(const launch_options &opt)
 {
     const auto deadline     = clock::now() + opt.timeout;

@@ -67,6 +67,14 @@ enum class agent_start {
     started_by_another /* another starter's agent held the lock */
 };
 
+/* The options a site gives the agents its jobs start (UCX_RVT_AGENT_ARGS:
+ * "--priority=fifo:10 --spin-us=20"), split at spaces and tabs. Each must
+ * be an --OPTION[=VALUE]; the launcher's own (--daemon, --device, --port,
+ * --job-key) are refused, since another would make the agent listen where
+ * this process does not look. rvtd judges the rest (an unknown option or
+ * a bad value fails the start with rvtd's reason). */
+result<std::vector<std::string>> parse_agent_args(std::string_view text);
+
 /* Attaches to the agent for (uid, job key, device:port), starting it when
  * none listens (see above). */
 result<attachment> attach_or_start(const launch_options &opt);

@@ -78,11 +78,12 @@ result<client::attachment> attach(const link_settings &s)
         return attach_running(s);
     }
     client::launch_options opt;
-    opt.device    = s.device;
-    opt.port      = s.port;
-    opt.job_key   = s.job_key;
-    opt.rvtd_path = s.rvtd_path;
-    opt.timeout   = s.timeout;
+    opt.device     = s.device;
+    opt.port       = s.port;
+    opt.job_key    = s.job_key;
+    opt.rvtd_path  = s.rvtd_path;
+    opt.extra_args = s.agent_args;
+    opt.timeout    = s.timeout;
     return client::attach_or_start(opt);
 }
 

@@ -53,6 +53,7 @@ struct link_settings {
     uint8_t port = 1;
     std::string job_key; /* empty: from the environment (job_key.h) */
     std::string rvtd_path; /* empty: client/launch.h's search */
+    std::vector<std::string> agent_args; /* for the rvtd it starts */
     bool start_agent = true; /* run rvtd when no agent listens */
     /* attach, start, connect */
     std::chrono::milliseconds timeout = defaults::connect_timeout;

@@ -5,6 +5,7 @@
 #include "uct/ib/rvt/uct/md.h"
 
 #include "uct/ib/rvt/client/devices.h"
+#include "uct/ib/rvt/client/launch.h"
 #include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/uct/ucx.h"
 
@@ -69,6 +70,14 @@ ucs_config_field_t md_config_table[] = {
          "else rvtd\n"
          "in rvt's configured bindir, else rvtd from PATH",
          offsetof(md_config, agent), UCS_CONFIG_TYPE_STRING},
+
+        {"AGENT_ARGS", "",
+         "Options for the rvtd this process starts (as the job's first on "
+         "the node),\n"
+         "separated by spaces, e.g. \"--priority=fifo:10 --spin-us=20\" "
+         "(rvtd --help lists\n"
+         "them; --daemon, --device, --port and --job-key are the launcher's)",
+         offsetof(md_config, agent_args), UCS_CONFIG_TYPE_STRING},
 
         {"START_AGENT", "y",
          "Start rvtd for this job, device and port when no agent listens "
@@ -438,10 +447,16 @@ ucs_status_t choose_reg_method(md &m, const md_config &config)
     return UCS_ERR_INVALID_PARAM;
 }
 
-link_settings
+result<link_settings>
 settings_of(const md_config &config, const client::port_info &port)
 {
+    auto args = client::parse_agent_args(
+            config.agent_args != nullptr ? config.agent_args : "");
+    if (!args) {
+        return failure{"UCX_RVT_AGENT_ARGS: " + args.error()};
+    }
     link_settings s;
+    s.agent_args  = std::move(args).value();
     s.device      = port.device;
     s.port        = static_cast<uint8_t>(port.port);
     s.job_key     = config.job_key != nullptr ? config.job_key : "";
@@ -474,7 +489,12 @@ ucs_status_t md_open(uct_component_t *component, const char *name,
         auto m             = std::make_unique<md>();
         m->super.component = component;
         m->port            = *port;
-        m->link = std::make_shared<agent_link>(settings_of(config, *port));
+        auto settings      = settings_of(config, *port);
+        if (!settings) {
+            ucs_error("rvt: opening md %s: %s", name, settings.error().c_str());
+            return UCS_ERR_INVALID_PARAM;
+        }
+        m->link = std::make_shared<agent_link>(std::move(settings).value());
         ucs_status_t status = choose_reg_method(*m, config);
         if (status != UCS_OK) {
             return status;

@@ -34,6 +34,7 @@ struct md_config {
     ucs_linear_func_t direct_reg_cost; /* without the cache: seconds */
     char *job_key;
     char *agent;
+    char *agent_args;
     int start_agent;
     double connect_timeout; /* seconds */
 };
