@@ -472,13 +472,8 @@ int main(int argc, char **argv)
 {
     options opt;
     const auto table = option_table(opt);
-    switch (tools::parse(argc, argv, doc, table)) {
-    case tools::parsed::run:
-        break;
-    case tools::parsed::exit_ok:
-        return 0;
-    case tools::parsed::exit_bad:
-        return 2;
+    if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
+        return *code;
     }
     const std::string device = opt.device.empty() ? first_device() : opt.device;
     report r;

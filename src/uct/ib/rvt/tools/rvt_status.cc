@@ -97,13 +97,8 @@ int main(int argc, char **argv)
 {
     options opt;
     const auto table = option_table(opt);
-    switch (rvt::tools::parse(argc, argv, doc, table)) {
-    case rvt::tools::parsed::run:
-        break;
-    case rvt::tools::parsed::exit_ok:
-        return 0;
-    case rvt::tools::parsed::exit_bad:
-        return 2;
+    if (auto code = rvt::tools::parse_or_exit(argc, argv, doc, table)) {
+        return *code;
     }
     auto &socket = opt.socket;
     if (socket.empty()) {

@@ -220,4 +220,18 @@ parsed parse(int argc, char **argv, const program_doc &doc,
     return parsed::run;
 }
 
+std::optional<int> parse_or_exit(int argc, char **argv, const program_doc &doc,
+                                 std::span<const option> options)
+{
+    switch (parse(argc, argv, doc, options)) {
+    case parsed::run:
+        return std::nullopt;
+    case parsed::exit_ok:
+        return 0;
+    case parsed::exit_bad:
+        return 2;
+    }
+    return 2;
+}
+
 } // namespace rvt::tools

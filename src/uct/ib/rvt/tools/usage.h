@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -59,6 +60,11 @@ enum class parsed {
  * said on stderr as "<name>: <why> (see <name> --help)". */
 parsed parse(int argc, char **argv, const program_doc &doc,
              std::span<const option> options);
+
+/* parse() as a main() needs it: nullopt to go on, else the exit status
+ * (0 after --help or --man, 2 after a bad argument). */
+std::optional<int> parse_or_exit(int argc, char **argv, const program_doc &doc,
+                                 std::span<const option> options);
 
 void write_help(std::FILE *out, const program_doc &doc,
                 std::span<const option> options);
