@@ -39,17 +39,21 @@
 #               rank, rc_verbs beside ud_verbs,rvt and rvt under agents
 #               of each scheduling mode (kernels-section.sh says what);
 #               `perf-guest.sh BUILD kernels` runs this section alone
+#   mid-size    UCP tag_bw and tag_lat from 512 B to 256 KiB, rvt,
+#               ud_verbs,rvt and rc_verbs, and the ratios (issue 31's
+#               sweep); `perf-guest.sh BUILD sweep` runs it alone
 #
 # Every run is a check (PASS when it ends with a figure and no UCX error);
 # the ratios are printed with "met" or "not met", never judged: under TCG
 # with every node on 2 vCPUs they say what the emulator allows, and the
 # README explains them next to the host benchmark.
 #
-# Usage: perf-guest.sh BUILD_DIR [stripe|kernels|brief] (a path relative
-# to the source tree; stripe, kernels: that section alone; brief: all but
-# the pollers and rendezvous sections, as CI runs it)
+# Usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|brief] (a path
+# relative to the source tree; stripe, kernels, sweep: that section alone;
+# brief: all but the pollers, mid-size and rendezvous sections, as CI runs
+# it)
 set -u -o pipefail
-build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels|brief]}
+build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|brief]}
 only=${2:-}
 here=$(dirname "$0")
 # shellcheck source=test/testbed/lib.sh
@@ -209,6 +213,40 @@ stripe_section() {
 }
 if [ "$only" = stripe ]; then
     stripe_section
+    finish perf
+fi
+# the mid-size messages (issue 31): UCP tag_bw and tag_lat from 512 B to
+# 256 KiB, one pair, rvt alone, the recommended ud_verbs,rvt and
+# rc_verbs, and each over rc_verbs (bandwidth: this / rc_verbs, >= 0.9
+# is the target for ud_verbs,rvt from 1 to 128 KiB; latency: this /
+# rc_verbs, <= 1.3)
+sweep_section() {
+    section "mid-size messages: UCP tag_bw and tag_lat, 512 B to 256 KiB, one pair"
+    local sizes="512 1024 4096 16384 65536 131072 262144" size tl
+    for size in $sizes; do
+        for tl in rvt ud_verbs,rvt,self rc_verbs; do
+            ucp tag_bw "$size" 200 "$tl"
+            ucp tag_lat "$size" 200 "$tl"
+        done
+    done
+    printf '%-8s %-11s %-11s %-11s %-9s %-9s | %-11s %-11s %-11s %-9s %s\n' size \
+        "bw rvt" "ud,rvt" rc_verbs rvt/rc ud,rvt/rc "lat rvt" "ud,rvt" \
+        rc_verbs rvt/rc ud,rvt/rc
+    for size in $sizes; do
+        local b=tag_bw.ucp.$size l=tag_lat.ucp.$size
+        printf '%-8s %-11s %-11s %-11s %-9s %-9s | %-11s %-11s %-11s %-9s %s\n' "$size" \
+            "${fig[$b.rvt]:-?}" "${fig[$b.ud_verbs,rvt,self]:-?}" "${fig[$b.rc_verbs]:-?}" \
+            "$(ratio "${fig[$b.rvt]:-?}" "${fig[$b.rc_verbs]:-?}")" \
+            "$(ratio "${fig[$b.ud_verbs,rvt,self]:-?}" "${fig[$b.rc_verbs]:-?}")" \
+            "${fig[$l.rvt]:-?}" "${fig[$l.ud_verbs,rvt,self]:-?}" "${fig[$l.rc_verbs]:-?}" \
+            "$(ratio "${fig[$l.rvt]:-?}" "${fig[$l.rc_verbs]:-?}")" \
+            "$(ratio "${fig[$l.ud_verbs,rvt,self]:-?}" "${fig[$l.rc_verbs]:-?}")"
+    done
+    echo "(bandwidth MB/s, latency us; one boot, idle nodes; targets for"
+    echo " ud_verbs,rvt from 1 to 128 KiB: bandwidth >= 0.9, latency <= 1.3 of rc_verbs')"
+}
+if [ "$only" = sweep ]; then
+    sweep_section
     finish perf
 fi
 # shellcheck source=test/testbed/kernels-section.sh
@@ -389,6 +427,7 @@ echo "ratios to rc_verbs: rvt $(ratio "${fig[tag_lat.ucp.8.rvt]:-?}" "${fig[tag_
     "ud_verbs,rvt $(ratio "${fig[tag_bw.ucp.1048576.ud_verbs,rvt,self]:-?}" "${fig[tag_bw.ucp.1048576.rc_verbs]:-?}") (tag_bw 1 MiB)"
 
 if [ "$only" != brief ]; then
+sweep_section
 section "rendezvous by RDMA READ (get) or WRITE WITH IMMEDIATE (put), 4 pairs at once"
 # UCP 1.13's rendezvous for host memory: the receiver READs the data
 # (get_zcopy, its default) or, with UCX_RNDV_SCHEME=put_zcopy, the sender

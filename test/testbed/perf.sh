@@ -3,10 +3,10 @@
 # issue 10 (latency, bandwidth, 4 pairs at once) and the per-hop trace of
 # an 8-byte active message (perf-guest.sh says what runs); exits with the
 # guest script's status, 1 when a run failed.
-# Usage: test/testbed/perf.sh [BUILD_DIR [stripe|kernels|brief]]
-# (default: build; stripe, kernels: only that section; brief: all but the
-# pollers and rendezvous sections, as CI runs it; perf-guest.sh says what
-# each runs)
+# Usage: test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|brief]]
+# (default: build; stripe, kernels, sweep: only that section; brief: all
+# but the pollers, mid-size and rendezvous sections, as CI runs it;
+# perf-guest.sh says what each runs)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
