@@ -178,13 +178,17 @@ expect "a run past its timeout is stopped" 124 'timeout after 20s' -- run -n 1 -
 
 # interrupt: SIGINT once the nodes are up. Job control on (set -m), else
 # bash starts the background job with SIGINT ignored, as for any
-# non-interactive `&`, and the signal would never reach the runner.
+# non-interactive `&`, and the signal would never reach the runner. And
+# SIGINT back to its default (env --default-signal): a test suite started
+# as a background job of a non-interactive shell (`(.ci/run &)`) inherits
+# it ignored, which no shell below can undo, and the runner would go on
+# to its timeout.
 set -m
-"$tb" run -n 1 -t 300 'sleep 600' > "$out" 2>&1 &
+env --default-signal=INT "$tb" run -n 1 -t 300 'sleep 600' > "$out" 2>&1 &
 pid=$!
 set +m
 # (a boot takes 15-40 s under TCG, longer on a loaded host: wait up to
-# 4 minutes, well inside the run's own 300 s)
+# 4 minutes, inside the run's own 300 s)
 up=no
 for _ in $(seq 2400); do
     grep -q 'node(s) up' "$out" && { up=yes; break; }
