@@ -8,8 +8,6 @@
 
 namespace rvt::agent {
 
-namespace {
-
 std::string first_device()
 {
     int n             = 0;
@@ -22,8 +20,6 @@ std::string first_device()
     }
     return name;
 }
-
-} // namespace
 
 result<agent_location>
 locate(const std::string &device, int port, const std::string &job_key)

@@ -22,6 +22,10 @@ struct agent_location {
     agent_paths paths;
 };
 
+/* The first RDMA device's name (what rvtd serves without --device), or
+ * empty when there is none. */
+std::string first_device();
+
 /* Empty `device` or `job_key` mean: find one. */
 result<agent_location>
 locate(const std::string &device, int port, const std::string &job_key);

@@ -122,18 +122,6 @@ private:
     std::vector<check> m_checks;
 };
 
-std::string first_device()
-{
-    int n             = 0;
-    ibv_device **list = ibv_get_device_list(&n);
-    std::string name = list != nullptr && n > 0 ? ibv_get_device_name(list[0]) :
-                                                  "";
-    if (list != nullptr) {
-        ibv_free_device_list(list);
-    }
-    return name;
-}
-
 std::string gid_text(const ibv_gid &g)
 {
     char text[64];
@@ -475,7 +463,8 @@ int main(int argc, char **argv)
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
         return *code;
     }
-    const std::string device = opt.device.empty() ? first_device() : opt.device;
+    const std::string device = opt.device.empty() ? agent::first_device() :
+                                                    opt.device;
     report r;
     if (check_port(r, device, static_cast<uint8_t>(opt.port))) {
         auto dev = agent::device::open(device, static_cast<uint8_t>(opt.port),
