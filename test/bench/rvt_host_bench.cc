@@ -24,7 +24,8 @@
  *      a peer, blocked in read()): the agent's time per loop pass with
  *      nothing to do, the hop medians and round trip of one latency
  *      client, and the posts per second of min(N, 8) streaming clients;
- *      each beside the smallest N's figure as a ratio.
+ *      each beside the smallest N's figure as a ratio; with --csv=FILE
+ *      also as CSV rows in FILE (test/testbed/plot.py draws them).
  *   4. Wake-up: the latency client of 1 with a pause after each message
  *      (--wake-gap-us), so that each finds rvtd's loop asleep
  *      (agent/cpu_policy.h; the fair class or SCHED_FIFO), beside the
@@ -41,7 +42,7 @@
  * Figures are printed, never judged (no timed test). Usage:
  *   rvt_host_bench [--messages=N] [--seconds=S] [--agent-cpu=C]
  *                  [--client-cpu=C] [--sge] [--attached=N,N,...|none]
- *                  [--wake-messages=N] [--wake-gap-us=U]
+ *                  [--wake-messages=N] [--wake-gap-us=U] [--csv=FILE]
  */
 #include "test/loopback/loopback_nic.h"
 #include "uct/ib/rvt/agent/attach_server.h"
@@ -63,6 +64,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +93,7 @@ struct options {
     std::vector<unsigned> attached{1, 8, 64, 128, 256, 512}; /* section 3 */
     unsigned wake_messages = 1000; /* section 4, 0: none */
     unsigned wake_gap_us   = 3000; /* section 4: the pause between them */
+    std::string csv; /* section 3's rows as CSV, "": none */
 };
 
 [[noreturn]] void die(const std::string &why)
@@ -124,6 +127,14 @@ options parse(int argc, char **argv)
         } else if (const char *v7 = value("wake-gap-us")) {
             o.wake_gap_us = static_cast<unsigned>(
                     std::strtoul(v7, nullptr, 10));
+        } else if (const char *v8 = value("csv")) {
+            o.csv   = v8; /* written, not read: found unwritable now */
+            FILE *f = std::fopen(v8, "w");
+            if (f == nullptr) {
+                die("--csv=" + o.csv +
+                    ": cannot write it: " + std::strerror(errno));
+            }
+            std::fclose(f);
         } else if (const char *v5 = value("attached")) {
             o.attached.clear();
             for (const char *q = v5; std::strcmp(v5, "none") != 0 && *q;) {
@@ -142,7 +153,7 @@ options parse(int argc, char **argv)
             die("unknown argument '" + a +
                 "' (--messages=N --seconds=S --agent-cpu=C --client-cpu=C "
                 "--sge --attached=N,N,...|none --wake-messages=N "
-                "--wake-gap-us=U)");
+                "--wake-gap-us=U --csv=FILE)");
         }
     }
     if (o.messages == 0 || o.seconds <= 0) {
@@ -966,8 +977,27 @@ int main(int argc, char **argv)
                     "attached", "pass ns", "client->agent", "agent post",
                     "agent->client", "completion", "round trip", "posts/s");
         std::optional<attached_row> base;
+        FILE *csv = o.csv.empty() ? nullptr : std::fopen(o.csv.c_str(), "w");
+        if (!o.csv.empty() && csv == nullptr) {
+            die("--csv=" + o.csv +
+                ": cannot write it: " + std::strerror(errno));
+        }
+        if (csv != nullptr) {
+            std::fprintf(csv, "attached,pass_ns,client_agent_ns,"
+                              "agent_post_ns,agent_client_ns,completion_ns,"
+                              "round_trip_ns,posts_per_s\n");
+        }
         for (unsigned n : o.attached) {
             const attached_row r = measure_attached(n, dir, next_slot, o);
+            if (csv != nullptr) {
+                std::fprintf(csv, "%u,%.1f,%lld,%lld,%lld,%lld,%lld,%.0f\n", n,
+                             r.pass_ns, static_cast<long long>(r.hops[0]),
+                             static_cast<long long>(r.hops[1]),
+                             static_cast<long long>(r.hops[2]),
+                             static_cast<long long>(r.hops[3]),
+                             static_cast<long long>(r.round_trip), r.posts);
+                std::fflush(csv);
+            }
             if (!base) {
                 base = r;
             }
@@ -990,6 +1020,9 @@ int main(int argc, char **argv)
                                 .c_str(),
                         cell(r.posts, base->posts).c_str());
             std::fflush(stdout);
+        }
+        if (csv != nullptr) {
+            std::fclose(csv);
         }
     }
     /* 4. wake-up */

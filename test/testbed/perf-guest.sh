@@ -82,6 +82,22 @@ alias_env="RVT_PERFTEST_DEV_ALIAS=rxe1:1=rxe2:1"
 declare -A fig cpu
 rows=()
 
+# Every figure is also a row of $results/figures.csv, which outlives the
+# boot (test/testbed/plot.py draws it); the suite starts it afresh
+results=$build/perf-results
+rm -rf "$results" && mkdir -p "$results" || exit 125
+echo "test,layout,size,setting,value,unit" >"$results/figures.csv"
+# keep TEST LAYOUT SIZE SETTING FIGURE: FIGURE ("12.3 us", "4.56 MB/s" or
+# "error") as fig[TEST.LAYOUT.SIZE.SETTING] and as a CSV row (SETTING may
+# be a UCX_TLS list, so it is quoted)
+keep() {
+    local value=${5% *} unit=${5#* }
+    fig[$1.$2.$3.$4]=$5
+    [ "$5" = error ] && value="" unit=error
+    printf '%s,%s,%s,"%s",%s,%s\n' "$1" "$2" "$3" "$4" "$value" "$unit" \
+        >>"$results/figures.csv"
+}
+
 # uct TEST LAYOUT SIZE ITERS TL [CLIENT_ENV [SERVER_ENV]]: one UCT run
 # node1 -> node2
 uct() {
@@ -97,10 +113,10 @@ uct() {
     if perf_pair "$out" 2 1 "$senv" "$cenv" -t "$test" -x "$tl" -d rxe1:1 \
         -D "$layout" -s "$size" -n "$iters" -w $((iters / 10 + 1)) &&
         f=$(figure "$out" "$kind"); then
-        fig[$test.$layout.$size.$key_tl]=$f
+        keep "$test" "$layout" "$size" "$key_tl" "$f"
         pass "uct $test -D $layout $size B, $key_tl: $f ($pair_secs s)"
     else
-        fig[$test.$layout.$size.$key_tl]=error
+        keep "$test" "$layout" "$size" "$key_tl" error
         fail "uct $test -D $layout $size B, $key_tl: $(error_text "$out")"
     fi
 }
@@ -115,10 +131,10 @@ ucp() {
     env="LD_PRELOAD=$module $(ucx_tls_env "$tl")"
     if perf_pair "$out" 2 1 "$env" "$env" -t "$test" -s "$size" \
         -n "$iters" -w $((iters / 4 + 1)) && f=$(figure "$out" "$kind"); then
-        fig[$test.ucp.$size.$key_tl]=$f
+        keep "$test" ucp "$size" "$key_tl" "$f"
         pass "ucp $test $size B, $key_tl: $f ($pair_secs s)"
     else
-        fig[$test.ucp.$size.$key_tl]=error
+        keep "$test" ucp "$size" "$key_tl" error
         fail "ucp $test $size B, $key_tl: $(error_text "$out")"
     fi
 }
@@ -299,12 +315,12 @@ many() {
     mb=$(awk -v n=$((4 * (iters + iters / 10 + 1))) -v s="$size" \
         'BEGIN { printf "%.1f", n * s / 1e6 }')
     if [ "$ok" = yes ]; then
-        fig[$test.x4.$size.$key_tl]=$sum
+        keep "$test" x4 "$size" "$key_tl" "$sum"
         cpu[$test.x4.$size.$key_tl]=$(cpu_report "$t0" "$t1" "$mb")
         pass "4 pairs uct $test -D $layout $size B, $key_tl: $sum together"
         echo "  $mb MB: ${cpu[$test.x4.$size.$key_tl]}"
     else
-        fig[$test.x4.$size.$key_tl]=error
+        keep "$test" x4 "$size" "$key_tl" error
         fail "4 pairs uct $test -D $layout $size B, $key_tl: a pair failed"
     fi
 }
@@ -464,10 +480,10 @@ rndv_many() {
     # its processes, bytes its agent posted (the READs of get_zcopy)
     read -r ams writes _ sent _ < <(counters_delta 2 "$work/rndv.before")
     if [ "$ok" = yes ]; then
-        fig[rndv.$size.$tl.$scheme]=$sum
+        keep rndv "$scheme" "$size" "$tl" "$sum"
         pass "4 pairs ucp tag_bw $size B, $tl, $scheme: $sum together (node 2: ${ams:-?} AMs, ${writes:-?} writes with immediate delivered, ${sent:-?} bytes posted)"
     else
-        fig[rndv.$size.$tl.$scheme]=error
+        keep rndv "$scheme" "$size" "$tl" error
         fail "4 pairs ucp tag_bw $size B, $tl, $scheme: a pair failed"
     fi
 }
@@ -476,7 +492,7 @@ for tl in rvt ud_verbs,rvt,self; do
         for scheme in get_zcopy put_zcopy; do
             rndv_many "${s%:*}" "${s#*:}" "$tl" "$scheme"
         done
-        echo "  put / get, $tl, ${s%:*} B: $(ratio "${fig[rndv.${s%:*}.$tl.put_zcopy]:-?}" "${fig[rndv.${s%:*}.$tl.get_zcopy]:-?}")"
+        echo "  put / get, $tl, ${s%:*} B: $(ratio "${fig[rndv.put_zcopy.${s%:*}.$tl]:-?}" "${fig[rndv.get_zcopy.${s%:*}.$tl]:-?}")"
     done
 done
 fi # not brief

@@ -1,8 +1,10 @@
 #!/bin/bash
 # rvt beside rc_verbs in one 2-node testbed boot: the ratio table of
 # issue 10 (latency, bandwidth, 4 pairs at once) and the per-hop trace of
-# an 8-byte active message (perf-guest.sh says what runs); exits with the
-# guest script's status, 1 when a run failed.
+# an 8-byte active message (perf-guest.sh says what runs); every figure
+# also in BUILD_DIR/perf-results/figures.csv, drawn there as SVG pictures
+# (test/testbed/plot.py); exits with the guest script's status, 1 when a
+# run failed or a picture could not be drawn.
 # Usage: test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|brief]]
 # (default: build; stripe, kernels, sweep: only that section; brief: all
 # but the pollers, mid-size and rendezvous sections, as CI runs it;
@@ -19,4 +21,18 @@ started=$SECONDS
 contrib/testbed/testbed run -n 2 -t 2400 "test/testbed/perf-guest.sh $build $only"
 rc=$?
 echo "perf suite: $((SECONDS - started)) s of testbed time, boot included"
+# the guest kept every figure in $build/perf-results/figures.csv: say
+# which run it was and draw it
+results=$build/perf-results
+if [ -s "$results/figures.csv" ]; then
+    {
+        echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+        echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet HEAD 2>/dev/null || echo ' (with changes)')"
+        echo "section: ${only:-all}"
+        echo "ucx: $(sed -n "s/^UCX_VERSION = //p" "$build/Makefile")"
+        echo "testbed: 2 nodes, qemu/TCG, Soft-RoCE (rxe), 2 vCPUs shared"
+    } >"$results/run.txt"
+    python3 test/testbed/plot.py "$results" || rc=1
+    echo "perf suite: figures and pictures in $results"
+fi
 exit $rc
