@@ -81,7 +81,8 @@ def size_label(size):
 
 
 def draw_sweep(series, test, unit, target, out):
-    """test against size per setting, and each over rc_verbs below."""
+    """test against size per setting, and each over rc_verbs below
+    (latency on log scales: its sizes span 8 B to 256 KiB)."""
     curves = {s: series.get((test, "ucp", s), {}) for s, _ in SETTINGS}
     rc = curves["rc_verbs"]
     if not rc or not any(curves[s] for s, _ in SETTINGS if s != "rc_verbs"):
@@ -111,6 +112,7 @@ set xrange [{every[0] / 1.5}:{every[-1] * 1.5}]
 set xtics ({tics}) rotate by -45
 set grid
 set key top left
+{"set logscale y 10" if unit == "us" else ""}
 set ylabel '{unit}'
 plot {", ".join(plots)}
 set ylabel 'over rc_verbs'
