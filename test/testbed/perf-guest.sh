@@ -239,24 +239,41 @@ fi
 sweep_section() {
     section "mid-size messages: UCP tag_bw and tag_lat, 512 B to 256 KiB, one pair"
     local sizes="512 1024 4096 16384 65536 131072 262144" size tl
+    local settings=(rvt "ud_verbs,rvt,self" rc_verbs) extra=""
+    # RVT_SWEEP_ENV (KEY=VALUE words): the recommended setting once more
+    # with them, as a fourth column, to try a UCP setting in the same boot
+    if [ -n "${RVT_SWEEP_ENV:-}" ]; then
+        extra="ud_verbs,rvt,self+${RVT_SWEEP_ENV// /+}"
+        echo "fourth column: ud_verbs,rvt,self with $RVT_SWEEP_ENV"
+    fi
     for size in $sizes; do
-        for tl in rvt ud_verbs,rvt,self rc_verbs; do
+        for tl in "${settings[@]}"; do
             ucp tag_bw "$size" 200 "$tl"
             ucp tag_lat "$size" 200 "$tl"
         done
+        if [ -n "$extra" ]; then
+            KEY_TL=$extra ucp tag_bw "$size" 200 "ud_verbs,rvt,self $RVT_SWEEP_ENV"
+            KEY_TL=$extra ucp tag_lat "$size" 200 "ud_verbs,rvt,self $RVT_SWEEP_ENV"
+        fi
     done
-    printf '%-8s %-11s %-11s %-11s %-9s %-9s | %-11s %-11s %-11s %-9s %s\n' size \
-        "bw rvt" "ud,rvt" rc_verbs rvt/rc ud,rvt/rc "lat rvt" "ud,rvt" \
-        rc_verbs rvt/rc ud,rvt/rc
+    # the format, a constant here, grows a column with the fourth setting
+    # shellcheck disable=SC2059
+    local f='%-8s %-11s %-11s %-11s %-9s %-9s | %-11s %-11s %-11s %-9s %s'
+    # shellcheck disable=SC2059
+    printf "$f${extra:+ | %s}\n" size "bw rvt" "ud,rvt" rc_verbs rvt/rc \
+        ud,rvt/rc "lat rvt" "ud,rvt" rc_verbs rvt/rc ud,rvt/rc \
+        ${extra:+"4th bw, lat over rc_verbs"}
     for size in $sizes; do
         local b=tag_bw.ucp.$size l=tag_lat.ucp.$size
-        printf '%-8s %-11s %-11s %-11s %-9s %-9s | %-11s %-11s %-11s %-9s %s\n' "$size" \
+        # shellcheck disable=SC2059
+        printf "$f${extra:+ | %s}\n" "$size" \
             "${fig[$b.rvt]:-?}" "${fig[$b.ud_verbs,rvt,self]:-?}" "${fig[$b.rc_verbs]:-?}" \
             "$(ratio "${fig[$b.rvt]:-?}" "${fig[$b.rc_verbs]:-?}")" \
             "$(ratio "${fig[$b.ud_verbs,rvt,self]:-?}" "${fig[$b.rc_verbs]:-?}")" \
             "${fig[$l.rvt]:-?}" "${fig[$l.ud_verbs,rvt,self]:-?}" "${fig[$l.rc_verbs]:-?}" \
             "$(ratio "${fig[$l.rvt]:-?}" "${fig[$l.rc_verbs]:-?}")" \
-            "$(ratio "${fig[$l.ud_verbs,rvt,self]:-?}" "${fig[$l.rc_verbs]:-?}")"
+            "$(ratio "${fig[$l.ud_verbs,rvt,self]:-?}" "${fig[$l.rc_verbs]:-?}")" \
+            ${extra:+"${fig[$b.$extra]:-?} $(ratio "${fig[$b.$extra]:-?}" "${fig[$b.rc_verbs]:-?}"), ${fig[$l.$extra]:-?} $(ratio "${fig[$l.$extra]:-?}" "${fig[$l.rc_verbs]:-?}")"}
     done
     echo "(bandwidth MB/s, latency us; one boot, idle nodes; targets for"
     echo " ud_verbs,rvt from 1 to 128 KiB: bandwidth >= 0.9, latency <= 1.3 of rc_verbs')"

@@ -5,7 +5,7 @@
 # also in BUILD_DIR/perf-results/figures.csv, drawn there as SVG pictures
 # (test/testbed/plot.py); exits with the guest script's status, 1 when a
 # run failed or a picture could not be drawn.
-# Usage: test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|brief]]
+# Usage: [RVT_SWEEP_ENV="KEY=VALUE ..."] test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|brief]]
 # (default: build; stripe, kernels, sweep: only that section; brief: all
 # but the pollers, mid-size and rendezvous sections, as CI runs it;
 # perf-guest.sh says what each runs)
@@ -18,7 +18,10 @@ build=${1:-build}
 only=${2:-}
 perf_prerequisites "$build" || exit 1
 started=$SECONDS
-contrib/testbed/testbed run -n 2 -t 2400 "test/testbed/perf-guest.sh $build $only"
+# RVT_SWEEP_ENV (KEY=VALUE words, no quotes): the sweep's fourth column,
+# the recommended setting with them (perf-guest.sh)
+sweep_env=${RVT_SWEEP_ENV:+RVT_SWEEP_ENV=\"$RVT_SWEEP_ENV\" }
+contrib/testbed/testbed run -n 2 -t 2400 "${sweep_env}test/testbed/perf-guest.sh $build $only"
 rc=$?
 echo "perf suite: $((SECONDS - started)) s of testbed time, boot included"
 # the guest kept every figure in $build/perf-results/figures.csv: say
