@@ -3,7 +3,9 @@
 # says yes to every need, in text and JSON, and its agent leaves after;
 # a Soft-iWARP device on the same port (siw1) is refused by rvt-check and
 # by rvtd at start, each naming iWARP; a device that does not exist is
-# named with the devices there are.
+# named with the devices there are; rvt-check --listen on node 2 and
+# --peer on node 1 move 64 KiB each way over the agents' shared RC QPs,
+# every byte checked, and --peer with nobody listening says so.
 # Usage: check-guest.sh BUILD_DIR
 set -u
 # shellcheck source=test/testbed/lib.sh
@@ -71,6 +73,43 @@ else
     indent siw <"$work/siw.err"
     fail "cannot add a Soft-iWARP device (modprobe siw, rdma link add siw1 type siw netdev veth1)"
 fi
+
+# ---- two nodes: a transfer each way, every byte checked --------------------
+# node 2 listens first; node 1 comes to it (either order works within
+# --peer-wait)
+on 2 "$tools/rvt-check" --device=rxe2 --listen=7100 --peer-wait=60 --json \
+    >"$work/listen.json" 2>"$work/listen.err" &
+listener=$!
+on 1 "$tools/rvt-check" --device=rxe1 --peer=node2:7100 >"$work/peer.txt" 2>&1
+rc=$?
+wait $listener
+lrc=$?
+indent peer <"$work/peer.txt"
+check "rvt-check --peer=node2:7100 on node 1: exit 0" test $rc = 0
+for n in peer peer_write peer_receive; do
+    check "rvt-check --peer on node 1: $n says yes" \
+        grep -qE "^  yes  $n " "$work/peer.txt"
+done
+check "rvt-check --peer: its 64 KiB arrived intact on node 2, and node 2's here, named by the immediate" \
+    sh -c "grep -qE '^  yes  peer_write +64 KiB arrived intact there' '$work/peer.txt' &&
+           grep -qE '^  yes  peer_receive +64 KiB arrived intact, the immediate.s notice named the other process' '$work/peer.txt'"
+check "rvt-check --listen=7100 on node 2: exit 0 ($lrc), every check ok, the peer's three last" \
+    python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+names = sys.argv[2].split() + ["peer", "peer_write", "peer_receive"]
+assert j["ok"] is True and j["device"] == "rxe2", j
+assert [c["name"] for c in j["checks"]] == names, j["checks"]
+assert all(c["ok"] is True for c in j["checks"]), j["checks"]
+' "$work/listen.json" "$names"
+[ "$lrc" = 0 ] || indent listen <"$work/listen.json"
+
+# nobody listening: the peer check says no, naming the address and the wait
+on 1 "$tools/rvt-check" --device=rxe1 --peer=node2:7101 --peer-wait=2 \
+    >"$work/nopeer.txt" 2>&1
+rc=$?
+check "rvt-check --peer=node2:7101 with nobody there: exit 1, peer says no naming it" \
+    sh -c "[ $rc = 1 ] && grep -qE '^  no   peer +--peer=node2:7101: no rvt-check --listen there in 2 s' '$work/nopeer.txt'"
 
 # ---- a device that does not exist -----------------------------------------
 on 1 "$tools/rvt-check" --device=nosuch0 >"$work/nosuch.txt" 2>&1

@@ -2,7 +2,8 @@
 # The site check (rvt-check, check-guest.sh says what runs): on rxe every
 # need of rvt answered yes, through a real agent too; on Soft-iWARP (siw,
 # Debian's kernel module) the transport refused with its reason, by the
-# check and by rvtd at start.
+# check and by rvtd at start; between two nodes, a transfer each way
+# (rvt-check --listen and --peer).
 # Usage: test/testbed/check.sh [BUILD_DIR]   (default: build)
 # Exits with the guest script's status, 1 when a check failed.
 set -u -o pipefail
@@ -14,7 +15,7 @@ build=${1:-build}
 need_built "$build" make src/uct/ib/rvt/tools/rvtd \
     src/uct/ib/rvt/tools/rvt-check || exit 1
 started=$SECONDS
-contrib/testbed/testbed run -n 1 -t 300 "test/testbed/check-guest.sh $build"
+contrib/testbed/testbed run -n 2 -t 400 "test/testbed/check-guest.sh $build"
 rc=$?
 echo "check suite: $((SECONDS - started)) s of testbed time, boot included"
 exit $rc

@@ -32,6 +32,18 @@
  *     atomic        a fetch-add over them, the fetched and the new value
  *                   checked (where the device does atomics)
  *
+ *   With another node (--listen=PORT on one, --peer=HOST:PORT on the
+ *   other, both with the job key rvt-check.peer.PORT so that the two
+ *   agents take each other as peers of one job):
+ *     peer          the two processes swap their agents' addresses and a
+ *                   buffer each over TCP, and this agent connects to the
+ *                   other's
+ *     peer_write    64 KiB written by RDMA WRITE WITH IMMEDIATE into the
+ *                   other process's buffer, over the shared RC QPs: the
+ *                   other side says whether every byte arrived
+ *     peer_receive  the other side's 64 KiB, here: every byte checked and
+ *                   the immediate's notice naming the other process
+ *
  * Text, or one JSON object with --json. Exit status 0 when every check
  * says yes, 1 when one says no, 2 on a bad option.
  */
@@ -45,9 +57,14 @@
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/status_json.h"
+#include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/tools/usage.h"
 
 #include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -69,7 +86,22 @@ struct options {
     std::string device, rvtd;
     long port      = 1;
     long gid_index = -1;
+    long listen    = 0; /* TCP port: wait for a --peer check */
+    std::string peer; /* HOST:PORT of a --listen check */
+    long peer_wait = 60; /* seconds for the other side to come */
 };
+
+/* The TCP port of the peer check, 0 without one. */
+long peer_port(const options &o)
+{
+    if (o.listen != 0) {
+        return o.listen;
+    }
+    const size_t colon = o.peer.rfind(':');
+    return colon == std::string::npos ?
+                   0 :
+                   std::strtol(o.peer.c_str() + colon + 1, nullptr, 10);
+}
 
 /* One answer. */
 struct check {
@@ -268,13 +300,251 @@ post_and_wait(client::session &s, const work_request &w, completion &done)
     return {};
 }
 
+/* ---- the peer check: two nodes, over TCP then RDMA ---------------------- */
+
+constexpr size_t peer_chunk = 64 << 10;
+
+/* What each side tells the other over TCP, in host order (both ends run
+ * this program on the same kind of host). */
+struct peer_hello {
+    char magic[8]; /* "rvtchk1" */
+    wire::agent_address agent;
+    uint32_t client_index;
+    uint32_t client_generation;
+    uint64_t addr; /* where the other side writes: peer_chunk bytes */
+    uint32_t rkey;
+    uint32_t length;
+};
+constexpr char peer_magic[8] = "rvtchk1";
+
+/* The bytes side `seed` writes: each differs from its neighbours and
+ * from the other side's. */
+uint8_t pattern(size_t k, uint8_t seed)
+{
+    return static_cast<uint8_t>(k * 31 + seed);
+}
+
+bool send_all(int fd, const void *p, size_t n)
+{
+    const auto *b = static_cast<const uint8_t *>(p);
+    while (n > 0) {
+        const ssize_t got = send(fd, b, n, MSG_NOSIGNAL);
+        if (got <= 0) {
+            return false;
+        }
+        b += got;
+        n -= static_cast<size_t>(got);
+    }
+    return true;
+}
+
+/* Reads n bytes within `wait`; false if the other side closed, failed or
+ * took longer. */
+bool recv_all(int fd, void *p, size_t n, std::chrono::seconds wait)
+{
+    auto *b           = static_cast<uint8_t *>(p);
+    const auto budget = std::chrono::steady_clock::now() + wait;
+    while (n > 0) {
+        pollfd pfd{fd, POLLIN, 0};
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                budget - std::chrono::steady_clock::now());
+        if (left.count() <= 0 ||
+            poll(&pfd, 1, static_cast<int>(left.count())) <= 0) {
+            return false;
+        }
+        const ssize_t got = recv(fd, b, n, 0);
+        if (got <= 0) {
+            return false;
+        }
+        b += got;
+        n -= static_cast<size_t>(got);
+    }
+    return true;
+}
+
+/* The TCP connection of the peer check: accepted on --listen's port, or
+ * made to --peer's, retried until --peer-wait is over (the other side may
+ * start later). */
+result<unique_fd> peer_socket(const options &o)
+{
+    const auto budget = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(o.peer_wait);
+    if (o.listen != 0) {
+        unique_fd l(socket(AF_INET6, SOCK_STREAM, 0));
+        const int on = 1, off = 0;
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        a.sin6_port   = htons(static_cast<uint16_t>(o.listen));
+        a.sin6_addr   = in6addr_any;
+        if (!l ||
+            setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) !=
+                    0 ||
+            setsockopt(l.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) !=
+                    0 ||
+            bind(l.get(), reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 ||
+            listen(l.get(), 1) != 0) {
+            return failure{"listening on TCP port " + std::to_string(o.listen) +
+                           ": " + std::strerror(errno)};
+        }
+        pollfd pfd{l.get(), POLLIN, 0};
+        if (poll(&pfd, 1, static_cast<int>(o.peer_wait * 1000)) <= 0) {
+            return failure{"no rvt-check --peer came to TCP port " +
+                           std::to_string(o.listen) + " in " +
+                           std::to_string(o.peer_wait) + " s"};
+        }
+        unique_fd c(accept(l.get(), nullptr, nullptr));
+        if (!c) {
+            return failure{std::string("accept: ") + std::strerror(errno)};
+        }
+        return c;
+    }
+    const size_t colon     = o.peer.rfind(':');
+    const std::string host = o.peer.substr(0, colon);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *found   = nullptr;
+    if (int e = getaddrinfo(host.c_str(), o.peer.c_str() + colon + 1, &hints,
+                            &found);
+        e != 0) {
+        return failure{"--peer=" + o.peer + ": " + gai_strerror(e)};
+    }
+    std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(found,
+                                                            freeaddrinfo);
+    std::string why = "nothing";
+    while (std::chrono::steady_clock::now() < budget) {
+        for (addrinfo *ai = found; ai != nullptr; ai = ai->ai_next) {
+            unique_fd c(socket(ai->ai_family, ai->ai_socktype, 0));
+            if (c && connect(c.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+                return c;
+            }
+            why = std::strerror(errno);
+        }
+        usleep(200000);
+    }
+    return failure{"--peer=" + o.peer + ": no rvt-check --listen there in " +
+                   std::to_string(o.peer_wait) + " s (last: " + why + ")"};
+}
+
+/* The check with another node's rvt-check: `area` is 2 x peer_chunk of
+ * this process's registered memory, the first half what we write, the
+ * second where the other side writes. */
+void check_peer(report &r, const options &o, client::session &s, uint8_t *area,
+                uint32_t lkey, uint32_t rkey)
+{
+    const uint8_t mine = o.listen != 0 ? 1 : 2, theirs = 3 - mine;
+    for (size_t k = 0; k < peer_chunk; ++k) {
+        area[k] = pattern(k, mine);
+    }
+    std::memset(area + peer_chunk, 0, peer_chunk);
+
+    auto sock = peer_socket(o);
+    if (!sock) {
+        r.add("peer", false, sock.error());
+        return;
+    }
+    const int fd = sock.value().get();
+    peer_hello me{};
+    std::memcpy(me.magic, peer_magic, sizeof(me.magic));
+    me.agent             = s.agent_address();
+    me.client_index      = s.client_index();
+    me.client_generation = s.attached().client_generation;
+    me.addr              = reinterpret_cast<uintptr_t>(area + peer_chunk);
+    me.rkey              = rkey;
+    me.length            = peer_chunk;
+    peer_hello other{};
+    if (!send_all(fd, &me, sizeof(me)) ||
+        !recv_all(fd, &other, sizeof(other), 10s)) {
+        r.add("peer", false,
+              "the other rvt-check sent no address over TCP in 10 s");
+        return;
+    }
+    if (std::memcmp(other.magic, peer_magic, sizeof(peer_magic)) != 0 ||
+        other.length != peer_chunk) {
+        r.add("peer", false,
+              "the other side is not this version of rvt-check (its hello: "
+              "length " +
+                      std::to_string(other.length) + ", expected " +
+                      std::to_string(peer_chunk) + ")");
+        return;
+    }
+    auto peer = s.connect_peer(other.agent);
+    if (!peer) {
+        r.add("peer", false,
+              "connecting to the other node's agent (" +
+                      gid_text(*reinterpret_cast<const ibv_gid *>(
+                              other.agent.gid)) +
+                      "): " + peer.error());
+        return;
+    }
+    r.add("peer", true,
+          "connected to the agent at " +
+                  gid_text(
+                          *reinterpret_cast<const ibv_gid *>(other.agent.gid)) +
+                  ", its client " + std::to_string(other.client_index));
+
+    /* ours to theirs */
+    work_request w{};
+    w.op             = static_cast<uint8_t>(work_op::rdma_write_imm);
+    w.flags          = work_signaled;
+    w.peer           = peer.value();
+    w.dst_client     = other.client_index;
+    w.dst_generation = other.client_generation;
+    w.length         = peer_chunk;
+    w.local_addr     = reinterpret_cast<uintptr_t>(area);
+    w.lkey           = lkey;
+    w.rkey           = other.rkey;
+    w.remote_addr    = other.addr;
+    completion done{};
+    std::string sent = post_and_wait(s, w, done);
+
+    /* theirs to ours: the notice, then every byte */
+    client::inbound_view v{};
+    const auto budget = std::chrono::steady_clock::now() + 10s;
+    bool noticed      = false;
+    while (!noticed && std::chrono::steady_clock::now() < budget) {
+        noticed = s.peek_inbound(v);
+    }
+    const bool named = noticed &&
+                       v.msg.kind ==
+                               static_cast<uint8_t>(inbound_kind::write) &&
+                       v.msg.src_client == other.client_index &&
+                       v.msg.length == peer_chunk;
+    if (noticed) {
+        s.release_inbound();
+    }
+    size_t bad = 0;
+    for (size_t k = 0; k < peer_chunk; ++k) {
+        bad += area[peer_chunk + k] != pattern(k, theirs);
+    }
+    const uint8_t verdict = named && bad == 0 ? 1 : 0;
+    uint8_t their_verdict = 0;
+    const bool told       = send_all(fd, &verdict, 1) &&
+                      recv_all(fd, &their_verdict, 1, 20s);
+    r.add("peer_write", sent.empty() && told && their_verdict == 1,
+          !sent.empty() ? "the write: " + sent :
+          !told         ? "the other side gave no verdict over TCP" :
+          their_verdict == 1 ?
+                  "64 KiB arrived intact there, the other side says" :
+                  "the other side did not get our 64 KiB intact "
+                  "(see its peer_receive)");
+    r.add("peer_receive", verdict == 1,
+          bad != 0 ? std::to_string(bad) + " of 65536 bytes differ" :
+          !noticed ? "no notice of the other side's write in 10 s" :
+          !named   ? "a notice that does not name the other side's write" :
+                     "64 KiB arrived intact, the immediate's notice named "
+                     "the other process");
+}
+
 /* Through a real agent, this process its client. */
 void check_agent(report &r, const options &o, const std::string &device)
 {
     client::launch_options lo;
-    lo.device     = device;
-    lo.port       = static_cast<uint8_t>(o.port);
-    lo.job_key    = "rvt-check." + std::to_string(getpid());
+    lo.device = device;
+    lo.port   = static_cast<uint8_t>(o.port);
+    /* two nodes' checks share a key, so that their agents are peers */
+    lo.job_key    = peer_port(o) != 0 ?
+                            "rvt-check.peer." + std::to_string(peer_port(o)) :
+                            "rvt-check." + std::to_string(getpid());
     lo.rvtd_path  = o.rvtd;
     lo.extra_args = {"--linger=1",
                      "--gid-index=" + std::to_string(o.gid_index)};
@@ -378,6 +648,10 @@ void check_agent(report &r, const options &o, const std::string &device)
           "fetch-add fetched " + std::to_string(done.value) +
                   " (expected 40) and left " + std::to_string(word) +
                   " (expected 42)");
+    if (peer_port(o) != 0) {
+        check_peer(r, o, s, buffer + 4 * chunk, mr.value().lkey,
+                   mr.value().rkey);
+    }
     (void)s.leave(5s);
 }
 
@@ -386,8 +660,8 @@ void check_agent(report &r, const options &o, const std::string &device)
 std::vector<tools::option> option_table(options &o)
 {
     auto number = [](const char *name, const char *dflt, const char *help,
-                     long &out, long lo, long hi) {
-        return tools::option{name, "N", dflt, help,
+                     long &out, long lo, long hi, const char *what = "N") {
+        return tools::option{name, what, dflt, help,
                              [&out, name, lo, hi](std::string_view v) {
                                  std::string s(v);
                                  char *end = nullptr;
@@ -419,6 +693,33 @@ std::vector<tools::option> option_table(options &o)
                    "GID table index; -1: the first RoCE v2 IPv4 GID, as "
                    "rvtd chooses",
                    o.gid_index, -1, 255),
+            number("listen", "0",
+                   "TCP port: wait there for `rvt-check --peer` from another "
+                   "node and check a transfer each way with it; 0: no peer "
+                   "check",
+                   o.listen, 0, 65535, "PORT"),
+            {"peer", "HOST:PORT", "none",
+             "check a transfer each way with `rvt-check --listen=PORT` on "
+             "HOST",
+             [&o](std::string_view v) {
+                 o.peer              = v;
+                 const size_t c      = o.peer.rfind(':');
+                 const long tcp_port = c == std::string::npos ?
+                                               0 :
+                                               std::strtol(o.peer.c_str() + c +
+                                                                   1,
+                                                           nullptr, 10);
+                 if (c == 0 || tcp_port < 1 || tcp_port > 65535 ||
+                     o.peer.find_first_not_of("0123456789", c + 1) !=
+                             std::string::npos) {
+                     return "--peer=" + o.peer +
+                            ": expected HOST:PORT, PORT from 1 to 65535";
+                 }
+                 return std::string();
+             }},
+            number("peer-wait", "60",
+                   "seconds to wait for the other node's rvt-check",
+                   o.peer_wait, 1, 3600),
             {"rvtd", "PATH",
              "$RVT_RVTD, else the installed rvtd, else rvtd in PATH",
              "the agent to start for the checks through a real agent",
@@ -434,6 +735,7 @@ const tools::program_doc doc = {
         .section  = 8,
         .summary  = "check whether this node's RDMA device can serve rvt",
         .synopsis = "[--json] [--device=NAME] [--port=N] [--gid-index=N] "
+                    "[--listen=PORT | --peer=HOST:PORT] [--peer-wait=N] "
                     "[--rvtd=PATH]",
         .description =
                 "Checks, before any job, everything rvt needs of this node's "
@@ -448,7 +750,14 @@ const tools::program_doc doc = {
                 "domain, writes 64 KiB to itself by RDMA WRITE WITH "
                 "IMMEDIATE over the node's own shared RC QPs and does a "
                 "fetch-add, checking every byte and value. The agent leaves "
-                "a second after the check.",
+                "a second after the check.\n\n"
+                "With another node: run `rvt-check --listen=PORT` on one and "
+                "`rvt-check --peer=HOST:PORT` on the other (in either order, "
+                "within --peer-wait). The two swap their agents' addresses "
+                "over TCP, their agents connect, and each writes 64 KiB into "
+                "the other's memory by RDMA WRITE WITH IMMEDIATE over the "
+                "shared RC QPs; each checks every byte it received and the "
+                "immediate's notice, and tells the other.",
         .exit_status = "0 when every check says yes; 1 when one says no; 2 "
                        "on a bad option.",
         .see_also    = "rvtd(8), rvt-status(1)",
@@ -462,6 +771,14 @@ int main(int argc, char **argv)
     const auto table = option_table(opt);
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
         return *code;
+    }
+    if (opt.listen != 0 && !opt.peer.empty()) {
+        std::fprintf(stderr,
+                     "rvt-check: --listen=%ld and --peer=%s: "
+                     "expected one of them (--listen on one node, "
+                     "--peer on the other)\n",
+                     opt.listen, opt.peer.c_str());
+        return 2;
     }
     const std::string device = opt.device.empty() ? agent::first_device() :
                                                     opt.device;
