@@ -125,7 +125,7 @@ ucp() {
 # ucx_tls_env TL: the environment of a UCP run over TL (rvt: rvt alone;
 # rc_verbs: rc_verbs with UD as UCP's auxiliary wire-up transport, as
 # UCX's default; else TL is the UCX_TLS list itself). ud_verbs drops every
-# packet on rxe without UCX_UD_VERBS_ETH_DGID_CHECK=n (DESIGN.md).
+# packet on rxe without UCX_UD_VERBS_ETH_DGID_CHECK=n (docs/testing.md, "The testbed").
 ucx_tls_env() {
     case $1 in
     rvt) echo "UCX_TLS=rvt,self" ;;
