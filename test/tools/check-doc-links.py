@@ -9,6 +9,11 @@ text lowercased, backticks and punctuation other than `-` and `_` dropped,
 each space a `-`; a repeated slug gets `-1`, `-2`, ... Links to http(s)
 and mailto are not followed.
 
+The source's references into docs/ are links too: each "docs/design.md
+part N" (or "parts N and M") in src/, test/ and contrib/ must name a
+heading "N. ..." of docs/design.md, and each 'docs/NAME.md, "Section"'
+written on one line a heading of that document.
+
 Usage: check-doc-links.py [FILE.md...] (default: README.md and docs/*.md
 of abs_top_srcdir, or of the tree this script is in).
 """
@@ -33,18 +38,25 @@ def prose_lines(path):
         yield n, re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), line)
 
 
-def slugs(path):
-    out, seen = set(), {}
+def headings(path):
+    """The text of each heading of a Markdown file, as GitHub shows it:
+    links reduced to their text, backticks dropped."""
+    out = []
     fenced = False
     for line in open(path, encoding="utf-8"):
         if re.match(r"^\s*(```|~~~)", line):
             fenced = not fenced
             continue
         m = None if fenced else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if not m:
-            continue
-        text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))
-        text = text.replace("`", "")
+        if m:
+            text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", m.group(1))
+            out.append(text.replace("`", ""))
+    return out
+
+
+def slugs(path):
+    out, seen = set(), {}
+    for text in headings(path):
         slug = re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
         if slug in seen:
             seen[slug] += 1
@@ -53,6 +65,49 @@ def slugs(path):
             seen[slug] = 0
             out.add(slug)
     return out
+
+
+def source_references():
+    """(failed, checked) for the docs/ references in the source's comments."""
+    failed = checked = 0
+    ref = re.compile(r'docs/([a-z]+)\.md(?: parts? ([0-9]+)(?: and ([0-9]+))?'
+                     r'|, "([^"]+)")')
+    for sub in ("src", "test", "contrib"):
+        for root, _, names in os.walk(os.path.join(top, sub)):
+            for name in names:
+                path = os.path.join(root, name)
+                try:
+                    text = open(path, encoding="utf-8").read()
+                except (UnicodeDecodeError, OSError):
+                    continue
+                if "docs/" not in text:
+                    continue
+                for n, line in enumerate(text.splitlines(), 1):
+                    for m in ref.finditer(line):
+                        doc = os.path.join(top, "docs", m.group(1) + ".md")
+                        where = "%s:%d: %s" % (os.path.relpath(path, top), n,
+                                               m.group(0))
+                        checked += 1
+                        if not os.path.exists(doc):
+                            print("FAIL: %s: no such document" % where)
+                            failed += 1
+                            continue
+                        heads = headings(doc)
+                        if m.group(4):
+                            wanted = [m.group(4)]
+                            found = [h for h in wanted if h in heads]
+                        else:
+                            wanted = [p for p in m.group(2, 3) if p]
+                            found = [p for p in wanted
+                                     if any(h.startswith(p + ". ")
+                                            for h in heads)]
+                        for w in wanted:
+                            if w not in found:
+                                print("FAIL: %s: no heading %s in docs/%s.md"
+                                      % (where, w if m.group(4) else
+                                         "'%s. ...'" % w, m.group(1)))
+                                failed += 1
+    return failed, checked
 
 
 def main(files):
@@ -89,6 +144,9 @@ def main(files):
                         print("FAIL: %s: no heading of %s has the anchor #%s"
                               % (where, os.path.relpath(dest, top), anchor))
                         failed += 1
+    f, c = source_references()
+    failed += f
+    checked += c
     if failed:
         print("FAIL: %d of %d links in %d files lead nowhere"
               % (failed, checked, len(files)))
