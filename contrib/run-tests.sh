@@ -116,7 +116,7 @@ if [ "$what" = all ]; then
     run_suite "transport selection (testbed)" test/testbed/select.sh build
     step "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)"
     # brief: the hour (perf-guest.sh: the pollers and rendezvous sections,
-    # whose findings the README states, run in the full suite only)
+    # whose findings docs/performance.md states, run in the full suite only)
     run_suite "perf (testbed)" test/testbed/perf.sh build brief
     step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
     run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
@@ -147,7 +147,8 @@ if [ "$what" = all ]; then
         run_suite "UCX 1.22 transport selection (testbed)" test/testbed/select.sh build122
         # rvtd_* and shared_pd load no UCX: the 1.13 leg has run them.
         # UCP 1.22 selects no atomic protocol over rvt and then aborts
-        # (README, known issues): its UCP atomic departure cases wait.
+        # (README, "Limits and known issues"): its UCP atomic departure
+        # cases wait.
         step "UCX 1.22: integration tests that load UCX (testbed)"
         run_suite "UCX 1.22 integration (testbed)" \
             test/testbed/integration.sh build122 \

@@ -20,7 +20,7 @@
 #                the connections an outage cuts). Lower values make the
 #                devices retransmit under any load: a run that shows what
 #                the device does then (its counters are printed; Soft-RoCE
-#                then delivers a few messages twice, README "Chaos")
+#                then delivers a few messages twice: docs/reliability.md)
 #   BUILD_DIR    default: build
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)

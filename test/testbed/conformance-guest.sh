@@ -7,7 +7,7 @@
 #
 # Prints a table, per group: passed/failed/skipped for rvt and for
 # rc_verbs, and one check per group: rvt fails no test, and skips no more
-# than rc_verbs does (or than the README's list of what rvt does not
+# than rc_verbs does (or than docs/testing.md's list of what rvt does not
 # support allows: ALLOWED_SKIPS below). rc_verbs' own failures are shown,
 # never counted: they are UCX's, under this emulator.
 #
@@ -25,7 +25,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 
 # Skips rvt may have beyond its reference's, by group (test names, blank
-# separated), each for a reason the README gives: tests that name the
+# separated), each for a reason docs/testing.md gives: tests that name the
 # transports they run for, or run only with a setting rvt does not have.
 declare -A ALLOWED_SKIPS=(
     # check_skip_test_tl(): "not supported yet" but for dc_mlx5, rc_verbs
@@ -91,7 +91,7 @@ for group in "$@"; do
     read -r vp vf vs < <(run_group "$ref" "$group")
     printf '%-34s %-16s %-20s\n' "$group" "$rp/$rf/$rs" "$vp/$vf/$vs ($ref)"
     what="$group: rvt $rp passed, $rf failed, $rs skipped ($ref $vp/$vf/$vs)"
-    # skips of rvt's that the reference does not skip, nor the README allows
+    # skips of rvt's that the reference does not skip, nor docs/testing.md allows
     extra=$(sort -u "$work/rvt.$group.skipped" |
         comm -23 - <(sort -u "$work/$ref.$group.skipped") |
         grep -vxF -f <(for t in ${ALLOWED_SKIPS[$group]:-}; do echo "$t"; done) |

@@ -95,8 +95,8 @@ for n in 1 2; do
     # 21 passed, then 2 of 2 in the suite);
     # --keepalive-ms=20000 --give-up-ms=120000 (defaults 5 s, so lost after
     # 15 s of silence, and 30 s): on a loaded host Soft-RoCE can hold the
-    # agent inside ibv_post_send for 20-40 s (README, "Chaos", the soft
-    # lockup); its peer then gave the connection up and UCP, which Open
+    # agent inside ibv_post_send for 20-40 s (docs/reliability.md, "Known
+    # issues", the soft lockup); its peer then gave the connection up and UCP, which Open
     # MPI runs without error handling, aborted the job (the likely cause
     # of one CI run's abort; why_failed now prints what the agents saw).
     # A device that stalls its poster is the emulator's; the suite checks

@@ -16,7 +16,7 @@
 #               is not the emulator's scheduling of busy pollers
 #   agent core  rvt again with its agents on one vCPU and every
 #               ucx_perftest on the other, for the rows the emulator's
-#               scheduling is suspected of (the README's rule: rvtd needs a
+#               scheduling is suspected of (docs/performance.md's rule: rvtd needs a
 #               core it does not wait for); where the CPU went in the
 #               4-pair runs, the agents' share of it
 #   UCX_TLS     what users should set: UCP tag_lat and tag_bw, one pair and
@@ -46,7 +46,7 @@
 # Every run is a check (PASS when it ends with a figure and no UCX error);
 # the ratios are printed with "met" or "not met", never judged: under TCG
 # with every node on 2 vCPUs they say what the emulator allows, and the
-# README explains them next to the host benchmark.
+# docs/performance.md explains them next to the host benchmark.
 #
 # Usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|brief] (a path
 # relative to the source tree; stripe, kernels, sweep: that section alone;
@@ -141,7 +141,7 @@ ucp() {
 # ucx_tls_env TL: the environment of a UCP run over TL (rvt: rvt alone;
 # rc_verbs: rc_verbs with UD as UCP's auxiliary wire-up transport, as
 # UCX's default; else TL is the UCX_TLS list itself). ud_verbs drops every
-# packet on rxe without UCX_UD_VERBS_ETH_DGID_CHECK=n (DESIGN.md).
+# packet on rxe without UCX_UD_VERBS_ETH_DGID_CHECK=n (docs/testing.md, "The testbed").
 ucx_tls_env() {
     case $1 in
     rvt) echo "UCX_TLS=rvt,self" ;;
@@ -360,7 +360,7 @@ uct_pair_bg() {
 both many am_bw short 8 2000 ">=0.9"
 both many put_bw zcopy 262144 40 ">=0.9"
 
-# brief (CI): the two investigations whose findings the README states
+# brief (CI): the two investigations whose findings docs/performance.md states
 # (pollers, rendezvous get/put) are left out
 if [ "$only" != brief ]; then
 section "rc_verbs again, with as many busy pollers as rvt has"
@@ -377,7 +377,7 @@ pollers_stop
 fi
 
 section "rvt with a vCPU for its agents, every ucx_perftest on the other"
-# The deployment rule the README gives: rvtd needs a core it does not
+# The deployment rule docs/performance.md gives: rvtd needs a core it does not
 # wait for. Both agents on vCPU 1, every ucx_perftest on vCPU 0: rvt's
 # test processes get one vCPU where rc_verbs' (above) had both; the rows
 # where the emulator's scheduling is suspected (latency, one message at a

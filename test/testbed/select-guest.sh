@@ -68,7 +68,7 @@ PY
 }
 
 section "UCX_TLS unset, $ucx: the lanes UCP chooses by the job's size"
-# ud_verbs drops every packet on rxe without the DGID check off (DESIGN.md)
+# ud_verbs drops every packet on rxe without the DGID check off (docs/testing.md, "The testbed")
 base="$load UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_RVT_START_AGENT=n \
 UCX_LOG_LEVEL=debug UCX_LOG_FILE_FILTER=*wireup.c"
 for want in "8 256 rc_verbs rc_verbs" "256 256 ud_verbs rc_verbs" \

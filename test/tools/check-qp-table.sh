@@ -1,7 +1,7 @@
 #!/bin/bash
 # test/testbed/qp_table.py, the per-node QP and memory table: on a made-up
 # measurement whose rows are known, on malformed input (a clear error, no
-# table), and against the README (its table is the one the recorded
+# table), and against docs/performance.md (its table is the one the recorded
 # measurement test/testbed/qp-table.rxe.json prints, not typed by hand).
 set -u
 top=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -55,15 +55,15 @@ else
     fail "a malformed measurement: $(head -1 "$work/bad")"
 fi
 
-# the README's table: between its qp-table markers, exactly what the
+# docs/performance.md's table: between its qp-table markers, exactly what the
 # recorded measurement prints
-sed -n '/^<!-- qp-table:begin -->$/,/^<!-- qp-table:end -->$/p' "$top/README.md" |
+sed -n '/^<!-- qp-table:begin -->$/,/^<!-- qp-table:end -->$/p' "$top/docs/performance.md" |
     sed '1d;$d' >"$work/readme"
 "$tool" "$top/test/testbed/qp-table.rxe.json" >"$work/recorded" 2>&1
 if [ -s "$work/readme" ] && diff -u "$work/recorded" "$work/readme" >"$work/diff"; then
-    pass "README's table is qp-table.sh --from test/testbed/qp-table.rxe.json"
+    pass "docs/performance.md's table is qp-table.sh --from test/testbed/qp-table.rxe.json"
 else
-    fail "README's qp-table block differs from the recorded measurement's output:"
+    fail "docs/performance.md's qp-table block differs from the recorded measurement's output:"
     diff -u "$work/recorded" "$work/readme" | head -20
 fi
 exit $failed

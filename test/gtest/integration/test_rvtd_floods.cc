@@ -1,8 +1,8 @@
 /*
  * Issue 25, item 6, on real verbs: each bound of a client's share holds
  * under a flood from a real rvtd's client, and the agent keeps serving
- * its other clients, its descriptors and memory bounded (README, "A
- * bounded share for every client"). The rules themselves are tested on
+ * its other clients, its descriptors and memory bounded (docs/reliability.md,
+ * "A bounded share for every client"). The rules themselves are tested on
  * the loopback nic (test_engine_hostile.cc, client_share_test,
  * accept_gate_test); here the agent is the daemon a site runs.
  *

@@ -102,7 +102,8 @@ struct departure_case {
  * protocol for: ... amo_post"), where 1.13 uses rvt's device atomics;
  * and its error path for that, ucp_proto_reconfig_progress calling
  * ucp_ep_set_lanes_failed_schedule, asserts the worker's async lock,
- * held only in thread-multi mode, and aborts (README, known issues). */
+ * held only in thread-multi mode, and aborts (README, "Limits and known
+ * issues"). */
 bool ucp_atomics_unsupported()
 {
     unsigned major = 0, minor = 0, release = 0;
@@ -291,7 +292,8 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     /* not run there: UCP would abort this process */
     ASSERT_FALSE(c.what == op::atomic && m_rvt && ucp_atomics_unsupported())
             << "UCP " << ucp_get_version_string()
-            << " selects no atomic protocol over rvt (README, known issues)";
+            << " selects no atomic protocol over rvt (README, limits and "
+               "known issues)";
     peer_process peer;
     ASSERT_TRUE(peer.start(departure_peer_path, m_peer_env))
             << "the receiver did not start: " << peer.fate();

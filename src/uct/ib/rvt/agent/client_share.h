@@ -75,7 +75,8 @@ std::string_view to_string(share_bound b);
 std::string_view setting_of(share_bound b);
 
 /* Peers (remote nodes) an agent connects to, and one client may make: a
- * job of up to 4,097 nodes by default (README, "Scale": some 13 KiB of the
+ * job of up to 4,097 nodes by default (docs/performance.md, "Many nodes,
+ * simulated with the real engine": some 13 KiB of the
  * agent's memory and K QPs each); rvtd --max-peers, --max-client-peers. */
 inline constexpr uint32_t default_max_peers = 4096;
 

@@ -35,7 +35,7 @@ public:
     /* What attach_server hands every client (device_grant.h). */
     device_grant grant(uint64_t agent_id) const;
 
-    /* How clients register into our PD (DESIGN.md part 3), chosen when
+    /* How clients register into our PD (docs/design.md part 3), chosen when
      * the device is opened: the provider's import path if it has one
      * (ibv_import_device + ibv_import_pd work on our own command fd),
      * else the generic uverbs ioctl path; and why. */

@@ -1,6 +1,6 @@
 /*
  * The agent's data path: everything between the clients' rings and the
- * device (DESIGN.md parts 4 and 6).
+ * device (docs/design.md parts 4 and 6).
  *
  *   clients' work rings --pop, check--> lane backlogs --post--> shared QPs
  *   CQ --op completions--> the owning client's completion ring

@@ -2,7 +2,7 @@
  * The connection from this agent to ONE remote agent (one remote node of
  * the job): K shared RC QPs, set up on demand over the UD handshake
  * (common/conn_wire.h), kept alive, torn down and re-established on
- * errors, and given up after a bounded time (DESIGN.md part 6). The
+ * errors, and given up after a bounded time (docs/design.md part 6). The
  * agent's own node is a peer too (loopback, below): the same states, a
  * subset of the events, no handshake.
  *

@@ -1,5 +1,5 @@
 /*
- * The first client of a job on a node starts its agent (DESIGN.md part 1:
+ * The first client of a job on a node starts its agent (docs/design.md part 1:
  * "started on demand by the first client"). A client that finds no agent
  * listening at the socket of its (uid, job key, device:port) runs
  *

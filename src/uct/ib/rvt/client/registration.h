@@ -1,6 +1,6 @@
 /*
  * Registering a process's own memory into its agent's protection domain
- * (DESIGN.md part 3), and telling the agent about it: the agent keeps the
+ * (docs/design.md part 3), and telling the agent about it: the agent keeps the
  * handle of every MR a client holds and deregisters what is left when the
  * client dies, since nobody else will (the MR lives in the agent's PD, on
  * the agent's command fd, not in the dead process).

@@ -139,7 +139,7 @@ enum class attach_status : uint32_t {
 };
 inline constexpr uint32_t attach_status_limit = 8;
 
-/* How clients register memory in the agent's PD (DESIGN.md part 3). */
+/* How clients register memory in the agent's PD (docs/design.md part 3). */
 enum class reg_mode : uint32_t {
     import_pd    = 1, /* ibv_import_device + ibv_import_pd + ibv_reg_mr */
     uverbs_ioctl = 2, /* REG_MR through RDMA_VERBS_IOCTL on the shared fd */

@@ -1,7 +1,7 @@
 /*
  * The connection handshake between agents: the UD datagrams with which two
  * rvtd instances (one per node, same uid and job key) agree on K shared RC
- * queue pairs (DESIGN.md part 6).
+ * queue pairs (docs/design.md part 6).
  *
  *   agent A (active)                          agent B (passive)
  *     | request: seq, A's K (QPN, PSN),  -->   |  checks the credential,

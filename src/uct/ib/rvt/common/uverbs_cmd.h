@@ -1,6 +1,6 @@
 /*
  * Memory registration in another process's protection domain, through the
- * kernel's generic uverbs ABI (DESIGN.md part 3, the path for providers
+ * kernel's generic uverbs ABI (docs/design.md part 3, the path for providers
  * without ibv_import_pd, such as rxe).
  *
  * The agent owns the verbs context and PD and passes its command fd to

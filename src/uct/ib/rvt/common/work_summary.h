@@ -5,7 +5,7 @@
  * takes work from the clients that have some instead of looking at every
  * attached client's work ring on every pass. An idle client then costs
  * the agent nothing per pass, which is what lets one agent serve a node of
- * 512 ranks (README, "Scale").
+ * 512 ranks (docs/performance.md, "Scale: 512 ranks on one agent").
  *
  *   word w (w < max_clients / 64), at offset w * 64 (a cache line each):
  *       bit b set: client w * 64 + b has published work since the agent

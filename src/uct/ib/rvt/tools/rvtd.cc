@@ -1,5 +1,5 @@
 /*
- * rvtd: the per-node agent of one job (DESIGN.md part 1). It opens the
+ * rvtd: the per-node agent of one job (docs/design.md part 1). It opens the
  * device and PD, serves the attach socket, and runs the data path (the
  * engine: shared RC QPs to every peer agent, posting for its clients,
  * routing what arrives); it exits a linger time after its last client has

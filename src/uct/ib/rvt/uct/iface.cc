@@ -71,7 +71,7 @@ ucs_config_field_t iface_config_table[] = {
          "landed.\n"
          "At least 8k; inf (the default): never split. Off by default: on "
          "Soft-RoCE\n"
-         "it moved no more than one QP (README, Performance).",
+         "it moved no more than one QP (docs/performance.md, Striping).",
          offsetof(iface_config, stripe_min), UCS_CONFIG_TYPE_MEMUNITS},
 
         {}};
@@ -629,7 +629,7 @@ struct perf_estimate {
 /* The agent's part of a one-way message: the sender's agent takes the
  * request from its ring and posts it, the receiver's routes the message
  * into the process's ring. rvt_host_bench measures these hops at
- * 0.45-1.5 us in all, with agents that spin (README, "Performance"). */
+ * 0.45-1.5 us in all, with agents that spin (docs/performance.md). */
 constexpr double agent_hops_latency = 1e-6;
 
 /* What the port's sysfs entry and the agent's path MTU let us say. The
