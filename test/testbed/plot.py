@@ -2,6 +2,12 @@
 """Draws a run's figures as SVG pictures, with gnuplot.
 
 Usage: test/testbed/plot.py DIR
+       test/testbed/plot.py --tables DIR
+
+With --tables, nothing is drawn: figures.csv is printed as the markdown
+tables the docs show (docs/performance.md keeps those of the recorded
+run, test/tools/check-plots.sh checks they are what its CSV prints):
+rvt beside rc_verbs per measure, and the mid-size sweep.
 
 DIR holds what a run wrote, and the pictures go beside it:
   figures.csv   the perf suite's figures (test/testbed/perf.sh writes
@@ -37,10 +43,12 @@ def die(why):
     sys.exit(1)
 
 
-def read_figures(path):
+def read_figures(path, with_units=False):
     """{(test, layout, setting): {size: [value, ...]}} of the rows with a
-    figure; a run that failed ("error") has none."""
+    figure; a run that failed ("error") has none. With with_units, also
+    {(test, layout): unit}."""
     series = defaultdict(lambda: defaultdict(list))
+    units = {}
     with open(path, newline="") as f:
         rows = csv.DictReader(f)
         want = ["test", "layout", "size", "setting", "value", "unit"]
@@ -55,7 +63,8 @@ def read_figures(path):
                 die(f"{path} line {n}: size '{r['size']}' or value "
                     f"'{r['value']}' is not a number")
             series[(r["test"], r["layout"], r["setting"])][size].append(value)
-    return series
+            units[(r["test"], r["layout"])] = r["unit"]
+    return (series, units) if with_units else series
 
 
 def mean(values):
@@ -77,7 +86,11 @@ def block(name, lines):
 
 
 def size_label(size):
-    return f"{size // 1024} KiB" if size >= 1024 else f"{size} B"
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return f"{size >> 20} MiB"
+    if size >= 1024 and size % 1024 == 0:
+        return f"{size >> 10} KiB"
+    return f"{size} B"
 
 
 def draw_sweep(series, test, unit, target, out):
@@ -199,10 +212,84 @@ unset multiplot
     gnuplot(script, out)
 
 
+SWEEP = range(512, 262144 + 1)  # the sweep's sizes: its own table
+
+
+def cell(values, unit):
+    if not values:
+        return ""
+    v = mean(values)
+    return f"{v:.1f} {unit}" if unit == "us" else f"{v:.2f} {unit}"
+
+
+def ratio(a, b):
+    return f"{mean(a) / mean(b):.2f}" if a and b else ""
+
+
+def print_tables(series, units):
+    """rvt beside rc_verbs for every measure both ran outside the sweep,
+    then the sweep: what docs/performance.md shows. A figure measured
+    twice in the run (a size two sections share) is their mean, as in the
+    pictures."""
+    measures = sorted({(t, layout, z) for (t, layout, s), sizes in
+                       series.items() if s == "rvt" for z in sizes
+                       if (t, layout, "rc_verbs") in series and
+                       z in series[(t, layout, "rc_verbs")] and
+                       not (layout == "ucp" and z in SWEEP)},
+                      key=lambda m: (not m[0].endswith("_lat"),
+                                     m[1] == "x4", m[0], m[1], m[2]))
+    print("| measure | rvt | rc_verbs | rvt / rc_verbs | rc_verbs+p "
+          "| rvt / rc_verbs+p | rvt+core | rvt+core / rc_verbs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for t, layout, z in measures:
+        def get(s):
+            return series.get((t, layout, s), {}).get(z, [])
+        u = units[(t, layout)]
+        name = (f"4 pairs, UCT {t} {size_label(z)}, sum" if layout == "x4"
+                else f"UCP {t} {size_label(z)}" if layout == "ucp"
+                else f"UCT {t} {layout} {size_label(z)}")
+        print(f"| {name} | {cell(get('rvt'), u)} | {cell(get('rc_verbs'), u)} "
+              f"| {ratio(get('rvt'), get('rc_verbs'))} "
+              f"| {cell(get('rc_verbs_pollers'), u)} "
+              f"| {ratio(get('rvt'), get('rc_verbs_pollers'))} "
+              f"| {cell(get('rvt_core'), u)} "
+              f"| {ratio(get('rvt_core'), get('rc_verbs'))} |")
+    sizes = sorted(z for z in series.get(("tag_bw", "ucp", "rc_verbs"), {})
+                   if z in SWEEP)
+    if not sizes:
+        return
+    print()
+    print("| size | tag_bw rvt | ud_verbs,rvt | rc_verbs | rvt / rc "
+          "| ud_verbs,rvt / rc | tag_lat rvt | ud_verbs,rvt | rc_verbs "
+          "| rvt / rc | ud_verbs,rvt / rc |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for z in sizes:
+        row = [size_label(z)]
+        for t, u in (("tag_bw", "MB/s"), ("tag_lat", "us")):
+            got = {s: series.get((t, "ucp", s), {}).get(z, [])
+                   for s, _ in SETTINGS}
+            row += [cell(got[s], u) for s, _ in SETTINGS]
+            row += [ratio(got["rvt"], got["rc_verbs"]),
+                    ratio(got["ud_verbs,rvt,self"], got["rc_verbs"])]
+        print("| " + " | ".join(row) + " |")
+
+
 def main():
-    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
-        die("usage: plot.py DIR (with figures.csv, attached.csv or both)")
-    d = sys.argv[1]
+    args = sys.argv[1:]
+    tables = args[:1] == ["--tables"]
+    if tables:
+        args = args[1:]
+    if len(args) != 1 or args[0].startswith("-"):
+        die("usage: plot.py [--tables] DIR (with figures.csv, attached.csv "
+            "or both)")
+    d = args[0]
+    if tables:
+        figures = os.path.join(d, "figures.csv")
+        if not os.path.exists(figures):
+            die(f"{d}: no figures.csv")
+        series, units = read_figures(figures, with_units=True)
+        print_tables(series, units)
+        return
     figures = os.path.join(d, "figures.csv")
     attached = os.path.join(d, "attached.csv")
     if not os.path.exists(figures) and not os.path.exists(attached):

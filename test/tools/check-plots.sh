@@ -1,8 +1,9 @@
 #!/bin/bash
 # test/testbed/plot.py, the pictures of a run: the recorded run's pictures
 # in docs/plots are what plot.py draws from the CSV files beside them (not
-# drawn by hand, nor from other figures), and malformed input gets a clear
-# error and no picture.
+# drawn by hand, nor from other figures), the tables in docs/performance.md
+# are what it prints from them, and malformed input gets a clear error and
+# no picture.
 set -u
 top=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 tool=$top/test/testbed/plot.py
@@ -26,8 +27,8 @@ if python3 "$tool" "$work/redrawn" >"$work/out" 2>&1; then
 else
     fail "plot.py on docs/plots' CSV: $(cat "$work/out")"
 fi
-drawn=$(cd "$work/redrawn" && ls -- *.svg 2>/dev/null | sort | tr '\n' ' ')
-kept=$(cd "$plots" && ls -- *.svg 2>/dev/null | sort | tr '\n' ' ')
+drawn=$(cd "$work/redrawn" && printf '%s ' *.svg)
+kept=$(cd "$plots" && printf '%s ' *.svg)
 if [ -n "$kept" ] && [ "$drawn" = "$kept" ]; then
     pass "the pictures kept are the ones drawn: $kept"
 else
@@ -40,6 +41,24 @@ for f in $kept; do
         fail "docs/plots/$f differs from what its CSV draws (test/testbed/plot.py docs/plots redraws it)"
     fi
 done
+
+# ---- the tables docs/performance.md shows: what the CSV prints --------------
+# each table plot.py --tables prints from the recorded run is in the doc,
+# line for line
+if python3 "$tool" --tables "$plots" >"$work/tables" 2>&1 &&
+    python3 - "$work/tables" "$top/docs/performance.md" >"$work/out" 2>&1 <<'PY'; then
+import sys
+tables = open(sys.argv[1]).read().strip().split("\n\n")
+doc = open(sys.argv[2]).read()
+missing = [t.split("\n")[0] for t in tables if t + "\n" not in doc]
+for m in missing:
+    print(f"docs/performance.md lacks the table that begins: {m}")
+sys.exit(1 if missing or not tables else 0)
+PY
+    pass "docs/performance.md shows the recorded run's tables as its CSV prints them"
+else
+    fail "$(cat "$work/out") (test/testbed/plot.py --tables docs/plots prints them)"
+fi
 
 # ---- malformed input: an error naming it, no picture ------------------------
 bad() { # bad WHAT EXPECTED-ERROR-ERE: $work/bad holds the input
