@@ -42,7 +42,6 @@
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
