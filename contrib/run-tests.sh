@@ -76,14 +76,16 @@ sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
 
 step "unit tests: make check"
 run_suite "make check" make -C build check -j"$(nproc)"
-# count the GoogleTest cases too, not just the one binary that holds them
+# count the GoogleTest cases too, not just the binaries that hold them
 if [ -f build/test/gtest/rvt_unit_tests.log ]; then
     # a parameterised case's failure line names its parameter before the
     # time (lib.sh, gtest_verdicts); the closing list has no time
     awk '/^\[       OK \]/ { print "PASS: unit " $4 }
          /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)$/ {
              n = $4; sub(/,$/, "", n); print "FAIL: unit " n }' \
-        build/test/gtest/rvt_unit_tests.log > build/unit-cases.log
+        build/test/gtest/rvt_unit_tests.log \
+        $(ls build/test/gtest/rvt_uct_host_tests.log 2>/dev/null) \
+        > build/unit-cases.log
     echo "unit test cases: $(grep -c '^PASS' build/unit-cases.log) passed"
     grep '^FAIL' build/unit-cases.log
     record "unit test cases (gtest)" build/unit-cases.log 0

@@ -17,6 +17,7 @@
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
 
+#include "../uct/uct_api.h"
 #include "processes.h"
 #include "test_paths.h"
 
@@ -62,33 +63,6 @@ inline std::string module_path()
             .lexically_normal()
             .string();
 }
-
-/* Sets environment variables for one test and puts them back after. */
-class env_scope {
-public:
-    void set(const std::string &name, const std::string &value)
-    {
-        if (!m_saved.count(name)) {
-            const char *old = std::getenv(name.c_str());
-            m_saved[name]   = old ? std::optional<std::string>(old) :
-                                    std::nullopt;
-        }
-        setenv(name.c_str(), value.c_str(), 1);
-    }
-    ~env_scope()
-    {
-        for (const auto &[name, value] : m_saved) {
-            if (value) {
-                setenv(name.c_str(), value->c_str(), 1);
-            } else {
-                unsetenv(name.c_str());
-            }
-        }
-    }
-
-private:
-    std::map<std::string, std::optional<std::string>> m_saved;
-};
 
 /* Collects what UCX logs at warning level or worse while it lives
  * (UCX's own gtest fails any test that logs an error). One at a time. */
@@ -187,44 +161,6 @@ struct opened_iface {
     }
 };
 
-/* Registered memory of the test's own, unmapped at the end. */
-struct buffer {
-    uct_md_h md    = nullptr;
-    void *addr     = MAP_FAILED;
-    size_t length  = 0;
-    uct_mem_h memh = UCT_MEM_HANDLE_NULL;
-
-    buffer(uct_md_h m, size_t len) : md(m), length(len)
-    {
-        addr = mmap(nullptr, len, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (addr != MAP_FAILED &&
-            uct_md_mem_reg(md, addr, len, UCT_MD_MEM_ACCESS_ALL, &memh) !=
-                    UCS_OK) {
-            memh = UCT_MEM_HANDLE_NULL;
-        }
-    }
-    buffer(const buffer &)            = delete;
-    buffer &operator=(const buffer &) = delete;
-    ~buffer()
-    {
-        if (memh != UCT_MEM_HANDLE_NULL) {
-            uct_md_mem_dereg(md, memh);
-        }
-        if (addr != MAP_FAILED) {
-            munmap(addr, length);
-        }
-    }
-    char *bytes() const
-    {
-        return static_cast<char *>(addr);
-    }
-    uct_iov_t iov(size_t len, size_t offset = 0) const
-    {
-        return {bytes() + offset, len, memh, 0, 1};
-    }
-};
-
 /* An AM handler that keeps what it is given. */
 inline ucs_status_t keep_am(void *arg, void *data, size_t length, unsigned)
 {
@@ -251,48 +187,6 @@ struct counted_completion {
         return comp.count == 0;
     }
 };
-
-/* Where an interface is: what uct_ep_create needs to reach it. */
-struct iface_addresses {
-    std::vector<char> dev, iface;
-
-    uct_device_addr_t *dev_addr()
-    {
-        return reinterpret_cast<uct_device_addr_t *>(dev.data());
-    }
-    uct_iface_addr_t *iface_addr()
-    {
-        return reinterpret_cast<uct_iface_addr_t *>(iface.data());
-    }
-};
-
-inline iface_addresses addresses_of(uct_iface_h iface)
-{
-    uct_iface_attr_t attr;
-    iface_addresses a;
-    EXPECT_EQ(uct_iface_query(iface, &attr), UCS_OK);
-    a.dev.resize(attr.device_addr_len);
-    a.iface.resize(attr.iface_addr_len);
-    EXPECT_EQ(uct_iface_get_device_address(iface, a.dev_addr()), UCS_OK);
-    EXPECT_EQ(uct_iface_get_address(iface, a.iface_addr()), UCS_OK);
-    return a;
-}
-
-/* An endpoint from `from` to the interface at `to`, or nullptr. */
-inline uct_ep_h
-connect_ep(uct_iface_h from, iface_addresses &to, ucs_status_t expect = UCS_OK)
-{
-    uct_ep_params_t params{};
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
-    params.iface        = from;
-    params.dev_addr     = to.dev_addr();
-    params.iface_addr   = to.iface_addr();
-    uct_ep_h ep         = nullptr;
-    ucs_status_t status = uct_ep_create(&params, &ep);
-    EXPECT_EQ(status, expect) << ucs_status_string(status);
-    return status == UCS_OK ? ep : nullptr;
-}
 
 /* Optional interface parameters the tests use. */
 struct iface_options {
@@ -335,18 +229,7 @@ protected:
         m_socket = socket_of(m_runtime, uct_job_key);
         ASSERT_FALSE(m_socket.empty());
 
-        uct_component_h *components;
-        unsigned count;
-        ASSERT_EQ(uct_query_components(&components, &count), UCS_OK);
-        for (unsigned i = 0; i < count; ++i) {
-            uct_component_attr_t attr{};
-            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
-            ASSERT_EQ(uct_component_query(components[i], &attr), UCS_OK);
-            if (std::string(attr.name) == "rvt") {
-                m_component = components[i];
-            }
-        }
-        uct_release_component_list(components);
+        m_component = find_component("rvt");
         ASSERT_NE(m_component, nullptr) << "no component rvt registered";
     }
 
@@ -435,17 +318,7 @@ protected:
     /* An MD on `dev` (empty: the test's device). */
     uct_md_h open_md_handle(const std::string &dev = {})
     {
-        uct_md_config_t *config;
-        EXPECT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
-                  UCS_OK);
-        uct_md_h md         = nullptr;
-        ucs_status_t status = uct_md_open(m_component,
-                                          dev.empty() ? m_dev.c_str() :
-                                                        dev.c_str(),
-                                          config, &md);
-        uct_config_release(config);
-        EXPECT_EQ(status, UCS_OK) << ucs_status_string(status);
-        return status == UCS_OK ? md : nullptr;
+        return open_uct_md(m_component, dev.empty() ? m_dev : dev);
     }
 
     void open_md(const char *reg_methods = nullptr)

@@ -86,8 +86,7 @@ protected:
                                  m_max_unattached,
                                  m_max_socket_read,
                                  m_accept_retry};
-        agent::device_grant grant{m_null.get(), 7, 11,
-                                  wire::reg_mode::uverbs_ioctl, 0xabcdef};
+        agent::device_grant grant{m_null.get(), 7, 11, m_reg_mode, 0xabcdef};
         grant.address         = test_address();
         grant.num_qps         = 4;
         grant.agent_wake_fd   = m_null.get();
@@ -367,6 +366,7 @@ protected:
      * them) */
     uint32_t m_max_unattached = agent::attach_config{}.max_unattached;
     size_t m_max_socket_read  = agent::attach_config{}.max_socket_read;
+    wire::reg_mode m_reg_mode = wire::reg_mode::uverbs_ioctl;
     std::chrono::milliseconds m_accept_retry =
             agent::attach_config{}.accept_retry;
     bool m_threaded = true; /* false: the test runs run_once() */
@@ -741,6 +741,27 @@ TEST_F(attach_fixture, a_full_agent_says_so)
     EXPECT_NE(c.error().find("all 2 client indices are in use"),
               std::string::npos)
             << c.error();
+}
+
+/* reg_mode::in_process is for an agent the client's own process runs
+ * (test/gtest/uct/): a client with no registrar refuses it, whoever
+ * offers it. */
+TEST_F(attach_fixture, in_process_registration_needs_an_agent_in_the_process)
+{
+    m_reg_mode = wire::reg_mode::in_process;
+    start();
+    auto refused = client::attach(m_dir + "/agent.sock", "job.1");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().find("no agent runs here"), std::string::npos)
+            << refused.error();
+
+    client::set_in_process_registrar(
+            std::make_shared<client::in_process_registrar>());
+    auto a = client::attach(m_dir + "/agent.sock", "job.1");
+    client::set_in_process_registrar(nullptr);
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a.value().mode, wire::reg_mode::in_process);
+    EXPECT_NE(a.value().registrar, nullptr);
 }
 
 TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)

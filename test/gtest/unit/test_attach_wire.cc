@@ -206,8 +206,10 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
 
     rep          = accepted_reply();
-    rep.reg_mode = 3;
-    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "mode 3");
+    rep.reg_mode = 4;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "mode 4");
+    rep.reg_mode = static_cast<uint32_t>(wire::reg_mode::in_process);
+    EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
 
     rep        = accepted_reply();
     rep.status = 8;

@@ -83,7 +83,8 @@ protected:
                               0,
                               0,
                               {},
-                              std::move(summary_map).value()};
+                              std::move(summary_map).value(),
+                              {}};
         auto s = client::session::open(std::move(at));
         ASSERT_TRUE(s.ok()) << s.error();
         m_session = std::move(s).value();

@@ -102,8 +102,17 @@ result<attachment> attach(const std::string &socket_path,
     /* the agent chose import for its provider; if it fails here anyway,
      * the uverbs ioctl path (which works on every provider) serves */
     std::shared_ptr<imported_pd> imported;
+    std::shared_ptr<const in_process_registrar> registrar;
     auto mode = static_cast<wire::reg_mode>(rep.reg_mode);
-    if (mode == wire::reg_mode::import_pd) {
+    if (mode == wire::reg_mode::in_process) {
+        /* only an agent this process runs itself can register for it */
+        registrar = in_process_registrar_installed();
+        if (!registrar) {
+            return fail(socket_path,
+                        "the agent registers memory in this process "
+                        "(in-process mode), but no agent runs here");
+        }
+    } else if (mode == wire::reg_mode::import_pd) {
         auto imp = import_agent_pd(fds[0].get(), rep.pd_handle);
         if (imp) {
             imported = std::move(imp).value();
@@ -130,7 +139,8 @@ result<attachment> attach(const std::string &socket_path,
                       static_cast<uint8_t>(rep.client_generation),
                       rep.features,
                       {},
-                      std::move(summary).value()};
+                      std::move(summary).value(),
+                      std::move(registrar)};
 }
 
 bool leave(attachment &at, std::chrono::milliseconds wait)

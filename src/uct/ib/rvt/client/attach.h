@@ -31,6 +31,8 @@ namespace rvt::client {
 /* The agent's context and PD imported into this process, when the agent
  * chose the provider's import path (registration.cc uses and owns it). */
 struct imported_pd;
+/* How to register when the agent runs in this process (registration.h). */
+struct in_process_registrar;
 
 struct attachment {
     uint32_t client_index;
@@ -60,6 +62,8 @@ struct attachment {
     /* the agent's work summary (common/work_summary.h): our bit says we
      * posted work */
     shm_mapping summary;
+    /* set when mode is in_process: the registrar installed at attach */
+    std::shared_ptr<const in_process_registrar> registrar;
 };
 
 /* Connects to the agent's socket and attaches with `job_key`; a refusal

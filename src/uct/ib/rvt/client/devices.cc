@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <utility>
 
 namespace rvt::client {
 
@@ -99,7 +101,22 @@ void append_ports(const fs::path &dev_dir, const std::string &device,
     }
 }
 
+std::mutex g_root_lock;
+std::string g_root; /* empty: sysfs_infiniband */
+
 } // namespace
+
+std::string devices_root()
+{
+    std::lock_guard g(g_root_lock);
+    return g_root.empty() ? sysfs_infiniband : g_root;
+}
+
+void set_devices_root(std::string root)
+{
+    std::lock_guard g(g_root_lock);
+    g_root = std::move(root);
+}
 
 std::optional<std::pair<int, std::string>>
 parse_port_state(std::string_view text)

@@ -26,6 +26,13 @@ namespace rvt::client {
 
 inline constexpr const char *sysfs_infiniband = "/sys/class/infiniband";
 
+/* Where list_ports and first_active_port look when not told: sysfs, or
+ * the directory set_devices_root named (empty: sysfs again). That is for
+ * a host test that runs its agent on a device of its own in the same
+ * process (test/gtest/uct/), so that the module lists that device. */
+std::string devices_root();
+void set_devices_root(std::string root);
+
 struct port_info {
     std::string device; /* e.g. "rxe1" */
     int port; /* 1.. */
@@ -43,12 +50,12 @@ struct port_info {
 
 /* Every port of every device under root, sorted by device name, then
  * port number. */
-std::vector<port_info> list_ports(const std::string &root = sysfs_infiniband);
+std::vector<port_info> list_ports(const std::string &root = devices_root());
 
 /* The lowest-numbered ACTIVE port of `device`, if it has one. */
 std::optional<port_info>
 first_active_port(std::string_view device,
-                  const std::string &root = sysfs_infiniband);
+                  const std::string &root = devices_root());
 
 /* "4: ACTIVE" -> {4, "ACTIVE"}; nullopt when it does not parse. */
 std::optional<std::pair<int, std::string>> parse_port_state(std::string_view);

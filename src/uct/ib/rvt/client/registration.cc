@@ -36,6 +36,25 @@ struct imported_pd {
     }
 };
 
+namespace {
+
+std::mutex g_registrar_lock;
+std::shared_ptr<const in_process_registrar> g_registrar;
+
+} // namespace
+
+void set_in_process_registrar(std::shared_ptr<const in_process_registrar> r)
+{
+    std::lock_guard g(g_registrar_lock);
+    g_registrar = std::move(r);
+}
+
+std::shared_ptr<const in_process_registrar> in_process_registrar_installed()
+{
+    std::lock_guard g(g_registrar_lock);
+    return g_registrar;
+}
+
 result<std::shared_ptr<imported_pd>>
 import_agent_pd(int cmd_fd, uint32_t pd_handle)
 {
@@ -129,7 +148,9 @@ await_release(attachment &at, uint32_t handle, std::chrono::milliseconds wait)
 /* Deregisters an MR of this process's that the agent does not hold. */
 void drop(const attachment &at, const memory_region &mr)
 {
-    if (at.imported) {
+    if (at.registrar) {
+        at.registrar->drop(mr.handle);
+    } else if (at.imported) {
         std::lock_guard g(at.imported->lock);
         auto it = at.imported->mrs.find(mr.handle);
         if (it != at.imported->mrs.end()) {
@@ -182,7 +203,16 @@ result<memory_region> register_memory(attachment &at, void *addr, size_t length,
         (void)tell_intent(at, addr, length, wire::mr_intent_withdrawn);
     };
     memory_region mr{};
-    if (at.imported) {
+    if (at.registrar) {
+        auto got = at.registrar->reg(addr, length, access);
+        if (!got) {
+            withdraw();
+            return failure{
+                    "registering " + std::to_string(length) +
+                    " bytes in the in-process agent failed: " + got.error()};
+        }
+        mr = got.value();
+    } else if (at.imported) {
         ibv_mr *m = ibv_reg_mr(at.imported->pd, addr, length, access);
         if (m == nullptr) {
             const int err = errno;

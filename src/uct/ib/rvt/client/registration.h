@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -39,6 +40,25 @@ struct memory_region {
     void *addr;
     size_t length;
 };
+
+/* How memory is registered when the agent runs in this very process
+ * (wire::reg_mode::in_process): its nic is not a device, so neither
+ * verbs path reaches it, and whoever runs the agent registers in it. The
+ * rest is as on a device: the intent first, then the announcement, which
+ * the agent checks against its nic's MR table; the agent deregisters
+ * what it holds. `drop` undoes a `reg` the agent refused. Both may be
+ * called from any thread of the process. */
+struct in_process_registrar {
+    std::function<result<memory_region>(void *addr, size_t length, int access)>
+            reg;
+    std::function<void(uint32_t handle)> drop;
+};
+
+/* Installs (or, with nullptr, removes) this process's registrar; an
+ * attachment in reg_mode::in_process keeps the one installed when it
+ * attached. */
+void set_in_process_registrar(std::shared_ptr<const in_process_registrar> r);
+std::shared_ptr<const in_process_registrar> in_process_registrar_installed();
 
 /* For attach(): imports the agent's context and PD through the passed
  * command fd (the provider's import path); a failure says why, and the

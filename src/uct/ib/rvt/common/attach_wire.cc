@@ -185,9 +185,10 @@ result<attach_reply> parse_attach_reply(std::span<const std::byte> bytes)
                               rep.client_generation, imm::max_generations)};
     }
     if (rep.reg_mode != static_cast<uint32_t>(reg_mode::import_pd) &&
-        rep.reg_mode != static_cast<uint32_t>(reg_mode::uverbs_ioctl)) {
-        return failure{format("registration mode %u: expected 1 (import) or "
-                              "2 (ioctl)",
+        rep.reg_mode != static_cast<uint32_t>(reg_mode::uverbs_ioctl) &&
+        rep.reg_mode != static_cast<uint32_t>(reg_mode::in_process)) {
+        return failure{format("registration mode %u: expected 1 (import), "
+                              "2 (ioctl) or 3 (in process)",
                               rep.reg_mode)};
     }
     if (rep.shm_size == 0) {

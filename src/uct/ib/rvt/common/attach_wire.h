@@ -143,6 +143,12 @@ inline constexpr uint32_t attach_status_limit = 8;
 enum class reg_mode : uint32_t {
     import_pd    = 1, /* ibv_import_device + ibv_import_pd + ibv_reg_mr */
     uverbs_ioctl = 2, /* REG_MR through RDMA_VERBS_IOCTL on the shared fd */
+    /* The agent runs inside the client's own process, on a nic no device
+     * backs (the module's host tests, test/gtest/uct/): whoever started
+     * it registers memory in that nic (client/registration.h,
+     * in_process_registrar). rvtd never offers it (agent/device.h picks
+     * one of the two above); a client with no registrar refuses it. */
+    in_process = 3,
 };
 
 /* Where other agents reach an agent: what a UCT iface address names. */
