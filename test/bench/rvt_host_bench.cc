@@ -93,7 +93,7 @@ struct options {
     std::vector<unsigned> attached{1, 8, 64, 128, 256, 512}; /* section 3 */
     unsigned wake_messages = 1000; /* section 4, 0: none */
     unsigned wake_gap_us   = 3000; /* section 4: the pause between them */
-    std::string csv; /* section 3's rows as CSV, "": none */
+    FILE *csv = nullptr; /* section 3's rows as CSV, opened at parse */
 };
 
 [[noreturn]] void die(const std::string &why)
@@ -128,13 +128,14 @@ options parse(int argc, char **argv)
             o.wake_gap_us = static_cast<unsigned>(
                     std::strtoul(v7, nullptr, 10));
         } else if (const char *v8 = value("csv")) {
-            o.csv   = v8; /* written, not read: found unwritable now */
-            FILE *f = std::fopen(v8, "w");
-            if (f == nullptr) {
-                die("--csv=" + o.csv +
+            if (o.csv != nullptr) {
+                std::fclose(o.csv); /* the last --csv counts */
+            }
+            o.csv = std::fopen(v8, "w");
+            if (o.csv == nullptr) {
+                die("--csv=" + std::string(v8) +
                     ": cannot write it: " + std::strerror(errno));
             }
-            std::fclose(f);
         } else if (const char *v5 = value("attached")) {
             o.attached.clear();
             for (const char *q = v5; std::strcmp(v5, "none") != 0 && *q;) {
@@ -977,15 +978,12 @@ int main(int argc, char **argv)
                     "attached", "pass ns", "client->agent", "agent post",
                     "agent->client", "completion", "round trip", "posts/s");
         std::optional<attached_row> base;
-        FILE *csv = o.csv.empty() ? nullptr : std::fopen(o.csv.c_str(), "w");
-        if (!o.csv.empty() && csv == nullptr) {
-            die("--csv=" + o.csv +
-                ": cannot write it: " + std::strerror(errno));
-        }
+        FILE *csv = o.csv;
         if (csv != nullptr) {
             std::fprintf(csv, "attached,pass_ns,client_agent_ns,"
                               "agent_post_ns,agent_client_ns,completion_ns,"
                               "round_trip_ns,posts_per_s\n");
+            std::fflush(csv); /* before the clients fork */
         }
         for (unsigned n : o.attached) {
             const attached_row r = measure_attached(n, dir, next_slot, o);

@@ -257,7 +257,6 @@ sweep_section() {
         fi
     done
     # the format, a constant here, grows a column with the fourth setting
-    # shellcheck disable=SC2059
     local f='%-8s %-11s %-11s %-11s %-9s %-9s | %-11s %-11s %-11s %-9s %s'
     # shellcheck disable=SC2059
     printf "$f${extra:+ | %s}\n" size "bw rvt" "ud,rvt" rc_verbs rvt/rc \

@@ -43,10 +43,10 @@ def die(why):
     sys.exit(1)
 
 
-def read_figures(path, with_units=False):
+def read_figures(path):
     """{(test, layout, setting): {size: [value, ...]}} of the rows with a
-    figure; a run that failed ("error") has none. With with_units, also
-    {(test, layout): unit}."""
+    figure (a run that failed, "error", has none), and {(test, layout):
+    unit}."""
     series = defaultdict(lambda: defaultdict(list))
     units = {}
     with open(path, newline="") as f:
@@ -64,7 +64,7 @@ def read_figures(path, with_units=False):
                     f"'{r['value']}' is not a number")
             series[(r["test"], r["layout"], r["setting"])][size].append(value)
             units[(r["test"], r["layout"])] = r["unit"]
-    return (series, units) if with_units else series
+    return series, units
 
 
 def mean(values):
@@ -287,7 +287,7 @@ def main():
         figures = os.path.join(d, "figures.csv")
         if not os.path.exists(figures):
             die(f"{d}: no figures.csv")
-        series, units = read_figures(figures, with_units=True)
+        series, units = read_figures(figures)
         print_tables(series, units)
         return
     figures = os.path.join(d, "figures.csv")
@@ -295,7 +295,7 @@ def main():
     if not os.path.exists(figures) and not os.path.exists(attached):
         die(f"{d}: neither figures.csv nor attached.csv")
     if os.path.exists(figures):
-        series = read_figures(figures)
+        series, _ = read_figures(figures)
         draw_sweep(series, "tag_bw", "MB/s", 0.9,
                    os.path.join(d, "sweep-bandwidth.svg"))
         draw_sweep(series, "tag_lat", "us", 1.3,

@@ -87,20 +87,16 @@ struct options {
     long port      = 1;
     long gid_index = -1;
     long listen    = 0; /* TCP port: wait for a --peer check */
-    std::string peer; /* HOST:PORT of a --listen check */
-    long peer_wait = 60; /* seconds for the other side to come */
+    std::string peer; /* --peer as given: HOST:PORT of a --listen check */
+    std::string peer_host; /* its two parts, set when it parses */
+    long peer_tcp_port = 0;
+    long peer_wait     = 60; /* seconds for the other side to come */
 };
 
 /* The TCP port of the peer check, 0 without one. */
 long peer_port(const options &o)
 {
-    if (o.listen != 0) {
-        return o.listen;
-    }
-    const size_t colon = o.peer.rfind(':');
-    return colon == std::string::npos ?
-                   0 :
-                   std::strtol(o.peer.c_str() + colon + 1, nullptr, 10);
+    return o.listen != 0 ? o.listen : o.peer_tcp_port;
 }
 
 /* One answer. */
@@ -267,16 +263,50 @@ void check_qps(report &r, const agent::device &dev)
                           "the rest works");
 }
 
-/* A request to this process's own client index, signaled. */
-work_request to_self(const client::session &s, work_op op, uint32_t peer)
+/* A signaled request to client `client` (of `generation`) on `peer`'s
+ * node. */
+work_request
+addressed(work_op op, uint32_t peer, uint32_t client, uint32_t generation)
 {
     work_request w{};
     w.op             = static_cast<uint8_t>(op);
     w.flags          = work_signaled;
     w.peer           = peer;
-    w.dst_client     = s.client_index();
-    w.dst_generation = s.attached().client_generation;
+    w.dst_client     = client;
+    w.dst_generation = generation;
     return w;
+}
+
+/* A request to this process's own client index. */
+work_request to_self(const client::session &s, work_op op, uint32_t peer)
+{
+    return addressed(op, peer, s.client_index(),
+                     s.attached().client_generation);
+}
+
+/* What came of waiting up to 10 s for the next inbound entry. */
+struct write_notice {
+    bool noticed; /* an entry arrived (and was released) */
+    bool named; /* the notice of a write of `length` by `src_client` */
+};
+
+write_notice
+await_write_notice(client::session &s, uint32_t src_client, uint32_t length)
+{
+    client::inbound_view v{};
+    const auto budget = std::chrono::steady_clock::now() + 10s;
+    bool noticed      = false;
+    while (!noticed && std::chrono::steady_clock::now() < budget) {
+        noticed = s.peek_inbound(v);
+    }
+    const bool named = noticed &&
+                       v.msg.kind ==
+                               static_cast<uint8_t>(inbound_kind::write) &&
+                       v.msg.src_client == src_client && v.msg.length == length;
+    if (noticed) {
+        s.release_inbound();
+    }
+    return {noticed, named};
 }
 
 /* Posts w and waits up to 10 s for its completion; empty when it
@@ -398,12 +428,11 @@ result<unique_fd> peer_socket(const options &o)
         }
         return c;
     }
-    const size_t colon     = o.peer.rfind(':');
-    const std::string host = o.peer.substr(0, colon);
     addrinfo hints{};
     hints.ai_socktype = SOCK_STREAM;
     addrinfo *found   = nullptr;
-    if (int e = getaddrinfo(host.c_str(), o.peer.c_str() + colon + 1, &hints,
+    if (int e = getaddrinfo(o.peer_host.c_str(),
+                            std::to_string(o.peer_tcp_port).c_str(), &hints,
                             &found);
         e != 0) {
         return failure{"--peer=" + o.peer + ": " + gai_strerror(e)};
@@ -467,56 +496,38 @@ void check_peer(report &r, const options &o, client::session &s, uint8_t *area,
                       std::to_string(peer_chunk) + ")");
         return;
     }
+    const std::string where = gid_text(
+            *reinterpret_cast<const ibv_gid *>(other.agent.gid));
     auto peer = s.connect_peer(other.agent);
     if (!peer) {
         r.add("peer", false,
-              "connecting to the other node's agent (" +
-                      gid_text(*reinterpret_cast<const ibv_gid *>(
-                              other.agent.gid)) +
+              "connecting to the other node's agent (" + where +
                       "): " + peer.error());
         return;
     }
     r.add("peer", true,
-          "connected to the agent at " +
-                  gid_text(
-                          *reinterpret_cast<const ibv_gid *>(other.agent.gid)) +
-                  ", its client " + std::to_string(other.client_index));
+          "connected to the agent at " + where + ", its client " +
+                  std::to_string(other.client_index));
 
     /* ours to theirs */
-    work_request w{};
-    w.op             = static_cast<uint8_t>(work_op::rdma_write_imm);
-    w.flags          = work_signaled;
-    w.peer           = peer.value();
-    w.dst_client     = other.client_index;
-    w.dst_generation = other.client_generation;
-    w.length         = peer_chunk;
-    w.local_addr     = reinterpret_cast<uintptr_t>(area);
-    w.lkey           = lkey;
-    w.rkey           = other.rkey;
-    w.remote_addr    = other.addr;
+    work_request w = addressed(work_op::rdma_write_imm, peer.value(),
+                               other.client_index, other.client_generation);
+    w.length       = peer_chunk;
+    w.local_addr   = reinterpret_cast<uintptr_t>(area);
+    w.lkey         = lkey;
+    w.rkey         = other.rkey;
+    w.remote_addr  = other.addr;
     completion done{};
     std::string sent = post_and_wait(s, w, done);
 
     /* theirs to ours: the notice, then every byte */
-    client::inbound_view v{};
-    const auto budget = std::chrono::steady_clock::now() + 10s;
-    bool noticed      = false;
-    while (!noticed && std::chrono::steady_clock::now() < budget) {
-        noticed = s.peek_inbound(v);
-    }
-    const bool named = noticed &&
-                       v.msg.kind ==
-                               static_cast<uint8_t>(inbound_kind::write) &&
-                       v.msg.src_client == other.client_index &&
-                       v.msg.length == peer_chunk;
-    if (noticed) {
-        s.release_inbound();
-    }
-    size_t bad = 0;
+    const write_notice n = await_write_notice(s, other.client_index,
+                                              peer_chunk);
+    size_t bad           = 0;
     for (size_t k = 0; k < peer_chunk; ++k) {
         bad += area[peer_chunk + k] != pattern(k, theirs);
     }
-    const uint8_t verdict = named && bad == 0 ? 1 : 0;
+    const uint8_t verdict = n.named && bad == 0 ? 1 : 0;
     uint8_t their_verdict = 0;
     const bool told       = send_all(fd, &verdict, 1) &&
                       recv_all(fd, &their_verdict, 1, 20s);
@@ -528,11 +539,12 @@ void check_peer(report &r, const options &o, client::session &s, uint8_t *area,
                   "the other side did not get our 64 KiB intact "
                   "(see its peer_receive)");
     r.add("peer_receive", verdict == 1,
-          bad != 0 ? std::to_string(bad) + " of 65536 bytes differ" :
-          !noticed ? "no notice of the other side's write in 10 s" :
-          !named   ? "a notice that does not name the other side's write" :
-                     "64 KiB arrived intact, the immediate's notice named "
-                     "the other process");
+          bad != 0 ? std::to_string(bad) + " of " + std::to_string(peer_chunk) +
+                             " bytes differ" :
+          !n.noticed ? "no notice of the other side's write in 10 s" :
+          !n.named   ? "a notice that does not name the other side's write" :
+                       "64 KiB arrived intact, the immediate's notice named "
+                       "the other process");
 }
 
 /* Through a real agent, this process its client. */
@@ -605,27 +617,14 @@ void check_agent(report &r, const options &o, const std::string &device)
         r.add("write_imm", false, "the write: " + why);
         return;
     }
-    client::inbound_view v{};
-    const auto budget = std::chrono::steady_clock::now() + 10s;
-    bool noticed      = false;
-    while (!noticed && std::chrono::steady_clock::now() < budget) {
-        noticed = s.peek_inbound(v);
-    }
-    const bool same  = std::memcmp(buffer, buffer + chunk, chunk) == 0;
-    const bool named = noticed &&
-                       v.msg.kind ==
-                               static_cast<uint8_t>(inbound_kind::write) &&
-                       v.msg.src_client == s.client_index() &&
-                       v.msg.length == chunk;
-    if (noticed) {
-        s.release_inbound();
-    }
-    r.add("write_imm", same && named,
+    const write_notice n = await_write_notice(s, s.client_index(), chunk);
+    const bool same      = std::memcmp(buffer, buffer + chunk, chunk) == 0;
+    r.add("write_imm", same && n.named,
           std::string(same ? "64 KiB arrived intact" : "the bytes differ") +
-                  (named   ? ", the immediate's notice named this process" :
-                   noticed ? ", a notice that does not name this "
-                             "write" :
-                             ", no notice of the immediate in 10 s"));
+                  (n.named   ? ", the immediate's notice named this process" :
+                   n.noticed ? ", a notice that does not name this "
+                               "write" :
+                               ", no notice of the immediate in 10 s"));
 
     if ((s.attached().features & wire::agent_feature_atomic64) == 0) {
         r.add("atomic", false,
@@ -715,6 +714,8 @@ std::vector<tools::option> option_table(options &o)
                      return "--peer=" + o.peer +
                             ": expected HOST:PORT, PORT from 1 to 65535";
                  }
+                 o.peer_host     = o.peer.substr(0, c);
+                 o.peer_tcp_port = tcp_port;
                  return std::string();
              }},
             number("peer-wait", "60",
