@@ -146,7 +146,7 @@ elif [ -f "$module" ]; then
     else
         fail "installed module not loaded ($how): no UCX_RVT_* in ucx_info -c"
     fi
-    # striping's threshold (engine.h, "Striping"): shown, and a value
+    # striping's threshold (lanes.h, "Striping"): shown, and a value
     # that is no size refused naming the setting
     if grep -q '^UCX_RVT_STRIPE_MIN=' <<<"$got"; then
         pass "UCX_RVT_STRIPE_MIN in ucx_info -c"

@@ -197,7 +197,7 @@ ratio() {
         else printf "%.2f\n", x[1] / y[1] }'
 }
 
-# striping (engine.h, "Striping"): one put at a time (ucx_perftest's UCT
+# striping (lanes.h, "Striping"): one put at a time (ucx_perftest's UCT
 # put_bw waits for each zcopy completion), split by node 1's agent over
 # its K QPs or not, beside rc_verbs; the agent's striped_ops counter
 # says it split them

@@ -26,6 +26,9 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_agent_id(agent_id),
     m_log(std::move(log)),
     m_auth(std::move(auth)),
+    m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
+             n.control_buffer()},
+            [this](const op_record &op) { return fate_of(op); }),
     m_clients(imm::max_clients),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
     m_share(resolve(cfg.share, layout.caps.completion), imm::max_clients),
@@ -89,8 +92,6 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
     }
     e->m_summary_segment = std::move(summary).value();
     e->m_summary         = e->m_summary_segment.map.at<work_summary_line>(0);
-    e->m_sq_depth        = n.sq_depth();
-    e->m_cq_budget       = n.send_budget();
     /* the node's own peer: index 0, always there */
     e->add_peer(e->address(), true);
     return e;
@@ -214,7 +215,9 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
         p = m_peers[it->second].get();
     } else {
         auto old = std::find_if(m_peers.begin(), m_peers.end(),
-                                [](const auto &q) { return recyclable(*q); });
+                                [this](const auto &q) {
+                                    return recyclable(*q);
+                                });
         if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
             return failure{"this agent already has " +
                            std::to_string(m_peers.size()) +
@@ -243,13 +246,13 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
 bool engine::progress(time_point now)
 {
     bool busy = poll_cq(now) > 0;
-    resume_cq_waiting();
+    post_ready(); /* what the completions freed credit for */
     busy |= m_nic.poll_datagrams(
                     [&](std::span<const std::byte> b, const gid_bytes &from) {
                         on_datagram(b, from, now);
                     }) > 0;
     busy |= take_clients_work(now);
-    post_marked();
+    post_ready();
     tick_peers(now);
     if (now >= m_next_watch) {
         watch_lanes(now);
@@ -309,8 +312,8 @@ void engine::serve_given()
         }
     });
     check_pauses(given);
-    post_marked(); /* control messages and released ops */
-    given.merge(std::exchange(m_given, {})); /* what post_marked gave */
+    post_ready(); /* control messages and released ops */
+    given.merge(std::exchange(m_given, {})); /* what post_ready gave */
     given.for_each([&](uint32_t i) {
         client_state &c = m_clients[i];
         if (!c.attached) {
@@ -391,17 +394,7 @@ std::optional<time_point> engine::next_timer() const
 
 bool engine::idle() const
 {
-    if (m_cq_used != 0 || !m_mrs.idle()) {
-        return false;
-    }
-    for (const auto &p : m_peers) {
-        for (const auto &l : p->lanes) {
-            if (!l.backlog.empty()) {
-                return false;
-            }
-        }
-    }
-    return true;
+    return m_lanes.idle() && m_mrs.idle();
 }
 
 void engine::on_mr_notice(const attached_client &c,
@@ -466,10 +459,7 @@ std::vector<client_mr> engine::find_unannounced()
      * "Announcements"), and the kernel's are the lowest free ones, so the
      * bound follows what the file really held at once: an announced
      * handle of 2^32 - 1 is refused and costs the sweep nothing. */
-    size_t qps = 0;
-    for (const auto &p : m_peers) {
-        qps += p->lanes.size();
-    }
+    const size_t qps               = m_peers.size() * m_cfg.peers.num_qps;
     constexpr size_t fixed_objects = 64; /* PD, CQs, SRQ, UD QP, MRs */
     const size_t bound             = size_t{m_mrs.highest_handle()} +
                          m_mrs.intents_pending() + 3 * qps + fixed_objects;

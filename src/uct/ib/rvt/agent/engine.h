@@ -22,13 +22,11 @@
  * before it frees the position, and the op is posted from that copy as an
  * inline send (nic.h), however long it waits in a backlog first.
  *
- * Credits: a lane posts at most sq_depth WRs; all lanes together post at
- * most the CQ size minus the SRQ size, so the CQ never overflows (a lane
- * that finds none of those left waits in line, and the lanes in line are
- * served first when completions give credits back); a
- * client's completions never exceed its ring because the client library
- * admits at most that many requests (client_channel keeps any excess of a
- * misbehaving client, and the engine stops reading its work meanwhile).
+ * Credits: a lane posts at most sq_depth WRs, all lanes together at most
+ * what the CQ can hold (lanes.h, "Credits"); a client's completions never
+ * exceed its ring because the client library admits at most that many
+ * requests (client_channel keeps any excess of a misbehaving client, and
+ * the engine stops reading its work meanwhile).
  *
  * Back-pressure: a client that does not read its inbound ring would make
  * its agent keep every message for it in memory (client_channel's late
@@ -164,37 +162,8 @@
  *
  * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
  * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
- * the peer's K lanes when it reaches the front of its endpoint's lane,
- * so that one large write uses K QPs at once. It is split into up to K
- * parts of whole stripe_align units (the last takes the rest; fewer parts
- * when it has fewer units); one that is fenced, or whose peer has one
- * lane, is not split. The parts for the other lanes are plain RDMA
- * WRITEs, op records of their own (stripe.of names the op), queued at
- * the FRONT of their lanes (behind another held write they would wait
- * for its parts, which may wait for this one's: a deadlock; parts owe
- * other endpoints no order) and posted as any op, within the same SQ
- * and CQ credits, and always signaled. The op itself keeps the last part and
- * stays at the front of its own lane, held (nothing behind it on that
- * lane is posted: the endpoint's order), until every other part has
- * retired; then it is posted as the WRITE WITH IMM. An RC send
- * completion means the responder has the bytes, so the target agent's
- * notice (the immediate) comes after every byte has landed. The client
- * gets one completion, for the whole length: success when every part
- * succeeded, else the first failure (status and detail), and never while
- * a part is still posted: the client may then deregister the buffer. A
- * part that fails fails the op at once (once the others have retired),
- * without posting the held last part; parts flushed, given up by the
- * watchdog, dropped for a departed destination or failed with their
- * peer's backlog finish the same way. Each part holds the client's MR as
- * an op does (mr_registry, op_queued), and counts in the client's posted
- * ops, so a dead client's MRs wait for its parts too. The cost: another
- * endpoint's ops behind a held op on its lane wait for the op's other
- * parts (about 1/K of its transfer), and the other parts may land before
- * ops the same endpoint posted earlier on its own lane and are still on
- * the wire (RC orders one QP only): an earlier put to the same bytes
- * needs a fence (a fenced op is not split) or a flush, as UCT's ordering
- * of puts without a fence promises nothing either. Counted in the
- * status: striped_ops, stripe_parts.
+ * the peer's K lanes (lanes.h, "Striping"). Counted in the status:
+ * striped_ops, stripe_parts.
  *
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
  * when prepare_sleep() allows.
@@ -206,6 +175,7 @@
 #include "uct/ib/rvt/agent/client_channel.h"
 #include "uct/ib/rvt/agent/client_share.h"
 #include "uct/ib/rvt/agent/departures.h"
+#include "uct/ib/rvt/agent/lanes.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_auth.h"
@@ -374,63 +344,8 @@ public:
     void shut_down(time_point now);
 
 private:
-    static constexpr uint32_t no_client = ~0u;
-    static constexpr uint16_t no_lane   = 0xffff;
-    static constexpr uint32_t no_op     = ~0u;
-
-    /* An op's place in a striped write ("Striping" above). */
-    struct stripe_state {
-        uint32_t of      = no_op; /* a part: the op it is part of */
-        uint16_t pending = 0; /* the op: parts not retired yet */
-        bool split       = false; /* the op: its wr is now its last part */
-        /* the op was completed (failed with its peer) while parts were
-         * pending: its completion waits for them */
-        bool ended            = false;
-        uint32_t whole_length = 0; /* the op's length before the split */
-        /* the first failure among its parts (success: none yet) */
-        completion_status status = completion_status::success;
-        uint32_t detail          = 0;
-
-        /* a part's or the op's own end: kept if the first failure */
-        void note(completion_status s, uint32_t d)
-        {
-            if (status == completion_status::success &&
-                s != completion_status::success) {
-                status = s;
-                detail = d;
-            }
-        }
-    };
-
-    struct op_record {
-        work_request wr; /* as the client sent it (after checks) */
-        uint32_t client     = no_client; /* no_client: the agent's own */
-        uint32_t generation = 0; /* of the client index */
-        uint32_t peer       = 0;
-        uint16_t lane       = 0;
-        bool in_use         = false;
-        uint32_t control    = 0; /* the agent's own message: its immediate */
-        /* a work_inline request's payload, copied out of the client's
-         * work-data slot at pop: the op may wait in a backlog long after
-         * the client reused the slot */
-        std::array<std::byte, max_work_inline> inline_data;
-        stripe_state stripe;
-    };
-
-    struct lane {
-        std::deque<uint32_t> backlog; /* op records waiting, FIFO */
-        /* posted, in posting order: RC completes them in this order, an
-         * unsignaled one together with the next signaled one */
-        std::deque<uint32_t> inflight;
-        uint32_t unsignaled = 0; /* posted since the last signaled WR */
-        bool marked         = false; /* in m_marked: to post this pass */
-        bool cq_waiting     = false; /* in m_cq_waiting */
-        /* the watchdog (watch_lanes): ops retired so far, and what it saw
-         * at its last look */
-        uint64_t retired      = 0;
-        uint64_t seen_retired = 0;
-        bool seen_busy        = false;
-    };
+    static constexpr uint32_t no_client = lanes::no_client;
+    using op_record                     = lanes::op_record;
 
     struct peer_counters {
         uint64_t ops_posted   = 0;
@@ -449,13 +364,7 @@ private:
         std::unique_ptr<peer_connection> conn;
         std::vector<uint32_t> qps; /* every local QP of this peer (QPNs) */
         std::vector<uint32_t> active; /* lane -> QPN while connected */
-        std::vector<lane> lanes;
-        uint32_t posted = 0; /* over all lanes */
         std::bitset<512> users; /* client indices that resolved it */
-        /* back-pressure: the peer's clients it asked us not to send to,
-         * and the ops taken for them meanwhile, FIFO per client */
-        std::bitset<512> paused_dst;
-        std::unordered_map<uint32_t, std::deque<uint32_t>> parked;
         peer_counters n;
         std::string last_error;
         /* RC traffic with it succeeded ("Hostile handshakes" above);
@@ -501,7 +410,7 @@ private:
     {
         return !p.confirmed && p.users.none();
     }
-    static bool recyclable(const peer &p);
+    bool recyclable(const peer &p) const;
     size_t half_open() const;
 
     /* engine_connect.cc: peers, QPs and the handshake */
@@ -528,7 +437,6 @@ private:
     void destroy_qp(uint32_t qpn);
     void fail_backlog(peer &p, completion_status why);
     void watch_lanes(time_point now);
-    void give_up_lane(peer &p, uint16_t lane_index, time_point now);
     void tick_peers(time_point now);
 
     /* Shows each client what was staged on its rings since the last call,
@@ -543,22 +451,15 @@ private:
                      completion_status status, uint32_t detail);
     void
     deliver_completion(uint32_t index, client_state &c, const completion &done);
-    void post_marked();
+    /* posts the lanes that have work and credit (lanes::next_lane) */
+    void post_ready();
     void post_lane(peer &p, uint16_t lane_index);
-    void wait_for_cq(peer &p, uint16_t lane_index);
-    void resume_cq_waiting();
-    static void signal(lane &l, std::span<nic_send> chain);
-    nic_send make_send(uint32_t op_index) const;
-    void account_posted(peer &p, uint16_t lane_index, uint32_t op_index);
-    void retire(peer &p, uint32_t op_index, const nic_completion &wc,
-                time_point now);
+    bool post_chain(peer &p, const lanes::chain &c);
+    /* delivers what the lanes ended (lanes::ends) */
+    void run_ends();
+    lanes::op_fate fate_of(const op_record &op);
     void post_keepalive(peer &p);
-    /* back-pressure: an agent's message to `p` behind its lane 0 work */
-    uint32_t alloc_control(peer &p, uint32_t immediate);
-    void queue_control(peer &p, uint32_t immediate);
     void set_paused(uint32_t index, bool paused);
-    void park(peer &p, uint32_t op_index);
-    void release_parked(peer &p, uint32_t dst_client);
     void check_pauses(const client_set &clients);
     /* departed clients ("Departed clients" above) */
     void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
@@ -572,17 +473,6 @@ private:
                m_departures.is_gone(op.peer, op.wr.dst_client,
                                     op.wr.dst_generation);
     }
-    void mark(peer &p, uint16_t lane_index);
-    uint32_t alloc_op();
-    void free_op(uint32_t op_index);
-    /* value: an atomic's fetched word (completion::value) */
-    void complete_op(uint32_t op_index, completion_status status,
-                     uint32_t detail, uint64_t value = 0);
-    /* striping ("Striping" above) */
-    bool wants_stripe(const peer &p, const op_record &op) const;
-    void split(peer &p, uint32_t op_index);
-    void
-    part_done(uint32_t part_index, completion_status status, uint32_t detail);
 
     /* engine_complete.cc: the CQ */
     size_t poll_cq(time_point now);
@@ -607,9 +497,6 @@ private:
     unique_fd m_wake;
     shm_segment m_summary_segment; /* common/work_summary.h */
     work_summary_line *m_summary = nullptr;
-    uint32_t m_sq_depth          = 0; /* WRs a lane may have posted */
-    uint32_t m_cq_budget         = 0; /* sends that may be outstanding */
-    uint32_t m_cq_used           = 0;
 
     std::vector<std::unique_ptr<peer>> m_peers;
     std::map<std::pair<gid_bytes, uint32_t>, uint32_t>
@@ -623,18 +510,8 @@ private:
     std::unordered_map<uint32_t, uint32_t> m_peer_by_qpn;
     std::vector<uint32_t> m_destroyed_qpns;
 
-    std::vector<op_record> m_ops;
-    std::vector<uint32_t> m_free_ops;
-    /* per op record, how often it was allocated: the `use` of its wr_ids
-     * (engine_tags.h) */
-    std::vector<uint32_t> m_op_uses;
-    /* lanes that got work this pass: (peer, lane), posted at its end */
-    std::vector<std::pair<uint32_t, uint16_t>> m_marked;
-    /* lanes with a backlog that found no CQ credit, in the order they
-     * stopped: only another lane's completion gives credits back, so
-     * they are served first when one does (resume_cq_waiting) */
-    std::deque<std::pair<uint32_t, uint16_t>> m_cq_waiting;
-    static constexpr size_t max_chain = 32; /* WRs per doorbell */
+    /* op records, backlogs, in-flight lists, credits, striping, parking */
+    lanes m_lanes;
     std::vector<uint32_t> m_repost; /* receive buffers routed this round */
 
     std::vector<client_state> m_clients; /* by index */
@@ -681,7 +558,6 @@ private:
         uint64_t scan_found = 0;
         uint64_t pauses     = 0; /* of our clients (back-pressure) */
         uint64_t resumes    = 0;
-        uint64_t ops_parked = 0; /* for peers' paused clients */
         /* hostile handshakes (see above) and corrupt clients */
         uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
         uint64_t unknown_datagrams = 0; /* not a request, unknown sender */
@@ -693,9 +569,6 @@ private:
         uint64_t corrupt_detached  = 0; /* clients whose ring broke */
         /* send completions for ops the watchdog had given up on */
         uint64_t late_completions = 0;
-        /* "Striping" above: writes split, and their parts (all K) */
-        uint64_t striped_ops  = 0;
-        uint64_t stripe_parts = 0;
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

@@ -68,81 +68,34 @@ size_t engine::poll_cq(time_point now)
 
 void engine::on_send_completion(const nic_completion &wc, time_point now)
 {
-    const uint32_t op_index = tag::index_of(wc.wr_id);
-    if (op_index >= m_ops.size()) {
-        m_log("completion for unknown op " + std::to_string(op_index));
-        return;
-    }
-    if (!m_ops[op_index].in_use ||
-        tag::use_of(wc.wr_id) != (m_op_uses[op_index] & tag::use_mask)) {
+    const bool ok = wc.status == nic_status::success;
+    const auto r  = m_lanes.retire(wc.wr_id,
+                                  ok ? completion_status::success :
+                                        completion_status::failed,
+                                  ok ? 0 : wc.vendor, wc.fetched);
+    if (r.verdict == lanes::retire_verdict::late) {
         /* its op was given up (watch_lanes) and the record freed, maybe
          * taken by another op since: this is not that op's completion */
         ++m_totals.late_completions;
         if (worth_logging(m_totals.late_completions)) {
             m_log("completion (" + status_text(wc) + ") on QP " +
                   std::to_string(wc.qpn) + " for an op given up on before " +
-                  "(record " + std::to_string(op_index) + "): dropped; " +
+                  "(record " + std::to_string(r.op) + "): dropped; " +
                   std::to_string(m_totals.late_completions) + " so far");
         }
         return;
     }
-    peer &p   = *m_peers[m_ops[op_index].peer];
-    lane &l   = p.lanes[m_ops[op_index].lane];
-    auto mine = std::find(l.inflight.begin(), l.inflight.end(), op_index);
-    if (mine == l.inflight.end()) {
-        m_log("completion for op " + std::to_string(op_index) +
+    if (r.verdict == lanes::retire_verdict::stray) {
+        m_log("completion for op " + std::to_string(r.op) +
               ", which its lane has not posted");
         return;
     }
-    /* RC completes a QP's WRs in order: those posted before this one,
-     * unsignaled, are done, and well (a failed WR always completes) */
-    nic_completion ok{};
-    ok.status = nic_status::success;
-    while (l.inflight.front() != op_index) {
-        const uint32_t earlier = l.inflight.front();
-        l.inflight.pop_front();
-        retire(p, earlier, ok, now);
-    }
-    l.inflight.pop_front();
-    retire(p, op_index, wc, now);
-}
-
-/* One posted op is done: credits back, its client told, the lane moves. */
-void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
-                    time_point now)
-{
-    op_record &op = m_ops[op_index];
-    if (op.stripe.of == no_op) { /* a striped write's parts: its own */
-        traced(trace_stage::sent, op.client, op.wr.wr_id);
-    }
-    --p.posted;
-    --m_cq_used;
-    if (op.client != no_client) {
-        client_state &c = m_clients[op.client];
-        if (!c.attached || c.generation != op.generation) {
-            m_mrs.gone_op_retired(op.client, op.generation);
-        } else if (c.posted > 0) {
-            --c.posted;
-        }
-    }
-    const uint16_t lane_index = op.lane;
-    ++p.lanes[lane_index].retired;
-    if (wc.status == nic_status::success) {
+    run_ends();
+    peer &p = *m_peers[r.peer];
+    if (ok) {
         p.conn->activity(now);
         p.confirmed = true;
-        complete_op(op_index, completion_status::success, 0, wc.fetched);
-        if (m_cq_waiting.empty()) {
-            post_lane(p, lane_index);
-        } else if (!p.lanes[lane_index].backlog.empty()) {
-            wait_for_cq(p, lane_index); /* behind the lanes waiting */
-        }
-        /* a drain's last op may be one that ran before the flush: it
-         * ends the drain as a flushed one would */
-        check_drained(p, now);
-        return;
-    }
-    complete_op(op_index, completion_status::failed, wc.vendor);
-    if (!p.is(peer_state::draining)) {
+    } else if (!p.is(peer_state::draining)) {
         /* a flushed WR outside our own drain: the QP went to the error
          * state by itself (its error completion, if any, was lost) */
         qp_failed(p,
@@ -152,6 +105,8 @@ void engine::retire(peer &p, uint32_t op_index, const nic_completion &wc,
                                    ""),
                   now);
     }
+    /* a drain's last op may be one that ran before the flush: it ends the
+     * drain as a flushed one would */
     check_drained(p, now);
 }
 
@@ -160,14 +115,8 @@ void engine::watch_lanes(time_point now)
 {
     for (auto &pp : m_peers) {
         peer &p = *pp;
-        for (uint16_t i = 0; i < p.lanes.size(); ++i) {
-            lane &l          = p.lanes[i];
-            const bool busy  = !l.inflight.empty();
-            const bool stuck = busy && l.seen_busy &&
-                               l.retired == l.seen_retired;
-            l.seen_busy    = busy;
-            l.seen_retired = l.retired;
-            if (!stuck || i >= p.active.size()) {
+        for (uint16_t i : m_lanes.watch(p.index)) {
+            if (i >= p.active.size()) {
                 continue;
             }
             const uint32_t qpn = p.active[i];
@@ -177,33 +126,22 @@ void engine::watch_lanes(time_point now)
                           "QP " + std::to_string(qpn) + " (lane " +
                                   std::to_string(i) +
                                   ") is in the error state with " +
-                                  std::to_string(l.inflight.size()) +
+                                  std::to_string(
+                                          m_lanes.in_flight(p.index, i)) +
                                   " WRs posted and no completion",
                           now);
             } else if (p.is(peer_state::draining)) {
-                give_up_lane(p, i, now);
+                /* no completion, not even the flush: its WRs never will
+                 * complete, so they complete here as flushed */
+                m_log("QP " + std::to_string(qpn) + " (lane " +
+                      std::to_string(i) + "): no completion for " +
+                      std::to_string(m_lanes.in_flight(p.index, i)) +
+                      " WRs since the flush; completing them as flushed");
+                m_lanes.give_up(p.index, i, IBV_WC_WR_FLUSH_ERR);
+                run_ends();
+                check_drained(p, now);
             }
         }
-    }
-}
-
-/* A draining lane whose QP reports nothing, not even the flush: its WRs
- * will never complete, so they complete here as flushed. */
-void engine::give_up_lane(peer &p, uint16_t lane_index, time_point now)
-{
-    lane &l = p.lanes[lane_index];
-    m_log("QP " + std::to_string(p.active[lane_index]) + " (lane " +
-          std::to_string(lane_index) + "): no completion for " +
-          std::to_string(l.inflight.size()) +
-          " WRs since the flush; completing them as flushed");
-    nic_completion flushed{};
-    flushed.status = nic_status::flushed;
-    flushed.vendor = IBV_WC_WR_FLUSH_ERR;
-    flushed.qpn    = p.active[lane_index];
-    while (!l.inflight.empty() && p.is(peer_state::draining)) {
-        const uint32_t op_index = l.inflight.front();
-        l.inflight.pop_front();
-        retire(p, op_index, flushed, now);
     }
 }
 
@@ -226,10 +164,9 @@ void engine::on_receive(const nic_completion &wc, time_point now)
              * resume: back-pressure for one of the peer's clients;
              * client_gone: one of its clients left */
             if (d->op == imm::control_op::pause) {
-                p->paused_dst.set(d->subject);
+                m_lanes.pause(p->index, d->subject);
             } else if (d->op == imm::control_op::resume) {
-                p->paused_dst.reset(d->subject);
-                release_parked(*p, d->subject);
+                m_lanes.resume(p->index, d->subject);
             } else if (d->op == imm::control_op::client_gone) {
                 if (p->loopback) {
                     /* never sent on loopback QPs: forged or confused */
@@ -316,9 +253,10 @@ void engine::tell_gone(peer &p, uint32_t index, uint8_t generation,
         destination_gone(p, index, generation, now);
         return;
     }
-    queue_control(p, imm::encode_control(imm::control_op::client_gone, index,
-                                         generation)
-                             .value_or(0));
+    m_lanes.queue_control(p.index,
+                          imm::encode_control(imm::control_op::client_gone,
+                                              index, generation)
+                                  .value_or(0));
 }
 
 /* Peer p's client (index, generation) is gone: our clients that use p
@@ -344,11 +282,7 @@ void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
         }
     }
     /* what waits in the lanes for it fails as it comes to the front */
-    for (uint16_t i = 0; i < p.lanes.size(); ++i) {
-        if (!p.lanes[i].backlog.empty()) {
-            mark(p, i);
-        }
-    }
+    m_lanes.mark_all(p.index);
 }
 
 } // namespace rvt::agent

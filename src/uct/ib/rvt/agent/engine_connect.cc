@@ -56,7 +56,6 @@ engine::add_peer(const wire::agent_address &addr, bool loopback, peer *reuse)
     p->addr      = addr;
     p->loopback  = loopback;
     p->confirmed = loopback;
-    p->lanes.resize(m_cfg.peers.num_qps);
     if (loopback) {
         p->conn = std::make_unique<peer_connection>(
                 peer_connection::loopback(m_cfg.peers));
@@ -84,6 +83,7 @@ engine::add_peer(const wire::agent_address &addr, bool loopback, peer *reuse)
     } else {
         m_peers.push_back(std::move(p));
     }
+    m_lanes.add_peer(index);
     peer &ref = *m_peers[index];
     if (loopback) { /* always wanted: its clients are this node's */
         const time_point now = std::chrono::steady_clock::now();
@@ -208,10 +208,7 @@ void engine::run_one(peer &p, const action &a, time_point now)
         /* the watchdog judges a draining lane from the flush on: what it
          * saw before (a lane quiet during an outage) says nothing of the
          * flush, whose completions may be on their way */
-        for (lane &l : p.lanes) {
-            l.seen_busy    = false;
-            l.seen_retired = l.retired;
-        }
+        m_lanes.flush_started(p.index);
         for (uint32_t i = 0; i < a.num_qps; ++i) {
             const uint32_t qpn = a.local_qps[i].qpn;
             if (std::find(p.qps.begin(), p.qps.end(), qpn) != p.qps.end()) {
@@ -238,21 +235,18 @@ void engine::run_one(peer &p, const action &a, time_point now)
             m_departures.peer_connected(p.index);
             /* back-pressure starts afresh: the peer tells us its paused
              * clients again, and we tell it ours */
-            p.paused_dst.reset();
-            while (!p.parked.empty()) {
-                release_parked(p, p.parked.begin()->first);
-            }
+            m_lanes.forget_pauses(p.index);
             for (uint32_t i : m_attached) {
                 if (m_clients[i].paused) {
-                    queue_control(p,
-                                  imm::encode_control(imm::control_op::pause, i)
-                                          .value_or(0));
+                    m_lanes.queue_control(
+                            p.index,
+                            imm::encode_control(imm::control_op::pause, i)
+                                    .value_or(0));
                 }
             }
         }
-        for (uint16_t i = 0; i < p.lanes.size(); ++i) {
-            post_lane(p, i);
-        }
+        m_lanes.mark_all(p.index);
+        post_ready();
         return;
     case action_kind::report_peer_failed: {
         p.last_error = a.reason;
@@ -283,7 +277,7 @@ void engine::qp_failed(peer &p, const std::string &reason, time_point now)
 
 void engine::check_drained(peer &p, time_point now)
 {
-    if (p.is(peer_state::draining) && p.posted == 0) {
+    if (p.is(peer_state::draining) && m_lanes.posted(p.index) == 0) {
         run(p, p.conn->drained(now), now);
     }
 }
@@ -313,36 +307,25 @@ void engine::destroy_qp(uint32_t qpn)
 
 void engine::fail_backlog(peer &p, completion_status why)
 {
-    for (auto &[dst, ops] : p.parked) {
-        for (uint32_t op : ops) {
-            complete_op(op, why, 0);
-        }
-    }
-    p.parked.clear();
-    for (auto &l : p.lanes) {
-        while (!l.backlog.empty()) {
-            uint32_t op = l.backlog.front();
-            l.backlog.pop_front();
-            complete_op(op, why, 0);
-        }
-    }
+    m_lanes.fail_backlog(p.index, why);
+    run_ends();
 }
 
-bool engine::recyclable(const peer &p)
+bool engine::recyclable(const peer &p) const
 {
     return !p.loopback && unconfirmed(p) &&
            (p.is(peer_state::idle) || p.is(peer_state::failed)) &&
-           p.qps.empty() && p.posted == 0 && p.parked.empty() &&
-           std::all_of(p.lanes.begin(), p.lanes.end(),
-                       [](const lane &l) { return l.backlog.empty(); });
+           p.qps.empty() && m_lanes.holds_nothing(p.index);
 }
 
 size_t engine::half_open() const
 {
-    return static_cast<size_t>(
-            std::count_if(m_peers.begin(), m_peers.end(), [](const auto &p) {
-                return !p->loopback && unconfirmed(*p) && !recyclable(*p);
-            }));
+    return static_cast<size_t>(std::count_if(m_peers.begin(), m_peers.end(),
+                                             [this](const auto &p) {
+                                                 return !p->loopback &&
+                                                        unconfirmed(*p) &&
+                                                        !recyclable(*p);
+                                             }));
 }
 
 /* A request from an address with no peer here ("Hostile handshakes",
@@ -365,7 +348,7 @@ engine::peer *engine::admit(const wire::conn::message &request)
         return nullptr;
     }
     auto old = std::find_if(m_peers.begin(), m_peers.end(),
-                            [](const auto &p) { return recyclable(*p); });
+                            [this](const auto &p) { return recyclable(*p); });
     if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
         if (worth_logging(++m_totals.table_full)) {
             m_log("handshake request from " + who +

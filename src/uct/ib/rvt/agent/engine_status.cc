@@ -39,16 +39,10 @@ uint64_t engine::reconnects_of(const peer &p)
 /* A peer's fields: its JSON object in "peers" and its row in the text. */
 std::vector<status_field> engine::peer_status(const peer &p) const
 {
-    size_t queued = 0;
     /* per lane; their sum is `posted` unless the books are wrong */
     nlohmann::ordered_json in_flight = nlohmann::ordered_json::array();
-    for (const auto &l : p.lanes) {
-        queued += l.backlog.size();
-        in_flight.push_back(l.inflight.size());
-    }
-    size_t parked = 0;
-    for (const auto &[dst, ops] : p.parked) {
-        parked += ops.size();
+    for (uint16_t i = 0; i < m_cfg.peers.num_qps; ++i) {
+        in_flight.push_back(m_lanes.in_flight(p.index, i));
     }
     const char *row = "peer";
     return {{"", "index", row, "", "", p.index},
@@ -65,9 +59,9 @@ std::vector<status_field> engine::peer_status(const peer &p) const
             {"", "qp_errors", row, "QP errors", "", p.n.qp_errors},
             {"", "confirmed", row, "confirmed", "", p.confirmed},
             {"", "reconnects", row, "reconnects", "", reconnects_of(p)},
-            {"", "queued", row, "queued", "", queued},
-            {"", "parked", row, "parked", "", parked},
-            {"", "posted", row, "posted", "", p.posted},
+            {"", "queued", row, "queued", "", m_lanes.queued(p.index)},
+            {"", "parked", row, "parked", "", m_lanes.parked(p.index)},
+            {"", "posted", row, "posted", "", m_lanes.posted(p.index)},
             {"", "in_flight_by_lane", row, "in flight by lane", "", in_flight},
             {"", "last_error", row, "last error:", "", p.last_error}};
 }
@@ -101,6 +95,7 @@ std::vector<status_field> engine::client_status(uint32_t i) const
 std::vector<status_field> engine::status_fields() const
 {
     const nic_counters nc        = m_nic.counters();
+    const lanes::counters &lt    = m_lanes.totals();
     uint32_t rc_qps              = 0;
     nlohmann::ordered_json peers = nlohmann::ordered_json::array();
     for (const auto &p : m_peers) {
@@ -199,11 +194,10 @@ std::vector<status_field> engine::status_fields() const
             {"", "pauses", "paused", "times", "", m_totals.pauses},
             {"", "resumes", "paused", "resumed", "", m_totals.resumes},
             {"", "ops_parked", "paused", "ops parked for peers' paused clients",
-             "", m_totals.ops_parked},
+             "", lt.ops_parked},
             {"", "striped_ops", "striped", "writes split over the lanes", "",
-             m_totals.striped_ops},
-            {"", "stripe_parts", "striped", "in parts", "",
-             m_totals.stripe_parts},
+             lt.striped_ops},
+            {"", "stripe_parts", "striped", "in parts", "", lt.stripe_parts},
             {"share", "max_ops", "share", "max-client-ops", "", sl.ops},
             {"share", "max_lkeys", "share", "max-client-lkeys", "", sl.lkeys},
             {"share", "max_peers", "share", "max-client-peers", "", sl.peers},
@@ -263,41 +257,13 @@ nlohmann::ordered_json engine::status_json() const
 
 std::string engine::check_books() const
 {
-    std::string out;
-    uint64_t posted = 0;
-    for (const auto &p : m_peers) {
-        size_t inflight = 0;
-        for (const auto &l : p->lanes) {
-            inflight += l.inflight.size();
-        }
-        if (inflight != p->posted) {
-            out += format("peer %u: %u ops posted, its lanes have %zu; ",
-                          p->index, p->posted, inflight);
-        }
-        posted += p->posted;
-    }
-    if (posted != m_cq_used) {
-        out += format("%llu ops posted, %u CQ credits used; ",
-                      static_cast<unsigned long long>(posted), m_cq_used);
-    }
-    std::unordered_map<uint32_t, uint32_t> parts; /* op -> its live parts */
-    for (const auto &op : m_ops) {
-        if (op.in_use && op.stripe.of != no_op) {
-            ++parts[op.stripe.of];
-        }
-    }
-    for (uint32_t i = 0; i < m_ops.size(); ++i) {
-        const op_record &op = m_ops[i];
-        const uint32_t live = parts.contains(i) ? parts[i] : 0;
-        if (live != (op.in_use ? op.stripe.pending : 0)) {
-            out += format("op %u: %u parts pending, %u parts in use; ", i,
-                          op.stripe.pending, live);
-        }
-    }
+    std::string out = m_lanes.check_books();
     /* each attached client's share: its ops held, parts not counted */
     std::unordered_map<uint32_t, uint32_t> held;
-    for (const auto &op : m_ops) {
-        if (op.in_use && op.client != no_client && op.stripe.of == no_op &&
+    for (uint32_t i = 0; i < m_lanes.records(); ++i) {
+        const op_record &op = m_lanes.op(i);
+        if (op.in_use && op.client != no_client &&
+            op.stripe.of == lanes::no_op &&
             m_clients[op.client].generation == op.generation) {
             ++held[op.client];
         }

@@ -54,7 +54,7 @@ enum work_flags : uint8_t {
     work_inline = 1u << 2,
     /* rdma_write_imm from client memory only (never inline): the agent
      * may split it over the K lanes of its peer, as parts of at least
-     * stripe_align bytes (engine.h, "Striping"). The client still gets
+     * stripe_align bytes (lanes.h, "Striping"). The client still gets
      * one completion, and the target's notice (the immediate) comes with
      * the last part, once every other part has landed. The UCT module
      * sets it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more. */

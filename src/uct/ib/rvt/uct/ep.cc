@@ -23,7 +23,7 @@
  *                                     the agent splits it over its K QPs
  *                                     (RDMA WRITEs, then the WITH IMM
  *                                     part once they have landed; one
- *                                     completion: engine.h, "Striping")
+ *                                     completion: lanes.h, "Striping")
  *   get_bcopy                         RDMA READ into a bounce buffer,
  *                                     unpacked at its completion
  *   get_zcopy                         RDMA READ into the caller's buffer
