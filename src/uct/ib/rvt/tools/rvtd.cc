@@ -20,13 +20,13 @@
 #include "uct/ib/rvt/agent/instance_lock.h"
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/agent/serve_loop.h"
+#include "uct/ib/rvt/agent/status_header.h"
 #include "uct/ib/rvt/agent/verbs_nic.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
 #include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/shm_layout.h"
-#include "uct/ib/rvt/common/status_json.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
@@ -368,66 +368,30 @@ void log_line(std::string_view line)
     std::fflush(stderr);
 }
 
-/* What rvt-status shows: who this agent is, its clients, its data path. */
+/* What rvt-status shows: who this agent is, its clients, its data path
+ * (agent/status_header.h renders it). */
 std::string status_text(const agent::agent_location &loc,
                         const agent::device &d, uint64_t agent_id,
                         const agent::attach_server &srv,
                         const agent::engine &eng, bool human)
 {
-    auto clients = srv.clients();
-    std::string out;
-    if (human) {
-        out += "agent     pid " + std::to_string(getpid()) + ", id " +
-               std::to_string(agent_id) + "\n";
-        out += "job       " + loc.job_key + " (from " + loc.job_key_source +
-               ")\n";
-        out += "device    " + loc.device + ":" + std::to_string(loc.port) +
-               ", uverbs driver id " + std::to_string(d.driver_id()) +
-               ", PD handle " + std::to_string(d.pd()->handle) + "\n";
-        out += std::string("memory    registration by ") +
-               (d.reg_mode() == wire::reg_mode::import_pd ?
-                        "provider import (ibv_import_pd)" :
-                        "uverbs ioctl on the shared fd") +
-               " (" + d.reg_mode_reason() + ")\n";
-        out += "socket    " + loc.paths.socket + "\n";
-        out += "clients   " + std::to_string(clients.size()) + " attached\n";
-        for (const auto *c : clients) {
-            out += "  index " + std::to_string(c->index) + "  pid " +
-                   std::to_string(c->pid) + "  MRs " +
-                   std::to_string(eng.mrs().held_by(c->index)) +
-                   (c->leader ? "  sibling of " + std::to_string(*c->leader) :
-                                "") +
-                   "\n";
-        }
-        return out + eng.status(true);
+    agent::status_header h = {.pid                 = getpid(),
+                              .agent_id            = agent_id,
+                              .job_key             = loc.job_key,
+                              .job_key_source      = loc.job_key_source,
+                              .device              = loc.device,
+                              .port                = loc.port,
+                              .driver_id           = d.driver_id(),
+                              .pd_handle           = d.pd()->handle,
+                              .registration        = d.reg_mode(),
+                              .registration_reason = d.reg_mode_reason(),
+                              .socket              = loc.paths.socket,
+                              .clients             = {}};
+    for (const auto *c : srv.clients()) {
+        h.clients.push_back(
+                {c->index, c->pid, eng.mrs().held_by(c->index), c->leader});
     }
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const auto *c : clients) {
-        /* sibling_of: the leader whose MRs its work uses, or null */
-        list.push_back(
-                {{"index", c->index},
-                 {"pid", c->pid},
-                 {"mrs", eng.mrs().held_by(c->index)},
-                 {"sibling_of", c->leader ? nlohmann::ordered_json(*c->leader) :
-                                            nlohmann::ordered_json()}});
-    }
-    const nlohmann::ordered_json status = {
-            {"pid", getpid()},
-            {"agent_id", agent_id},
-            {"job_key", loc.job_key},
-            {"job_key_source", loc.job_key_source},
-            {"device", loc.device},
-            {"port", loc.port},
-            {"driver_id", d.driver_id()},
-            {"pd_handle", d.pd()->handle},
-            {"registration", d.reg_mode() == wire::reg_mode::import_pd ?
-                                     "import_pd" :
-                                     "uverbs_ioctl"},
-            {"registration_reason", d.reg_mode_reason()},
-            {"socket", loc.paths.socket},
-            {"data_path", eng.status_json()},
-            {"clients", std::move(list)}};
-    return status_json_text(status) + "\n";
+    return agent::agent_status(h, eng, human);
 }
 
 /* Asks the kernel for --priority; true if the agent now runs SCHED_FIFO
