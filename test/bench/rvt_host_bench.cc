@@ -44,17 +44,14 @@
  *                  [--client-cpu=C] [--sge] [--attached=N,N,...|none]
  *                  [--wake-messages=N] [--wake-gap-us=U] [--csv=FILE]
  */
-#include "test/loopback/loopback_nic.h"
-#include "uct/ib/rvt/agent/attach_server.h"
+#include "test/loopback/loopback_agent.h"
 #include "uct/ib/rvt/agent/cpu_policy.h"
-#include "uct/ib/rvt/agent/engine.h"
 #include "uct/ib/rvt/agent/serve_loop.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/trace.h"
 
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <sched.h>
 #include <signal.h>
@@ -182,11 +179,11 @@ volatile sig_atomic_t g_stop = 0;
  * announces against the device's MR table (mr_registry.h,
  * "Announcements"), the kernel's, which every process shares; the
  * loopback nic's lives in the agent's process. So the parent maps every
- * client's buffer shared before it forks, the agent registers each slot in
- * its nic before it listens and writes the keys beside it, and a client
- * announces its slot's MR as registration.cc would. One slot per client
- * of the run: a slot's handle is still held by its client's agent while
- * the client's MR waits out the dead-client grace. */
+ * client's buffer shared before it forks, the agent registers each slot
+ * in its nic before it answers an attach and writes the keys beside it,
+ * and a client announces its slot's MR as registration.cc would. One slot
+ * per client of the run: a slot's handle is still held by its client's
+ * agent while the client's MR waits out the dead-client grace. */
 struct client_slot {
     uint32_t handle, lkey, rkey;
     uint64_t buffer[8];
@@ -233,54 +230,42 @@ struct agent_mode {
         std::fprintf(stderr, "agent: %.*s\n", static_cast<int>(line.size()),
                      line.data());
     };
-    auto layout = shm_layout::make(shm_capacities{});
-    if (!layout) {
-        die(layout.error());
-    }
+    std::optional<trace> tr; /* outlives the engine */
     agent::testing::loopback_fabric fabric;
     agent::testing::loopback_options nopt;
     nopt.receive_buffers = 1024;
-    nopt.receive_size    = layout.value().caps.slot_size;
+    nopt.receive_size    = shm_capacities{}.slot_size;
     nopt.send_budget     = 8192;
     nopt.memory          = agent::testing::memory_mode::none;
-    agent::testing::loopback_nic nic(fabric, nopt);
+    /* one node: no peer ever asks, so no credential is ever checked */
+    auto made = agent::testing::make_loopback_agent(
+            fabric, {.socket      = socket_path,
+                     .job_key     = job_key,
+                     .agent_id    = 42,
+                     .nic         = nopt,
+                     .log         = log,
+                     .max_clients = imm::max_clients});
+    if (!made) {
+        die(made.error());
+    }
+    agent::testing::loopback_agent &node = made.value();
+    /* before the loop answers a client's attach, so before any announces
+     * its slot */
     for (int i = 0; i < max_slots; ++i) {
         client_slot &slot = g_slots[i];
-        const auto mr = nic.register_memory(slot.buffer, sizeof(slot.buffer),
-                                            IBV_ACCESS_LOCAL_WRITE);
-        slot.handle   = mr.handle;
-        slot.lkey     = mr.lkey;
-        slot.rkey     = mr.rkey;
+        const auto mr     = node.nic->register_memory(slot.buffer,
+                                                      sizeof(slot.buffer),
+                                                      IBV_ACCESS_LOCAL_WRITE);
+        slot.handle       = mr.handle;
+        slot.lkey         = mr.lkey;
+        slot.rkey         = mr.rkey;
     }
-    /* one node: no peer ever asks, so no credential is ever checked */
-    auto eng = agent::engine::create(nic, agent::engine_config{},
-                                     layout.value(), job_key, 42,
-                                     agent::no_auth(), log);
-    if (!eng) {
-        die(eng.error());
-    }
-    agent::engine &e = *eng.value();
-    std::optional<trace> tr;
+    agent::engine &e          = *node.engine;
+    agent::attach_server &srv = *node.server;
     if (events > 0) {
         tr.emplace(events, "agent");
         e.set_trace(&*tr);
     }
-    unique_fd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
-    agent::device_grant grant{null_fd.get(), 1, 0, wire::reg_mode::uverbs_ioctl,
-                              42};
-    grant.address         = e.address();
-    grant.num_qps         = e.num_qps();
-    grant.agent_wake_fd   = e.wake_fd();
-    grant.work_summary_fd = e.work_summary_fd();
-    auto server           = agent::attach_server::create(
-                      {socket_path, job_key, getuid(), imm::max_clients, layout.value(),
-                       std::chrono::milliseconds(5000)},
-                      grant, log);
-    if (!server) {
-        die(server.error());
-    }
-    agent::attach_server &srv = *server.value();
-    e.serve(srv);
     uint64_t passes      = 0;
     bool traced          = tr.has_value();
     const auto each_pass = [&] {
@@ -304,9 +289,7 @@ struct agent_mode {
         const auto now = clock_type::now();
         e.progress(now);
         if (pacer.due(now)) {
-            for (const auto &ev : e.serve_clients(0)) {
-                srv.answer_status(ev.ticket, e.status(ev.human));
-            }
+            node.serve_clients();
         }
         each_pass();
     }

@@ -31,17 +31,12 @@
  *   rvt_scale_sim [--nodes=N,N,...] [--clients=C] [--qps=K] [--idle=S]
  *                 [--seed=X]
  */
-#include "test/loopback/loopback_nic.h"
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/engine.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
+#include "test/loopback/loopback_agent.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 
-#include <fcntl.h>
 #include <malloc.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -65,6 +60,7 @@ namespace {
 using namespace rvt;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
+using agent::testing::loopback_agent;
 
 constexpr const char *job_key = "bench.scale";
 
@@ -134,13 +130,9 @@ uint64_t heap_in_use()
     return m.uordblks + m.hblkhd;
 }
 
-struct node {
+struct node : loopback_agent {
     std::string socket;
-    std::unique_ptr<agent::testing::loopback_nic> nic;
-    std::unique_ptr<agent::engine> engine;
-    std::unique_ptr<agent::attach_server> server;
     std::vector<std::unique_ptr<client::session>> clients;
-    unique_fd null_fd;
 };
 
 /* WRs the nics ran (control messages and keepalives, with no data) */
@@ -173,49 +165,38 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     row r{};
     r.nodes = n;
     agent::testing::loopback_fabric fabric;
-    auto layout = shm_layout::make({64, 64, 16, 256, 64}).value();
+    const shm_capacities caps{64, 64, 16, 256, 64};
     agent::testing::loopback_options nopt;
     nopt.receive_buffers = 1024; /* rvtd's --srq-size */
-    nopt.receive_size    = layout.caps.slot_size;
+    nopt.receive_size    = caps.slot_size;
     nopt.memory          = agent::testing::memory_mode::none;
-    nopt.max_inline      = layout.caps.inline_size;
+    nopt.max_inline      = caps.inline_size;
     nopt.datagram_slots  = 64;
     agent::engine_config cfg;
     cfg.peers.num_qps = o.qps;
     cfg.max_peers     = std::max<uint32_t>(cfg.max_peers, n + 16);
-    auto quiet        = [](std::string_view) {};
 
     const uint64_t heap0 = heap_in_use();
     std::vector<std::unique_ptr<node>> nodes;
     for (unsigned i = 0; i < n; ++i) {
         auto nd    = std::make_unique<node>();
         nd->socket = dir + "/agent" + std::to_string(i) + ".sock";
-        nd->null_fd.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
-        nd->nic = std::make_unique<agent::testing::loopback_nic>(fabric, nopt);
-        auto auth = agent::secret_auth("the simulated job's secret");
+        auto auth  = agent::secret_auth("the simulated job's secret");
         if (!auth) {
             die(auth.error());
         }
-        auto e = agent::engine::create(*nd->nic, cfg, layout, job_key, 1000 + i,
-                                       std::move(auth).value(), quiet);
-        if (!e) {
-            die(e.error());
+        auto made = agent::testing::make_loopback_agent(
+                fabric, {.socket   = nd->socket,
+                         .job_key  = job_key,
+                         .agent_id = 1000 + i,
+                         .caps     = caps,
+                         .nic      = nopt,
+                         .engine   = cfg,
+                         .auth     = std::move(auth).value()});
+        if (!made) {
+            die(made.error());
         }
-        nd->engine = std::move(e).value();
-        agent::device_grant grant{nd->null_fd.get(), 1, 0,
-                                  wire::reg_mode::uverbs_ioctl, 1000 + i};
-        grant.address         = nd->engine->address();
-        grant.num_qps         = nd->engine->num_qps();
-        grant.agent_wake_fd   = nd->engine->wake_fd();
-        grant.work_summary_fd = nd->engine->work_summary_fd();
-        auto srv = agent::attach_server::create({nd->socket, job_key, getuid(),
-                                                 64, layout, 5000ms},
-                                                grant, quiet);
-        if (!srv) {
-            die(srv.error());
-        }
-        nd->server = std::move(srv).value();
-        nd->engine->serve(*nd->server);
+        static_cast<loopback_agent &>(*nd) = std::move(made).value();
         nodes.push_back(std::move(nd));
     }
     const uint64_t heap1 = heap_in_use();
@@ -224,11 +205,7 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     auto pump = [&] {
         const auto now = clock_type::now();
         for (auto &nd : nodes) {
-            nd->engine->progress(now);
-            for (const auto &ev : nd->engine->serve_clients(0)) {
-                nd->server->answer_status(ev.ticket,
-                                          nd->engine->status(ev.human));
-            }
+            nd->pump(now);
         }
     };
     /* a call that waits for an agent's answer, beside the pump */

@@ -27,16 +27,11 @@
 #define RVT_TEST_UCT_HOST_FIXTURE_H
 
 #include "test/gtest/uct/uct_api.h"
-#include "test/loopback/loopback_nic.h"
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/engine.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
+#include "test/loopback/loopback_agent.h"
 #include "uct/ib/rvt/client/devices.h"
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
-#include "uct/ib/rvt/common/unique_fd.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -65,39 +60,21 @@ class host_agent {
 public:
     host_agent(const std::string &socket, const shm_capacities &caps)
     {
-        auto layout = shm_layout::make(caps);
-        if (!layout) {
-            throw std::runtime_error(layout.error());
-        }
-        agent::testing::loopback_options nopt;
-        nopt.receive_size = layout.value().caps.slot_size;
-        m_nic = std::make_unique<agent::testing::loopback_nic>(m_fabric, nopt);
         auto log = [this](std::string_view line) { m_log.emplace_back(line); };
         /* one node: no peer ever asks, so no credential is checked */
-        auto e = agent::engine::create(*m_nic, agent::engine_config{},
-                                       layout.value(), host_job_key, 77,
-                                       agent::no_auth(), log);
-        if (!e) {
-            throw std::runtime_error(e.error());
+        auto made = agent::testing::make_loopback_agent(
+                m_fabric, {.socket           = socket,
+                           .job_key          = host_job_key,
+                           .agent_id         = 77,
+                           .caps             = caps,
+                           .nic              = {.receive_size = caps.slot_size},
+                           .log              = log,
+                           .reg_mode         = wire::reg_mode::in_process,
+                           .index_quarantine = 0ms});
+        if (!made) {
+            throw std::runtime_error(made.error());
         }
-        m_engine = std::move(e).value();
-        m_null_fd.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
-        agent::device_grant grant{m_null_fd.get(), 1, 0,
-                                  wire::reg_mode::in_process, 77};
-        grant.address         = m_engine->address();
-        grant.num_qps         = m_engine->num_qps();
-        grant.features        = wire::agent_feature_atomic64;
-        grant.agent_wake_fd   = m_engine->wake_fd();
-        grant.work_summary_fd = m_engine->work_summary_fd();
-        agent::attach_config cfg{socket, host_job_key,   ::getuid(),
-                                 64,     layout.value(), 5000ms};
-        cfg.index_quarantine = 0ms;
-        auto srv             = agent::attach_server::create(cfg, grant, log);
-        if (!srv) {
-            throw std::runtime_error(srv.error());
-        }
-        m_server = std::move(srv).value();
-        m_engine->serve(*m_server);
+        m_agent  = std::move(made).value();
         m_thread = std::thread([this] { run(); });
     }
 
@@ -126,8 +103,8 @@ public:
         }
         m_stop    = true;
         m_stopped = true;
-        m_server.reset();
-        m_engine.reset();
+        m_agent.server.reset();
+        m_agent.engine.reset();
         held.unlock();
         m_thread.join();
     }
@@ -142,13 +119,13 @@ public:
             if (m_stopped) {
                 return failure{"the agent stopped"};
             }
-            auto mr = m_nic->register_memory(addr, length, access);
+            auto mr = m_agent.nic->register_memory(addr, length, access);
             return client::memory_region{mr.handle, mr.lkey, mr.rkey, addr,
                                          length};
         };
         r->drop = [this](uint32_t handle) {
             std::lock_guard g(m_lock);
-            (void)m_nic->deregister(handle);
+            (void)m_agent.nic->deregister(handle);
         };
         return r;
     }
@@ -162,11 +139,7 @@ private:
                 if (m_stop) {
                     return;
                 }
-                m_engine->progress(std::chrono::steady_clock::now());
-                for (const auto &ev : m_engine->serve_clients(0)) {
-                    m_server->answer_status(ev.ticket,
-                                            m_engine->status(ev.human));
-                }
+                m_agent.pump();
             }
             /* two cores, shared with the client thread */
             std::this_thread::sleep_for(20us);
@@ -174,11 +147,10 @@ private:
     }
 
     agent::testing::loopback_fabric m_fabric;
-    std::unique_ptr<agent::testing::loopback_nic> m_nic;
-    std::unique_ptr<agent::engine> m_engine;
-    unique_fd m_null_fd; /* stands in for the verbs command fd */
-    std::unique_ptr<agent::attach_server> m_server;
     std::vector<std::string> m_log;
+    /* stop() ends its engine and server; its nic stays, for the
+     * registrar */
+    agent::testing::loopback_agent m_agent;
     std::mutex m_lock; /* one pass of the loop; the nic's MR table */
     bool m_stop    = false; /* under m_lock */
     bool m_stopped = false;

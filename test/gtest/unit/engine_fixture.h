@@ -20,15 +20,12 @@
 #ifndef RVT_TEST_GTEST_UNIT_ENGINE_FIXTURE_H
 #define RVT_TEST_GTEST_UNIT_ENGINE_FIXTURE_H
 
-#include "test/loopback/loopback_nic.h"
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/engine.h"
+#include "test/loopback/loopback_agent.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/status_json.h"
 
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <unistd.h>
@@ -52,6 +49,7 @@ namespace engine_test {
 
 using namespace rvt;
 using namespace std::chrono_literals;
+using agent::testing::loopback_agent;
 using agent::testing::loopback_fabric;
 using agent::testing::loopback_mr;
 using agent::testing::loopback_nic;
@@ -101,23 +99,12 @@ struct agent_options {
     }
 };
 
-/* One rvtd. */
-struct agent_node {
+/* One rvtd: an agent on the loopback nic (its nic, engine and server,
+ * and pump()) and what it logged. */
+struct agent_node : loopback_agent {
     std::string socket;
-    std::unique_ptr<loopback_nic> nic;
-    std::unique_ptr<agent::engine> engine;
-    std::unique_ptr<agent::attach_server> server;
     std::vector<std::string> log;
-    unique_fd null_fd; /* stands in for the verbs command fd */
 
-    /* One pass of rvtd's loop: the data path, then the socket. */
-    void pump()
-    {
-        engine->progress(steady::now());
-        for (const auto &ev : engine->serve_clients(0)) {
-            server->answer_status(ev.ticket, engine->status(ev.human));
-        }
-    }
     /* Log lines that contain `needle`. */
     size_t logged(std::string_view needle) const
     {
@@ -418,35 +405,23 @@ protected:
     {
         auto a    = std::make_unique<agent_node>();
         a->socket = m_dir + "/agent" + std::to_string(agents.size()) + ".sock";
-        a->null_fd.reset(open("/dev/null", O_RDWR | O_CLOEXEC));
-        a->nic      = std::make_unique<loopback_nic>(fabric, o.nic);
-        auto layout = shm_layout::make(o.caps);
-        EXPECT_TRUE(layout.ok()) << layout.error();
-        const uint64_t id = 100 + agents.size();
-        auto *lines       = &a->log;
-        auto log          = [lines](std::string_view line) {
+        auto *lines = &a->log;
+        auto log    = [lines](std::string_view line) {
             lines->emplace_back(line);
         };
-        auto e = agent::engine::create(*a->nic, o.engine, layout.value(),
-                                       job_key, id, o.auth(), log);
-        EXPECT_TRUE(e.ok()) << e.error();
-        a->engine = std::move(e).value();
-        agent::device_grant grant{a->null_fd.get(), 1, 0,
-                                  wire::reg_mode::uverbs_ioctl, id};
-        grant.address  = a->engine->address();
-        grant.num_qps  = a->engine->num_qps();
-        grant.features = a->nic->can_atomic() ? wire::agent_feature_atomic64 :
-                                                0;
-        grant.agent_wake_fd   = a->engine->wake_fd();
-        grant.work_summary_fd = a->engine->work_summary_fd();
-        agent::attach_config cfg{a->socket, job_key,        getuid(),
-                                 64,        layout.value(), 5000ms};
-        cfg.index_quarantine = o.index_quarantine;
-        cfg.max_socket_read  = o.max_socket_read;
-        auto srv             = agent::attach_server::create(cfg, grant, log);
-        EXPECT_TRUE(srv.ok()) << srv.error();
-        a->server = std::move(srv).value();
-        a->engine->serve(*a->server);
+        auto made = agent::testing::make_loopback_agent(
+                fabric, {.socket           = a->socket,
+                         .job_key          = job_key,
+                         .agent_id         = 100 + agents.size(),
+                         .caps             = o.caps,
+                         .nic              = o.nic,
+                         .engine           = o.engine,
+                         .auth             = o.auth(),
+                         .log              = log,
+                         .index_quarantine = o.index_quarantine,
+                         .max_socket_read  = o.max_socket_read});
+        EXPECT_TRUE(made.ok()) << made.error();
+        static_cast<loopback_agent &>(*a) = std::move(made).value();
         agents.push_back(std::move(a));
         return *agents.back();
     }
