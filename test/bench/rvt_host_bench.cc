@@ -768,10 +768,13 @@ traced_pingpong(const std::string &dir, const char *name, unsigned messages,
     const std::string agent_trace  = base + "-agent.trace";
     const std::string client_trace = base + "-client.trace";
     const size_t events            = (messages + 100) * 6;
-    const pid_t agent              = spawn(o.agent_cpu, [&] {
+    /* an attached-clients run before this one left its agent told to
+     * stop tracing: this agent records from the start */
+    g_agent->untrace.store(false);
+    const pid_t agent = spawn(o.agent_cpu, [&] {
         run_agent(socket_path, agent_trace, agent_traced ? events : 0, mode);
     });
-    const pid_t rank = rank_beside ? spawn_busy_rank(o.agent_cpu) : -1;
+    const pid_t rank  = rank_beside ? spawn_busy_rank(o.agent_cpu) : -1;
     setenv("RVT_TRACE", (client_trace + ":" + std::to_string(events)).c_str(),
            1);
     const int slot     = next_slot++;

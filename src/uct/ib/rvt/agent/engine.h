@@ -425,6 +425,12 @@ private:
     send_sealed(wire::conn::message msg, const gid_bytes &to, uint32_t ud_qpn);
     void run(peer &p, actions acts, time_point now);
     void run_one(peer &p, const action &a, time_point now);
+    /* run_one's longer actions */
+    void create_qps(peer &p, uint32_t num_qps, time_point now);
+    void connect_qps(peer &p, const action &a, time_point now);
+    void flush_qps(peer &p, const action &a, time_point now);
+    void peer_connected(peer &p);
+    void peer_failed(peer &p, const std::string &reason);
     result<uint32_t> create_loopback_qp(peer &p, uint32_t psn);
     void on_datagram(std::span<const std::byte> bytes, const gid_bytes &from,
                      time_point now);
@@ -447,6 +453,9 @@ private:
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
+    bool admit_work(uint32_t index, client_state &c, const work_request &wr,
+                    const std::string &why);
+    void queue_work(uint32_t index, client_state &c, const work_request &wr);
     void refuse_work(uint32_t index, client_state &c, const work_request &wr,
                      completion_status status, uint32_t detail);
     void

@@ -141,57 +141,13 @@ void engine::run(peer &p, actions acts, time_point now)
 
 void engine::run_one(peer &p, const action &a, time_point now)
 {
-    const std::string who = "peer " + std::to_string(p.index);
     switch (a.kind) {
-    case action_kind::create_qps: {
-        std::vector<wire::conn::qp_info> infos;
-        for (uint32_t i = 0; i < a.num_qps; ++i) {
-            const uint32_t psn = random_psn();
-            auto qp            = p.loopback ? create_loopback_qp(p, psn) :
-                                              m_nic.create_qp();
-            if (!qp) {
-                p.last_error = qp.error();
-                m_log(who + ": " + qp.error());
-                destroy_all_qps(p);
-                run(p, p.conn->qps_failed(now, qp.error()), now);
-                return;
-            }
-            if (!p.loopback) {
-                route_qp(qp.value(), p.index);
-                p.qps.push_back(qp.value());
-            }
-            infos.push_back({qp.value(), psn});
-        }
-        run(p, p.conn->qps_created(now, infos), now);
+    case action_kind::create_qps:
+        create_qps(p, a.num_qps, now);
         return;
-    }
-    case action_kind::connect_qps: {
-        p.active.assign(a.num_qps, 0);
-        if (p.loopback) { /* connected to themselves as they were made */
-            std::copy_n(p.qps.begin(), a.num_qps, p.active.begin());
-            return;
-        }
-        gid_bytes gid;
-        std::memcpy(gid.data(), p.addr.gid, gid.size());
-        for (uint32_t i = 0; i < a.num_qps; ++i) {
-            const uint32_t qpn = a.local_qps[i].qpn;
-            if (std::find(p.qps.begin(), p.qps.end(), qpn) == p.qps.end()) {
-                qp_failed(p,
-                          "connect: local QP " + std::to_string(qpn) +
-                                  " is unknown",
-                          now);
-                return;
-            }
-            p.active[i] = qpn;
-            auto r      = m_nic.connect_qp(qpn, gid, a.peer_qps[i].qpn,
-                                           a.peer_qps[i].psn, a.local_qps[i].psn);
-            if (!r) {
-                qp_failed(p, r.error(), now);
-                return;
-            }
-        }
+    case action_kind::connect_qps:
+        connect_qps(p, a, now);
         return;
-    }
     case action_kind::destroy_qps:
         for (uint32_t i = 0; i < a.num_qps; ++i) {
             const uint32_t qpn = a.local_qps[i].qpn;
@@ -203,23 +159,11 @@ void engine::run_one(peer &p, const action &a, time_point now)
         }
         return;
     case action_kind::flush_qps:
-        p.last_error = a.reason;
-        m_log(who + ": connection lost (" + a.reason + "): flushing");
-        /* the watchdog judges a draining lane from the flush on: what it
-         * saw before (a lane quiet during an outage) says nothing of the
-         * flush, whose completions may be on their way */
-        m_lanes.flush_started(p.index);
-        for (uint32_t i = 0; i < a.num_qps; ++i) {
-            const uint32_t qpn = a.local_qps[i].qpn;
-            if (std::find(p.qps.begin(), p.qps.end(), qpn) != p.qps.end()) {
-                (void)m_nic.flush_qp(qpn);
-            }
-        }
-        check_drained(p, now);
+        flush_qps(p, a, now);
         return;
     case action_kind::send_message:
         if (!a.reason.empty()) { /* a refusal, and why */
-            m_log(who + ": " + a.reason);
+            m_log("peer " + std::to_string(p.index) + ": " + a.reason);
         }
         send_sealed(a.msg, a.dest.gid, a.dest.ud_qpn);
         return;
@@ -227,41 +171,125 @@ void engine::run_one(peer &p, const action &a, time_point now)
         post_keepalive(p);
         return;
     case action_kind::report_connected:
-        m_log(who + ": connected with " + std::to_string(p.active.size()) +
-              " RC QPs");
-        if (!p.loopback) {
-            /* what we told it of our departed clients may have been lost
-             * with the last connection: told again when it comes up */
-            m_departures.peer_connected(p.index);
-            /* back-pressure starts afresh: the peer tells us its paused
-             * clients again, and we tell it ours */
-            m_lanes.forget_pauses(p.index);
-            for (uint32_t i : m_attached) {
-                if (m_clients[i].paused) {
-                    m_lanes.queue_control(
-                            p.index,
-                            imm::encode_control(imm::control_op::pause, i)
-                                    .value_or(0));
-                }
-            }
-        }
-        m_lanes.mark_all(p.index);
-        post_ready();
+        peer_connected(p);
         return;
-    case action_kind::report_peer_failed: {
-        p.last_error = a.reason;
-        m_log(who + ": failed: " + a.reason);
-        fail_backlog(p, completion_status::peer_failed);
-        inbound_message m{};
-        m.kind = static_cast<uint8_t>(inbound_kind::peer_failed);
-        m.peer = p.index;
-        for (uint32_t i = 0; i < m_clients.size(); ++i) {
-            if (p.users.test(i) && m_clients[i].attached) {
-                m_clients[i].channel->deliver(m, {});
-            }
-        }
+    case action_kind::report_peer_failed:
+        peer_failed(p, a.reason);
         return;
     }
+}
+
+/* peer_connection's create_qps: K QPs (loopback ones connected to
+ * themselves at once), or the attempt fails and what was made goes. */
+void engine::create_qps(peer &p, uint32_t num_qps, time_point now)
+{
+    std::vector<wire::conn::qp_info> infos;
+    for (uint32_t i = 0; i < num_qps; ++i) {
+        const uint32_t psn = random_psn();
+        auto qp = p.loopback ? create_loopback_qp(p, psn) : m_nic.create_qp();
+        if (!qp) {
+            p.last_error = qp.error();
+            m_log("peer " + std::to_string(p.index) + ": " + qp.error());
+            destroy_all_qps(p);
+            run(p, p.conn->qps_failed(now, qp.error()), now);
+            return;
+        }
+        if (!p.loopback) {
+            route_qp(qp.value(), p.index);
+            p.qps.push_back(qp.value());
+        }
+        infos.push_back({qp.value(), psn});
+    }
+    run(p, p.conn->qps_created(now, infos), now);
+}
+
+/* peer_connection's connect_qps: each local QP to its remote one, in lane
+ * order (p.active). */
+void engine::connect_qps(peer &p, const action &a, time_point now)
+{
+    p.active.assign(a.num_qps, 0);
+    if (p.loopback) { /* connected to themselves as they were made */
+        std::copy_n(p.qps.begin(), a.num_qps, p.active.begin());
+        return;
+    }
+    gid_bytes gid;
+    std::memcpy(gid.data(), p.addr.gid, gid.size());
+    for (uint32_t i = 0; i < a.num_qps; ++i) {
+        const uint32_t qpn = a.local_qps[i].qpn;
+        if (std::find(p.qps.begin(), p.qps.end(), qpn) == p.qps.end()) {
+            qp_failed(p,
+                      "connect: local QP " + std::to_string(qpn) +
+                              " is unknown",
+                      now);
+            return;
+        }
+        p.active[i] = qpn;
+        auto r      = m_nic.connect_qp(qpn, gid, a.peer_qps[i].qpn,
+                                       a.peer_qps[i].psn, a.local_qps[i].psn);
+        if (!r) {
+            qp_failed(p, r.error(), now);
+            return;
+        }
+    }
+}
+
+/* peer_connection's flush_qps: every posted op completes as flushed. */
+void engine::flush_qps(peer &p, const action &a, time_point now)
+{
+    p.last_error = a.reason;
+    m_log("peer " + std::to_string(p.index) + ": connection lost (" + a.reason +
+          "): flushing");
+    /* the watchdog judges a draining lane from the flush on: what it saw
+     * before (a lane quiet during an outage) says nothing of the flush,
+     * whose completions may be on their way */
+    m_lanes.flush_started(p.index);
+    for (uint32_t i = 0; i < a.num_qps; ++i) {
+        const uint32_t qpn = a.local_qps[i].qpn;
+        if (std::find(p.qps.begin(), p.qps.end(), qpn) != p.qps.end()) {
+            (void)m_nic.flush_qp(qpn);
+        }
+    }
+    check_drained(p, now);
+}
+
+/* peer_connection's report_connected: the lanes post again. */
+void engine::peer_connected(peer &p)
+{
+    m_log("peer " + std::to_string(p.index) + ": connected with " +
+          std::to_string(p.active.size()) + " RC QPs");
+    if (!p.loopback) {
+        /* what we told it of our departed clients may have been lost with
+         * the last connection: told again when it comes up */
+        m_departures.peer_connected(p.index);
+        /* back-pressure starts afresh: the peer tells us its paused
+         * clients again, and we tell it ours */
+        m_lanes.forget_pauses(p.index);
+        for (uint32_t i : m_attached) {
+            if (m_clients[i].paused) {
+                m_lanes.queue_control(
+                        p.index, imm::encode_control(imm::control_op::pause, i)
+                                         .value_or(0));
+            }
+        }
+    }
+    m_lanes.mark_all(p.index);
+    post_ready();
+}
+
+/* peer_connection's report_peer_failed: what waits fails, and the
+ * peer's users hear of it. */
+void engine::peer_failed(peer &p, const std::string &reason)
+{
+    p.last_error = reason;
+    m_log("peer " + std::to_string(p.index) + ": failed: " + reason);
+    fail_backlog(p, completion_status::peer_failed);
+    inbound_message m{};
+    m.kind = static_cast<uint8_t>(inbound_kind::peer_failed);
+    m.peer = p.index;
+    for (uint32_t i = 0; i < m_clients.size(); ++i) {
+        if (p.users.test(i) && m_clients[i].attached) {
+            m_clients[i].channel->deliver(m, {});
+        }
     }
 }
 

@@ -48,6 +48,63 @@ void engine::refuse_work(uint32_t index, client_state &c,
     deliver_completion(index, c, done);
 }
 
+/* The peeked request against its checks (`why`: what check_work found)
+ * and its client's share; false when refused (completed at once). */
+bool engine::admit_work(uint32_t index, client_state &c, const work_request &wr,
+                        const std::string &why)
+{
+    if (!why.empty()) {
+        ++c.invalid;
+        if (c.invalid <= 8) {
+            m_log("client index " + std::to_string(index) +
+                  ": request refused: " + why);
+        }
+        refuse_work(index, c, wr, completion_status::invalid, 0);
+        return false;
+    }
+    /* its share (client_share.h); over the lkeys bound, the entries no op
+     * names are dropped first */
+    uint64_t lkeys = m_mrs.lkeys_with(index, wr);
+    if (lkeys > m_share.limits().lkeys) {
+        m_mrs.drop_unused_lkeys(index);
+        lkeys = m_mrs.lkeys_with(index, wr);
+    }
+    const share_verdict share = m_share.take_op(index, lkeys);
+    if (!share.admitted()) {
+        if (share.log) {
+            m_log("client index " + std::to_string(index) +
+                  ": request refused: " + share.text() + " (" +
+                  std::to_string(share.count) + " so far)");
+        }
+        refuse_work(index, c, wr, completion_status::no_resource,
+                    static_cast<uint32_t>(share.refused));
+        return false;
+    }
+    return true;
+}
+
+/* The admitted request becomes an op on its lane (or parked, or ended
+ * at once when its peer or destination is gone), and leaves the ring. */
+void engine::queue_work(uint32_t index, client_state &c, const work_request &wr)
+{
+    const uint32_t op_index = m_lanes.alloc(wr, index, c.generation);
+    op_record &op           = m_lanes.op(op_index);
+    /* an inline payload (checked: at most a slot) becomes the op's own
+     * before the client may reuse the slot */
+    c.channel->release_work(
+            std::span(op.inline_data.data(),
+                      (wr.flags & work_inline) != 0 ? wr.length : 0));
+    m_mrs.op_queued(index, wr); /* until its end (run_ends) */
+    if (m_peers[wr.peer]->is(peer_state::failed)) {
+        m_lanes.end_unqueued(op_index, completion_status::peer_failed);
+    } else if (destination_is_gone(op)) {
+        ++m_totals.gone_ops_failed;
+        m_lanes.end_unqueued(op_index, completion_status::peer_failed);
+    } else {
+        m_lanes.queue(op_index); /* or parked behind a pause */
+    }
+}
+
 bool engine::take_work(uint32_t index, client_state &c)
 {
     /* a client whose completions we are still holding gets no more work
@@ -87,48 +144,8 @@ bool engine::take_work(uint32_t index, client_state &c)
         }
         took = true;
         traced(trace_stage::pop, index, wr.wr_id);
-        if (!why.empty()) {
-            ++c.invalid;
-            if (c.invalid <= 8) {
-                m_log("client index " + std::to_string(index) +
-                      ": request refused: " + why);
-            }
-            refuse_work(index, c, wr, completion_status::invalid, 0);
-            continue;
-        }
-        /* its share (client_share.h); over the lkeys bound, the entries
-         * no op names are dropped first */
-        uint64_t lkeys = m_mrs.lkeys_with(index, wr);
-        if (lkeys > m_share.limits().lkeys) {
-            m_mrs.drop_unused_lkeys(index);
-            lkeys = m_mrs.lkeys_with(index, wr);
-        }
-        const share_verdict share = m_share.take_op(index, lkeys);
-        if (!share.admitted()) {
-            if (share.log) {
-                m_log("client index " + std::to_string(index) +
-                      ": request refused: " + share.text() + " (" +
-                      std::to_string(share.count) + " so far)");
-            }
-            refuse_work(index, c, wr, completion_status::no_resource,
-                        static_cast<uint32_t>(share.refused));
-            continue;
-        }
-        const uint32_t op_index = m_lanes.alloc(wr, index, c.generation);
-        op_record &op           = m_lanes.op(op_index);
-        /* an inline payload (checked: at most a slot) becomes the op's
-         * own before the client may reuse the slot */
-        c.channel->release_work(
-                std::span(op.inline_data.data(),
-                          (wr.flags & work_inline) != 0 ? wr.length : 0));
-        m_mrs.op_queued(index, wr); /* until its end (run_ends) */
-        if (m_peers[wr.peer]->is(peer_state::failed)) {
-            m_lanes.end_unqueued(op_index, completion_status::peer_failed);
-        } else if (destination_is_gone(op)) {
-            ++m_totals.gone_ops_failed;
-            m_lanes.end_unqueued(op_index, completion_status::peer_failed);
-        } else {
-            m_lanes.queue(op_index); /* or parked behind a pause */
+        if (admit_work(index, c, wr, why)) {
+            queue_work(index, c, wr);
         }
     }
     run_ends();
