@@ -347,7 +347,7 @@ private:
     static constexpr uint32_t no_client = lanes::no_client;
     using op_record                     = lanes::op_record;
 
-    struct peer_counters {
+    struct peer_traffic { /* what went through its QPs */
         uint64_t ops_posted   = 0;
         uint64_t bytes_posted = 0;
         uint64_t ops_failed   = 0;
@@ -365,7 +365,7 @@ private:
         std::vector<uint32_t> qps; /* every local QP of this peer (QPNs) */
         std::vector<uint32_t> active; /* lane -> QPN while connected */
         std::bitset<512> users; /* client indices that resolved it */
-        peer_counters n;
+        peer_traffic traffic;
         std::string last_error;
         /* RC traffic with it succeeded ("Hostile handshakes" above);
          * loopback: always */

@@ -154,8 +154,8 @@ void engine::on_receive(const nic_completion &wc, time_point now)
     if (wc.status == nic_status::success && p != nullptr) {
         p->conn->activity(now);
         p->confirmed = true;
-        ++p->n.recv_msgs;
-        p->n.recv_bytes += wc.byte_len;
+        ++p->traffic.recv_msgs;
+        p->traffic.recv_bytes += wc.byte_len;
         auto d = wc.has_imm ? imm::decode(wc.imm) : std::nullopt;
         if (!d) {
             ++m_totals.bad_immediates;

@@ -295,7 +295,7 @@ void engine::peer_failed(peer &p, const std::string &reason)
 
 void engine::qp_failed(peer &p, const std::string &reason, time_point now)
 {
-    ++p.n.qp_errors;
+    ++p.traffic.qp_errors;
     if (p.is(peer_state::connected)) {
         run(p, p.conn->qp_error(now, reason), now);
     } else if (!p.is(peer_state::draining)) {

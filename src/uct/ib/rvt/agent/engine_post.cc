@@ -193,7 +193,7 @@ void engine::run_ends()
             }
             if (e.status != completion_status::success &&
                 e.status != completion_status::invalid) {
-                ++m_peers[op.peer]->n.ops_failed;
+                ++m_peers[op.peer]->traffic.ops_failed;
             }
         }
         if (same) {
@@ -262,10 +262,10 @@ bool engine::post_chain(peer &p, const lanes::chain &c)
         client_state &cl = m_clients[op.client];
         ++cl.posted; /* a part too: a dead client's MRs wait for it */
         cl.bytes += op.wr.length;
-        p.n.bytes_posted += op.wr.length;
+        p.traffic.bytes_posted += op.wr.length;
         if (op.stripe.of == lanes::no_op) { /* a striped write is one op */
             ++cl.ops;
-            ++p.n.ops_posted;
+            ++p.traffic.ops_posted;
             traced(trace_stage::post, op.client, op.wr.wr_id);
         }
     }
