@@ -302,6 +302,26 @@ TEST_F(lanes_test, a_record_is_reused_only_once_its_end_was_read)
     EXPECT_EQ(queue(2, write(7)), i);
 }
 
+TEST_F(lanes_test, a_failure_after_unsignaled_successes_says_some_succeeded)
+{
+    queue(2, write(9));
+    queue(2, write(9));
+    auto cs = post_all();
+    ASSERT_EQ(cs.size(), 1u);
+    const auto r = complete(cs[0], completion_status::failed);
+    EXPECT_TRUE(r.succeeded) << "the first WR retired well: the peer answered";
+    auto ends = told();
+    ASSERT_EQ(ends.size(), 2u);
+    EXPECT_EQ(ends[0].done.status, uint32_t(completion_status::success));
+    EXPECT_EQ(ends[1].done.status, uint32_t(completion_status::failed));
+    queue(2, write(9));
+    auto alone = post_all();
+    EXPECT_FALSE(complete(alone[0], completion_status::failed).succeeded);
+    EXPECT_EQ(l->retire(tag::of_op(999, 0), completion_status::success, 0, 0)
+                      .verdict,
+              lanes::retire_verdict::unknown);
+}
+
 TEST_F(lanes_test, a_failed_completion_ends_its_op_failed_with_the_detail)
 {
     queue(2, write(9));

@@ -73,6 +73,10 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
                                   ok ? completion_status::success :
                                         completion_status::failed,
                                   ok ? 0 : wc.vendor, wc.fetched);
+    if (r.verdict == lanes::retire_verdict::unknown) {
+        m_log("completion for unknown op " + std::to_string(r.op));
+        return;
+    }
     if (r.verdict == lanes::retire_verdict::late) {
         /* its op was given up (watch_lanes) and the record freed, maybe
          * taken by another op since: this is not that op's completion */
@@ -92,10 +96,11 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
     }
     run_ends();
     peer &p = *m_peers[r.peer];
-    if (ok) {
+    if (r.succeeded) { /* the peer answered */
         p.conn->activity(now);
         p.confirmed = true;
-    } else if (!p.is(peer_state::draining)) {
+    }
+    if (!ok && !p.is(peer_state::draining)) {
         /* a flushed WR outside our own drain: the QP went to the error
          * state by itself (its error completion, if any, was lost) */
         qp_failed(p,

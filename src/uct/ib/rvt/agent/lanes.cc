@@ -473,7 +473,11 @@ lanes::retire_result lanes::retire(uint64_t wr_id, completion_status status,
 {
     retire_result r;
     r.op = tag::index_of(wr_id);
-    if (r.op >= m_ops.size() || !m_ops[r.op].in_use ||
+    if (r.op >= m_ops.size()) {
+        r.verdict = retire_verdict::unknown;
+        return r;
+    }
+    if (!m_ops[r.op].in_use ||
         tag::use_of(wr_id) != (m_uses[r.op] & tag::use_mask)) {
         /* its op was given up (give_up) and the record freed, maybe taken
          * by another op since: this is not that op's completion */
@@ -493,9 +497,11 @@ lanes::retire_result lanes::retire(uint64_t wr_id, completion_status status,
         const uint32_t earlier = l.inflight.front();
         l.inflight.pop_front();
         retire_one(earlier, completion_status::success, 0, 0);
+        r.succeeded = true;
     }
     l.inflight.pop_front();
     retire_one(r.op, status, detail, value);
+    r.succeeded |= status == completion_status::success;
     return r;
 }
 

@@ -44,8 +44,9 @@
  *                     and every part and split op are signaled
  *   posted(c, n)      the chain's first n are in flight; the rest go back
  *                     to the front of their lane, in order
- *   retire(wr_id, s)  no such record in use, or an older use of it ->
- *                     late (no change); not in its lane's flight -> stray;
+ *   retire(wr_id, s)  no such record -> unknown; a record not in use, or
+ *                     an older use of it -> late (no change); not in its
+ *                     lane's flight -> stray;
  *                     else the WRs posted before it on its lane retire
  *                     first as successes (unsignaled), then it with s;
  *                     credits back; success -> l marked, or (lanes wait
@@ -197,6 +198,7 @@ public:
 
     enum class retire_verdict : uint8_t {
         retired,
+        unknown, /* no such record */
         late, /* for a record freed (given up) or reused since */
         stray, /* its lane has not posted it */
     };
@@ -204,6 +206,9 @@ public:
         retire_verdict verdict = retire_verdict::retired;
         uint32_t op            = no_op;
         uint32_t peer          = 0;
+        /* some WR retired well: this one, or an unsignaled one before it
+         * (the peer answered) */
+        bool succeeded = false;
     };
 
     struct limits {
