@@ -174,12 +174,19 @@ void lanes::end_unqueued(uint32_t i, completion_status why)
     end_op(i, why, 0, 0, false);
 }
 
-void lanes::queue_control(uint32_t peer, uint32_t immediate)
+/* A record for the agent's own message to `peer` (on lane 0). */
+uint32_t lanes::alloc_control(uint32_t peer, uint32_t immediate)
 {
     work_request wr{};
     wr.peer          = peer;
     const uint32_t i = alloc(wr, no_client, 0);
     m_ops[i].control = immediate;
+    return i;
+}
+
+void lanes::queue_control(uint32_t peer, uint32_t immediate)
+{
+    const uint32_t i = alloc_control(peer, immediate);
     m_peers[peer].lanes[0].backlog.push_back(i);
     mark(peer, 0);
 }
@@ -311,10 +318,7 @@ bool lanes::keepalive(uint32_t peer, uint32_t immediate, chain &c)
     if (l.inflight.size() >= m_lim.sq_depth || m_cq_used >= m_lim.cq_budget) {
         return false; /* busy lanes show the peer is alive anyway */
     }
-    work_request wr{};
-    wr.peer             = peer;
-    const uint32_t i    = alloc(wr, no_client, 0);
-    m_ops[i].control    = immediate;
+    const uint32_t i    = alloc_control(peer, immediate);
     c.peer              = peer;
     c.lane              = 0;
     c.n                 = 1;

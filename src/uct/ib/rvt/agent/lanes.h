@@ -335,6 +335,7 @@ private:
         std::unordered_map<uint32_t, std::deque<uint32_t>> parked;
     };
 
+    uint32_t alloc_control(uint32_t peer, uint32_t immediate);
     void free_op(uint32_t i, bool retired, bool told = false,
                  completion_status status = completion_status::success,
                  uint32_t detail = 0, uint64_t value = 0);
