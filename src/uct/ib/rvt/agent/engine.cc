@@ -26,6 +26,8 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_agent_id(agent_id),
     m_log(std::move(log)),
     m_auth(std::move(auth)),
+    m_peers({cfg.max_peers, cfg.max_half_open},
+            [this](uint32_t index) { return m_lanes.holds_nothing(index); }),
     m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
              n.control_buffer()},
             [this](const op_record &op) { return fate_of(op); }),
@@ -39,7 +41,7 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
 engine::~engine()
 {
     for (auto &p : m_peers) {
-        for (uint32_t qpn : p->qps) {
+        for (uint32_t qpn : p->qps()) {
             m_nic.destroy_qp(qpn);
         }
     }
@@ -93,7 +95,7 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
     e->m_summary_segment = std::move(summary).value();
     e->m_summary         = e->m_summary_segment.map.at<work_summary_line>(0);
     /* the node's own peer: index 0, always there */
-    e->add_peer(e->address(), true);
+    e->add_peer(e->m_peers.place_client(e->address()), e->address(), true);
     return e;
 }
 
@@ -186,9 +188,7 @@ void engine::client_gone(const attached_client &c)
     std::erase(m_attached, c.index);
     m_again.erase(c.index);
     m_given.erase(c.index);
-    for (auto &p : m_peers) {
-        p->users.reset(c.index);
-    }
+    m_peers.client_gone(c.index);
     ++m_totals.clients_gone;
     /* its posted ops still complete; its queued ones are dropped as they
      * come to the front of their lanes (post_lane) */
@@ -207,22 +207,13 @@ void engine::client_gone(const attached_client &c)
 result<uint32_t> engine::resolve_peer(const attached_client &c,
                                       const wire::agent_address &remote)
 {
-    gid_bytes gid;
-    std::memcpy(gid.data(), remote.gid, 16);
-    auto it = m_peer_by_addr.find({gid, remote.ud_qpn});
-    peer *p = nullptr;
-    if (it != m_peer_by_addr.end()) {
-        p = m_peers[it->second].get();
-    } else {
-        auto old = std::find_if(m_peers.begin(), m_peers.end(),
-                                [this](const auto &q) {
-                                    return recyclable(*q);
-                                });
-        if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
-            return failure{"this agent already has " +
-                           std::to_string(m_peers.size()) +
-                           " peers, its maximum (rvtd --max-peers)"};
-        }
+    const peer_table::placement where = m_peers.place_client(remote);
+    if (where.kind == peer_table::place_kind::full) {
+        return failure{"this agent already has " +
+                       std::to_string(m_peers.size()) +
+                       " peers, its maximum (rvtd --max-peers)"};
+    }
+    if (where.kind != peer_table::place_kind::known) {
         const share_verdict share = m_share.make_peer(c.index);
         if (!share.admitted()) {
             if (share.log) {
@@ -232,10 +223,11 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
             }
             return failure{share.text()};
         }
-        p = &add_peer(remote, false,
-                      old == m_peers.end() ? nullptr : old->get());
     }
-    p->users.set(c.index);
+    peer *p = where.kind == peer_table::place_kind::known ?
+                      &m_peers.at(where.index) :
+                      &add_peer(where, remote, false);
+    m_peers.use(*p, c.index);
     if (p->is(peer_state::idle) || p->is(peer_state::failed)) {
         const time_point now = std::chrono::steady_clock::now();
         run(*p, p->conn->connect(now), now);

@@ -123,17 +123,15 @@
  * counted (status "handshake"/"forged"): a node can speak only for
  * itself. A datagram other than a request from an address with no peer
  * here is dropped and counted ("unknown_sender"). A request from a new
- * address makes a peer (and its K QPs, to answer it): such a peer is
- * half-open until it is confirmed, by RC traffic with it that succeeded
- * (a completion or a receive), or wanted by one of our clients. At most
- * engine_config::max_half_open peers are half-open at once; a request
- * from a new address beyond that is answered `busy` (its agent retries
- * after its reconnect delay) and counted ("half_open_refused"). A
- * half-open peer that failed or went idle, unused by any client, holds
- * nothing (no QPs, no ops, no client knows its index): its entry is
- * reused for the next new address ("recycled"), so a flood of requests
- * cannot fill the max_peers table for real peers; a request that finds
- * the table full anyway is dropped and counted ("table_full").
+ * address makes a peer (and its K QPs, to answer it), half-open until
+ * it is confirmed by RC traffic with it that succeeded (a completion or a
+ * receive) or wanted by one of our clients (peer_table.h, "Half-open").
+ * Beyond engine_config::max_half_open of them, a request from a new
+ * address is answered `busy` (its agent retries after its reconnect
+ * delay) and counted ("half_open_refused"); a half-open peer that holds
+ * nothing any more is recycled for the next new address ("recycled"); a
+ * request that finds the max_peers table full anyway is dropped and
+ * counted ("table_full").
  *
  * Shares: one client's ops, the lkeys they name and the peers made for
  * it are bounded (engine_config::share, client_share.h), so that a
@@ -180,6 +178,7 @@
 #include "uct/ib/rvt/agent/nic.h"
 #include "uct/ib/rvt/agent/peer_auth.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/agent/peer_table.h"
 #include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
@@ -347,35 +346,7 @@ private:
     static constexpr uint32_t no_client = lanes::no_client;
     using op_record                     = lanes::op_record;
 
-    struct peer_traffic { /* what went through its QPs */
-        uint64_t ops_posted   = 0;
-        uint64_t bytes_posted = 0;
-        uint64_t ops_failed   = 0;
-        uint64_t recv_msgs    = 0;
-        uint64_t recv_bytes   = 0;
-        uint64_t qp_errors    = 0;
-    };
-
-    struct peer {
-        uint32_t index = 0;
-        wire::agent_address addr{};
-        bool loopback = false;
-        /* the one owner of the connection's state, loopback included */
-        std::unique_ptr<peer_connection> conn;
-        std::vector<uint32_t> qps; /* every local QP of this peer (QPNs) */
-        std::vector<uint32_t> active; /* lane -> QPN while connected */
-        std::bitset<512> users; /* client indices that resolved it */
-        peer_traffic traffic;
-        std::string last_error;
-        /* RC traffic with it succeeded ("Hostile handshakes" above);
-         * loopback: always */
-        bool confirmed = false;
-
-        bool is(peer_state s) const
-        {
-            return conn->state() == s;
-        }
-    };
+    using peer = peer_table::peer;
 
     struct client_state {
         std::unique_ptr<client_channel> channel;
@@ -404,20 +375,13 @@ private:
     std::vector<status_field> status_fields() const;
     std::vector<status_field> peer_status(const peer &p) const;
     std::vector<status_field> client_status(uint32_t i) const;
-    /* "Hostile handshakes": a peer made for a request and not confirmed
-     * (yet), and one of those that holds nothing any more */
-    static bool unconfirmed(const peer &p)
-    {
-        return !p.confirmed && p.users.none();
-    }
-    bool recyclable(const peer &p) const;
-    size_t half_open() const;
 
     /* engine_connect.cc: peers, QPs and the handshake */
-    /* reuse: a recyclable entry whose index the new peer takes */
-    peer &add_peer(const wire::agent_address &addr, bool loopback,
-                   peer *reuse = nullptr);
-    peer *admit(const wire::conn::message &request);
+    /* where: a fresh or recycle placement (peer_table) */
+    peer &add_peer(peer_table::placement where, const wire::agent_address &addr,
+                   bool loopback);
+    peer *
+    admit(const wire::conn::message &request, const wire::agent_address &from);
     wire::conn::sender self_sender() const;
     /* Seals `msg` (peer_auth) and sends it; a failure is logged, and the
      * handshake's retry covers it. */
@@ -437,10 +401,6 @@ private:
     void qp_failed(peer &p, const std::string &reason, time_point now);
     void check_drained(peer &p, time_point now);
     void destroy_all_qps(peer &p);
-    /* m_peer_by_qpn's entries: a QP made for peer `index`, and one
-     * destroyed (still routed until the CQ has been seen empty) */
-    void route_qp(uint32_t qpn, uint32_t index);
-    void destroy_qp(uint32_t qpn);
     void fail_backlog(peer &p, completion_status why);
     void watch_lanes(time_point now);
     void tick_peers(time_point now);
@@ -507,17 +467,10 @@ private:
     shm_segment m_summary_segment; /* common/work_summary.h */
     work_summary_line *m_summary = nullptr;
 
-    std::vector<std::unique_ptr<peer>> m_peers;
-    std::map<std::pair<gid_bytes, uint32_t>, uint32_t>
-            m_peer_by_addr; /* (GID, UD QPN) -> peer */
-    /* Which peer a receive completion's QP belongs to. A receive that
-     * landed before its QP was destroyed may still wait in the CQ after
-     * (rxe, like the loopback nic, leaves it there; the engine drains a
-     * peer and destroys its QPs between two passes over the CQ), and its
-     * data is a client's: so a destroyed QP stays routed, listed in
-     * m_destroyed_qpns, until a poll finds the CQ empty (poll_cq). */
-    std::unordered_map<uint32_t, uint32_t> m_peer_by_qpn;
-    std::vector<uint32_t> m_destroyed_qpns;
+    /* the peers, by index, address and QP; a destroyed QP stays routed
+     * until a poll finds the CQ empty (peer_table.h; rxe, like the
+     * loopback nic, leaves a destroyed QP's receives in the CQ) */
+    peer_table m_peers;
 
     /* op records, backlogs, in-flight lists, credits, striping, parking */
     lanes m_lanes;
@@ -574,7 +527,6 @@ private:
         uint64_t unsealed          = 0; /* our credential could not be made */
         uint64_t half_open_refused = 0; /* answered busy at the cap */
         uint64_t table_full        = 0; /* max_peers reached: dropped */
-        uint64_t peers_recycled    = 0;
         uint64_t corrupt_detached  = 0; /* clients whose ring broke */
         /* send completions for ops the watchdog had given up on */
         uint64_t late_completions = 0;

@@ -35,10 +35,7 @@ size_t engine::poll_cq(time_point now)
         if (n == 0) {
             /* the CQ is empty: no receive of a QP destroyed before this
              * poll is left in it */
-            for (uint32_t qpn : m_destroyed_qpns) {
-                m_peer_by_qpn.erase(qpn);
-            }
-            m_destroyed_qpns.clear();
+            m_peers.cq_empty();
             break;
         }
         total += n;
@@ -95,10 +92,10 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
         return;
     }
     run_ends();
-    peer &p = *m_peers[r.peer];
+    peer &p = m_peers.at(r.peer);
     if (r.succeeded) { /* the peer answered */
         p.conn->activity(now);
-        p.confirmed = true;
+        m_peers.confirm(p);
     }
     if (!ok && !p.is(peer_state::draining)) {
         /* a flushed WR outside our own drain: the QP went to the error
@@ -121,10 +118,10 @@ void engine::watch_lanes(time_point now)
     for (auto &pp : m_peers) {
         peer &p = *pp;
         for (uint16_t i : m_lanes.watch(p.index)) {
-            if (i >= p.active.size()) {
+            if (i >= p.lanes().size()) {
                 continue;
             }
-            const uint32_t qpn = p.active[i];
+            const uint32_t qpn = p.lanes()[i];
             if (p.is(peer_state::connected) &&
                 m_nic.query_qp(qpn) == nic_qp_state::error) {
                 qp_failed(p,
@@ -153,12 +150,10 @@ void engine::watch_lanes(time_point now)
 void engine::on_receive(const nic_completion &wc, time_point now)
 {
     const auto buffer = static_cast<uint32_t>(wc.wr_id);
-    auto owner        = m_peer_by_qpn.find(wc.qpn);
-    peer *p = owner != m_peer_by_qpn.end() ? m_peers[owner->second].get() :
-                                             nullptr;
+    peer *p           = m_peers.owner_of(wc.qpn);
     if (wc.status == nic_status::success && p != nullptr) {
         p->conn->activity(now);
-        p->confirmed = true;
+        m_peers.confirm(*p);
         ++p->traffic.recv_msgs;
         p->traffic.recv_bytes += wc.byte_len;
         auto d = wc.has_imm ? imm::decode(wc.imm) : std::nullopt;
@@ -226,8 +221,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         m_log(why);
         /* an error of a QP already destroyed says nothing of the peer's
          * connection now */
-        if (p != nullptr && !p->is(peer_state::draining) &&
-            std::find(p->qps.begin(), p->qps.end(), wc.qpn) != p->qps.end()) {
+        if (p != nullptr && !p->is(peer_state::draining) && p->owns(wc.qpn)) {
             qp_failed(*p, why, now);
         }
     }
@@ -282,7 +276,7 @@ void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
     m.src_client = index;
     m.generation = generation;
     for (uint32_t i : m_attached) {
-        if (p.users.test(i)) {
+        if (p.users().test(i)) {
             m_clients[i].channel->deliver(m, {});
         }
     }

@@ -47,49 +47,35 @@ wire::conn::sender engine::self_sender() const
     return self;
 }
 
-engine::peer &
-engine::add_peer(const wire::agent_address &addr, bool loopback, peer *reuse)
+engine::peer &engine::add_peer(peer_table::placement where,
+                               const wire::agent_address &addr, bool loopback)
 {
-    auto p       = std::make_unique<peer>();
-    p->index     = reuse != nullptr ? reuse->index :
-                                      static_cast<uint32_t>(m_peers.size());
-    p->addr      = addr;
-    p->loopback  = loopback;
-    p->confirmed = loopback;
+    std::unique_ptr<peer_connection> conn;
     if (loopback) {
-        p->conn = std::make_unique<peer_connection>(
+        conn = std::make_unique<peer_connection>(
                 peer_connection::loopback(m_cfg.peers));
     } else {
         local_agent self{};
         self.self    = self_sender();
         self.job_key = m_job_key;
-        peer_address where{};
-        std::memcpy(where.gid.data(), addr.gid, 16);
-        where.ud_qpn      = addr.ud_qpn;
-        where.instance_id = addr.agent_id;
-        p->conn = std::make_unique<peer_connection>(m_cfg.peers, self, where);
+        peer_address at{};
+        std::memcpy(at.gid.data(), addr.gid, 16);
+        at.ud_qpn      = addr.ud_qpn;
+        at.instance_id = addr.agent_id;
+        conn = std::make_unique<peer_connection>(m_cfg.peers, self, at);
     }
-    if (reuse != nullptr) {
-        /* nothing of the old peer is left but its address and what we
-         * told it of our departed clients */
-        m_peer_by_addr.erase({gid_key(reuse->addr.gid), reuse->addr.ud_qpn});
-        m_departures.peer_connected(reuse->index);
-        ++m_totals.peers_recycled;
+    if (where.kind == peer_table::place_kind::recycle) {
+        /* nothing of the old peer is left but its index and what we told
+         * it of our departed clients */
+        m_departures.peer_connected(where.index);
     }
-    const uint32_t index                             = p->index;
-    m_peer_by_addr[{gid_key(addr.gid), addr.ud_qpn}] = index;
-    if (reuse != nullptr) {
-        m_peers[index] = std::move(p);
-    } else {
-        m_peers.push_back(std::move(p));
-    }
-    m_lanes.add_peer(index);
-    peer &ref = *m_peers[index];
+    peer &p = m_peers.add(where, addr, loopback, std::move(conn));
+    m_lanes.add_peer(p.index);
     if (loopback) { /* always wanted: its clients are this node's */
         const time_point now = std::chrono::steady_clock::now();
-        run(ref, ref.conn->connect(now), now);
+        run(p, p.conn->connect(now), now);
     }
-    return ref;
+    return p;
 }
 
 /* A QP of the node's own peer, connected to itself at once: processes of
@@ -103,8 +89,7 @@ result<uint32_t> engine::create_loopback_qp(peer &p, uint32_t psn)
         return failure{qp.error()};
     }
     const uint32_t qpn = qp.value();
-    p.qps.push_back(qpn);
-    route_qp(qpn, p.index);
+    m_peers.add_qp(p, qpn);
     auto c = m_nic.connect_qp(qpn, m_nic.gid(), qpn, psn, psn);
     if (!c) {
         return failure{c.error()};
@@ -151,11 +136,9 @@ void engine::run_one(peer &p, const action &a, time_point now)
     case action_kind::destroy_qps:
         for (uint32_t i = 0; i < a.num_qps; ++i) {
             const uint32_t qpn = a.local_qps[i].qpn;
-            if (std::erase(p.qps, qpn) == 0) {
-                continue; /* not ours: never destroy another peer's QP */
+            if (m_peers.remove_qp(p, qpn)) { /* never another peer's */
+                m_nic.destroy_qp(qpn);
             }
-            std::erase(p.active, qpn);
-            destroy_qp(qpn);
         }
         return;
     case action_kind::flush_qps:
@@ -195,8 +178,7 @@ void engine::create_qps(peer &p, uint32_t num_qps, time_point now)
             return;
         }
         if (!p.loopback) {
-            route_qp(qp.value(), p.index);
-            p.qps.push_back(qp.value());
+            m_peers.add_qp(p, qp.value());
         }
         infos.push_back({qp.value(), psn});
     }
@@ -204,28 +186,31 @@ void engine::create_qps(peer &p, uint32_t num_qps, time_point now)
 }
 
 /* peer_connection's connect_qps: each local QP to its remote one, in lane
- * order (p.active). */
+ * order. */
 void engine::connect_qps(peer &p, const action &a, time_point now)
 {
-    p.active.assign(a.num_qps, 0);
     if (p.loopback) { /* connected to themselves as they were made */
-        std::copy_n(p.qps.begin(), a.num_qps, p.active.begin());
+        m_peers.set_lanes(p, std::span(p.qps()).first(a.num_qps));
+        return;
+    }
+    std::vector<uint32_t> lanes(a.num_qps);
+    for (uint32_t i = 0; i < a.num_qps; ++i) {
+        lanes[i] = a.local_qps[i].qpn;
+    }
+    if (!m_peers.set_lanes(p, lanes)) {
+        std::string qpns;
+        for (uint32_t q : lanes) {
+            qpns += " " + std::to_string(q);
+        }
+        qp_failed(p, "connect: a local QP of" + qpns + " is not this peer's",
+                  now);
         return;
     }
     gid_bytes gid;
     std::memcpy(gid.data(), p.addr.gid, gid.size());
     for (uint32_t i = 0; i < a.num_qps; ++i) {
-        const uint32_t qpn = a.local_qps[i].qpn;
-        if (std::find(p.qps.begin(), p.qps.end(), qpn) == p.qps.end()) {
-            qp_failed(p,
-                      "connect: local QP " + std::to_string(qpn) +
-                              " is unknown",
-                      now);
-            return;
-        }
-        p.active[i] = qpn;
-        auto r      = m_nic.connect_qp(qpn, gid, a.peer_qps[i].qpn,
-                                       a.peer_qps[i].psn, a.local_qps[i].psn);
+        auto r = m_nic.connect_qp(lanes[i], gid, a.peer_qps[i].qpn,
+                                  a.peer_qps[i].psn, a.local_qps[i].psn);
         if (!r) {
             qp_failed(p, r.error(), now);
             return;
@@ -245,7 +230,7 @@ void engine::flush_qps(peer &p, const action &a, time_point now)
     m_lanes.flush_started(p.index);
     for (uint32_t i = 0; i < a.num_qps; ++i) {
         const uint32_t qpn = a.local_qps[i].qpn;
-        if (std::find(p.qps.begin(), p.qps.end(), qpn) != p.qps.end()) {
+        if (p.owns(qpn)) {
             (void)m_nic.flush_qp(qpn);
         }
     }
@@ -256,7 +241,7 @@ void engine::flush_qps(peer &p, const action &a, time_point now)
 void engine::peer_connected(peer &p)
 {
     m_log("peer " + std::to_string(p.index) + ": connected with " +
-          std::to_string(p.active.size()) + " RC QPs");
+          std::to_string(p.lanes().size()) + " RC QPs");
     if (!p.loopback) {
         /* what we told it of our departed clients may have been lost with
          * the last connection: told again when it comes up */
@@ -287,7 +272,7 @@ void engine::peer_failed(peer &p, const std::string &reason)
     m.kind = static_cast<uint8_t>(inbound_kind::peer_failed);
     m.peer = p.index;
     for (uint32_t i = 0; i < m_clients.size(); ++i) {
-        if (p.users.test(i) && m_clients[i].attached) {
+        if (p.users().test(i) && m_clients[i].attached) {
             m_clients[i].channel->deliver(m, {});
         }
     }
@@ -314,23 +299,9 @@ void engine::check_drained(peer &p, time_point now)
  * not seen them). */
 void engine::destroy_all_qps(peer &p)
 {
-    for (uint32_t qpn : p.qps) {
-        destroy_qp(qpn);
+    for (uint32_t qpn : m_peers.remove_all_qps(p)) {
+        m_nic.destroy_qp(qpn);
     }
-    p.qps.clear();
-    p.active.clear();
-}
-
-void engine::route_qp(uint32_t qpn, uint32_t index)
-{
-    m_peer_by_qpn[qpn] = index;
-    std::erase(m_destroyed_qpns, qpn); /* a number the device reused */
-}
-
-void engine::destroy_qp(uint32_t qpn)
-{
-    m_nic.destroy_qp(qpn);
-    m_destroyed_qpns.push_back(qpn); /* still routed: m_peer_by_qpn */
 }
 
 void engine::fail_backlog(peer &p, completion_status why)
@@ -339,31 +310,21 @@ void engine::fail_backlog(peer &p, completion_status why)
     run_ends();
 }
 
-bool engine::recyclable(const peer &p) const
-{
-    return !p.loopback && unconfirmed(p) &&
-           (p.is(peer_state::idle) || p.is(peer_state::failed)) &&
-           p.qps.empty() && m_lanes.holds_nothing(p.index);
-}
-
-size_t engine::half_open() const
-{
-    return static_cast<size_t>(std::count_if(m_peers.begin(), m_peers.end(),
-                                             [this](const auto &p) {
-                                                 return !p->loopback &&
-                                                        unconfirmed(*p) &&
-                                                        !recyclable(*p);
-                                             }));
-}
-
 /* A request from an address with no peer here ("Hostile handshakes",
- * engine.h): a new peer, an old entry's index, or a refusal. */
-engine::peer *engine::admit(const wire::conn::message &request)
+ * engine.h): a new peer, a recycled record, or a refusal. */
+engine::peer *engine::admit(const wire::conn::message &request,
+                            const wire::agent_address &from)
 {
-    const auto &src       = request.src;
-    const std::string who = gid_text(src.gid) + " UD QPN " +
-                            std::to_string(src.ud_qpn);
-    if (half_open() >= m_cfg.max_half_open) {
+    const std::string who = gid_text(from.gid) + " UD QPN " +
+                            std::to_string(from.ud_qpn);
+    const peer_table::placement where = m_peers.place_request(from);
+    switch (where.kind) {
+    case peer_table::place_kind::known:
+        return &m_peers.at(where.index);
+    case peer_table::place_kind::fresh:
+    case peer_table::place_kind::recycle:
+        return &add_peer(where, from, false);
+    case peer_table::place_kind::busy:
         if (worth_logging(++m_totals.half_open_refused)) {
             m_log("handshake request from " + who +
                   " answered busy: " + std::to_string(m_cfg.max_half_open) +
@@ -372,27 +333,18 @@ engine::peer *engine::admit(const wire::conn::message &request)
         }
         send_sealed(wire::conn::make_reply(self_sender(), request, 0,
                                            wire::conn::status::busy, {}, {}),
-                    gid_key(src.gid), src.ud_qpn);
+                    gid_key(from.gid), from.ud_qpn);
         return nullptr;
-    }
-    auto old = std::find_if(m_peers.begin(), m_peers.end(),
-                            [this](const auto &p) { return recyclable(*p); });
-    if (old == m_peers.end() && m_peers.size() >= m_cfg.max_peers) {
+    case peer_table::place_kind::full:
         if (worth_logging(++m_totals.table_full)) {
             m_log("handshake request from " + who +
-                  " dropped: this agent "
-                  "has " +
-                  std::to_string(m_peers.size()) +
+                  " dropped: this agent has " + std::to_string(m_peers.size()) +
                   " peers, its maximum (rvtd --max-peers; " +
                   std::to_string(m_totals.table_full) + " so far)");
         }
         return nullptr;
     }
-    wire::agent_address a{};
-    std::memcpy(a.gid, src.gid, 16);
-    a.ud_qpn   = src.ud_qpn;
-    a.agent_id = src.instance_id;
-    return &add_peer(a, false, old == m_peers.end() ? nullptr : old->get());
+    return nullptr;
 }
 
 void engine::on_datagram(std::span<const std::byte> bytes,
@@ -427,17 +379,19 @@ void engine::on_datagram(std::span<const std::byte> bytes,
         }
         return;
     }
-    auto it = m_peer_by_addr.find({gid_key(src.gid), src.ud_qpn});
-    peer *p = nullptr;
-    if (it != m_peer_by_addr.end()) {
-        p = m_peers[it->second].get();
-    } else if (msg.value().hdr.type ==
-               static_cast<uint16_t>(wire::conn::msg_type::request)) {
-        p = admit(msg.value());
+    wire::agent_address sender{};
+    std::memcpy(sender.gid, src.gid, 16);
+    sender.ud_qpn      = src.ud_qpn;
+    sender.agent_id    = src.instance_id;
+    peer *p            = m_peers.find(sender);
+    const bool request = msg.value().hdr.type ==
+                         static_cast<uint16_t>(wire::conn::msg_type::request);
+    if (p == nullptr && request) {
+        p = admit(msg.value(), sender);
         if (p == nullptr) {
             return;
         }
-    } else {
+    } else if (p == nullptr) {
         if (worth_logging(++m_totals.unknown_datagrams)) {
             m_log("handshake datagram (type " +
                   std::to_string(msg.value().hdr.type) + ") from " +

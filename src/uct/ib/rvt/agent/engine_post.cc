@@ -95,7 +95,7 @@ void engine::queue_work(uint32_t index, client_state &c, const work_request &wr)
             std::span(op.inline_data.data(),
                       (wr.flags & work_inline) != 0 ? wr.length : 0));
     m_mrs.op_queued(index, wr); /* until its end (run_ends) */
-    if (m_peers[wr.peer]->is(peer_state::failed)) {
+    if (m_peers.at(wr.peer).is(peer_state::failed)) {
         m_lanes.end_unqueued(op_index, completion_status::peer_failed);
     } else if (destination_is_gone(op)) {
         ++m_totals.gone_ops_failed;
@@ -193,7 +193,7 @@ void engine::run_ends()
             }
             if (e.status != completion_status::success &&
                 e.status != completion_status::invalid) {
-                ++m_peers[op.peer]->traffic.ops_failed;
+                ++m_peers.at(op.peer).traffic.ops_failed;
             }
         }
         if (same) {
@@ -227,7 +227,7 @@ void engine::post_ready()
     uint32_t peer_index = 0;
     uint16_t lane_index = 0;
     while (m_lanes.next_lane(peer_index, lane_index)) {
-        post_lane(*m_peers[peer_index], lane_index);
+        post_lane(m_peers.at(peer_index), lane_index);
     }
 }
 
@@ -236,7 +236,8 @@ void engine::post_lane(peer &p, uint16_t lane_index)
     lanes::chain c;
     bool more = true;
     while (more) {
-        const size_t active = p.is(peer_state::connected) ? p.active.size() : 0;
+        const size_t active = p.is(peer_state::connected) ? p.lanes().size() :
+                                                            0;
         more = m_lanes.next_chain(p.index, lane_index, active, c);
         run_ends();
         if (!more || !post_chain(p, c) || c.held) {
@@ -251,8 +252,8 @@ void engine::post_lane(peer &p, uint16_t lane_index)
 bool engine::post_chain(peer &p, const lanes::chain &c)
 {
     size_t posted = 0;
-    auto r        = m_nic.post(p.active[c.lane], std::span(c.sends.data(), c.n),
-                               posted);
+    auto r = m_nic.post(p.lanes()[c.lane], std::span(c.sends.data(), c.n),
+                        posted);
     m_lanes.posted(c, posted);
     for (size_t i = 0; i < posted; ++i) {
         const op_record &op = m_lanes.op(c.ops[i]);
@@ -280,7 +281,7 @@ bool engine::post_chain(peer &p, const lanes::chain &c)
 void engine::post_keepalive(peer &p)
 {
     lanes::chain c;
-    if (!p.is(peer_state::connected) || p.active.empty() ||
+    if (!p.is(peer_state::connected) || p.lanes().empty() ||
         !m_lanes.keepalive(
                 p.index,
                 imm::encode_control(imm::control_op::keepalive).value_or(0),

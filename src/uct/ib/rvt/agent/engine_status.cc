@@ -50,7 +50,7 @@ std::vector<status_field> engine::peer_status(const peer &p) const
             {"", "gid", row, "", "", gid_text(p.addr.gid)},
             {"", "ud_qpn", row, "UD QPN", "", p.addr.ud_qpn},
             {"", "state", row, "", "", std::string(to_string(p.conn->state()))},
-            {"", "qps", row, "QPs", "", p.qps.size()},
+            {"", "qps", row, "QPs", "", p.qps().size()},
             {"", "ops", row, "ops", "", p.traffic.ops_posted},
             {"", "bytes", row, "bytes", "", p.traffic.bytes_posted},
             {"", "failed", row, "failed", "", p.traffic.ops_failed},
@@ -58,7 +58,7 @@ std::vector<status_field> engine::peer_status(const peer &p) const
             {"", "received_bytes", row, "received bytes", "",
              p.traffic.recv_bytes},
             {"", "qp_errors", row, "QP errors", "", p.traffic.qp_errors},
-            {"", "confirmed", row, "confirmed", "", p.confirmed},
+            {"", "confirmed", row, "confirmed", "", p.confirmed()},
             {"", "reconnects", row, "reconnects", "", reconnects_of(p)},
             {"", "queued", row, "queued", "", m_lanes.queued(p.index)},
             {"", "parked", row, "parked", "", m_lanes.parked(p.index)},
@@ -100,7 +100,7 @@ std::vector<status_field> engine::status_fields() const
     uint32_t rc_qps              = 0;
     nlohmann::ordered_json peers = nlohmann::ordered_json::array();
     for (const auto &p : m_peers) {
-        rc_qps += static_cast<uint32_t>(p->qps.size());
+        rc_qps += static_cast<uint32_t>(p->qps().size());
         peers.push_back(status_object(peer_status(*p)));
     }
     nlohmann::ordered_json traffic = nlohmann::ordered_json::array();
@@ -163,12 +163,12 @@ std::vector<status_field> engine::status_fields() const
             {hs, "forged", hs, "refused forged", "", m_totals.forged_datagrams},
             {hs, "unknown_sender", hs, "refused from unknown senders", "",
              m_totals.unknown_datagrams},
-            {hs, "half_open", hs, "half-open now", "", half_open()},
+            {hs, "half_open", hs, "half-open now", "", m_peers.half_open()},
             {hs, "half_open_refused", hs, "refused half-open", "",
              m_totals.half_open_refused},
             {hs, "table_full", hs, "refused table full", "",
              m_totals.table_full},
-            {hs, "recycled", hs, "peers recycled", "", m_totals.peers_recycled},
+            {hs, "recycled", hs, "peers recycled", "", m_peers.recycled()},
             {"", "clients_gone", "gone", "clients", "", m_totals.clients_gone},
             {"", "corrupt_detached", "gone", "detached for a corrupt ring", "",
              m_totals.corrupt_detached},

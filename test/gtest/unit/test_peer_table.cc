@@ -1,0 +1,281 @@
+/*
+ * The peer table's rules (agent/peer_table.h), one test each, with no nic:
+ * addresses go in, placements and QP routes come out.
+ */
+#include "uct/ib/rvt/agent/peer_table.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace rvt::agent {
+namespace {
+
+using kind = peer_table::place_kind;
+
+class peer_table_test : public ::testing::Test {
+protected:
+    peer_table::limits lim{8, 2};
+    std::set<uint32_t> holding; /* peers the lanes still hold ops of */
+    std::unique_ptr<peer_table> t;
+    peer_config cfg;
+
+    void SetUp() override
+    {
+        make();
+    }
+
+    void make()
+    {
+        t = std::make_unique<peer_table>(lim, [this](uint32_t index) {
+            return !holding.contains(index);
+        });
+        /* the node's own, as the engine adds it first */
+        add(address(0), true);
+    }
+
+    static wire::agent_address address(uint8_t last, uint32_t ud_qpn = 0x40)
+    {
+        wire::agent_address a{};
+        a.gid[0]   = 0xfe;
+        a.gid[15]  = last;
+        a.ud_qpn   = ud_qpn;
+        a.agent_id = 100 + last;
+        return a;
+    }
+
+    std::unique_ptr<peer_connection> connection(bool loopback)
+    {
+        cfg.am_size = 8192;
+        if (loopback) {
+            return std::make_unique<peer_connection>(
+                    peer_connection::loopback(cfg));
+        }
+        local_agent self{};
+        self.self.instance_id = 1;
+        self.self.ud_qpn      = 0x40;
+        self.job_key          = "job.1";
+        return std::make_unique<peer_connection>(cfg, self, peer_address{});
+    }
+
+    /* a peer a client resolved, as the engine makes it (client 1) */
+    peer_table::peer &add(const wire::agent_address &a, bool loopback = false)
+    {
+        const auto where = t->place_client(a);
+        EXPECT_TRUE(where.kind == kind::fresh || where.kind == kind::recycle);
+        auto &p = t->add(where, a, loopback, connection(loopback));
+        t->use(p, 1);
+        return p;
+    }
+
+    /* a peer made for a handshake request: idle until the request is
+     * run (connect() stands in for it), and so recyclable till then */
+    peer_table::peer &request(uint8_t last)
+    {
+        const auto where = t->place_request(address(last));
+        EXPECT_TRUE(where.kind == kind::fresh || where.kind == kind::recycle);
+        return t->add(where, address(last), false, connection(false));
+    }
+};
+
+TEST_F(peer_table_test, indices_are_handed_out_in_order_from_the_nodes_own)
+{
+    EXPECT_TRUE(t->at(0).loopback);
+    EXPECT_TRUE(t->at(0).confirmed());
+    EXPECT_EQ(add(address(1)).index, 1u);
+    EXPECT_EQ(add(address(2)).index, 2u);
+    EXPECT_FALSE(t->at(2).confirmed());
+    EXPECT_EQ(t->size(), 3u);
+}
+
+TEST_F(peer_table_test, a_known_address_is_placed_at_its_peer)
+{
+    add(address(1));
+    add(address(2));
+    for (auto where :
+         {t->place_request(address(2)), t->place_client(address(2))}) {
+        EXPECT_EQ(where.kind, kind::known);
+        EXPECT_EQ(where.index, 2u);
+    }
+    EXPECT_EQ(t->find(address(1)), &t->at(1));
+    /* the UD QPN is part of the address */
+    EXPECT_EQ(t->find(address(1, 0x41)), nullptr);
+    EXPECT_EQ(t->place_client(address(1, 0x41)).kind, kind::fresh);
+}
+
+TEST_F(peer_table_test, requests_are_answered_busy_at_the_half_open_bound)
+{
+    request(1).conn->connect(std::chrono::steady_clock::now());
+    request(2).conn->connect(std::chrono::steady_clock::now());
+    EXPECT_EQ(t->half_open(), 2u);
+    EXPECT_EQ(t->place_request(address(3)).kind, kind::busy);
+    /* a client's peer is wanted: no bound */
+    EXPECT_EQ(t->place_client(address(3)).kind, kind::fresh);
+}
+
+TEST_F(peer_table_test, a_confirmed_or_used_peer_is_not_half_open)
+{
+    auto &a = request(1);
+    a.conn->connect(std::chrono::steady_clock::now());
+    auto &b = request(2);
+    b.conn->connect(std::chrono::steady_clock::now());
+    EXPECT_EQ(t->half_open(), 2u);
+    t->confirm(a);
+    EXPECT_EQ(t->half_open(), 1u);
+    t->use(b, 7);
+    EXPECT_EQ(t->half_open(), 0u);
+    EXPECT_EQ(t->place_request(address(3)).kind, kind::fresh);
+}
+
+TEST_F(peer_table_test, a_record_that_holds_nothing_is_recycled)
+{
+    add(address(1));
+    auto &old = request(2); /* idle, no QPs, nothing in the lanes */
+    EXPECT_TRUE(t->recyclable(old));
+    EXPECT_EQ(t->half_open(), 0u); /* holds nothing: not half-open */
+    const auto where = t->place_request(address(3));
+    ASSERT_EQ(where.kind, kind::recycle);
+    EXPECT_EQ(where.index, 2u);
+    auto &fresh = t->add(where, address(3), false, connection(false));
+    EXPECT_EQ(fresh.index, 2u);
+    EXPECT_EQ(t->size(), 3u);
+    EXPECT_EQ(t->recycled(), 1u);
+    /* the old address is forgotten, the new one found */
+    EXPECT_EQ(t->find(address(2)), nullptr);
+    EXPECT_EQ(t->find(address(3)), &t->at(2));
+}
+
+TEST_F(peer_table_test, a_record_that_holds_something_is_not_recycled)
+{
+    auto &p = request(1);
+    ASSERT_TRUE(t->recyclable(p));
+    holding.insert(p.index); /* ops of it in the lanes */
+    EXPECT_FALSE(t->recyclable(p));
+    holding.clear();
+    t->add_qp(p, 0x200); /* a QP */
+    EXPECT_FALSE(t->recyclable(p));
+    t->remove_all_qps(p);
+    ASSERT_TRUE(t->recyclable(p));
+    p.conn->connect(std::chrono::steady_clock::now()); /* not idle */
+    EXPECT_FALSE(t->recyclable(p));
+
+    auto &q = request(2);
+    ASSERT_TRUE(t->recyclable(q));
+    t->use(q, 3); /* a client knows its index */
+    EXPECT_FALSE(t->recyclable(q));
+    auto &r = request(3);
+    t->confirm(r);
+    EXPECT_FALSE(t->recyclable(r));
+    EXPECT_FALSE(t->recyclable(t->at(0))); /* the node's own */
+}
+
+TEST_F(peer_table_test, a_full_table_with_nothing_to_recycle_refuses)
+{
+    for (uint8_t i = 1; i < lim.max_peers; ++i) {
+        t->use(add(address(i)), i);
+    }
+    EXPECT_EQ(t->size(), lim.max_peers);
+    EXPECT_EQ(t->place_client(address(100)).kind, kind::full);
+    EXPECT_EQ(t->place_request(address(100)).kind, kind::full);
+    EXPECT_EQ(t->place_client(address(1)).kind, kind::known);
+}
+
+TEST_F(peer_table_test, a_qp_routes_to_the_peer_that_made_it)
+{
+    auto &a = add(address(1));
+    auto &b = add(address(2));
+    t->add_qp(a, 0x200);
+    t->add_qp(b, 0x201);
+    EXPECT_EQ(t->owner_of(0x200), &a);
+    EXPECT_EQ(t->owner_of(0x201), &b);
+    EXPECT_EQ(t->owner_of(0x202), nullptr);
+    EXPECT_TRUE(a.owns(0x200));
+    EXPECT_FALSE(a.owns(0x201));
+}
+
+TEST_F(peer_table_test, lanes_are_refused_a_qp_not_the_peers)
+{
+    auto &a = add(address(1));
+    auto &b = add(address(2));
+    t->add_qp(a, 0x200);
+    t->add_qp(a, 0x202);
+    t->add_qp(b, 0x201);
+    const std::vector<uint32_t> mine{0x202, 0x200};
+    ASSERT_TRUE(t->set_lanes(a, mine));
+    EXPECT_EQ(a.lanes(), mine); /* in lane order, not the order made */
+    const std::vector<uint32_t> theirs{0x200, 0x201};
+    EXPECT_FALSE(t->set_lanes(a, theirs));
+    EXPECT_TRUE(a.lanes().empty());
+}
+
+TEST_F(peer_table_test, another_peers_qp_is_never_removed)
+{
+    auto &a = add(address(1));
+    auto &b = add(address(2));
+    t->add_qp(a, 0x200);
+    t->add_qp(b, 0x201);
+    EXPECT_FALSE(t->remove_qp(a, 0x201));
+    EXPECT_TRUE(b.owns(0x201));
+    EXPECT_EQ(t->owner_of(0x201), &b);
+    t->cq_empty();
+    EXPECT_EQ(t->owner_of(0x201), &b);
+}
+
+TEST_F(peer_table_test, a_removed_qp_routes_until_the_cq_is_empty)
+{
+    auto &a = add(address(1));
+    t->add_qp(a, 0x200);
+    t->add_qp(a, 0x201);
+    const std::vector<uint32_t> both{0x200, 0x201};
+    ASSERT_TRUE(t->set_lanes(a, both));
+    ASSERT_TRUE(t->remove_qp(a, 0x200));
+    EXPECT_FALSE(a.owns(0x200));
+    EXPECT_EQ(a.lanes(), std::vector<uint32_t>{0x201});
+    EXPECT_EQ(t->owner_of(0x200), &a); /* its receives may wait in the CQ */
+    t->cq_empty();
+    EXPECT_EQ(t->owner_of(0x200), nullptr);
+    EXPECT_EQ(t->owner_of(0x201), &a);
+}
+
+TEST_F(peer_table_test, a_qpn_the_device_reuses_routes_to_its_new_peer)
+{
+    auto &a = add(address(1));
+    auto &b = add(address(2));
+    t->add_qp(a, 0x200);
+    ASSERT_TRUE(t->remove_qp(a, 0x200));
+    t->add_qp(b, 0x200); /* before the CQ was seen empty */
+    t->cq_empty();
+    EXPECT_EQ(t->owner_of(0x200), &b);
+}
+
+TEST_F(peer_table_test, all_qps_are_removed_at_once)
+{
+    auto &a = add(address(1));
+    t->add_qp(a, 0x200);
+    t->add_qp(a, 0x201);
+    const std::vector<uint32_t> both{0x200, 0x201};
+    ASSERT_TRUE(t->set_lanes(a, both));
+    EXPECT_EQ(t->remove_all_qps(a), both);
+    EXPECT_TRUE(a.qps().empty());
+    EXPECT_TRUE(a.lanes().empty());
+    EXPECT_EQ(t->owner_of(0x201), &a);
+    t->cq_empty();
+    EXPECT_EQ(t->owner_of(0x201), nullptr);
+}
+
+TEST_F(peer_table_test, a_client_that_goes_uses_no_peer)
+{
+    auto &a = add(address(1));
+    auto &b = add(address(2));
+    t->use(a, 5);
+    t->use(b, 5);
+    t->use(b, 6);
+    t->client_gone(5);
+    EXPECT_FALSE(a.users().test(5));
+    EXPECT_TRUE(a.users().test(1));
+    EXPECT_FALSE(b.users().test(5));
+    EXPECT_TRUE(b.users().test(6));
+}
+
+} // namespace
+} // namespace rvt::agent
