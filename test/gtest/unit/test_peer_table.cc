@@ -68,6 +68,17 @@ protected:
         return p;
     }
 
+    /* a client's peer connected on QPs 0x200 and 0x201, its lanes */
+    peer_table::peer &connected(const wire::agent_address &a)
+    {
+        auto &p = add(a);
+        t->add_qp(p, 0x200);
+        t->add_qp(p, 0x201);
+        EXPECT_TRUE(t->set_lanes(p, both));
+        return p;
+    }
+    const std::vector<uint32_t> both{0x200, 0x201};
+
     /* a peer made for a handshake request: idle until the request is
      * run (connect() stands in for it), and so recyclable till then */
     peer_table::peer &request(uint8_t last)
@@ -223,11 +234,7 @@ TEST_F(peer_table_test, another_peers_qp_is_never_removed)
 
 TEST_F(peer_table_test, a_removed_qp_routes_until_the_cq_is_empty)
 {
-    auto &a = add(address(1));
-    t->add_qp(a, 0x200);
-    t->add_qp(a, 0x201);
-    const std::vector<uint32_t> both{0x200, 0x201};
-    ASSERT_TRUE(t->set_lanes(a, both));
+    auto &a = connected(address(1));
     ASSERT_TRUE(t->remove_qp(a, 0x200));
     EXPECT_FALSE(a.owns(0x200));
     EXPECT_EQ(a.lanes(), std::vector<uint32_t>{0x201});
@@ -250,11 +257,7 @@ TEST_F(peer_table_test, a_qpn_the_device_reuses_routes_to_its_new_peer)
 
 TEST_F(peer_table_test, all_qps_are_removed_at_once)
 {
-    auto &a = add(address(1));
-    t->add_qp(a, 0x200);
-    t->add_qp(a, 0x201);
-    const std::vector<uint32_t> both{0x200, 0x201};
-    ASSERT_TRUE(t->set_lanes(a, both));
+    auto &a = connected(address(1));
     EXPECT_EQ(t->remove_all_qps(a), both);
     EXPECT_TRUE(a.qps().empty());
     EXPECT_TRUE(a.lanes().empty());
