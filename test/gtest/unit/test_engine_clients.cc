@@ -221,7 +221,7 @@ TEST_F(engine_fixture, a_client_that_corrupts_its_work_ring_is_detached)
 namespace engine_test {
 namespace {
 
-/* engine.h, "Which clients a pass visits" */
+/* client_table.h, "Which clients a pass visits" */
 class visits : public engine_fixture {
 protected:
     /* head - tail of c's work ring: requests the agent has not taken */

@@ -1,7 +1,7 @@
 /*
  * client_set: a set of client indices (< imm::max_clients) as a bitmap,
- * walked in ascending order. The engine keeps the clients a pass must
- * visit in these (engine.h, "Which clients a pass visits"), so that a
+ * walked in ascending order. The client table keeps the clients a pass must
+ * visit in these (client_table.h, "Which clients a pass visits"), so that a
  * pass costs nothing per idle client.
  */
 #ifndef RVT_AGENT_CLIENT_SET_H

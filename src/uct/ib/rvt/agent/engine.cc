@@ -31,7 +31,7 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
              n.control_buffer()},
             [this](const op_record &op) { return fate_of(op); }),
-    m_clients(imm::max_clients),
+    m_clients(layout, cfg.full_scan_period),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
     m_share(resolve(cfg.share, layout.caps.completion), imm::max_clients),
     m_departures(cfg.departure_memory)
@@ -147,30 +147,12 @@ attach_events engine::act_on(attach_events events)
 
 void engine::client_attached(const attached_client &c)
 {
-    client_state &s = m_clients[c.index];
-    /* fresh counters; the generation (the attach server's count) tells
-     * completions of an earlier holder of this index apart, and what
-     * peers send to one */
-    s            = client_state{};
-    s.generation = c.generation;
+    m_clients.attach(c);
     m_departures.reattached(c.index, imm::wire_generation(c.generation));
-    s.channel = std::make_unique<client_channel>(c.shm, m_layout,
-                                                 c.wake_fd.get(), &m_given,
-                                                 c.index);
-    /* what it posted before it was attached here: at the next pass */
-    m_again.insert(c.index);
-    s.attached = true;
-    s.who      = &c;
     m_mrs.attached(c.index);
     m_share.attached(c.index);
     if (c.leader) {
         m_mrs.joined(c.index, *c.leader);
-    }
-    m_attached.insert(std::upper_bound(m_attached.begin(), m_attached.end(),
-                                       c.index),
-                      c.index);
-    if (m_asleep) {
-        s.channel->set_agent_asleep(true);
     }
 }
 
@@ -182,12 +164,7 @@ void engine::client_gone(const attached_client &c)
          * is counted as misrouted */
         set_paused(c.index, false);
     }
-    s.attached = false;
-    s.who      = nullptr;
-    s.channel.reset();
-    std::erase(m_attached, c.index);
-    m_again.erase(c.index);
-    m_given.erase(c.index);
+    m_clients.detach(c.index);
     m_peers.client_gone(c.index);
     ++m_totals.clients_gone;
     /* its posted ops still complete; its queued ones are dropped as they
@@ -251,10 +228,8 @@ bool engine::progress(time_point now)
         m_next_watch = now + m_cfg.lane_watch_period;
     }
     if (m_mrs.releases_waiting() > 0) {
-        run_mrs(m_mrs.releases_due([this](uint32_t index) {
-            const client_state &s = m_clients[index];
-            return s.channel && s.channel->has_work();
-        }));
+        run_mrs(m_mrs.releases_due(
+                [this](uint32_t index) { return m_clients.has_work(index); }));
     }
     run_mrs(m_mrs.tick(now));
     m_departures.tick(now);
@@ -262,82 +237,27 @@ bool engine::progress(time_point now)
     return busy;
 }
 
-/* clients attach and detach only in the attach server's run_once(),
- * never during progress(), so the clients named here stay attached */
 bool engine::take_clients_work(time_point now)
 {
-    client_set visit = std::exchange(m_again, {});
-    if (now >= m_next_scan) { /* before the summary: its bits count here */
-        for (uint32_t i : m_attached) {
-            if (!visit.contains(i) && m_clients[i].channel->has_work()) {
-                if (!has_note(m_summary, i)) {
-                    ++m_totals.scan_found;
-                }
-                visit.insert(i);
-            }
-        }
-        m_next_scan = now + m_cfg.full_scan_period;
-    }
-    take_summary(m_summary, [&](uint32_t i) { visit.insert(i); });
-    bool busy = false;
-    visit.for_each([&](uint32_t i) {
-        client_state &c = m_clients[i];
-        if (!c.attached) { /* a bit a client set for an index not in use */
-            return;
-        }
-        busy |= take_work(i, c);
-        if (c.channel->has_work()) {
-            m_again.insert(i);
-        }
+    return m_clients.visit(now, m_summary, [this](uint32_t i, client_state &c) {
+        return take_work(i, c);
     });
-    return busy;
 }
 
 /* The channels given something this pass, or still holding a backlog or
  * a pause: flushed, checked for pauses, published. */
 void engine::serve_given()
 {
-    client_set given = std::exchange(m_given, {});
-    given.for_each([&](uint32_t i) {
-        if (m_clients[i].attached) {
-            m_clients[i].channel->flush_backlog();
-        }
-    });
+    const client_set given = m_clients.flush_given();
     check_pauses(given);
     post_ready(); /* control messages and released ops */
-    given.merge(std::exchange(m_given, {})); /* what post_ready gave */
-    given.for_each([&](uint32_t i) {
-        client_state &c = m_clients[i];
-        if (!c.attached) {
-            return;
-        }
-        c.channel->publish_and_wake();
-        if (c.channel->backlog() > 0 || c.paused) {
-            m_given.insert(i);
-        }
-    });
+    m_clients.wake_given(given); /* and what post_ready gave */
 }
 
 bool engine::prepare_sleep()
 {
-    m_asleep = true;
-    for (uint32_t i : m_attached) {
-        m_clients[i].channel->set_agent_asleep(true);
-    }
-    /* after announcing sleep, look once more (shm_layout.h, Doorbells) */
-    bool work = false;
-    for (uint32_t i : m_attached) {
-        const client_channel &ch = *m_clients[i].channel;
-        if (ch.has_work()) { /* its bit may be unset: take it next pass */
-            m_again.insert(i);
-            work = true;
-        }
-        if (ch.backlog() > 0) {
-            m_given.insert(i);
-            work = true;
-        }
-    }
-    if (work) {
+    /* announced, then every client looked at once more */
+    if (m_clients.fall_asleep()) {
         end_sleep();
         return false;
     }
@@ -352,12 +272,8 @@ bool engine::prepare_sleep()
 
 void engine::end_sleep()
 {
-    if (!m_asleep) {
+    if (!m_clients.wake_up()) {
         return;
-    }
-    m_asleep = false;
-    for (uint32_t i : m_attached) {
-        m_clients[i].channel->set_agent_asleep(false);
     }
     uint64_t count;
     if (read(m_wake.get(), &count, sizeof(count)) == sizeof(count)) {
@@ -394,8 +310,7 @@ void engine::on_mr_notice(const attached_client &c,
 {
     /* a release: work still in its ring may name the MR, and is taken
      * (and checked) at the next progress() */
-    const client_state &s = m_clients[c.index];
-    const bool ring_busy  = s.attached && s.channel && s.channel->has_work();
+    const bool ring_busy = m_clients.has_work(c.index);
     /* an announcement: what the device says of the handle (mr_registry.h,
      * "Announcements") */
     const auto device = [this](uint32_t handle) -> device_mr {

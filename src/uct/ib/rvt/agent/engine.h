@@ -144,19 +144,8 @@
  * bytes a pass (attach_server.h): a request that names an MR not heard
  * of yet waits in its ring while the rest of the socket waits.
  *
- * Which clients a pass visits: none that has nothing to do, so that an
- * agent with 512 attached ranks, most of them computing, passes as fast
- * as one with 8. A pass takes work from the clients whose bits it finds
- * in the work summary (common/work_summary.h: a page every client maps,
- * where a client sets its bit after it posts) and from those it left
- * work for last pass (m_again: over work_batch, or waiting for their
- * socket or their completion budget); it flushes, checks for pauses and
- * publishes the channels that were given something (client_channel puts
- * its index in m_given) or still hold a backlog or a pause. Every
- * engine_config::full_scan_period it also looks at every attached
- * client's work ring, whatever the summary says: a client can clear other
- * clients' bits, and so delay their work by up to that period, never
- * lose it (status "scan_found" counts the work only the scan found).
+ * Which clients a pass visits: client_table.h, "Which clients a pass
+ * visits".
  *
  * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
  * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
@@ -172,6 +161,7 @@
 #include "uct/ib/rvt/agent/attach_server.h"
 #include "uct/ib/rvt/agent/client_channel.h"
 #include "uct/ib/rvt/agent/client_share.h"
+#include "uct/ib/rvt/agent/client_table.h"
 #include "uct/ib/rvt/agent/departures.h"
 #include "uct/ib/rvt/agent/lanes.h"
 #include "uct/ib/rvt/agent/mr_registry.h"
@@ -237,8 +227,8 @@ struct engine_config {
     uint32_t max_half_open = 64;
     /* what the agent holds for one client ("Shares" above) */
     share_limits share;
-    /* how often a pass looks at every client's work ring ("Which clients
-     * a pass visits" above) */
+    /* how often a pass looks at every client's work ring (client_table.h,
+     * "Which clients a pass visits") */
     std::chrono::microseconds full_scan_period{1000};
 };
 
@@ -348,23 +338,8 @@ private:
 
     using peer = peer_table::peer;
 
-    struct client_state {
-        std::unique_ptr<client_channel> channel;
-        uint32_t generation     = 0;
-        bool attached           = false;
-        uint64_t ops            = 0;
-        uint64_t bytes          = 0;
-        uint64_t invalid        = 0;
-        uint64_t am_in          = 0;
-        uint64_t writes_in      = 0;
-        uint64_t write_bytes_in = 0; /* RDMA WRITE WITH IMM into it */
-        uint32_t posted         = 0; /* ops of this generation on a QP */
-        bool paused             = false; /* peers told to pause sending to it */
-        bool corrupt = false; /* its ring is broken: detach asked for */
-        /* the attach server's record of it (stable while attached: the
-         * server detaches it only through client_gone) */
-        const attached_client *who = nullptr;
-    };
+    /* a client's record (client_table.h) */
+    using client_state = client_table::client;
 
     engine(nic &n, const engine_config &cfg, const shm_layout &layout,
            std::unique_ptr<peer_auth> auth, std::string job_key,
@@ -405,10 +380,10 @@ private:
     void watch_lanes(time_point now);
     void tick_peers(time_point now);
 
-    /* Shows each client what was staged on its rings since the last call,
-     * and wakes it if it sleeps (client_channel::publish_and_wake). */
-    /* "Which clients a pass visits" above */
+    /* Takes work from the clients a pass visits (client_table::visit). */
     bool take_clients_work(time_point now);
+    /* Shows each client what was staged on its rings since the last call,
+     * and wakes it if it sleeps (client_table::flush_given, wake_given). */
     void serve_given();
 
     /* engine_post.cc: work in, verbs out */
@@ -476,16 +451,11 @@ private:
     lanes m_lanes;
     std::vector<uint32_t> m_repost; /* receive buffers routed this round */
 
-    std::vector<client_state> m_clients; /* by index */
-    std::vector<uint32_t> m_attached; /* indices of attached clients, sorted */
-    /* "Which clients a pass visits" above */
-    client_set m_again; /* work left in their rings last pass */
-    client_set m_given; /* to flush, check for pauses and publish */
-    time_point m_next_scan{}; /* the full scan is due */
+    /* records, channels, which a pass visits and serves, sleep */
+    client_table m_clients;
     mr_registry m_mrs;
     client_share m_share;
     departures m_departures;
-    bool m_asleep = false;
     time_point m_next_watch{}; /* watch_lanes() is due */
     /* no peer's timer is due before this (tick_peers) */
     time_point m_peer_timers_due{};
@@ -515,11 +485,8 @@ private:
         uint64_t bad_immediates   = 0;
         uint64_t clients_gone     = 0;
         uint64_t wakeups          = 0;
-        /* work the full scan found that no summary bit announced ("Which
-         * clients a pass visits" above) */
-        uint64_t scan_found = 0;
-        uint64_t pauses     = 0; /* of our clients (back-pressure) */
-        uint64_t resumes    = 0;
+        uint64_t pauses           = 0; /* of our clients (back-pressure) */
+        uint64_t resumes          = 0;
         /* hostile handshakes (see above) and corrupt clients */
         uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
         uint64_t unknown_datagrams = 0; /* not a request, unknown sender */

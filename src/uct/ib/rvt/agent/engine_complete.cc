@@ -48,11 +48,7 @@ size_t engine::poll_cq(time_point now)
         }
         /* what this batch gave the clients is shown to them before
          * anything else is done: that is their latency */
-        m_given.for_each([&](uint32_t i) {
-            if (m_clients[i].attached) {
-                m_clients[i].channel->publish();
-            }
-        });
+        m_clients.publish_given();
         /* the routed receives' buffers go back with one doorbell */
         auto r = m_nic.repost(m_repost);
         if (!r) {
@@ -275,7 +271,7 @@ void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
     m.peer       = p.index;
     m.src_client = index;
     m.generation = generation;
-    for (uint32_t i : m_attached) {
+    for (uint32_t i : m_clients.attached()) {
         if (p.users().test(i)) {
             m_clients[i].channel->deliver(m, {});
         }

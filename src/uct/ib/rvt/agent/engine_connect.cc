@@ -249,7 +249,7 @@ void engine::peer_connected(peer &p)
         /* back-pressure starts afresh: the peer tells us its paused
          * clients again, and we tell it ours */
         m_lanes.forget_pauses(p.index);
-        for (uint32_t i : m_attached) {
+        for (uint32_t i : m_clients.attached()) {
             if (m_clients[i].paused) {
                 m_lanes.queue_control(
                         p.index, imm::encode_control(imm::control_op::pause, i)

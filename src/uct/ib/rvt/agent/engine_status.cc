@@ -191,7 +191,7 @@ std::vector<status_field> engine::status_fields() const
             {"", "wakeups", "scan", "wakeups", "", m_totals.wakeups},
             {"", "scan_found", "scan",
              "times work was found only by the full scan", "",
-             m_totals.scan_found},
+             m_clients.totals().scan_found},
             {"", "pauses", "paused", "times", "", m_totals.pauses},
             {"", "resumes", "paused", "resumed", "", m_totals.resumes},
             {"", "ops_parked", "paused", "ops parked for peers' paused clients",
@@ -269,7 +269,7 @@ std::string engine::check_books() const
             ++held[op.client];
         }
     }
-    for (uint32_t i : m_attached) {
+    for (uint32_t i : m_clients.attached()) {
         const uint32_t mine = held.contains(i) ? held[i] : 0;
         if (mine != m_share.held(i)) {
             out += format("client %u: %u ops held, its share counts %u; ", i,
