@@ -1,3 +1,6 @@
+/*
+ * The agent's clients (client_table.h).
+ */
 #include "uct/ib/rvt/agent/client_table.h"
 
 #include "uct/ib/rvt/agent/attach_server.h"
