@@ -127,11 +127,6 @@ public:
     {
         return m_clients[index];
     }
-    /* every index (imm::max_clients), attached or not */
-    uint32_t size() const
-    {
-        return static_cast<uint32_t>(m_clients.size());
-    }
     /* the attached clients' indices, ascending */
     const std::vector<uint32_t> &attached() const
     {

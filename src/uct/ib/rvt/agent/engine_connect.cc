@@ -271,8 +271,8 @@ void engine::peer_failed(peer &p, const std::string &reason)
     inbound_message m{};
     m.kind = static_cast<uint8_t>(inbound_kind::peer_failed);
     m.peer = p.index;
-    for (uint32_t i = 0; i < m_clients.size(); ++i) {
-        if (p.users().test(i) && m_clients[i].attached) {
+    for (uint32_t i : m_clients.attached()) {
+        if (p.users().test(i)) {
             m_clients[i].channel->deliver(m, {});
         }
     }

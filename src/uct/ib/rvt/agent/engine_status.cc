@@ -104,10 +104,8 @@ std::vector<status_field> engine::status_fields() const
         peers.push_back(status_object(peer_status(*p)));
     }
     nlohmann::ordered_json traffic = nlohmann::ordered_json::array();
-    for (uint32_t i = 0; i < m_clients.size(); ++i) {
-        if (m_clients[i].attached) {
-            traffic.push_back(status_object(client_status(i)));
-        }
+    for (uint32_t i : m_clients.attached()) {
+        traffic.push_back(status_object(client_status(i)));
     }
     const share_limits &sl      = m_share.limits();
     const mr_counters &mr       = m_mrs.counters();
@@ -243,10 +241,8 @@ std::string engine::status(bool human) const
     for (const auto &p : m_peers) {
         out += status_row("peer", peer_status(*p));
     }
-    for (uint32_t i = 0; i < m_clients.size(); ++i) {
-        if (m_clients[i].attached) {
-            out += status_row("client", client_status(i));
-        }
+    for (uint32_t i : m_clients.attached()) {
+        out += status_row("client", client_status(i));
     }
     return out;
 }
