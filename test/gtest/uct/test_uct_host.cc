@@ -16,8 +16,13 @@
  *              order on the loopback nic anyway, see the test);
  *   failure    the agent going away fails the outstanding operations with
  *              an error status and the endpoint through the error handler,
- *              without a hang (test_uct_ep's peer failure).
+ *              without a hang (test_uct_ep's peer failure);
+ *   idle       a progress call that finds nothing yields the CPU only
+ *              while the agent holds work of the interface's: UCP calls it
+ *              in every turn of its loop, whatever transport carries the
+ *              work (sched_yield is counted below).
  */
+#include "count_yields.h"
 #include "uct_host_fixture.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +37,18 @@
 using namespace rvt::test;
 
 namespace {
+
+/* The sched_yield calls of `calls` calls of the interface's progress. */
+uint64_t yields_in_progress(uct_iface_h iface, int calls)
+{
+    yields       = 0;
+    count_yields = true;
+    for (int k = 0; k < calls; ++k) {
+        uct_iface_progress(iface);
+    }
+    count_yields = false;
+    return yields;
+}
 
 /* A pending request that sends one AM with its sequence number: UCS_OK
  * once sent (UCT then drops it), else it stays queued. */
@@ -410,4 +427,24 @@ TEST_F(uct_host, the_agent_going_away_fails_outstanding_operations)
                                       nullptr);
     EXPECT_LT(s, UCS_OK) << ucs_status_string(s);
     EXPECT_NE(s, UCS_ERR_NO_RESOURCE);
+}
+
+TEST_F(uct_host, an_empty_progress_yields_only_while_the_agent_holds_our_work)
+{
+    /* nothing outstanding: no system call for the sched_yield of
+     * IDLE_YIELD, however often UCP calls */
+    EXPECT_EQ(yields_in_progress(m_iface, 1000), 0u);
+
+    /* an AM in flight that the paused agent does not take: every empty
+     * call hands the CPU over, so that the agent can run */
+    {
+        auto paused = m_agent->pause();
+        ASSERT_EQ(am_short(1), UCS_OK);
+        EXPECT_EQ(yields_in_progress(m_iface, 100), 100u);
+    }
+    ASSERT_TRUE(progress_until([&] { return m_ams.size() == 1; }));
+    /* delivered and completed: idle again */
+    ASSERT_TRUE(progress_until(
+            [&] { return uct_iface_flush(m_iface, 0, nullptr) == UCS_OK; }));
+    EXPECT_EQ(yields_in_progress(m_iface, 1000), 0u);
 }

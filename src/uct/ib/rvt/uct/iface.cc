@@ -47,15 +47,21 @@ ucs_config_field_t iface_config_table[] = {
          offsetof(iface_config, max_poll), UCS_CONFIG_TYPE_UINT},
 
         {"IDLE_YIELD", "y",
-         "Give the CPU away (sched_yield) when a progress call finds nothing. "
-         "The node\n"
-         "agent needs a core to move this process's data: when processes "
-         "that poll\n"
-         "outnumber the cores (one rank per core plus the agent), a handoff "
-         "to a\n"
-         "process that does not yield waits for the scheduler's tick. Costs "
-         "one\n"
-         "system call per empty progress call.",
+         "Give the CPU away (sched_yield) when a progress call finds nothing "
+         "while the\n"
+         "agent holds work of this interface's (operations in flight, "
+         "requests waiting\n"
+         "for room). The node agent needs a core to move this process's "
+         "data: when\n"
+         "processes that poll outnumber the cores (one rank per core plus "
+         "the agent),\n"
+         "a handoff to a process that does not yield waits for the "
+         "scheduler's tick.\n"
+         "With nothing of its own outstanding an interface never yields: UCP "
+         "calls\n"
+         "rvt's progress in every turn of its loop, and traffic on other "
+         "transports\n"
+         "must not pay a system call for it.",
          offsetof(iface_config, idle_yield), UCS_CONFIG_TYPE_BOOL},
 
         {"MAX_ZCOPY", "1g",
@@ -445,7 +451,7 @@ unsigned iface::progress()
         delete e;
     }
     graveyard.clear();
-    if (count == 0 && idle_yield) {
+    if (count == 0 && idle_yield && waits_on_agent()) {
         sched_yield();
     }
     return count;

@@ -22,7 +22,8 @@
  * endpoints to that client), then the pending queues;
  * endpoint failures are reported to UCP last, once nothing of ours is
  * half-done. Endpoints destroyed meanwhile (from a callback) are freed at
- * the end of the call.
+ * the end of the call. A call that found nothing yields the CPU only while
+ * the agent holds work of ours (waits_on_agent).
  */
 #ifndef RVT_UCT_IFACE_H
 #define RVT_UCT_IFACE_H
@@ -128,6 +129,15 @@ struct iface {
     uint64_t rx_am, rx_am_bytes, rx_writes, rx_write_bytes;
 
     ~iface();
+
+    /* Whether the agent holds work of this interface's: operations in
+     * flight, or endpoints whose requests wait for room. Only then does
+     * an empty progress call yield (IDLE_YIELD): with nothing outstanding
+     * it costs no system call, whatever else the process's loop polls. */
+    bool waits_on_agent() const
+    {
+        return ops.in_flight() > 0 || !pending_eps.empty();
+    }
 
     /* Room to post one more operation that needs a bounce buffer. */
     bool tx_room() const
