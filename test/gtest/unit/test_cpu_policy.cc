@@ -96,13 +96,24 @@ TEST(cpu_policy, a_sleep_starts_the_busy_limit_again)
     EXPECT_EQ(p.passed(t0 + 6000us, true), step::pause);
 }
 
-TEST(cpu_policy, woken_it_spins_again)
+TEST(cpu_policy, a_wake_up_that_finds_no_work_sleeps_again)
 {
     cpu_policy p(normal(), t0);
     EXPECT_EQ(p.passed(t0 + 200us, false), step::sleep);
     p.woke(t0 + 300us);
+    EXPECT_EQ(p.passed(t0 + 350us, false), step::sleep)
+            << "a wake-up is no work (a timer, a keepalive): no spin";
+}
+
+TEST(cpu_policy, a_wake_up_that_finds_work_spins)
+{
+    cpu_policy p(normal(), t0);
+    EXPECT_EQ(p.passed(t0 + 200us, false), step::sleep);
+    p.woke(t0 + 300us);
+    EXPECT_EQ(p.passed(t0 + 310us, true), step::poll);
     EXPECT_EQ(p.passed(t0 + 350us, false), step::yield)
-            << "a wake-up counts as work: the spin starts again";
+            << "the spin follows the client's work";
+    EXPECT_EQ(p.passed(t0 + 410us, false), step::sleep);
 }
 
 TEST(cpu_policy, a_pause_keeps_the_last_work_so_a_long_spin_still_ends)

@@ -6,6 +6,7 @@
 #include "test/gtest/unit/engine_fixture.h"
 
 #include <numeric>
+#include <thread>
 
 namespace engine_test {
 namespace {
@@ -237,6 +238,51 @@ TEST_F(engine_fixture, a_receive_polled_after_its_qp_was_destroyed_is_delivered)
                                             "connection: "
                                          << b.status();
     EXPECT_EQ(peers[1]["state"], "connected") << b.status();
+}
+
+/* rvtd's loop spins after a client's work only (cpu_policy.h): the agents'
+ * own keepalives keep them busy now and then, but serve no client; a
+ * client's message serves its sender's agent (work taken) and its
+ * receiver's (a message given). */
+TEST_F(engine_fixture, keepalives_serve_no_client_and_a_message_serves_both)
+{
+    agent_options o;
+    o.engine.peers.keepalive_interval = 2ms;
+    agent_node &a                     = add_agent(o);
+    agent_node &b                     = add_agent(o);
+    test_client &c                    = attach(a);
+    test_client &d                    = attach(b);
+    const uint32_t to_b               = peer(c, b);
+    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
+            << a.status();
+
+    /* passes 5 ms apart on the agents' clock: a keepalive is due at
+     * every other one */
+    size_t busy = 0, served = 0;
+    auto t = std::chrono::steady_clock::now();
+    for (int pass = 0; pass < 20; ++pass) {
+        t += 5ms;
+        for (agent_node *n : {&a, &b}) {
+            busy += n->engine->progress(t);
+            served += n->engine->served_clients();
+        }
+    }
+    EXPECT_GT(busy, 0u) << "no keepalive went either way";
+    EXPECT_EQ(served, 0u) << "keepalives counted as a client's work";
+
+    c.post(c.am(to_b, d, 1, 1));
+    bool a_served = false, b_served = false;
+    ASSERT_TRUE(run_until([&] {
+        t += 1ms;
+        a.engine->progress(t);
+        a_served |= a.engine->served_clients();
+        b.engine->progress(t);
+        b_served |= b.engine->served_clients();
+        poll_clients();
+        return c.done.size() == 1 && d.inbound.size() == 1;
+    }));
+    EXPECT_TRUE(a_served) << "taking the client's message";
+    EXPECT_TRUE(b_served) << "giving the message to its client";
 }
 
 } // namespace

@@ -83,7 +83,6 @@ cpu_policy::step cpu_policy::passed(time_point now, bool worked)
 void cpu_policy::woke(time_point now)
 {
     m_awake_since = now;
-    m_last_work   = now;
 }
 
 void cpu_policy::resumed(time_point now)

@@ -24,6 +24,11 @@
  *             holds at most busy_limit / (busy_limit + pause) of a core
  *             and the ranks beside it progress whatever the load.
  *
+ * Work is a client's (the engine's served_clients): the agent's own
+ * keepalives, handshakes and timers wake it but start no spin, so that an
+ * idle agent of a job with many peers does not hold a core spinning after
+ * each of them.
+ *
  * A pure state machine, as accept_gate is: no clock reads, no system
  * calls. State: awake_since (the end of the last sleep or pause) and
  * last_work (the last pass that found work).
@@ -37,8 +42,9 @@
  *     worked                         poll
  *     otherwise (spinning)           normal: yield if yield_when_idle,
  *                                    else poll; realtime: poll
- *   woke(now)     after a sleep: awake_since = last_work = now (the
- *                 agent spins again after any wake-up)
+ *   woke(now)     after a sleep: awake_since = now (last_work kept: a
+ *                 wake-up is no work, and a pass that finds none sleeps
+ *                 again at once; one that finds a client's spins)
  *   resumed(now)  after a pause: awake_since = now (last_work kept: an
  *                 agent that paused while spinning still sleeps when its
  *                 spin is over)

@@ -220,7 +220,8 @@ bool engine::progress(time_point now)
                     [&](std::span<const std::byte> b, const gid_bytes &from) {
                         on_datagram(b, from, now);
                     }) > 0;
-    busy |= take_clients_work(now);
+    const bool took = take_clients_work(now);
+    busy |= took;
     post_ready();
     tick_peers(now);
     if (now >= m_next_watch) {
@@ -233,7 +234,7 @@ bool engine::progress(time_point now)
     }
     run_mrs(m_mrs.tick(now));
     m_departures.tick(now);
-    serve_given();
+    m_served_clients = serve_given() || took;
     return busy;
 }
 
@@ -246,12 +247,14 @@ bool engine::take_clients_work(time_point now)
 
 /* The channels given something this pass, or still holding a backlog or
  * a pause: flushed, checked for pauses, published. */
-void engine::serve_given()
+bool engine::serve_given()
 {
     const client_set given = m_clients.flush_given();
     check_pauses(given);
     post_ready(); /* control messages and released ops */
+    const bool gave = !given.empty();
     m_clients.wake_given(given); /* and what post_ready gave */
+    return gave;
 }
 
 bool engine::prepare_sleep()

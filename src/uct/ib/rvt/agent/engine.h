@@ -309,6 +309,14 @@ public:
 
     /* One pass over CQs, rings and timers; true if anything happened. */
     bool progress(time_point now);
+    /* Whether the last progress() took work from a client or gave one
+     * something (a completion, a message, a notice): what rvtd's loop
+     * spins after (cpu_policy). The agent's own traffic (keepalives,
+     * handshake datagrams) and its timers are not a client's work. */
+    bool served_clients() const
+    {
+        return m_served_clients;
+    }
     /* Announces sleep to clients and arms the CQs; false when something
      * arrived meanwhile (then do not sleep). After a true, call progress()
      * once more and sleep only if it found nothing (completions from
@@ -383,8 +391,9 @@ private:
     /* Takes work from the clients a pass visits (client_table::visit). */
     bool take_clients_work(time_point now);
     /* Shows each client what was staged on its rings since the last call,
-     * and wakes it if it sleeps (client_table::flush_given, wake_given). */
-    void serve_given();
+     * and wakes it if it sleeps (client_table::flush_given, wake_given);
+     * true if any was given something. */
+    bool serve_given();
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
@@ -457,6 +466,7 @@ private:
     client_share m_share;
     departures m_departures;
     time_point m_next_watch{}; /* watch_lanes() is due */
+    bool m_served_clients = false; /* by the last progress() */
     /* no peer's timer is due before this (tick_peers) */
     time_point m_peer_timers_due{};
     trace *m_trace = nullptr; /* off: nullptr */

@@ -254,8 +254,8 @@ std::vector<tools::option> option_table(options &o)
             number(o, "sq-depth", "send WRs per RC QP (1-16384)",
                    &options::sq_depth, 1, 16384),
             number(o, "spin-us",
-                   "microseconds to keep polling after the last work, before "
-                   "sleeping",
+                   "microseconds to keep polling after a client's last work, "
+                   "before sleeping",
                    &options::spin_us, 0, 1000000),
             number(o, "idle-yield",
                    "1: give the CPU away (sched_yield) on each idle poll while "
