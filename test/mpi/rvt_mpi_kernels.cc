@@ -52,6 +52,7 @@
  * nothing would cross between nodes.
  */
 #include "../common/check_pattern.h"
+#include "../common/size_arg.h"
 
 #include <mpi.h>
 
@@ -488,41 +489,6 @@ constexpr const char *usage =
     exit_parse(2);
 }
 
-// "4096", "64K", "1M", "1G" (binary multiples); false if v is none.
-bool parse_number(std::string_view v, size_t &out)
-{
-    size_t unit = 1;
-    if (!v.empty()) {
-        switch (v.back()) {
-        case 'k':
-        case 'K':
-            unit = size_t{1} << 10;
-            break;
-        case 'm':
-        case 'M':
-            unit = size_t{1} << 20;
-            break;
-        case 'g':
-        case 'G':
-            unit = size_t{1} << 30;
-            break;
-        default:
-            break;
-        }
-    }
-    if (unit != 1) {
-        v.remove_suffix(1);
-    }
-    size_t n               = 0;
-    const char *end        = v.data() + v.size();
-    const auto [ptr, fail] = std::from_chars(v.data(), end, n);
-    if (v.empty() || fail != std::errc() || ptr != end || n > SIZE_MAX / unit) {
-        return false;
-    }
-    out = n * unit;
-    return true;
-}
-
 struct number_option {
     std::string_view key; // with its "="
     size_t options::*field;
@@ -556,7 +522,7 @@ bool parse_number_option(std::string_view arg, options &o)
         }
         const std::string_view v = arg.substr(opt.key.size());
         size_t n                 = 0;
-        if (!parse_number(v, n) || n < opt.min || n > opt.max ||
+        if (!rvt::check::parse_size(v, n) || n < opt.min || n > opt.max ||
             n % opt.multiple_of != 0) {
             bad_argument("bad value '" + std::string(v) + "' for " +
                          std::string(opt.key.substr(0, opt.key.size() - 1)) +

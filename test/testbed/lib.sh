@@ -409,8 +409,10 @@ mpi_options() {
         --mca pml ucx --mca pml_ucx_tls "${mpi_pml_tls:-rvt}"
         --mca pml_ucx_devices any
         --mca btl self --mca mpi_yield_when_idle 1
-        -x UCX_TLS="${mpi_tls:-rvt,sm,self}" -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY
-        -x UCX_WARN_UNUSED_ENV_VARS=n "$@")
+        -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY -x UCX_WARN_UNUSED_ENV_VARS=n)
+    # mpi_tls=unset: UCX_TLS not set, UCP chooses (largejob-section.sh)
+    [ "${mpi_tls:-}" = unset ] || mpirun_opts+=(-x UCX_TLS="${mpi_tls:-rvt,sm,self}")
+    mpirun_opts+=("$@")
 }
 
 # node_of PID: the node PID runs on (pids are global in the guest, and

@@ -39,6 +39,11 @@
 #               rank, rc_verbs beside ud_verbs,rvt and rvt under agents
 #               of each scheduling mode (kernels-section.sh says what);
 #               `perf-guest.sh BUILD kernels` runs this section alone
+#   large job   UCX_TLS unset at 1,024 and 4,096 estimated endpoints: UD
+#               alone beside UD + rvt (and rc_verbs at a small job's
+#               setting), MPI latency, bandwidth, alltoall and kernels in
+#               interleaved rounds (largejob-section.sh says what); brief
+#               in CI; `perf-guest.sh BUILD largejob` runs it in full
 #   mid-size    UCP tag_bw and tag_lat from 512 B to 256 KiB, rvt,
 #               ud_verbs,rvt and rc_verbs, and the ratios (issue 31's
 #               sweep); `perf-guest.sh BUILD sweep` runs it alone
@@ -48,12 +53,13 @@
 # with every node on 2 vCPUs they say what the emulator allows, and the
 # docs/performance.md explains them next to the host benchmark.
 #
-# Usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|brief] (a path
-# relative to the source tree; stripe, kernels, sweep: that section alone;
+# Usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|largejob|brief] (a path
+# relative to the source tree; stripe, kernels, sweep, largejob: that
+# section alone;
 # brief: all but the pollers, mid-size and rendezvous sections, as CI runs
 # it)
 set -u -o pipefail
-build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|brief]}
+build=${1:?usage: perf-guest.sh BUILD_DIR [stripe|kernels|sweep|largejob|brief]}
 only=${2:-}
 here=$(dirname "$0")
 # shellcheck source=test/testbed/lib.sh
@@ -285,6 +291,12 @@ fi
 . "$here/kernels-section.sh"
 if [ "$only" = kernels ]; then
     kernels_section
+    finish perf
+fi
+# shellcheck source=test/testbed/largejob-section.sh
+. "$here/largejob-section.sh"
+if [ "$only" = largejob ]; then
+    largejob_section "${RVT_LARGEJOB_MODE:-full}"
     finish perf
 fi
 
