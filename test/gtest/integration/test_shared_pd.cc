@@ -222,6 +222,9 @@ protected:
         case agent::attach_event_kind::status_request:
             m_server->answer_status(ev.ticket, "{}");
             break;
+        case agent::attach_event_kind::retired:
+            m_server->answer_retired(ev.client->index);
+            break;
         }
     }
 

@@ -20,7 +20,13 @@
  *   idle       a progress call that finds nothing yields the CPU only
  *              while the agent holds work of the interface's: UCP calls it
  *              in every turn of its loop, whatever transport carries the
- *              work (sched_yield is counted below).
+ *              work (sched_yield is counted below);
+ *   departure  an interface of this process closed while its memory
+ *              domain stays open (UCP destroys a worker and keeps its
+ *              context: test_ucp_peer_failure) is gone to its senders in
+ *              this process: their endpoints fail through the error
+ *              handler, an operation posted after the close fails, and
+ *              the other interfaces go on working.
  */
 #include "count_yields.h"
 #include "uct_host_fixture.h"
@@ -28,6 +34,7 @@
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -48,6 +55,75 @@ uint64_t yields_in_progress(uct_iface_h iface, int calls)
     }
     count_yields = false;
     return yields;
+}
+
+/* Another worker of this process with an interface on `md`, as a UCP
+ * worker is: AMs counted, endpoint errors kept. */
+struct worker_iface {
+    uct_worker_h worker = nullptr;
+    uct_iface_h iface   = nullptr;
+    std::vector<uint64_t> ams;
+    std::vector<ucs_status_t> errors;
+
+    worker_iface(ucs_async_context_t *async, uct_md_h md, uint8_t am_id)
+    {
+        EXPECT_EQ(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker),
+                  UCS_OK);
+        iface = open_host_iface(md, worker, on_error, this);
+        if (iface != nullptr) {
+            EXPECT_EQ(uct_iface_set_am_handler(iface, am_id, on_am, this, 0),
+                      UCS_OK);
+        }
+    }
+    worker_iface(const worker_iface &)            = delete;
+    worker_iface &operator=(const worker_iface &) = delete;
+    ~worker_iface()
+    {
+        close();
+    }
+    /* As UCP's worker destroy does, its endpoints gone first. */
+    void close()
+    {
+        if (iface != nullptr) {
+            uct_iface_close(iface);
+            iface = nullptr;
+        }
+        if (worker != nullptr) {
+            uct_worker_destroy(worker);
+            worker = nullptr;
+        }
+    }
+
+private:
+    static ucs_status_t on_am(void *arg, void *data, size_t, unsigned)
+    {
+        uint64_t hdr;
+        std::memcpy(&hdr, data, sizeof(hdr));
+        static_cast<worker_iface *>(arg)->ams.push_back(hdr);
+        return UCS_OK;
+    }
+    static ucs_status_t on_error(void *arg, uct_ep_h, ucs_status_t status)
+    {
+        static_cast<worker_iface *>(arg)->errors.push_back(status);
+        return UCS_OK;
+    }
+};
+
+/* Progresses every worker until pred() or `limit`. */
+bool progress_all_until(const std::vector<uct_worker_h> &workers,
+                        const std::function<bool()> &pred,
+                        std::chrono::milliseconds limit = 10s)
+{
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > until) {
+            return false;
+        }
+        for (uct_worker_h w : workers) {
+            uct_worker_progress(w);
+        }
+    }
+    return true;
 }
 
 /* A pending request that sends one AM with its sequence number: UCS_OK
@@ -447,4 +523,169 @@ TEST_F(uct_host, an_empty_progress_yields_only_while_the_agent_holds_our_work)
     ASSERT_TRUE(progress_until(
             [&] { return uct_iface_flush(m_iface, 0, nullptr) == UCS_OK; }));
     EXPECT_EQ(yields_in_progress(m_iface, 1000), 0u);
+}
+
+/* UCX's test_ucp_peer_failure: three workers of one process, each of its
+ * own context (its own MD here, whose attachment the worker's interface
+ * uses), all connected; the failing receiver's worker is destroyed and
+ * its context kept. Its sender's endpoint must fail through the error
+ * handler, at once (the agent announces the departure when the
+ * interface closes), what the sender posts after the close must end
+ * with an error, a put into the receiver's still registered memory
+ * included, and the stable pair (the fixture's interface to itself) must
+ * go on working. Without the departure the AM was delivered into rings
+ * nobody read and the sender waited for ever. */
+TEST_F(uct_host, an_interface_closed_while_its_md_stays_fails_its_senders)
+{
+    constexpr size_t len = 4096;
+    make_buffers(len);
+    uct_md_h failing_md = open_uct_md(m_component, host_device);
+    ASSERT_NE(failing_md, nullptr);
+    struct md_end {
+        uct_md_h md;
+        ~md_end()
+        {
+            uct_md_close(md);
+        }
+    } md_end{failing_md};
+    buffer target(failing_md, len);
+    ASSERT_TRUE(target.memh != UCT_MEM_HANDLE_NULL);
+    uct_md_attr_t attr;
+    ASSERT_EQ(uct_md_query(failing_md, &attr), UCS_OK);
+    std::vector<char> packed(attr.rkey_packed_size);
+    ASSERT_EQ(uct_md_mkey_pack(failing_md, target.memh, packed.data()), UCS_OK);
+    uct_rkey_bundle_t rkey{};
+    ASSERT_EQ(uct_rkey_unpack(m_component, packed.data(), &rkey), UCS_OK);
+
+    counted_completion put;
+    ep_scope ep_end{*this};
+    worker_iface failing(m_async, failing_md, am_id);
+    ASSERT_NE(failing.iface, nullptr);
+    iface_addresses where = addresses_of(failing.iface);
+    uct_ep_h to_failing   = connect_ep(m_iface, where);
+    ASSERT_NE(to_failing, nullptr);
+    struct failing_ep_end {
+        uct_ep_h ep;
+        ~failing_ep_end()
+        {
+            uct_ep_destroy(ep);
+        }
+    } failing_ep_end{to_failing};
+    const std::vector<uct_worker_h> both{m_worker, failing.worker};
+
+    /* both pairs work */
+    ASSERT_EQ(uct_ep_am_short(to_failing, am_id, 1, nullptr, 0), UCS_OK);
+    ASSERT_EQ(am_short(2), UCS_OK);
+    ASSERT_TRUE(progress_all_until(both, [&] {
+        return failing.ams.size() == 1 && m_ams.size() == 1;
+    }));
+
+    failing.close();
+    const auto closed = std::chrono::steady_clock::now();
+    /* posted at once after the close, as UCP's test does */
+    uct_iov_t iov  = m_src->iov(len);
+    ucs_status_t s = uct_ep_put_zcopy(to_failing, &iov, 1,
+                                      reinterpret_cast<uint64_t>(target.addr),
+                                      rkey.rkey, &put.comp);
+    ASSERT_TRUE(s == UCS_INPROGRESS || s < UCS_OK) << ucs_status_string(s);
+    if (s != UCS_INPROGRESS) {
+        put.calls  = 1;
+        put.status = s;
+    }
+    ASSERT_TRUE(progress_until(
+            [&] { return !m_ep_errors.empty() && put.calls > 0; }, 10s))
+            << m_ep_errors.size() << " endpoint errors, the put "
+            << (put.calls > 0 ? "ended" : "still in flight");
+    const auto error_after = std::chrono::steady_clock::now() - closed;
+    std::printf("error callback %.3f ms after the close\n",
+                std::chrono::duration<double, std::milli>(error_after).count());
+    EXPECT_LT(error_after, 1s) << "the departure was not announced at once";
+    ASSERT_EQ(m_ep_errors.size(), 1u);
+    EXPECT_EQ(m_ep_errors[0], UCS_ERR_ENDPOINT_TIMEOUT);
+    EXPECT_EQ(put.calls, 1);
+    EXPECT_LT(put.status, UCS_OK) << ucs_status_string(put.status);
+    EXPECT_NE(put.status, UCS_ERR_NO_RESOURCE);
+    EXPECT_LT(uct_ep_am_short(to_failing, am_id, 3, nullptr, 0), UCS_OK);
+
+    /* the stable pair goes on */
+    ASSERT_EQ(am_short(4), UCS_OK);
+    ASSERT_TRUE(progress_until([&] { return m_ams.size() == 2; }));
+    EXPECT_EQ(m_ams.back(), 4u);
+    EXPECT_EQ(m_ep_errors.size(), 1u);
+    uct_rkey_release(m_component, &rkey);
+}
+
+/* One context, several workers: the MD's first interface uses the MD's
+ * own attachment, later ones attach siblings. The first closing while a
+ * sibling stays is a departure like the sibling's own: the sibling's
+ * endpoint to it fails, the sibling goes on working, and an interface
+ * opened afterwards on the MD has an address of its own that works. */
+TEST_F(uct_host,
+       the_first_interface_of_an_md_closed_before_its_siblings_is_gone)
+{
+    uct_md_h md = open_uct_md(m_component, host_device);
+    ASSERT_NE(md, nullptr);
+    struct md_end {
+        uct_md_h md;
+        ~md_end()
+        {
+            uct_md_close(md);
+        }
+    } md_end{md};
+    auto first   = std::make_unique<worker_iface>(m_async, md, am_id);
+    auto sibling = std::make_unique<worker_iface>(m_async, md, am_id);
+    ASSERT_NE(first->iface, nullptr);
+    ASSERT_NE(sibling->iface, nullptr);
+    iface_addresses first_at = addresses_of(first->iface);
+    iface_addresses self_at  = addresses_of(sibling->iface);
+    EXPECT_NE(first_at.iface, self_at.iface);
+    std::vector<uct_ep_h> eps;
+    struct eps_end {
+        std::vector<uct_ep_h> &eps;
+        ~eps_end()
+        {
+            for (uct_ep_h ep : eps) {
+                uct_ep_destroy(ep);
+            }
+        }
+    } eps_end{eps};
+    eps.push_back(connect_ep(sibling->iface, first_at));
+    eps.push_back(connect_ep(sibling->iface, self_at));
+    ASSERT_NE(eps[0], nullptr);
+    ASSERT_NE(eps[1], nullptr);
+    ASSERT_EQ(uct_ep_am_short(eps[0], am_id, 1, nullptr, 0), UCS_OK);
+    ASSERT_TRUE(progress_all_until({first->worker, sibling->worker},
+                                   [&] { return first->ams.size() == 1; }));
+
+    first->close();
+    ucs_status_t s = uct_ep_am_short(eps[0], am_id, 2, nullptr, 0);
+    EXPECT_TRUE(s == UCS_OK || s < UCS_OK) << ucs_status_string(s);
+    ASSERT_TRUE(progress_all_until({sibling->worker}, [&] {
+        return !sibling->errors.empty();
+    })) << "the sibling's endpoint to the closed interface never failed";
+    EXPECT_EQ(sibling->errors.front(), UCS_ERR_ENDPOINT_TIMEOUT);
+
+    /* the sibling reaches itself, and a later interface of the MD */
+    ASSERT_EQ(uct_ep_am_short(eps[1], am_id, 3, nullptr, 0), UCS_OK);
+    auto later = std::make_unique<worker_iface>(m_async, md, am_id);
+    ASSERT_NE(later->iface, nullptr);
+    iface_addresses later_at = addresses_of(later->iface);
+    EXPECT_NE(later_at.iface, first_at.iface)
+            << "a later interface took the closed one's address";
+    eps.push_back(connect_ep(sibling->iface, later_at));
+    ASSERT_NE(eps[2], nullptr);
+    ASSERT_EQ(uct_ep_am_short(eps[2], am_id, 4, nullptr, 0), UCS_OK);
+    ASSERT_TRUE(progress_all_until({sibling->worker, later->worker}, [&] {
+        return sibling->ams.size() == 1 && later->ams.size() == 1;
+    }));
+    EXPECT_EQ(sibling->ams[0], 3u);
+    EXPECT_EQ(later->ams[0], 4u);
+    EXPECT_EQ(sibling->errors.size(), 1u);
+    EXPECT_TRUE(later->errors.empty());
+    for (uct_ep_h ep : eps) {
+        uct_ep_destroy(ep);
+    }
+    eps.clear();
+    later.reset();
+    sibling.reset();
 }

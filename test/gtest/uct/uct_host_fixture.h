@@ -157,6 +157,39 @@ private:
     std::thread m_thread;
 };
 
+/* An rvt interface of `md` on host_device for `worker`, its endpoints'
+ * errors handled by `on_error(arg)` from progress, its progress enabled;
+ * nullptr (a test failure) if it does not open. */
+inline uct_iface_h open_host_iface(uct_md_h md, uct_worker_h worker,
+                                   uct_error_handler_t on_error, void *arg)
+{
+    uct_iface_config_t *config;
+    EXPECT_EQ(uct_md_iface_config_read(md, "rvt", nullptr, nullptr, &config),
+              UCS_OK);
+    const std::string dev = std::string(host_device) + ":1";
+    uct_iface_params_t params{};
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                        UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+    params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name  = "rvt";
+    params.mode.device.dev_name = dev.c_str();
+    params.err_handler          = on_error;
+    params.err_handler_arg      = arg;
+    params.err_handler_flags    = 0; /* from progress */
+    uct_iface_h iface           = nullptr;
+    ucs_status_t status = uct_iface_open(md, worker, &params, config, &iface);
+    uct_config_release(config);
+    EXPECT_EQ(status, UCS_OK) << ucs_status_string(status);
+    if (status != UCS_OK) {
+        return nullptr;
+    }
+    uct_iface_progress_enable(iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    return iface;
+}
+
 /* A completion that counts its calls and keeps the last status, as
  * UCX's tests check (each op's completion exactly once). */
 struct counted_completion {
@@ -365,31 +398,10 @@ private:
 
     void open_iface()
     {
-        uct_iface_config_t *config;
-        ASSERT_EQ(uct_md_iface_config_read(m_md, "rvt", nullptr, nullptr,
-                                           &config),
-                  UCS_OK);
-        const std::string dev = std::string(host_device) + ":1";
-        uct_iface_params_t params{};
-        params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                            UCT_IFACE_PARAM_FIELD_DEVICE |
-                            UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
-                            UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                            UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
-        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
-        params.mode.device.tl_name  = "rvt";
-        params.mode.device.dev_name = dev.c_str();
-        params.err_handler          = error_handler;
-        params.err_handler_arg      = this;
-        params.err_handler_flags    = 0; /* from progress */
-        ucs_status_t status = uct_iface_open(m_md, m_worker, &params, config,
-                                             &m_iface);
-        uct_config_release(config);
-        ASSERT_EQ(status, UCS_OK) << ucs_status_string(status);
+        m_iface = open_host_iface(m_md, m_worker, error_handler, this);
+        ASSERT_NE(m_iface, nullptr);
         ASSERT_EQ(uct_iface_set_am_handler(m_iface, am_id, am_handler, this, 0),
                   UCS_OK);
-        uct_iface_progress_enable(m_iface,
-                                  UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
     }
 
     void connect_to_self()

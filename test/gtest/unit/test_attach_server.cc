@@ -175,6 +175,9 @@ protected:
             case agent::attach_event_kind::status_request:
                 m_server->answer_status(ev.ticket, m_status(ev.human));
                 break;
+            case agent::attach_event_kind::retired:
+                m_server->answer_retired(ev.client->index);
+                break;
             }
         }
     }
@@ -1290,6 +1293,41 @@ TEST_F(attach_fixture, each_kind_of_event_comes_back_in_order)
                                  kind::status_request, kind::detached}));
     EXPECT_EQ(m_gone_header_index, std::vector<uint32_t>{index});
     EXPECT_EQ(m_detached_mrs[0], std::vector<uint32_t>{9});
+}
+
+/* A retire_address is a `retired` event of the client, which stays
+ * attached; answer_retired() answers it. A malformed one detaches. */
+TEST_F(attach_fixture, a_retire_request_is_an_event_and_the_client_stays)
+{
+    m_threaded = false;
+    start();
+    client::attachment a = attach_running_it();
+    const uint32_t index = a.client_index;
+    auto req = wire::make_retire_notice(wire::msg_type::retire_address);
+    ASSERT_EQ(send(a.sock.get(), &req, sizeof(req), MSG_NOSIGNAL),
+              (ssize_t)sizeof(req));
+    while (m_events.size() < 2) {
+        serve(10);
+    }
+    using kind = agent::attach_event_kind;
+    EXPECT_EQ(m_events, (std::vector<kind>{kind::attached, kind::retired}));
+    wire::retire_notice rep{};
+    ASSERT_EQ(recv(a.sock.get(), &rep, sizeof(rep), MSG_WAITALL),
+              (ssize_t)sizeof(rep));
+    EXPECT_TRUE(wire::parse_retire_notice(std::as_bytes(std::span(&rep, 1)),
+                                          wire::msg_type::retire_address_reply)
+                        .ok());
+    serve(10);
+    EXPECT_NE(m_server->client(index), nullptr);
+    EXPECT_TRUE(m_detached.empty());
+
+    req.reserved[0] = 1;
+    ASSERT_EQ(send(a.sock.get(), &req, sizeof(req), MSG_NOSIGNAL),
+              (ssize_t)sizeof(req));
+    for (int i = 0; i < 100 && m_detached.empty(); ++i) {
+        serve(10);
+    }
+    EXPECT_EQ(m_detached, std::vector<uint32_t>{index});
 }
 
 /* The owner answers a status request after run_once() has returned; once

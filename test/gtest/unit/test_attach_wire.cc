@@ -302,6 +302,29 @@ TEST(attach_wire, peer_messages_round_trip_and_are_checked)
     expect_refused(wire::parse_mr_notice(bytes_of(req)), "type 7");
 }
 
+TEST(attach_wire, retire_notices_round_trip_and_are_checked)
+{
+    using wire::msg_type;
+    auto req = wire::make_retire_notice(msg_type::retire_address);
+    ASSERT_TRUE(
+            wire::parse_retire_notice(bytes_of(req), msg_type::retire_address)
+                    .ok());
+    auto rep = wire::make_retire_notice(msg_type::retire_address_reply);
+    ASSERT_TRUE(wire::parse_retire_notice(bytes_of(rep),
+                                          msg_type::retire_address_reply)
+                        .ok());
+    /* a request is not its reply */
+    expect_refused(wire::parse_retire_notice(bytes_of(req),
+                                             msg_type::retire_address_reply),
+                   "type 12");
+    req.reserved[1] = 5;
+    expect_refused(wire::parse_retire_notice(bytes_of(req),
+                                             msg_type::retire_address),
+                   "reserved word 0x5");
+    /* nor an MR notice */
+    expect_refused(wire::parse_mr_notice(bytes_of(rep)), "type 13");
+}
+
 TEST(attach_wire, every_status_has_a_name)
 {
     for (uint32_t s = 0; s < wire::attach_status_limit; ++s) {

@@ -198,6 +198,30 @@ TEST_F(client_table_test, a_client_attached_while_the_agent_sleeps_is_told)
     EXPECT_EQ(bells(3).agent_asleep.load(), 0u);
 }
 
+/* retire(i) */
+TEST_F(client_table_test, a_retired_client_stays_attached_visited_and_published)
+{
+    attach(1);
+    attach(2);
+    settle();
+    table.retire(2);
+    EXPECT_TRUE(table[2].retired);
+    EXPECT_FALSE(table[1].retired);
+    EXPECT_TRUE(table[2].attached);
+    EXPECT_EQ(table.attached(), (v{1, 2}));
+    /* its work is still taken and its completions still published */
+    post(2, true);
+    EXPECT_EQ(visited(t0), v{2});
+    table[2].channel->complete({});
+    EXPECT_EQ(members(table.flush_given()), v{2});
+    /* not attached: nothing; the next attach of the index is not retired */
+    table.detach(2);
+    table.retire(2);
+    table.retire(3);
+    EXPECT_FALSE(table[3].retired);
+    EXPECT_FALSE(attach(2, 2).retired);
+}
+
 /* detach(i) */
 TEST_F(client_table_test, a_detach_forgets_the_index_but_keeps_the_record)
 {

@@ -5,7 +5,10 @@
  * generation) reaches nobody: the new holder gets nothing, the receiving
  * agent counts the drops and tells the sending agent once, the sender's
  * client gets a client_gone entry, and its further work to that address
- * fails unposted. Forged control messages are counted and dropped.
+ * fails unposted. Forged control messages are counted and dropped. A
+ * client that retires its address (a UCT interface closed while its
+ * memory domain's attachment stays) is gone in the same way while it
+ * stays attached.
  */
 #include "test/gtest/unit/engine_fixture.h"
 
@@ -275,6 +278,77 @@ TEST_F(departures_fixture, a_client_that_leaves_is_gone_when_leave_returns)
     const auto t0  = std::chrono::steady_clock::now();
     EXPECT_FALSE(z.session->leave(50ms)) << "nobody served the socket";
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+}
+
+/* A memory domain's leader whose interface closes while the MD stays (UCP
+ * destroys a worker and keeps its context: UCX's test_ucp_peer_failure)
+ * retires its address: once retire_address() returns, its senders on
+ * this node and on another hear client_gone, what they send to it (an
+ * AM, an RDMA WRITE into its still registered memory) fails unposted,
+ * and nothing more reaches its rings; the attachment stays, with its MRs
+ * and its sibling, which still posts on them and is reached. */
+TEST_F(departures_fixture, a_retired_address_is_gone_while_its_client_stays)
+{
+    agent_node &a       = add_agent();
+    agent_node &b       = add_agent();
+    test_client &l      = attach(a);
+    test_client &s      = attach_sibling(l);
+    test_client &x      = attach(a);
+    test_client &d      = attach(b);
+    const uint32_t x_to = peer(x, a);
+    const uint32_t d_to = peer(d, a);
+    const uint32_t s_to = peer(s, a);
+    x.post(x.am(x_to, l, 1, 1));
+    d.post(d.am(d_to, l, 1, 2));
+    ASSERT_TRUE(run_until([&] {
+        return l.inbound.size() == 2 && x.done.size() == 1 &&
+               d.done.size() == 1;
+    }));
+
+    /* an AM on the wire (held in b's QPs) while l retires */
+    b.hold(b.qps_to(a), true);
+    d.post(d.am(d_to, l, 9, 9));
+    run_for(5ms);
+    auto retired = while_serving(
+            [&] { return l.session->retire_address(5000ms); });
+    ASSERT_TRUE(retired.ok()) << retired.error();
+    /* posted as soon as it returns: this node knows already */
+    x.post(x.am(x_to, l, 2, 3));
+    x.post(x.write(x_to, l, 3));
+    ASSERT_TRUE(run_until([&] {
+        return inbound_of(x, inbound_kind::client_gone) == 1 &&
+               inbound_of(d, inbound_kind::client_gone) == 1;
+    })) << "the departure was not announced\n"
+        << a.status() << b.status();
+    b.hold(b.qps_to(a), false);
+    d.post(d.am(d_to, l, 2, 4));
+    d.post(d.write(d_to, l, 3));
+    /* the held AM completes at its sender (RC acked it), and is dropped */
+    ASSERT_TRUE(run_until(
+            [&] { return x.done.size() == 3 && d.done.size() == 4; }));
+    EXPECT_EQ(stat(a, "stale", "detached"), 1u) << a.status();
+    for (test_client *c : {&x, &d}) {
+        EXPECT_EQ(c->count(completion_status::peer_failed), 2u)
+                << "client " << c->id;
+    }
+    run_for(20ms);
+    EXPECT_EQ(l.inbound.size(), 2u) << "a retired address was reached";
+
+    /* the attachment, its MRs and its sibling stay */
+    EXPECT_NE(a.server->client(l.index()), nullptr);
+    EXPECT_FALSE(l.agent_closed_socket());
+    EXPECT_FALSE(s.agent_closed_socket());
+    s.post(s.write(s_to, x, 4));
+    x.post(x.am(x_to, s, 5, 5));
+    ASSERT_TRUE(run_until([&] {
+        return s.done.size() == 1 && x.done.size() == 4 &&
+               s.ams_by_sender()[x.id].size() == 1;
+    }));
+    EXPECT_EQ(s.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(x.done.back().status,
+              static_cast<uint32_t>(completion_status::success));
+    EXPECT_EQ(json_number(a.status(), "clients_gone"), 0u);
 }
 
 } // namespace

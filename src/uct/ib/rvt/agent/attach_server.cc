@@ -692,6 +692,21 @@ bool attach_server::take_notices(connection &conn)
             conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
             continue;
         }
+        if (hdr.value().type ==
+            static_cast<uint16_t>(wire::msg_type::retire_address)) {
+            auto retire =
+                    wire::parse_retire_notice(std::span(conn.buf).first(len),
+                                              wire::msg_type::retire_address);
+            if (!retire) {
+                m_log("attach server: " + who(conn) + ": " + retire.error() +
+                      ": detaching it");
+                return false;
+            }
+            m_events.push_back({.kind   = attach_event_kind::retired,
+                                .client = &conn.client});
+            conn.buf.erase(conn.buf.begin(), conn.buf.begin() + len);
+            continue;
+        }
         auto notice = wire::parse_mr_notice(std::span(conn.buf).first(len));
         if (!notice) {
             m_log("attach server: " + who(conn) + ": " + notice.error() +
@@ -865,6 +880,17 @@ void attach_server::answer_peer(uint32_t index, const result<uint32_t> &peer)
                                              peer.error());
     c->broken = !send_reply(*c, std::as_bytes(std::span(&rep, 1)),
                             "a peer reply");
+}
+
+void attach_server::answer_retired(uint32_t index)
+{
+    connection *c = attached_at(index);
+    if (c == nullptr) {
+        return;
+    }
+    auto rep  = wire::make_retire_notice(wire::msg_type::retire_address_reply);
+    c->broken = !send_reply(*c, std::as_bytes(std::span(&rep, 1)),
+                            "a retire reply");
 }
 
 attach_server::pending_read

@@ -23,8 +23,12 @@
  *                     through answer_release() (an announcement that
  *                     asks for it, answer_announce()); it asks for peer
  *                     indices (a peer_request event, answered through
- *                     answer_peer()); a malformed message ends the
- *                     attachment as if the client had died.
+ *                     answer_peer()); it may retire its address (a
+ *                     retired event: nobody reads its rings any more,
+ *                     its address must reach nobody, and it stays
+ *                     attached for its MRs and its siblings; answered
+ *                     through answer_retired()); a malformed message
+ *                     ends the attachment as if the client had died.
  *   attached sibling  as attached, for an attach request that named a
  *                     leader (attach_wire.h, "Siblings"): accepted only
  *                     if the leader is attached now with the generation
@@ -237,6 +241,9 @@ enum class attach_event_kind : uint8_t {
                   answer_release() / answer_announce() */
     status_request, /* a connection (rvt-status) asks for the status text,
                        `human` or JSON: answer with answer_status(ticket) */
+    retired, /* `client` retired its address (wire::msg_type::
+                retire_address): handle it as its departure, then answer
+                with answer_retired(); it stays attached */
 };
 
 struct attach_event {
@@ -272,6 +279,8 @@ public:
     void answer_status(uint64_t ticket, const std::string &text);
     /* Answers client `index`'s peer request: the peer index, or why not. */
     void answer_peer(uint32_t index, const result<uint32_t> &peer);
+    /* Answers client `index`'s retire_address: its address is gone. */
+    void answer_retired(uint32_t index);
     /* Answers client `index`'s release of `handle` (an mr_release_reply):
      * released if `refusal` is empty, else refused with it as the reason.
      * A client that cannot be sent an answer (this one, or any above) is
@@ -297,7 +306,7 @@ public:
      * not heard of, since the client sends its notice before it posts.
      * `complete` when all of it was read; not when the budget left some
      * for the next pass (logged at the 1st, 2nd, 4th, ... time). `events`:
-     * what it read (peer_request and mr_notice only). A client found broken
+     * what it read (peer_request, mr_notice and retired only). A client found broken
      * here is detached at the next run_once(). */
     struct pending_read {
         bool complete = true;

@@ -43,6 +43,14 @@ client_table::client &client_table::attach(const attached_client &a)
     return c;
 }
 
+void client_table::retire(uint32_t index)
+{
+    client &c = m_clients[index];
+    if (c.attached) {
+        c.retired = true;
+    }
+}
+
 void client_table::detach(uint32_t index)
 {
     client &c  = m_clients[index];

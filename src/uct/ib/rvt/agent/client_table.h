@@ -45,6 +45,12 @@
  *                     in `given` when it is given something; i into
  *                     `again` (what it posted before: next pass) and into
  *                     attached(), sorted; asleep -> the channel is told
+ *   retire(i)         attached -> c retired: its address reaches nobody
+ *                     (the engine drops what comes for it, as for a
+ *                     departed client, and never pauses it); it stays
+ *                     attached, visited and published (its ops in flight
+ *                     complete into its rings); not attached -> nothing.
+ *                     The next attach of i is not retired
  *   detach(i)         c not attached, no channel, no who; i out of
  *                     attached(), `again` and `given`; its generation and
  *                     counters stay until the next attach (ops of it still
@@ -105,6 +111,8 @@ public:
         uint32_t posted         = 0; /* ops of this generation on a QP */
         bool paused             = false; /* peers told to pause sending to it */
         bool corrupt = false; /* its ring is broken: detach asked for */
+        /* its address is gone, the attachment stays (retire) */
+        bool retired = false;
         /* the attach server's record of it (stable while attached: the
          * server detaches it only through client_gone) */
         const attached_client *who = nullptr;
@@ -150,6 +158,7 @@ public:
     /* The events (the table above). `a` must stay where it is while
      * attached (the attach server's record). */
     client &attach(const attached_client &a);
+    void retire(uint32_t index);
     void detach(uint32_t index);
 
     /* A pass at `now`: take(index, client &) -> bool (work taken) for each

@@ -130,6 +130,9 @@ attach_events engine::act_on(attach_events events)
         case attach_event_kind::detached:
             client_gone(*ev.client);
             break;
+        case attach_event_kind::retired:
+            client_retired(*ev.client);
+            break;
         case attach_event_kind::peer_request:
             m_server->answer_peer(ev.client->index,
                                   resolve_peer(*ev.client, ev.peer));
@@ -170,9 +173,29 @@ void engine::client_gone(const attached_client &c)
     /* its posted ops still complete; its queued ones are dropped as they
      * come to the front of their lanes (post_lane) */
     m_mrs.client_gone(c.index, s.generation, s.posted);
-    /* every connected peer hears of it now, so that its senders' endpoints
-     * fail even if they send nothing more, or if what they send arrives
-     * before this agent saw the process go ("Departed clients") */
+    announce_departure(c);
+}
+
+void engine::client_retired(const attached_client &c)
+{
+    client_state &s = m_clients[c.index];
+    if (s.attached && !s.retired) {
+        if (s.paused) { /* nothing comes for it any more */
+            set_paused(c.index, false);
+        }
+        m_clients.retire(c.index);
+        /* its rings are read by nobody: no notices of its peers either */
+        m_peers.client_gone(c.index);
+        announce_departure(c);
+    }
+    m_server->answer_retired(c.index);
+}
+
+/* Every connected peer hears of c's departure now, so that its senders'
+ * endpoints fail even if they send nothing more, or if what they send
+ * arrives before this agent saw the process go ("Departed clients"). */
+void engine::announce_departure(const attached_client &c)
+{
     const time_point now = std::chrono::steady_clock::now();
     for (auto &p : m_peers) {
         if (p->is(peer_state::connected)) {

@@ -81,7 +81,9 @@
  * publishes carries (agent, index, generation), its senders' work
  * requests name the generation (work_request::dst_generation) and their
  * agent puts it in the immediate (imm.h). A receive whose destination is
- * not attached, or attached in another generation, is dropped (counted:
+ * not attached, or retired its address (attach_wire.h, retire_address:
+ * an interface closed while its memory domain's attachment stays),
+ * or attached in another generation, is dropped (counted:
  * status "stale", by reason, and "misrouted", their sum) and never
  * reaches whoever holds the index now; the agent tells the sending peer
  * client_gone(index, generation), once per (peer, index, generation)
@@ -289,11 +291,16 @@ public:
      * requests (answered with attach_server::answer_status). */
     attach_events serve_clients(int timeout_ms);
     /* Acts on `events` in order (client_attached, client_gone,
-     * on_mr_notice, resolve_peer answered through the server); returns
+     * client_retired, on_mr_notice, resolve_peer answered through the
+     * server); returns
      * the status requests among them. */
     attach_events act_on(attach_events events);
     void client_attached(const attached_client &c);
     void client_gone(const attached_client &c);
+    /* `c` retired its address (attach_wire.h, retire_address): its
+     * departure as client_gone announces it, while it stays attached;
+     * answered through the server once announced. */
+    void client_retired(const attached_client &c);
     result<uint32_t>
     resolve_peer(const attached_client &c, const wire::agent_address &remote);
     /* An MR notice or release from client `c` (mr_registry.h: only the
@@ -418,6 +425,9 @@ private:
     void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
                   time_point now);
     void tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
+    /* c is gone (detached, or its address retired): every connected peer
+     * is told at once */
+    void announce_departure(const attached_client &c);
     void destination_gone(peer &p, uint32_t index, uint8_t generation,
                           time_point now);
     bool destination_is_gone(const op_record &op) const

@@ -176,7 +176,8 @@ void engine::on_receive(const nic_completion &wc, time_point now)
                     destination_gone(*p, d->subject, d->generation, now);
                 }
             }
-        } else if (!m_clients[d->dst_client].attached) {
+        } else if (!m_clients[d->dst_client].attached ||
+                   m_clients[d->dst_client].retired) {
             on_stale(*p, d->dst_client, d->generation, true, now);
         } else if (imm::wire_generation(m_clients[d->dst_client].generation) !=
                    d->generation) {

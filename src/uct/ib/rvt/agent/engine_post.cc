@@ -327,7 +327,7 @@ void engine::check_pauses(const client_set &clients)
 {
     clients.for_each([&](uint32_t i) {
         client_state &c = m_clients[i];
-        if (!c.attached) {
+        if (!c.attached || c.retired) { /* nothing comes for a retired one */
             return;
         }
         const size_t n       = c.channel->inbound_waiting();

@@ -110,6 +110,31 @@ result<uint32_t> session::connect_peer(const wire::agent_address &remote,
     return rep.peer;
 }
 
+result<done> session::retire_address(std::chrono::milliseconds wait)
+{
+    auto req = wire::make_retire_notice(wire::msg_type::retire_address);
+    if (send(m_at.sock.get(), &req, sizeof(req), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(sizeof(req))) {
+        return failure{std::string("retire the address: cannot write to the "
+                                   "agent's socket: ") +
+                       std::strerror(errno)};
+    }
+    wire::retire_notice rep{};
+    auto got = m_at.replies.receive(m_at.sock.get(),
+                                    std::as_writable_bytes(std::span(&rep, 1)),
+                                    wait, "retire the address");
+    if (!got) {
+        return failure{got.error()};
+    }
+    auto parsed =
+            wire::parse_retire_notice(std::as_bytes(std::span(&rep, 1)),
+                                      wire::msg_type::retire_address_reply);
+    if (!parsed) {
+        return failure{"retire the address: bad reply: " + parsed.error()};
+    }
+    return done{};
+}
+
 result<memory_region> session::register_memory(void *addr, size_t length,
                                                int access,
                                                std::chrono::milliseconds wait)

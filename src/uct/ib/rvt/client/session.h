@@ -126,6 +126,14 @@ public:
      * this; deregistering succeeds at once (the MRs go with the context). */
     void release_agent_context();
 
+    /* Retires this attachment's address, which then reaches nobody (the
+     * agent announces its departure to its senders), while the
+     * attachment stays for registering; returns once the agent says it
+     * is done, within `wait`. For a memory domain's leader whose
+     * interface closes (attach_wire.h, retire_address): nothing may read
+     * these rings afterwards. */
+    result<done> retire_address(std::chrono::milliseconds wait);
+
     /* Ends the attachment, waiting at most `wait` for the agent to have
      * let it go (client::leave); the session may only be destroyed then. */
     bool leave(std::chrono::milliseconds wait)

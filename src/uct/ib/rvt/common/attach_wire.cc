@@ -280,6 +280,32 @@ make_peer_reply(peer_status status, uint32_t peer, std::string_view reason)
     return rep;
 }
 
+result<retire_notice>
+parse_retire_notice(std::span<const std::byte> bytes, msg_type type)
+{
+    const char *name = type == msg_type::retire_address ?
+                               "retire_address" :
+                               "retire_address_reply";
+    auto msg         = parse_fixed<retire_notice>(bytes, type, name);
+    if (!msg) {
+        return msg;
+    }
+    for (uint32_t r : msg.value().reserved) {
+        if (r != 0) {
+            return failure{
+                    format("%s reserved word 0x%x: expected 0", name, r)};
+        }
+    }
+    return msg;
+}
+
+retire_notice make_retire_notice(msg_type type)
+{
+    retire_notice n{};
+    n.hdr = make_header(type, sizeof(n));
+    return n;
+}
+
 attach_request make_attach_request(std::string_view job_key, uint32_t pid,
                                    std::optional<leader_ref> leader)
 {

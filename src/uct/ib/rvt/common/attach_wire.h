@@ -52,8 +52,8 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * answer (mr_registered_reply_wanted), which an older agent would take for
  * a malformed notice; 10: the reply carries a fifth descriptor, the
  * agent's work summary (work_summary.h); 11: the reply's reserved word is the
- * path MTU */
-inline constexpr uint16_t protocol_version = 11;
+ * path MTU; 12: a client may retire its address (retire_address) */
+inline constexpr uint16_t protocol_version = 12;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -94,6 +94,16 @@ enum class msg_type : uint16_t {
      * may use it), or refused it, the reason naming the values
      * (mr_registry.h, "Announcements") */
     mr_registered_reply = 11,
+    /* client to agent: "nobody reads my rings any more: my address is
+     * gone", while the attachment stays for what registers through it
+     * (a memory domain's leader whose interface closed; its siblings
+     * stay). The agent handles it as the departure of (index,
+     * generation): every connected peer and this node's senders are
+     * told, and what comes for it is dropped (engine.h, "Departed
+     * clients"); then it answers with a retire_address_reply, so that
+     * once the client has it, nothing sent to the address is delivered. */
+    retire_address       = 12,
+    retire_address_reply = 13,
 };
 
 struct msg_header {
@@ -302,6 +312,16 @@ static_assert(static_cast<uint32_t>(peer_status::refused) == 1 &&
 static_assert(std::is_trivially_copyable_v<peer_reply> &&
               std::is_standard_layout_v<peer_reply>);
 
+/* retire_address and retire_address_reply: one layout, nothing to say
+ * but the type. */
+struct retire_notice {
+    msg_header hdr;
+    uint32_t reserved[2]; /* zero */
+};
+static_assert(sizeof(retire_notice) == 24);
+static_assert(std::is_trivially_copyable_v<retire_notice> &&
+              std::is_standard_layout_v<retire_notice>);
+
 inline constexpr uint32_t status_text = 1; /* human-readable, not JSON */
 
 struct status_request {
@@ -356,6 +376,11 @@ peer_request make_peer_request(const agent_address &peer);
 result<peer_reply> parse_peer_reply(std::span<const std::byte> bytes);
 peer_reply
 make_peer_reply(peer_status status, uint32_t peer, std::string_view reason);
+
+/* `type`: retire_address or retire_address_reply. */
+result<retire_notice>
+parse_retire_notice(std::span<const std::byte> bytes, msg_type type);
+retire_notice make_retire_notice(msg_type type);
 
 /* Empty when `a` can name an agent (non-zero GID, QPN in 2..2^24-1,
  * agent id set, reserved zero), else what is wrong with it. */

@@ -239,21 +239,16 @@ bool agent_link::claim_data_path(const void *iface)
     return true;
 }
 
-void agent_link::retire_data_path(const void *iface)
+result<done> agent_link::retire_data_path(const void *iface)
 {
     static const char retired = 0; /* an owner no interface can be */
     std::lock_guard guard(m_lock);
-    if (m_data_path_owner == iface) {
-        m_data_path_owner = &retired;
+    if (m_data_path_owner != iface || !m_session) {
+        return failure{"retire the address: this interface does not own "
+                       "the memory domain's attachment"};
     }
-}
-
-void agent_link::release_data_path(const void *iface)
-{
-    std::lock_guard guard(m_lock);
-    if (m_data_path_owner == iface) {
-        m_data_path_owner = nullptr;
-    }
+    m_data_path_owner = &retired;
+    return m_session->retire_address(leave_wait);
 }
 
 } // namespace rvt::uct

@@ -18,8 +18,12 @@
  *
  * The MD and its interfaces hold it through shared_ptr; whichever closes
  * last detaches, and waits until the agent has let the attachment go
- * (client::leave), as an interface closing its sibling does: once a
- * close returns, nothing sent to its address is delivered. Memory registration, peer lookups and attaching take the
+ * (client::leave), as an interface closing its sibling does; the
+ * interface that used the leader's own data path retires its address
+ * when it closes (retire_data_path). Either way, once an interface's
+ * close returns, nothing sent to its address is delivered, and its
+ * senders fail, whether the MD stays open or not (a UCP worker destroyed
+ * while its context lives). Memory registration, peer lookups and attaching take the
  * link's lock (the rcache may call in from any thread); the data path
  * (post, poll) is the interface's alone and goes to the session directly.
  */
@@ -104,16 +108,21 @@ public:
      * release_agent_context), so that its peers see its QPs fail. */
     void agent_lost();
 
-    /* One interface at a time owns the leader's inbound stream: an
-     * active message names a client index, not an interface, so a second
+    /* One interface, once, owns the leader's inbound stream: an active
+     * message names a client index, not an interface, so a second
      * interface on the same attachment could not tell its messages from
-     * the first's. Returns false when another interface holds it (the
-     * interface then attaches a sibling). */
+     * the first's. Returns false when another interface holds it or held
+     * it (the interface then attaches a sibling). */
     bool claim_data_path(const void *iface);
-    void release_data_path(const void *iface);
-    /* The owner closed with work in flight, whose completions will still
-     * come into the leader's rings: no interface claims it again. */
-    void retire_data_path(const void *iface);
+    /* The owner closes: the leader's address, which the owner published,
+     * is retired at the agent (attach_wire.h, retire_address), so that
+     * its senders fail as they do when a sibling leaves, although the
+     * attachment stays for the MD's registrations; and no interface
+     * claims the data path again (its rings may still get the owner's
+     * completions; later interfaces attach siblings, with addresses of
+     * their own). Returns once the agent has retired it, or why not,
+     * within leave_wait. */
+    result<done> retire_data_path(const void *iface);
 
 private:
     result<client::session *> attach_locked();

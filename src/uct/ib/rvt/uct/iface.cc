@@ -541,13 +541,17 @@ namespace {
  * bounce buffers' deregistration while any op of this process names
  * them (agent/mr_registry.h), and their pages stay pinned by the MR after
  * the munmap. What must not happen is another interface taking this
- * one's completions or messages for its own:
+ * one's completions or messages for its own, or this one's address
+ * still reaching anyone: its senders must fail as they do when a
+ * process dies, whether its MD stays open or not (UCP destroys a worker
+ * and keeps its context: UCX's test_ucp_peer_failure):
  *   - its own attachment (a sibling): left, so the agent drops its queued
  *     work, and its peers learn at once that its address is gone;
- *   - the MD's attachment: with work in flight, whose completions will
- *     still come, no interface claims it again (later ones attach
- *     siblings); else what arrived for this interface is dropped and the
- *     next interface may claim it. */
+ *   - the MD's attachment: its address retired, which its peers learn
+ *     at once in the same way, and no interface claims it again (later
+ *     ones attach siblings); the attachment stays for the MD's
+ *     registrations, and its rings for the completions of work still
+ *     in flight. */
 void end_data_path(iface &i)
 {
     if (i.own_session) {
@@ -560,19 +564,17 @@ void end_data_path(iface &i)
         }
         return;
     }
-    if (i.ops.in_flight() > 0) {
-        ucs_debug("rvt %s: interface %p closes with %u operations in "
-                  "flight: its memory domain's attachment is not reused",
-                  i.owner_md->port.device.c_str(), static_cast<void *>(&i),
-                  i.ops.in_flight());
-        i.link->retire_data_path(&i);
-        return;
+    ucs_debug("rvt %s: interface %p closes with %u operations in flight: "
+              "retiring its memory domain's attachment's address",
+              i.owner_md->port.device.c_str(), static_cast<void *>(&i),
+              i.ops.in_flight());
+    auto retired = i.link->retire_data_path(&i);
+    if (!retired && !i.agent_lost) {
+        ucs_warn("rvt %s: interface %p (client %u) closes, and its address "
+                 "may still reach it: %s",
+                 i.owner_md->port.device.c_str(), static_cast<void *>(&i),
+                 i.session->client_index(), retired.error().c_str());
     }
-    client::inbound_view v;
-    while (i.session->peek_inbound(v)) {
-        i.session->release_inbound();
-    }
-    i.link->release_data_path(&i);
 }
 
 } // namespace
