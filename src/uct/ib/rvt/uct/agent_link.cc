@@ -35,8 +35,7 @@ result<std::string> job_key_of(const link_settings &s)
 /* Where the agent for these settings listens (runtime_dir.h). */
 result<std::string> socket_path(const link_settings &s, const std::string &key)
 {
-    auto dir = ensure_runtime_dir(runtime_base(process_env(), ::getuid()),
-                                  ::getuid());
+    auto dir = user_runtime_dir(process_env(), ::getuid());
     if (!dir) {
         return failure{dir.error()};
     }
