@@ -272,6 +272,13 @@ public:
     {
         return m_cfg.peers.num_qps;
     }
+    /* Whether peers must prove they belong to the job (--auth is not
+     * none): clients are told when not (attach_wire.h,
+     * agent_feature_unauthenticated). */
+    bool authenticates_peers() const
+    {
+        return m_auth->kind() != wire::conn::auth_kind::none;
+    }
     /* The eventfd clients write to wake the agent. */
     int wake_fd() const
     {
