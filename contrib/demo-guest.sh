@@ -46,6 +46,17 @@ for n in 1 2; do
     done
 done
 
+# the default path is the authenticated one: each node runs munged
+for n in 1 2; do
+    on $n bash -c "$status --device=\$RXE_DEV" | grep '^auth' | sed "s/^/node$n: /"
+done
+say "rvt: an agent with neither MUNGE nor a job secret refuses to start (only --auth=none runs open to the fabric)"
+on 1 env -u RVT_JOB_SECRET -u RVT_JOB_SECRET_FILE RVT_JOB_KEY=demo.closed \
+    bash -c "exec timeout 20 $rvtd --device=\$RXE_DEV --munge-socket=/nonexistent --linger=1" 2>&1 |
+    grep -o -- '--auth=auto: no way to prove peers.*' | fold -s -w 100
+echo "(without munged, hand every rank the secret in a file, never on a command line:"
+echo " umask 077; openssl rand -hex 32 > F; export RVT_JOB_SECRET_FILE=F; mpirun -x RVT_JOB_SECRET_FILE ...)"
+
 say "rvt: 4 processes per node, each writing (with immediate) to and sending to all 7 others, every byte checked"
 pids=()
 for n in 1 2; do

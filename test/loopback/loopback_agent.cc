@@ -43,6 +43,9 @@ make_loopback_agent(loopback_fabric &fabric, loopback_agent_options o)
     grant.address  = a.engine->address();
     grant.num_qps  = a.engine->num_qps();
     grant.features = a.nic->can_atomic() ? wire::agent_feature_atomic64 : 0;
+    if (!a.engine->authenticates_peers()) {
+        grant.features |= wire::agent_feature_unauthenticated;
+    }
     grant.agent_wake_fd   = a.engine->wake_fd();
     grant.work_summary_fd = a.engine->work_summary_fd();
     attach_config cfg{o.socket, o.job_key, ::getuid(), o.max_clients,

@@ -507,13 +507,19 @@ result<done> loopback_nic::send_datagram(const wire::conn::message &msg,
     return done{};
 }
 
-size_t loopback_nic::poll_datagrams(const datagram_fn &deliver)
+size_t loopback_nic::poll_datagrams(const datagram_fn &deliver, size_t max)
 {
-    if (m_datagrams.empty()) {
+    if (m_datagrams.empty() || max == 0) {
         return 0; /* the common case: no deque built and torn down */
     }
-    /* `deliver` may send to this nic: those wait for the next call */
-    auto arrived = std::exchange(m_datagrams, {});
+    /* `deliver` may send to this nic: those wait for the next call, as do
+     * those beyond `max` */
+    const auto end = m_datagrams.begin() +
+                     static_cast<std::ptrdiff_t>(
+                             std::min(max, m_datagrams.size()));
+    std::vector<datagram> arrived(std::make_move_iterator(m_datagrams.begin()),
+                                  std::make_move_iterator(end));
+    m_datagrams.erase(m_datagrams.begin(), end);
     for (const auto &d : arrived) {
         ++m_counters.datagrams_received;
         deliver(d.bytes, d.source);

@@ -237,7 +237,7 @@ public:
     /* A datagram that is lost counts as dropped, not sent. */
     result<done> send_datagram(const wire::conn::message &msg,
                                const gid_bytes &gid, uint32_t qpn) override;
-    size_t poll_datagrams(const datagram_fn &deliver) override;
+    size_t poll_datagrams(const datagram_fn &deliver, size_t max) override;
     int event_fd() const override;
     bool arm() override;
     void disarm() override;

@@ -571,5 +571,6 @@ else
 fi
 
 kernels_section
+largejob_section brief
 echo "guest time: $((SECONDS - t_start)) s"
 finish perf

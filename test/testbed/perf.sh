@@ -5,9 +5,11 @@
 # also in BUILD_DIR/perf-results/figures.csv, drawn there as SVG pictures
 # (test/testbed/plot.py); exits with the guest script's status, 1 when a
 # run failed or a picture could not be drawn.
-# Usage: [RVT_SWEEP_ENV="KEY=VALUE ..."] test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|brief]]
-# (default: build; stripe, kernels, sweep: only that section; brief: all
-# but the pollers, mid-size and rendezvous sections, as CI runs it;
+# Usage: [RVT_SWEEP_ENV="KEY=VALUE ..."] test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|largejob|brief]]
+# (default: build; stripe, kernels, sweep, largejob: only that section,
+# largejob in full (RVT_LARGEJOB_* in largejob-section.sh: other settings,
+# sizes, rounds, a previous build); brief: all but the pollers, mid-size
+# and rendezvous sections, the large job briefly, as CI runs it;
 # perf-guest.sh says what each runs)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +23,15 @@ started=$SECONDS
 # RVT_SWEEP_ENV (KEY=VALUE words, no quotes): the sweep's fourth column,
 # the recommended setting with them (perf-guest.sh)
 sweep_env=${RVT_SWEEP_ENV:+RVT_SWEEP_ENV=\"$RVT_SWEEP_ENV\" }
-contrib/testbed/testbed run -n 2 -t 2400 "${sweep_env}test/testbed/perf-guest.sh $build $only"
+# the large job's investigation settings pass into the guest
+largejob_env=""
+for v in RVT_LARGEJOB_SETTINGS RVT_LARGEJOB_SIZES RVT_LARGEJOB_A2A_SIZES \
+    RVT_LARGEJOB_ROUNDS RVT_LARGEJOB_BEFORE RVT_LARGEJOB_PIN RVT_LARGEJOB_MODE; do
+    [ -n "${!v:-}" ] && largejob_env+="$v=$(printf %q "${!v}") "
+done
+timeout=2400
+[ "$only" = largejob ] && timeout=7200
+contrib/testbed/testbed run -n 2 -t "$timeout" "${sweep_env}${largejob_env}test/testbed/perf-guest.sh $build $only"
 rc=$?
 echo "perf suite: $((SECONDS - started)) s of testbed time, boot included"
 # the guest kept every figure in $build/perf-results/figures.csv: say

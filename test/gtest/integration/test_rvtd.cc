@@ -200,7 +200,8 @@ TEST_F(rvtd_test,
                                 if (m.ok()) {
                                     got.push_back(m.value());
                                 }
-                            });
+                            },
+                            64);
                     return false;
                 },
                 wait);

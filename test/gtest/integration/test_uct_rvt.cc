@@ -595,6 +595,29 @@ TEST_F(uct_rvt, iface_starts_the_agent_with_the_sites_options)
             << "the agent's command line: '" << found << "'";
 }
 
+/* An agent the module starts with neither MUNGE (its socket names none)
+ * nor a job secret does not start, and UCX's log says why and what to
+ * do: the default fails closed. */
+TEST_F(uct_rvt, an_agent_without_munge_or_a_secret_fails_the_iface_naming_why)
+{
+    m_env.set("UCX_RVT_START_AGENT", "y");
+    m_env.set("UCX_RVT_AGENT", rvt::test::rvtd_path);
+    m_env.set("UCX_RVT_AGENT_ARGS", "--munge-socket=/nonexistent/munge");
+    m_env.set("UCX_RVT_CONNECT_TIMEOUT", "5s");
+    m_env.unset("RVT_JOB_SECRET");
+    m_env.unset("RVT_JOB_SECRET_FILE");
+    open_md();
+    log_capture log;
+    opened_iface oi;
+    open_iface(oi, UCS_ERR_UNREACHABLE);
+    EXPECT_FALSE(std::filesystem::exists(m_socket)) << "an agent started";
+    EXPECT_TRUE(log.any_containing("--auth=auto: no way to prove peers: "
+                                   "munged does not answer"))
+            << testing::PrintToString(log.lines());
+    EXPECT_TRUE(
+            log.any_containing("--auth=none (UCX_RVT_AGENT_ARGS=--auth=none)"));
+}
+
 /* An option only the launcher may give fails the MD, naming it. */
 TEST_F(uct_rvt, agent_args_with_a_launchers_option_fail_the_md_naming_it)
 {

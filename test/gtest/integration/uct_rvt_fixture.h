@@ -17,6 +17,7 @@
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
 
+#include "../uct/ucs_log_capture.h"
 #include "../uct/uct_api.h"
 #include "processes.h"
 #include "test_paths.h"
@@ -63,58 +64,6 @@ inline std::string module_path()
             .lexically_normal()
             .string();
 }
-
-/* Collects what UCX logs at warning level or worse while it lives
- * (UCX's own gtest fails any test that logs an error). One at a time. */
-class log_capture {
-public:
-    log_capture()
-    {
-        s_lines = &m_lines;
-        ucs_log_push_handler(handler);
-    }
-    ~log_capture()
-    {
-        ucs_log_pop_handler();
-        s_lines = nullptr;
-    }
-    log_capture(const log_capture &)            = delete;
-    log_capture &operator=(const log_capture &) = delete;
-
-    const std::vector<std::string> &lines() const
-    {
-        return m_lines;
-    }
-    bool any_containing(const std::string &text) const
-    {
-        for (const auto &l : m_lines) {
-            if (l.find(text) != std::string::npos) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-private:
-    static ucs_log_func_rc_t
-    handler(const char *, unsigned, const char *, ucs_log_level_t level,
-            const ucs_log_component_config_t *, const char *message, va_list ap)
-    {
-        if (level > UCS_LOG_LEVEL_WARN || s_lines == nullptr) {
-            return UCS_LOG_FUNC_RC_CONTINUE;
-        }
-        char text[512];
-        va_list copy;
-        va_copy(copy, ap);
-        std::vsnprintf(text, sizeof(text), message, copy);
-        va_end(copy);
-        s_lines->push_back(text);
-        return UCS_LOG_FUNC_RC_STOP; /* collected, not printed */
-    }
-
-    inline static std::vector<std::string> *s_lines = nullptr;
-    std::vector<std::string> m_lines;
-};
 
 /* A worker and an interface on it. */
 struct opened_iface {

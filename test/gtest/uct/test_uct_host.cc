@@ -29,6 +29,7 @@
  *              the other interfaces go on working.
  */
 #include "count_yields.h"
+#include "ucs_log_capture.h"
 #include "uct_host_fixture.h"
 
 #include <gtest/gtest.h>
@@ -688,4 +689,43 @@ TEST_F(uct_host,
     eps.clear();
     later.reset();
     sibling.reset();
+}
+
+namespace {
+
+/* uct_host with what UCX logs at warning level or worse collected from
+ * the start, the md's open and the attach included. */
+class uct_host_logged : public uct_host {
+protected:
+    log_capture m_ucx_log;
+};
+
+/* Its agent runs with --auth=none. */
+class uct_host_unauthenticated : public uct_host_logged {
+protected:
+    std::unique_ptr<rvt::agent::peer_auth> agent_auth() override
+    {
+        return rvt::agent::no_auth();
+    }
+};
+
+} // namespace
+
+/* A process sees its agent's authentication where its user looks: UCX's
+ * log, at WARN, naming the job key anyone could send. */
+TEST_F(uct_host_unauthenticated, the_module_warns_that_its_agent_is_open_to_all)
+{
+    ASSERT_NE(m_iface, nullptr);
+    EXPECT_TRUE(m_ucx_log.any_containing(
+            std::string("does not authenticate its peers (--auth=none): any "
+                        "host on the fabric that sends the job key '") +
+            host_job_key + "'"))
+            << testing::PrintToString(m_ucx_log.lines());
+}
+
+TEST_F(uct_host_logged, an_agent_that_authenticates_draws_no_warning)
+{
+    ASSERT_NE(m_iface, nullptr);
+    EXPECT_FALSE(m_ucx_log.any_containing("does not authenticate"))
+            << testing::PrintToString(m_ucx_log.lines());
 }

@@ -26,12 +26,13 @@ class env_scope {
 public:
     void set(const std::string &name, const std::string &value)
     {
-        if (!m_saved.count(name)) {
-            const char *old = std::getenv(name.c_str());
-            m_saved[name]   = old ? std::optional<std::string>(old) :
-                                    std::nullopt;
-        }
+        save(name);
         setenv(name.c_str(), value.c_str(), 1);
+    }
+    void unset(const std::string &name)
+    {
+        save(name);
+        unsetenv(name.c_str());
     }
     ~env_scope()
     {
@@ -45,6 +46,14 @@ public:
     }
 
 private:
+    void save(const std::string &name)
+    {
+        if (!m_saved.count(name)) {
+            const char *old = std::getenv(name.c_str());
+            m_saved[name]   = old ? std::optional<std::string>(old) :
+                                    std::nullopt;
+        }
+    }
     std::map<std::string, std::optional<std::string>> m_saved;
 };
 

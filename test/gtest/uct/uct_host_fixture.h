@@ -58,16 +58,19 @@ inline constexpr char host_device[]  = "loop0";
 /* An agent on a loopback nic, served by a thread of its own. */
 class host_agent {
 public:
-    host_agent(const std::string &socket, const shm_capacities &caps)
+    /* `auth`: the handshake's credentials. One node: no peer ever asks,
+     * so none is checked, but the clients are told whether it has any. */
+    host_agent(const std::string &socket, const shm_capacities &caps,
+               std::unique_ptr<agent::peer_auth> auth)
     {
-        auto log = [this](std::string_view line) { m_log.emplace_back(line); };
-        /* one node: no peer ever asks, so no credential is checked */
+        auto log  = [this](std::string_view line) { m_log.emplace_back(line); };
         auto made = agent::testing::make_loopback_agent(
                 m_fabric, {.socket           = socket,
                            .job_key          = host_job_key,
                            .agent_id         = 77,
                            .caps             = caps,
                            .nic              = {.receive_size = caps.slot_size},
+                           .auth             = std::move(auth),
                            .log              = log,
                            .reg_mode         = wire::reg_mode::in_process,
                            .index_quarantine = 0ms});
@@ -227,6 +230,13 @@ protected:
         return c;
     }
 
+    /* The agent's credentials: a job secret, as a real job's agent has
+     * one (or MUNGE). */
+    virtual std::unique_ptr<agent::peer_auth> agent_auth()
+    {
+        return agent::secret_auth("uct-host-test's job secret").value();
+    }
+
     void SetUp() override
     {
         char tmpl[] = "/tmp/uct-host-test.XXXXXX";
@@ -246,7 +256,7 @@ protected:
                                       host_job_key);
         ASSERT_TRUE(paths.ok()) << paths.error();
         m_agent = std::make_unique<host_agent>(paths.value().socket,
-                                               capacities());
+                                               capacities(), agent_auth());
         client::set_in_process_registrar(m_agent->registrar());
 
         m_component = find_component("rvt");

@@ -165,7 +165,7 @@ int main(int argc, char **argv)
         }
         job_key = choice.value().key;
     }
-    auto dir = ensure_runtime_dir(runtime_base(process_env(), uid), uid);
+    auto dir = user_runtime_dir(process_env(), uid);
     if (!dir) {
         return say(dir.error(), 1);
     }

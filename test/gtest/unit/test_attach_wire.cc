@@ -235,9 +235,12 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     rep          = accepted_reply();
     rep.features = wire::agent_feature_atomic64;
     EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
+    rep.features = wire::agent_feature_atomic64 |
+                   wire::agent_feature_unauthenticated;
+    EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
     rep.features = 0x6;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)),
-                   "features 0x6: expected only 0x1");
+                   "features 0x6: expected only 0x3");
     for (uint32_t mtu : {0u, 128u, 1000u, 8192u}) {
         rep          = accepted_reply();
         rep.path_mtu = mtu;

@@ -36,13 +36,15 @@ agent_options quick_peers()
 std::vector<conn::message> received(loopback_nic &nic)
 {
     std::vector<conn::message> out;
-    nic.poll_datagrams([&](std::span<const std::byte> b, const auto &) {
-        auto m = conn::parse(b);
-        EXPECT_TRUE(m.ok()) << m.error();
-        if (m.ok()) {
-            out.push_back(m.value());
-        }
-    });
+    nic.poll_datagrams(
+            [&](std::span<const std::byte> b, const auto &) {
+                auto m = conn::parse(b);
+                EXPECT_TRUE(m.ok()) << m.error();
+                if (m.ok()) {
+                    out.push_back(m.value());
+                }
+            },
+            SIZE_MAX);
     return out;
 }
 
@@ -69,9 +71,10 @@ struct two_nodes {
 
 class hostile : public engine_fixture {
 protected:
-    two_nodes connect_two()
+    /* `a` with `a_options`, b as quick_peers() */
+    two_nodes connect_two(const agent_options &a_options = quick_peers())
     {
-        agent_node &a       = add_agent(quick_peers());
+        agent_node &a       = add_agent(a_options);
         agent_node &b       = add_agent(quick_peers());
         test_client &ca     = attach(a);
         test_client &cb     = attach(b);
@@ -946,6 +949,147 @@ TEST_F(hostile, a_replayed_request_is_refused)
     EXPECT_EQ(a.logged("replayed: this credential was seen before"), 1u);
     run_for(30ms);
     EXPECT_TRUE(received(member).empty()) << "the replay was answered";
+}
+
+/* A peer_auth that counts the credential checks it is asked for, and
+ * asks the real one. */
+class counted_auth final : public agent::peer_auth {
+public:
+    counted_auth(std::unique_ptr<agent::peer_auth> real, size_t &checks) :
+        m_real(std::move(real)), m_checks(checks)
+    {
+    }
+    conn::auth_kind kind() const override
+    {
+        return m_real->kind();
+    }
+    std::string describe() const override
+    {
+        return m_real->describe();
+    }
+    result<done> seal(conn::message &m, const agent::gid_array &to) override
+    {
+        return m_real->seal(m, to);
+    }
+    result<done>
+    check(const conn::message &m, const agent::gid_array &self) override
+    {
+        ++m_checks;
+        return m_real->check(m, self);
+    }
+
+private:
+    std::unique_ptr<agent::peer_auth> m_real;
+    size_t &m_checks;
+};
+
+/* Garbage faster than the agent takes it: a pass handles one budget of
+ * datagrams (engine_config::datagrams_per_pass), so the clients' work
+ * goes on while the flood is drained; every one is counted, and the log
+ * gets a line at the 1st, 2nd, 4th, ... */
+TEST_F(hostile, a_flood_of_garbage_is_taken_a_budget_a_pass_and_work_goes_on)
+{
+    agent_options o      = quick_peers();
+    o.nic.datagram_slots = 4096; /* a device queue deep enough to flood */
+    auto [a, b, ca, cb, to_b, to_a] = connect_two(o);
+    (void)to_a;
+    const uint32_t budget = agent::engine_config{}.datagrams_per_pass;
+    ASSERT_TRUE(am_arrives(ca, cb, to_b, 1)) << a.status();
+
+    loopback_nic intruder(fabric);
+    conn::message junk;
+    std::memset(&junk, 0xa5, sizeof(junk));
+    constexpr uint64_t flood = 4000;
+    for (uint64_t i = 0; i < flood; ++i) {
+        ASSERT_TRUE(intruder.send_datagram(junk, a.nic->gid(), a.nic->ud_qpn())
+                            .ok());
+    }
+    const uint64_t before = a.nic->counters().datagrams_received;
+    a.pump();
+    EXPECT_EQ(a.nic->counters().datagrams_received - before, budget)
+            << "one pass took more than its budget";
+    EXPECT_EQ(json_number(a.status(), "malformed"), budget);
+
+    /* the job's traffic is served while the flood waits */
+    const size_t done = ca.done.size();
+    ca.post(ca.am(to_b, cb, 2, 2));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == done + 1 && cb.inbound.size() == 2;
+    })) << a.status();
+    EXPECT_LT(json_number(a.status(), "malformed"), flood)
+            << "the AM waited for the whole flood";
+
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "malformed") == flood;
+    })) << a.status();
+    /* 1, 2, 4, ..., 2048: 12 lines for 4000 */
+    EXPECT_EQ(a.logged("handshake datagram refused: bad magic 0xa5a5a5a5"),
+              12u);
+    EXPECT_EQ(a.logged(", 2048 so far)"), 1u);
+    EXPECT_TRUE(am_arrives(ca, cb, to_b, 3));
+}
+
+/* Datagrams of the right shape that fail: another job's key (with a good
+ * credential), a guessed secret. Each host gets max_failures credential
+ * checks, then its datagrams are dropped unchecked for the hold; the
+ * job's own peers are served, and a new one connects. */
+TEST_F(hostile, right_shaped_floods_cost_a_few_credential_checks_per_host)
+{
+    size_t checks           = 0;
+    agent_options o         = quick_peers();
+    o.nic.datagram_slots    = 4096;
+    o.engine.senders.hold   = 60s;
+    o.engine.senders.window = 60s;
+    o.auth                  = [&checks] {
+        return std::make_unique<counted_auth>(
+                agent::secret_auth(fixture_secret).value(), checks);
+    };
+    auto [a, b, ca, cb, to_b, to_a] = connect_two(o);
+    (void)to_a;
+    const uint32_t max_f = agent::sender_gate_config{}.max_failures;
+    ASSERT_TRUE(am_arrives(ca, cb, to_b, 1)) << a.status();
+    const size_t checked_before = checks;
+
+    loopback_nic other_job(fabric), guesser(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    auto guess = agent::secret_auth("a guessed secret, long enough");
+    constexpr uint64_t flood = 500;
+    for (uint64_t i = 0; i < flood; ++i) {
+        conn::message wrong_key = stranger_request(other_job, a);
+        std::memset(wrong_key.job_key, 0, sizeof(wrong_key.job_key));
+        std::strcpy(wrong_key.job_key, "other.job");
+        wrong_key.src.ud_qpn = static_cast<uint32_t>(0x100 + i); /* minted */
+        ASSERT_TRUE(other_job
+                            .send_datagram(sealed_by_member(wrong_key, a_gid),
+                                           a_gid, a.nic->ud_qpn())
+                            .ok());
+        conn::message guessed = stranger_request(guesser, a);
+        guessed.src.ud_qpn    = static_cast<uint32_t>(0x100 + i);
+        ASSERT_TRUE(guess.value()->seal(guessed, a_gid).ok());
+        ASSERT_TRUE(
+                guesser.send_datagram(guessed, a_gid, a.nic->ud_qpn()).ok());
+    }
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unchecked") == 2 * (flood - max_f);
+    })) << a.status();
+    EXPECT_EQ(checks - checked_before, 2 * max_f)
+            << "credential checks spent on the two hosts";
+    EXPECT_EQ(json_number(a.status(), "holds"), 2u);
+    EXPECT_EQ(a.logged("failed " + std::to_string(max_f) +
+                       " checks within 60000 ms: its datagrams go unchecked "
+                       "for 60000 ms"),
+              2u);
+    EXPECT_EQ(json_number(a.status(), "unauthenticated"), max_f);
+
+    /* the job's peer was never held, and a new one connects */
+    EXPECT_TRUE(am_arrives(ca, cb, to_b, 2));
+    agent_node &c         = add_agent(quick_peers());
+    test_client &cc       = attach(c);
+    const uint32_t c_to_a = peer(cc, a);
+    const size_t in       = ca.inbound.size();
+    cc.post(cc.am(c_to_a, ca, 1, 1));
+    ASSERT_TRUE(run_until([&] { return ca.inbound.size() == in + 1; }))
+            << a.status() << c.status();
 }
 
 TEST_F(hostile, agents_with_another_am_size_refuse_each_other_naming_both)

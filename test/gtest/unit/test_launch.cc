@@ -25,6 +25,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -78,10 +79,10 @@ bool no_children()
 class launch_fixture : public ::testing::Test {
 protected:
     static constexpr const char *vars[] = {
-            "XDG_RUNTIME_DIR",     "RVT_RVTD",
-            "RVT_JOB_KEY",         "UCX_RVT_JOB_KEY",
-            "FAKE_RVTD_MODE",      "FAKE_RVTD_DELAY_MS",
-            "FAKE_RVTD_LINGER_MS", "PATH"};
+            "XDG_RUNTIME_DIR",     "RVT_RVTD",       "RVT_JOB_KEY",
+            "UCX_RVT_JOB_KEY",     "FAKE_RVTD_MODE", "FAKE_RVTD_DELAY_MS",
+            "FAKE_RVTD_LINGER_MS", "PATH",           "RVT_JOB_SECRET",
+            "RVT_JOB_SECRET_FILE"};
 
     void SetUp() override
     {
@@ -168,6 +169,44 @@ TEST_F(launch_fixture, starts_an_agent_when_none_listens)
     ASSERT_FALSE(lock.ok());
     EXPECT_TRUE(contains(lock.error(), "another agent holds it"))
             << lock.error();
+}
+
+/* A NUL-separated /proc file as one string, NULs as spaces. */
+static std::string proc_text(pid_t pid, const char *what)
+{
+    std::string t = read_file("/proc/" + std::to_string(pid) + "/" + what);
+    std::replace(t.begin(), t.end(), '\0', ' ');
+    return t;
+}
+
+/* The job's secret reaches the agent the module starts through the
+ * environment it inherits, never through an argument: every local user
+ * reads /proc/PID/cmdline. */
+TEST_F(launch_fixture, the_job_secret_is_in_no_command_line)
+{
+    const std::string secret = "a-secret-nobody-else-may-read-0123";
+    const std::string file   = m_base + "/job.secret";
+    ::setenv("RVT_JOB_SECRET", secret.c_str(), 1);
+    ::setenv("RVT_JOB_SECRET_FILE", file.c_str(), 1);
+    auto r = ensure_agent(m_opt, m_paths.socket);
+    ASSERT_TRUE(r.ok()) << r.error();
+    const std::string text = log();
+    const std::string mark = "fake_rvtd: serving " + m_paths.socket + " (pid ";
+    const size_t at        = text.find(mark);
+    ASSERT_NE(at, std::string::npos) << text;
+    const pid_t agent = std::atoi(text.c_str() + at + mark.size());
+    ASSERT_GT(agent, 0) << text;
+
+    const std::string argv = proc_text(agent, "cmdline");
+    EXPECT_TRUE(contains(argv, "--job-key=launchtest")) << argv;
+    EXPECT_FALSE(contains(argv, secret)) << argv;
+    EXPECT_FALSE(contains(argv, "secret")) << argv;
+    EXPECT_FALSE(contains(proc_text(::getpid(), "cmdline"), secret))
+            << "the launcher's own";
+    /* how it does reach the agent */
+    const std::string env = proc_text(agent, "environ");
+    EXPECT_TRUE(contains(env, "RVT_JOB_SECRET_FILE=" + file + " ")) << env;
+    EXPECT_TRUE(contains(env, "RVT_JOB_SECRET=" + secret + " "));
 }
 
 /* With SIGCHLD ignored, rvtd's exit status is lost: the socket decides. */

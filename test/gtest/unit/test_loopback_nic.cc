@@ -392,15 +392,18 @@ TEST_F(loopback_pair, datagrams_reach_the_nic_with_that_gid_and_qpn_or_are_lost)
     ASSERT_TRUE(a->send_datagram(datagram(6), b->gid(), b->ud_qpn()).ok());
     ASSERT_TRUE(a->send_datagram(datagram(7), a->gid(), a->ud_qpn()).ok());
 
-    EXPECT_EQ(a->poll_datagrams(deliver), 1u);
+    EXPECT_EQ(a->poll_datagrams(deliver, 16), 1u);
     EXPECT_EQ(seen, std::vector<uint32_t>{7});
     seen.clear();
-    EXPECT_EQ(b->poll_datagrams(deliver), 2u);
+    /* at most `max` a call: the rest wait, in order */
+    EXPECT_EQ(b->poll_datagrams(deliver, 1), 1u);
+    EXPECT_EQ(seen, (std::vector<uint32_t>{1}));
+    EXPECT_EQ(b->poll_datagrams(deliver, 16), 1u);
     EXPECT_EQ(seen, (std::vector<uint32_t>{1, 6}));
     /* each arrives from its sender's GID, whatever it claims */
     EXPECT_EQ(sources, (std::vector<rvt::agent::gid_bytes>{a->gid(), a->gid(),
                                                            a->gid()}));
-    EXPECT_EQ(b->poll_datagrams(deliver), 0u);
+    EXPECT_EQ(b->poll_datagrams(deliver, 16), 0u);
     EXPECT_EQ(a->counters().datagrams_sent, 3u);
     EXPECT_EQ(a->counters().datagrams_dropped, 4u);
     EXPECT_EQ(b->counters().datagrams_received, 2u);
@@ -436,8 +439,8 @@ TEST_F(loopback_pair, an_armed_nic_wakes_once_on_a_completion_or_datagram)
     EXPECT_EQ(events, 1u) << "one event per arm()";
     b->disarm();
     EXPECT_FALSE(b->arm()) << "a datagram and a completion wait";
-    EXPECT_EQ(b->poll_datagrams(
-                      [](std::span<const std::byte>, const auto &) {}),
+    EXPECT_EQ(b->poll_datagrams([](std::span<const std::byte>, const auto &) {},
+                                16),
               1u);
     EXPECT_EQ(drain(*b).size(), 1u);
     EXPECT_TRUE(b->arm());

@@ -275,15 +275,57 @@ TEST_F(secret_file, auto_takes_the_secret_when_munged_does_not_answer)
     EXPECT_NE(log[0].find("not munge"), std::string::npos) << log[0];
 
     s.secret_file.clear();
-    a = make_peer_auth(s, [&](std::string_view l) { log.emplace_back(l); });
-    ASSERT_TRUE(a.ok());
-    EXPECT_EQ(a.value()->kind(), conn::auth_kind::none);
-
     s.choice = auth_choice::secret;
     expect_refused(make_peer_auth(s, [](std::string_view) {}),
                    "--auth=secret: no job secret");
     s.choice = auth_choice::munge;
     expect_refused(make_peer_auth(s, [](std::string_view) {}), "no-munged");
+}
+
+/* The default fails closed: neither munged nor a secret is a refusal to
+ * start that says how to get either, never an agent anyone may join. */
+TEST_F(secret_file, auto_without_munge_or_a_secret_refuses_saying_how)
+{
+    auth_settings s;
+    s.munge_socket = m_dir + "/no-munged";
+    auto a         = make_peer_auth(s, [](std::string_view) {});
+    ASSERT_FALSE(a.ok()) << "auto ran with " << a.value()->describe();
+    for (const char *says :
+         {"--auth=auto: no way to prove peers: munged does not answer",
+          "no-munged", "Start munged", "$RVT_JOB_SECRET_FILE",
+          "--auth=none (UCX_RVT_AGENT_ARGS=--auth=none)"}) {
+        EXPECT_NE(a.error().find(says), std::string::npos)
+                << says << " in: " << a.error();
+    }
+    /* only in words */
+    s.choice = auth_choice::none;
+    a        = make_peer_auth(s, [](std::string_view) {});
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a.value()->kind(), conn::auth_kind::none);
+}
+
+/* A secret reaches rvtd as a file named in the environment, never on a
+ * command line; the file is checked as --secret-file's is. */
+TEST_F(secret_file, auto_takes_the_file_named_by_rvt_job_secret_file)
+{
+    auth_settings s;
+    s.munge_socket    = m_dir + "/no-munged";
+    s.secret_file_env = write(the_secret + "\n", 0600);
+    s.secret_env      = "the variable loses to the file";
+    auto a            = make_peer_auth(s, [](std::string_view) {});
+    ASSERT_TRUE(a.ok()) << a.error();
+    EXPECT_EQ(a.value()->kind(), conn::auth_kind::secret);
+    /* the file's secret, not the variable's: a datagram sealed under it
+     * is believed */
+    auto same       = secret_auth(the_secret);
+    conn::message m = request();
+    ASSERT_TRUE(same.value()->seal(m, node_b).ok());
+    EXPECT_TRUE(check_datagram(*a.value(), m, node_b).ok());
+
+    s.secret_file_env = write(the_secret, 0640);
+    expect_refused(make_peer_auth(s, [](std::string_view) {}),
+                   "$RVT_JOB_SECRET_FILE: secret file " + m_dir +
+                           "/secret: mode 640: expected no access");
 }
 
 /* ---- MUNGE ---------------------------------------------------------------- */

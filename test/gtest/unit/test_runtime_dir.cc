@@ -247,3 +247,51 @@ TEST(runtime_paths, socket_path_must_fit_sockaddr_un)
     EXPECT_NE(over.error().find("at most 107"), std::string::npos)
             << over.error();
 }
+
+/* Another user's /tmp/rvt-<uid> (here: a symbolic link where the
+ * directory should be, which any user can make) does not deny rvt: the
+ * refusal names what to set, and with it set every process of the job
+ * finds the same directory of the user's own. */
+TEST_F(runtime_dir_fixture, a_taken_directory_is_refused_naming_what_to_set)
+{
+    ASSERT_EQ(::symlink("/", m_dir.c_str()), 0);
+    auto taken = user_runtime_dir(env_from({{"XDG_RUNTIME_DIR", m_base}}),
+                                  m_uid);
+    ASSERT_FALSE(taken.ok()) << "accepted " << taken.value();
+    EXPECT_NE(taken.error().find(m_dir + " is a symbolic link"),
+              std::string::npos)
+            << taken.error();
+    EXPECT_NE(taken.error().find("set RVT_RUNTIME_DIR (or XDG_RUNTIME_DIR) to "
+                                 "a directory of your own"),
+              std::string::npos)
+            << taken.error();
+
+    const std::string own = m_base + "/own";
+    ASSERT_EQ(::mkdir(own.c_str(), 0700), 0);
+    const auto env = env_from(
+            {{"XDG_RUNTIME_DIR", m_base}, {"RVT_RUNTIME_DIR", own}});
+    auto dir = user_runtime_dir(env, m_uid);
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    EXPECT_EQ(dir.value(), own + "/rvt-" + std::to_string(m_uid));
+    EXPECT_EQ(mode_of(dir.value()), 0700u);
+    EXPECT_EQ(user_runtime_dir(env, m_uid).value(), dir.value())
+            << "another process of the job finds the same";
+}
+
+TEST_F(runtime_dir_fixture, rvt_runtime_dir_not_the_users_own_is_refused)
+{
+    std::string file = m_base + "/file";
+    ASSERT_TRUE(make_file(file));
+    for (const std::string &bad :
+         {std::string("relative"), std::string(""), m_base + "/none", file}) {
+        auto r = user_runtime_dir(env_from({{"RVT_RUNTIME_DIR", bad}}), m_uid);
+        ASSERT_FALSE(r.ok()) << bad << ": accepted " << r.value();
+        EXPECT_EQ(r.error(), "RVT_RUNTIME_DIR=" + bad +
+                                     ": expected the absolute path of a "
+                                     "directory owned by uid " +
+                                     std::to_string(m_uid));
+    }
+    auto other = user_runtime_dir(env_from({{"RVT_RUNTIME_DIR", m_base}}),
+                                  m_uid + 1);
+    EXPECT_FALSE(other.ok()) << "another uid's base was taken";
+}

@@ -26,6 +26,7 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_agent_id(agent_id),
     m_log(std::move(log)),
     m_auth(std::move(auth)),
+    m_senders(cfg.senders),
     m_peers({cfg.max_peers, cfg.max_half_open},
             [this](uint32_t index) { return m_lanes.holds_nothing(index); }),
     m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
@@ -242,7 +243,8 @@ bool engine::progress(time_point now)
     busy |= m_nic.poll_datagrams(
                     [&](std::span<const std::byte> b, const gid_bytes &from) {
                         on_datagram(b, from, now);
-                    }) > 0;
+                    },
+                    m_cfg.datagrams_per_pass) > 0;
     const bool took = take_clients_work(now);
     busy |= took;
     post_ready();

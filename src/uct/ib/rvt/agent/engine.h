@@ -135,6 +135,20 @@
  * request that finds the max_peers table full anyway is dropped and
  * counted ("table_full").
  *
+ * Bounded intake: a pass handles at most engine_config::datagrams_per_pass
+ * datagrams; the rest wait in the UD QP's receive queue (what overflows
+ * it is dropped by the device), so a flood delays clients' work and
+ * keepalives by one budget a pass, never stops them. The checks that
+ * cost nothing come first, in this order: the size and shape (parse:
+ * counted "malformed", logged at the 1st, 2nd, 4th, ...), the claimed GID
+ * ("forged"), a reply or disconnect from an address with no peer
+ * ("unknown_sender"), the sending host's recent failures (sender_gate.h:
+ * "unchecked", its holds "holds"); only then the credential (a MUNGE
+ * decode or an HMAC, "unauthenticated"). A request with another job's
+ * key counts as a failure of its host before its credential is checked
+ * (it is answered wrong_job_key only while its host is not held), so a
+ * flood of them costs sender_gate_config::max_failures checks a hold.
+ *
  * Shares: one client's ops, the lkeys they name and the peers made for
  * it are bounded (engine_config::share, client_share.h), so that a
  * client that ignores its completion budget, or names lkeys or peers
@@ -171,6 +185,7 @@
 #include "uct/ib/rvt/agent/peer_auth.h"
 #include "uct/ib/rvt/agent/peer_connection.h"
 #include "uct/ib/rvt/agent/peer_table.h"
+#include "uct/ib/rvt/agent/sender_gate.h"
 #include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
@@ -232,6 +247,10 @@ struct engine_config {
     /* how often a pass looks at every client's work ring (client_table.h,
      * "Which clients a pass visits") */
     std::chrono::microseconds full_scan_period{1000};
+    /* handshake datagrams handled per pass ("Bounded intake" above) */
+    uint32_t datagrams_per_pass = 16;
+    /* failed credentials per sending host (sender_gate.h) */
+    sender_gate_config senders;
 };
 
 /* A GID as text (IPv6 notation), for logs and the status. */
@@ -254,6 +273,13 @@ public:
     uint32_t num_qps() const
     {
         return m_cfg.peers.num_qps;
+    }
+    /* Whether peers must prove they belong to the job (--auth is not
+     * none): clients are told when not (attach_wire.h,
+     * agent_feature_unauthenticated). */
+    bool authenticates_peers() const
+    {
+        return m_auth->kind() != wire::conn::auth_kind::none;
     }
     /* The eventfd clients write to wake the agent. */
     int wake_fd() const
@@ -386,6 +412,9 @@ private:
     void peer_connected(peer &p);
     void peer_failed(peer &p, const std::string &reason);
     result<uint32_t> create_loopback_qp(peer &p, uint32_t psn);
+    /* A datagram from `from` failed a check, or named another job: its
+     * host's count (sender_gate.h), and a hold logged. */
+    void sender_failed(const gid_bytes &from, time_point now);
     void on_datagram(std::span<const std::byte> bytes, const gid_bytes &from,
                      time_point now);
     void qp_failed(peer &p, const std::string &reason, time_point now);
@@ -455,6 +484,7 @@ private:
     uint64_t m_agent_id;
     log_fn m_log;
     std::unique_ptr<peer_auth> m_auth; /* the handshake's credentials */
+    sender_gate m_senders; /* who still gets a credential check */
     attach_server *m_server = nullptr;
 
     unique_fd m_wake;
@@ -508,6 +538,7 @@ private:
         uint64_t pauses           = 0; /* of our clients (back-pressure) */
         uint64_t resumes          = 0;
         /* hostile handshakes (see above) and corrupt clients */
+        uint64_t malformed         = 0; /* refused by the parser */
         uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
         uint64_t unknown_datagrams = 0; /* not a request, unknown sender */
         uint64_t unauthenticated   = 0; /* credential refused (peer_auth) */

@@ -347,12 +347,30 @@ engine::peer *engine::admit(const wire::conn::message &request,
     return nullptr;
 }
 
+void engine::sender_failed(const gid_bytes &from, time_point now)
+{
+    if (m_senders.failed(from, now)) {
+        const sender_gate_config &c = m_senders.config();
+        m_log("handshake: host " + gid_text(from) + " failed " +
+              std::to_string(c.max_failures) + " checks within " +
+              std::to_string(c.window.count()) +
+              " ms: its datagrams go unchecked for " +
+              std::to_string(c.hold.count()) + " ms (" +
+              std::to_string(m_senders.holds()) + " holds so far)");
+    }
+}
+
+/* The cheap checks, then the credential ("Bounded intake", engine.h). */
 void engine::on_datagram(std::span<const std::byte> bytes,
                          const gid_bytes &from, time_point now)
 {
     auto msg = wire::conn::parse(bytes);
     if (!msg) {
-        m_log("handshake datagram refused: " + msg.error());
+        if (worth_logging(++m_totals.malformed)) {
+            m_log("handshake datagram refused: " + msg.error() + " (from " +
+                  gid_text(from) + ", " + std::to_string(m_totals.malformed) +
+                  " so far)");
+        }
         return;
     }
     const auto &src = msg.value().src;
@@ -365,9 +383,39 @@ void engine::on_datagram(std::span<const std::byte> bytes,
         }
         return;
     }
+    wire::agent_address sender{};
+    std::memcpy(sender.gid, src.gid, 16);
+    sender.ud_qpn      = src.ud_qpn;
+    sender.agent_id    = src.instance_id;
+    peer *p            = m_peers.find(sender);
+    const bool request = msg.value().hdr.type ==
+                         static_cast<uint16_t>(wire::conn::msg_type::request);
+    if (p == nullptr && !request) {
+        if (worth_logging(++m_totals.unknown_datagrams)) {
+            m_log("handshake datagram (type " +
+                  std::to_string(msg.value().hdr.type) + ") from " +
+                  gid_text(from) + " UD QPN " + std::to_string(src.ud_qpn) +
+                  ", which is no peer: dropped (" +
+                  std::to_string(m_totals.unknown_datagrams) + " so far)");
+        }
+        return;
+    }
+    /* a peer we have is always heard: a stranger on its node cannot cut
+     * it off; anyone else only while its host is not held */
+    if (p == nullptr && !m_senders.admit(from, now)) {
+        return;
+    }
+    const bool our_job = std::strncmp(msg.value().job_key, m_job_key.c_str(),
+                                      sizeof(msg.value().job_key)) == 0;
+    if (p == nullptr && !our_job) {
+        sender_failed(from, now); /* before the credential costs anything */
+    }
     if (auto ok = check_datagram(*m_auth, msg.value(), m_nic.gid()); !ok) {
         /* no answer: it would teach a stranger something, and could be
          * forged as easily */
+        if (our_job || p != nullptr) {
+            sender_failed(from, now);
+        }
         if (worth_logging(++m_totals.unauthenticated)) {
             m_log("handshake datagram (" +
                   std::string(wire::conn::to_string(
@@ -379,27 +427,14 @@ void engine::on_datagram(std::span<const std::byte> bytes,
         }
         return;
     }
-    wire::agent_address sender{};
-    std::memcpy(sender.gid, src.gid, 16);
-    sender.ud_qpn      = src.ud_qpn;
-    sender.agent_id    = src.instance_id;
-    peer *p            = m_peers.find(sender);
-    const bool request = msg.value().hdr.type ==
-                         static_cast<uint16_t>(wire::conn::msg_type::request);
-    if (p == nullptr && request) {
+    if (our_job) {
+        m_senders.passed(from);
+    }
+    if (p == nullptr) {
         p = admit(msg.value(), sender);
         if (p == nullptr) {
             return;
         }
-    } else if (p == nullptr) {
-        if (worth_logging(++m_totals.unknown_datagrams)) {
-            m_log("handshake datagram (type " +
-                  std::to_string(msg.value().hdr.type) + ") from " +
-                  gid_text(from) + " UD QPN " + std::to_string(src.ud_qpn) +
-                  ", which is no peer: dropped (" +
-                  std::to_string(m_totals.unknown_datagrams) + " so far)");
-        }
-        return;
     }
     run(*p, p->conn->on_message(now, msg.value()), now);
 }

@@ -44,7 +44,7 @@ locate(const std::string &device, int port, const std::string &job_key)
                            "--device)"};
         }
     }
-    auto dir = ensure_runtime_dir(runtime_base(env, uid), uid);
+    auto dir = user_runtime_dir(env, uid);
     if (!dir) {
         return failure{dir.error()};
     }

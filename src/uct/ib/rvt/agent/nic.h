@@ -220,14 +220,15 @@ public:
     virtual result<done> repost(std::span<const uint32_t> buffers) = 0;
 
     /* Handshake datagrams: one out (a failure is for the log: the
-     * handshake retries), and every one that arrived, still to be parsed,
-     * with the GID it came from (the packet's source address, which the
-     * network layer set, not what the datagram says of itself). */
+     * handshake retries), and up to `max` of those that arrived (the rest
+     * wait for the next call), still to be parsed, with the GID each came
+     * from (the packet's source address, which the network layer set,
+     * not what the datagram says of itself); returns how many. */
     using datagram_fn = std::function<void(std::span<const std::byte>,
                                            const gid_bytes &source)>;
     virtual result<done> send_datagram(const wire::conn::message &msg,
                                        const gid_bytes &gid, uint32_t qpn) = 0;
-    virtual size_t poll_datagrams(const datagram_fn &deliver)              = 0;
+    virtual size_t poll_datagrams(const datagram_fn &deliver, size_t max)  = 0;
 
     /* Sleeping: fd is readable once arm() was called and a completion or
      * datagram arrived; one event per arm(), as ibv_req_notify_cq. arm()

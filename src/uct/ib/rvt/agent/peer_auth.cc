@@ -468,17 +468,30 @@ result<std::unique_ptr<peer_auth>>
 make_peer_auth(const auth_settings &s,
                const std::function<void(std::string_view)> &log)
 {
+    const bool has_secret = !s.secret_file.empty() ||
+                            s.secret_file_env.has_value() ||
+                            s.secret_env.has_value();
     auto secret = [&s]() -> result<std::string> {
         if (!s.secret_file.empty()) {
             return read_secret_file(s.secret_file);
+        }
+        if (s.secret_file_env) {
+            auto k = read_secret_file(*s.secret_file_env);
+            if (!k) {
+                return failure{std::string("$") + secret_file_env_name + ": " +
+                               k.error()};
+            }
+            return k;
         }
         if (s.secret_env) {
             return *s.secret_env;
         }
         return failure{std::string("no job secret: give every rank the same "
                                    "secret of at least ") +
-                       std::to_string(min_secret_size) + " bytes in $" +
-                       secret_env_name + ", or rvtd --secret-file"};
+                       std::to_string(min_secret_size) + " bytes in a file " +
+                       "named by $" + secret_file_env_name +
+                       " (mode 600), or in $" + secret_env_name +
+                       ", or rvtd --secret-file"};
     };
     switch (s.choice) {
     case auth_choice::none:
@@ -500,16 +513,27 @@ make_peer_auth(const auth_settings &s,
         return m;
     }
     log("--auth=auto: not munge: " + m.error());
-    if (!s.secret_file.empty() || s.secret_env) {
+    if (has_secret) {
         auto k = secret();
         if (!k) {
             return failure{"--auth=auto: " + k.error()};
         }
         return secret_auth(std::move(k.value()));
     }
-    log(std::string("--auth=auto: not secret: no $") + secret_env_name +
-        " and no --secret-file");
-    return no_auth();
+    /* fail closed: a peer without a credential would get RC QPs with
+     * access to every client's registered memory */
+    return failure{"--auth=auto: no way to prove peers: munged does not "
+                   "answer (" +
+                   m.error() + ") and no job secret is given ($" +
+                   secret_file_env_name + ", $" + secret_env_name +
+                   " or --secret-file). Start munged with the site's key on "
+                   "every node, or give every rank a secret of at least " +
+                   std::to_string(min_secret_size) +
+                   " bytes in a file of "
+                   "mode 600 named by $" +
+                   secret_file_env_name +
+                   ", or run unauthenticated on "
+                   "purpose with --auth=none (UCX_RVT_AGENT_ARGS=--auth=none)"};
 }
 
 } // namespace rvt::agent

@@ -131,19 +131,25 @@ secret_auth(std::string secret, std::chrono::seconds ttl = default_auth_ttl,
 result<std::unique_ptr<peer_auth>> munge_auth(std::string socket);
 
 /* What rvtd was told (--auth, --munge-socket, --secret-file,
- * RVT_JOB_SECRET). */
+ * RVT_JOB_SECRET_FILE, RVT_JOB_SECRET). */
 struct auth_settings {
     auth_choice choice = auth_choice::auto_;
     std::string munge_socket; /* empty: MUNGE's default */
-    std::string secret_file; /* empty: the secret_env value */
+    std::string secret_file; /* --secret-file; empty: secret_file_env */
+    std::optional<std::string> secret_file_env; /* $RVT_JOB_SECRET_FILE */
     std::optional<std::string> secret_env; /* $RVT_JOB_SECRET */
 };
 
-/* The environment variable that carries the job's secret to every rank. */
-inline constexpr const char *secret_env_name = "RVT_JOB_SECRET";
+/* The environment variables that carry the job's secret to every rank
+ * (and from the module to the rvtd it starts): a file's path, or the
+ * secret itself. Never an argument: every local user reads argv. */
+inline constexpr const char *secret_file_env_name = "RVT_JOB_SECRET_FILE";
+inline constexpr const char *secret_env_name      = "RVT_JOB_SECRET";
 
-/* auto: munge when munged answers, else secret when one is given, else
- * none. `log` hears why auto chose what it chose. */
+/* munge when munged answers, else secret when one is given (--secret-file,
+ * $RVT_JOB_SECRET_FILE, $RVT_JOB_SECRET, in that order). auto with
+ * neither fails closed, saying how to get either; only --auth=none runs
+ * unauthenticated. `log` hears why auto chose what it chose. */
 result<std::unique_ptr<peer_auth>>
 make_peer_auth(const auth_settings &s,
                const std::function<void(std::string_view)> &log);

@@ -1,5 +1,6 @@
 #include "uct/ib/rvt/agent/ud_channel.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -212,21 +213,25 @@ std::array<uint8_t, 16> grh_source_gid(std::span<const std::byte, grh_size> grh)
 
 size_t ud_channel::poll(
         const std::function<void(std::span<const std::byte>,
-                                 const std::array<uint8_t, 16> &)> &deliver)
+                                 const std::array<uint8_t, 16> &)> &deliver,
+        size_t max)
 {
     ibv_wc wc[16];
-    size_t total = 0;
-    for (;;) {
-        int n = ibv_poll_cq(m_cq.get(), 16, wc);
+    size_t received = 0;
+    while (received < max) {
+        /* never more receives than the budget has left: what is not
+         * polled stays in the CQ */
+        const int want = static_cast<int>(std::min<size_t>(16, max - received));
+        int n          = ibv_poll_cq(m_cq.get(), want, wc);
         if (n <= 0) {
-            return total;
+            break;
         }
-        total += static_cast<size_t>(n);
         for (int i = 0; i < n; ++i) {
             if (wc[i].wr_id & send_flag) {
                 m_send_busy[wc[i].wr_id & ~send_flag] = false;
                 continue;
             }
+            ++received;
             const auto slot = static_cast<uint32_t>(wc[i].wr_id);
             if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
                 ++m_received;
@@ -238,6 +243,7 @@ size_t ud_channel::poll(
             (void)post_recv(slot);
         }
     }
+    return received;
 }
 
 } // namespace rvt::agent

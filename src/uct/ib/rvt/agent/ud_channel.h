@@ -55,12 +55,16 @@ public:
     result<done> send(const wire::conn::message &msg, const uint8_t (&gid)[16],
                       uint32_t qpn);
 
-    /* Handles every completion; `deliver` gets the bytes of each received
-     * datagram (the GRH stripped), still to be parsed, and the GID it
-     * came from (grh_source_gid). Returns how many completions were seen. */
+    /* Handles completions until `max` datagrams were received or the CQ
+     * is empty (the rest wait in it for the next call, their buffers
+     * still taken: once all recv_slots are, the device drops what comes);
+     * `deliver` gets the bytes of each received datagram (the GRH
+     * stripped), still to be parsed, and the GID it came from
+     * (grh_source_gid). Returns how many datagrams were received. */
     size_t
     poll(const std::function<void(std::span<const std::byte>,
-                                  const std::array<uint8_t, 16> &)> &deliver);
+                                  const std::array<uint8_t, 16> &)> &deliver,
+         size_t max);
 
     /* Counters for the status tool. */
     /* its MR's handle in the agent's PD */

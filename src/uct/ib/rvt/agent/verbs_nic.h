@@ -101,9 +101,9 @@ public:
 
     result<done> send_datagram(const wire::conn::message &msg,
                                const gid_bytes &gid, uint32_t qpn) override;
-    size_t poll_datagrams(const datagram_fn &deliver) override
+    size_t poll_datagrams(const datagram_fn &deliver, size_t max) override
     {
-        return m_ud->poll(deliver);
+        return m_ud->poll(deliver, max);
     }
 
     int event_fd() const override

@@ -400,7 +400,7 @@ result<attachment> attach_or_start(const launch_options &opt)
         return failure{where + key.error()};
     }
     const uid_t uid = ::getuid();
-    auto dir        = ensure_runtime_dir(runtime_base(process_env(), uid), uid);
+    auto dir        = user_runtime_dir(process_env(), uid);
     if (!dir) {
         return failure{where + dir.error()};
     }

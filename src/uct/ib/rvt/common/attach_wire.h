@@ -52,8 +52,10 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * answer (mr_registered_reply_wanted), which an older agent would take for
  * a malformed notice; 10: the reply carries a fifth descriptor, the
  * agent's work summary (work_summary.h); 11: the reply's reserved word is the
- * path MTU; 12: a client may retire its address (retire_address) */
-inline constexpr uint16_t protocol_version = 12;
+ * path MTU; 12: a client may retire its address (retire_address); 13:
+ * the reply's features say when the agent does not authenticate its
+ * peers (agent_feature_unauthenticated) */
+inline constexpr uint16_t protocol_version = 13;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -179,7 +181,13 @@ static_assert(sizeof(agent_address) == 32);
  * atomic_*): the device's atomic_cap is not IBV_ATOMIC_NONE and its QPs
  * have responder resources */
 inline constexpr uint32_t agent_feature_atomic64 = 1u << 0;
-inline constexpr uint32_t agent_features_known   = agent_feature_atomic64;
+/* Not a feature but a warning: the agent runs with --auth=none, so any
+ * host on the fabric that sends the job key gets QPs that reach this
+ * process's registered memory (docs/reliability.md, trust model). The
+ * module logs it at WARN through UCX. */
+inline constexpr uint32_t agent_feature_unauthenticated = 1u << 1;
+inline constexpr uint32_t agent_features_known = agent_feature_atomic64 |
+                                                 agent_feature_unauthenticated;
 
 /* attach_reply::path_mtu: an IB MTU, 256 to 4096 bytes, a power of two */
 constexpr bool path_mtu_valid(uint32_t bytes)

@@ -126,6 +126,29 @@ result<std::string> ensure_runtime_dir(const std::string &base, uid_t uid)
     return dir;
 }
 
+result<std::string> user_runtime_dir(const env_view &env, uid_t uid)
+{
+    if (std::optional<std::string> own = env(runtime_dir_env_name)) {
+        struct stat st;
+        if (own->empty() || (*own)[0] != '/' ||
+            ::stat(own->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+            st.st_uid != uid) {
+            return failure{std::string(runtime_dir_env_name) + "=" + *own +
+                           ": expected the absolute path of a directory "
+                           "owned by uid " +
+                           std::to_string(uid)};
+        }
+        return ensure_runtime_dir(*own, uid);
+    }
+    auto dir = ensure_runtime_dir(runtime_base(env, uid), uid);
+    if (!dir) {
+        return failure{dir.error() + "; or set " + runtime_dir_env_name +
+                       " (or XDG_RUNTIME_DIR) to a directory of your own, "
+                       "the same for every process of the job"};
+    }
+    return dir;
+}
+
 result<agent_paths> make_agent_paths(const std::string &dir,
                                      std::string_view device, int port,
                                      std::string_view job_key)

@@ -7,8 +7,12 @@
  *       <device>-<port>.<job key>.log                 a daemonized agent's
  *                                                     stdout and stderr
  *
- * base is $XDG_RUNTIME_DIR when it is set to an absolute path of a
- * directory owned by uid (systemd's per-user tmpfs), else /tmp.
+ * base is $RVT_RUNTIME_DIR when it is set (it must be an absolute path of
+ * a directory owned by uid: anything else is refused, naming it), else
+ * $XDG_RUNTIME_DIR when it is set to an absolute path of a directory
+ * owned by uid (systemd's per-user tmpfs), else /tmp. Every process of a
+ * job (the module, the rvtd it starts, rvt-status) finds it the same way,
+ * from the environment the job passes on.
  *
  * The directory is what keeps other users out (SO_PEERCRED then only
  * confirms), so an existing one is trusted only if lstat() shows a real
@@ -16,7 +20,9 @@
  * Anything else, such as a /tmp/rvt-1000 another user created first to
  * catch our socket, is refused with the path and what is wrong; it is
  * never repaired, since repairing someone else's directory means trusting
- * it. One we create ourselves is chmod-ed to 0700 whatever the umask. In a
+ * it; the refusal names what to set instead (RVT_RUNTIME_DIR or
+ * XDG_RUNTIME_DIR), so that another user can delay a job's start but not
+ * deny rvt to a user who reads it. One we create ourselves is chmod-ed to 0700 whatever the umask. In a
  * sticky /tmp, a directory owned by uid can be neither renamed nor removed
  * by anyone else, so what lstat() saw stays true while we use it.
  *
@@ -47,6 +53,14 @@ std::string runtime_base(const env_view &env, uid_t uid);
 
 /* <base>/rvt-<uid>: created 0700 if missing, else checked as above. */
 result<std::string> ensure_runtime_dir(const std::string &base, uid_t uid);
+
+/* The variable that names the base explicitly. */
+inline constexpr const char *runtime_dir_env_name = "RVT_RUNTIME_DIR";
+
+/* The user's directory as every process of a job finds it: the base
+ * from $RVT_RUNTIME_DIR, else runtime_base(), then ensure_runtime_dir();
+ * a refusal says what to set. */
+result<std::string> user_runtime_dir(const env_view &env, uid_t uid);
 
 struct agent_paths {
     std::string socket;

@@ -306,14 +306,16 @@ std::vector<tools::option> option_table(options &o)
                  "MUNGE "
                  "credential from munged, checked for this uid and gid), "
                  "secret "
-                 "(HMAC under the job's secret: $RVT_JOB_SECRET or "
-                 "--secret-file), none (UNAUTHENTICATED: anyone who sends the "
-                 "job key), auto (munge if munged answers, else secret if one "
-                 "is given, else none); every agent of a job must use the same",
+                 "(HMAC under the job's secret: --secret-file, "
+                 "$RVT_JOB_SECRET_FILE or $RVT_JOB_SECRET), none "
+                 "(UNAUTHENTICATED: anyone who sends the job key), auto "
+                 "(munge if munged answers, else secret if one is given, "
+                 "else refuse to start); every agent of a job must use the "
+                 "same",
                  agent::parse_auth_choice, o.auth),
             text("munge-socket", "PATH", "MUNGE's default",
                  "munged's socket, for --auth=munge and auto", o.munge_socket),
-            text("secret-file", "PATH", "$RVT_JOB_SECRET",
+            text("secret-file", "PATH", "$RVT_JOB_SECRET_FILE",
                  "file holding the job's secret (at least 16 bytes; owned by "
                  "this user, mode 600), for --auth=secret and auto",
                  o.secret_file),
@@ -528,6 +530,10 @@ make_engine(const options &opt, agent::nic &nic, const shm_layout &layout,
     as.choice       = opt.auth;
     as.munge_socket = opt.munge_socket;
     as.secret_file  = opt.secret_file;
+    if (const char *v = std::getenv(agent::secret_file_env_name);
+        v != nullptr) {
+        as.secret_file_env = v;
+    }
     if (const char *v = std::getenv(agent::secret_env_name); v != nullptr) {
         as.secret_env = v;
     }
@@ -590,6 +596,9 @@ make_server(const options &opt, const agent::agent_location &loc,
     agent::device_grant grant = d.grant(agent_id);
     grant.address             = e.address();
     grant.num_qps             = e.num_qps();
+    if (!e.authenticates_peers()) {
+        grant.features |= wire::agent_feature_unauthenticated;
+    }
     grant.agent_wake_fd       = e.wake_fd();
     grant.work_summary_fd     = e.work_summary_fd();
     agent::attach_config acfg{loc.paths.socket,

@@ -35,8 +35,7 @@ result<std::string> job_key_of(const link_settings &s)
 /* Where the agent for these settings listens (runtime_dir.h). */
 result<std::string> socket_path(const link_settings &s, const std::string &key)
 {
-    auto dir = ensure_runtime_dir(runtime_base(process_env(), ::getuid()),
-                                  ::getuid());
+    auto dir = user_runtime_dir(process_env(), ::getuid());
     if (!dir) {
         return failure{dir.error()};
     }
@@ -135,6 +134,20 @@ result<client::session *> agent_link::attach_locked()
               m_session->client_index(),
               static_cast<unsigned long long>(m_session->attached().agent_id),
               m_session->num_qps(), m_session->max_am_size());
+    if ((m_session->attached().features &
+         wire::agent_feature_unauthenticated) != 0) {
+        /* the process's registered memory is reachable by any host that
+         * sends the job key: said where the user looks */
+        ucs_warn("rvt %s:%u: agent %016llx does not authenticate its peers "
+                 "(--auth=none): any host on the fabric that sends the job "
+                 "key '%s' can reach this process's registered memory; run "
+                 "munged on every node or give the job a secret "
+                 "(RVT_JOB_SECRET_FILE)",
+                 m_settings.device.c_str(), m_settings.port,
+                 static_cast<unsigned long long>(
+                         m_session->attached().agent_id),
+                 m_job_key.c_str());
+    }
     return m_session.get();
 }
 

@@ -1,0 +1,71 @@
+/*
+ * What UCX logs at warning level or worse, collected for a test instead
+ * of printed (the module's errors and warnings are part of what it does).
+ */
+#ifndef RVT_TEST_UCS_LOG_CAPTURE_H
+#define RVT_TEST_UCS_LOG_CAPTURE_H
+
+#include <ucs/debug/log_def.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace rvt::test {
+
+/* Collects what UCX logs at warning level or worse while it lives
+ * (UCX's own gtest fails any test that logs an error). One at a time. */
+class log_capture {
+public:
+    log_capture()
+    {
+        s_lines = &m_lines;
+        ucs_log_push_handler(handler);
+    }
+    ~log_capture()
+    {
+        ucs_log_pop_handler();
+        s_lines = nullptr;
+    }
+    log_capture(const log_capture &)            = delete;
+    log_capture &operator=(const log_capture &) = delete;
+
+    const std::vector<std::string> &lines() const
+    {
+        return m_lines;
+    }
+    bool any_containing(const std::string &text) const
+    {
+        for (const auto &l : m_lines) {
+            if (l.find(text) != std::string::npos) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+private:
+    static ucs_log_func_rc_t
+    handler(const char *, unsigned, const char *, ucs_log_level_t level,
+            const ucs_log_component_config_t *, const char *message, va_list ap)
+    {
+        if (level > UCS_LOG_LEVEL_WARN || s_lines == nullptr) {
+            return UCS_LOG_FUNC_RC_CONTINUE;
+        }
+        char text[512];
+        va_list copy;
+        va_copy(copy, ap);
+        std::vsnprintf(text, sizeof(text), message, copy);
+        va_end(copy);
+        s_lines->push_back(text);
+        return UCS_LOG_FUNC_RC_STOP; /* collected, not printed */
+    }
+
+    inline static std::vector<std::string> *s_lines = nullptr;
+    std::vector<std::string> m_lines;
+};
+
+} // namespace rvt::test
+
+#endif
