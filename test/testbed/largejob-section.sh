@@ -48,6 +48,10 @@ largejob_agents_up() {
         on "$n" bash -c "exec $largejob_pin timeout 3000 ${2:-$rvtd} --device=\$RXE_DEV --linger=0 ${1:-}" \
             >>"$work/rvtd.largejob.$n.log" 2>&1 &
     done
+    # asked with the rvt-status of the agent's own build (a previous
+    # build's agent may speak an older protocol)
+    local rvt_status
+    rvt_status=$(dirname "${2:-$rvtd}")/rvt-status
     for n in 1 2; do
         wait_agent "$n" || return 1
     done
@@ -125,42 +129,6 @@ largejob_run() {
     done
 }
 
-# largejob_idle LABEL RVTD MODULE: what the two agents cost with nothing
-# to do: started, connected to each other by one short job (so that each
-# has a peer, its keepalives and timers), then 10 s without traffic; one
-# line: CPU milliseconds per second and wake-ups (voluntary context
-# switches) per second, both agents together
-largejob_idle() {
-    local label=$1 cpu0=0 cpu1=0 sw0=0 sw1=0 p n
-    largejob_agents_up "" "$2" || { fail "large job, idle agents ($label): the agents do not answer"; return; }
-    mpi_tls=unset mpi_pml_tls=any mpi_slots=1 mpi_options "$work/largejob.hosts" \
-        -x LD_PRELOAD="$3" -x UCX_NUM_EPS=1024 -x UCX_UD_VERBS_ETH_DGID_CHECK=n
-    # the rendezvous of one 1 MiB message: the agents connect
-    if ! on 1 timeout 300 mpirun "${mpirun_opts[@]}" -np 2 --map-by ppr:1:node \
-        "$build/test/mpi/rvt_mpi_sweep" --only=lat --sizes=1M --iters=1 \
-        >"$work/largejob.idle.$label.out" 2>&1; then
-        fail "large job, idle agents ($label): the connecting job failed"
-        return
-    fi
-    sleep 2 # the job's departure handled
-    largejob_idle_sample() {
-        local c=0 s=0
-        for n in 1 2; do
-            for p in $(agent_pids "$n"); do
-                c=$((c + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
-                s=$((s + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$p/status")))
-            done
-        done
-        echo "$c $s"
-    }
-    read -r cpu0 sw0 < <(largejob_idle_sample)
-    sleep 10
-    read -r cpu1 sw1 < <(largejob_idle_sample)
-    idle_line[$label]=$(awk -v c=$((cpu1 - cpu0)) -v s=$((sw1 - sw0)) -v hz="$(getconf CLK_TCK)" \
-        'BEGIN { printf "%.1f ms of CPU and %.1f wake-ups per second", c * 1000 / hz / 10, s / 10 }')
-    pass "large job, idle agents ($label): ${idle_line[$label]}"
-}
-
 largejob_section() {
     local mode=${1:-full} rounds settings=() round i n
     section "a large job as UCP sees it: UCX_TLS unset, UD alone beside UD + rvt ($mode)"
@@ -202,21 +170,10 @@ largejob_section() {
             largejob_run "$round" "${settings[$(((i + round - 1) % n))]}"
         done
     done
-    # what idle agents cost, this build's and (with RVT_LARGEJOB_BEFORE)
-    # the previous design's, in the same boot
-    declare -gA idle_line=()
-    largejob_idle this "$rvtd" "$module"
-    [ -n "${RVT_LARGEJOB_BEFORE:-}" ] &&
-        largejob_idle before "$RVT_LARGEJOB_BEFORE/src/uct/ib/rvt/tools/rvtd" \
-            "$RVT_LARGEJOB_BEFORE/src/uct/ib/rvt/uct/.libs/libuct_rvt.so"
     largejob_agents_up || fail "large job: the agents do not come back"
     python3 "$here/largejob_table.py" "$work/largejob.raw" | tee "$results/largejob.txt"
     cp "$work/largejob.raw" "$results/largejob.raw"
     echo "(one boot, TCG: both nodes on the guest's 2 vCPUs; medians of $rounds interleaved rounds,"
     echo " [min-max] the rounds' spread; ratio: the setting's median over UD alone's at the same"
     echo " endpoint count (time: lower is better, bandwidth: higher)"
-    local k
-    for k in "${!idle_line[@]}"; do
-        echo "idle agents, both nodes, 10 s with a peer and nothing to do ($k build): ${idle_line[$k]}"
-    done
 }

@@ -65,7 +65,7 @@ def main():
         title = UNITS.get(test, (f"{test.replace('kernel_', 'rvt_mpi_kernels ')}: "
                                  "MB/s (total: s)", True))[0]
         print(f"\n{title}")
-        print(f"{'size':<8}" + "".join(f" {s:<26}" for s in order))
+        print((f"{'size':<8}" + "".join(f" {s:<26}" for s in order)).rstrip())
         for size in sorted({k[1] for k in values if k[0] == test}):
             cells = []
             for s in order:
@@ -78,7 +78,7 @@ def main():
                 if r is not None:
                     cell += f" {r:.2f}x"
                 cells.append(f" {cell:<26}")
-            print(f"{human(size) if size else '':<8}" + "".join(cells))
+            print((f"{human(size) if size else '':<8}" + "".join(cells)).rstrip())
 
     print("\ntargets (issue 41), rvt's median over UD alone's, same E:")
     for s in order:
