@@ -34,6 +34,7 @@
  * host is a failure: nothing would cross between nodes.
  */
 #include "../common/check_pattern.h"
+#include "../common/mpi_util.h"
 
 #include <mpi.h>
 
@@ -60,7 +61,9 @@ enum class what : uint64_t {
 };
 
 using pattern = rvt::check::pattern<what>;
+using rvt::check::count_of;
 using rvt::check::human;
+using rvt::check::median;
 using rvt::check::poison;
 
 // (not a template: the callers' braced patterns need the type spelled)
@@ -106,27 +109,6 @@ void verify(std::span<const uint64_t> buf, const pattern &p)
         }
         ++mismatches;
     });
-}
-
-void check_mpi(int rc, const char *call)
-{
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        std::fprintf(stderr, "FAIL: rank %d: %s: %s\n", my_rank, call, msg);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-}
-#define MPI_CHECK(call) check_mpi((call), #call)
-
-double median(std::vector<double> v)
-{
-    if (v.empty()) {
-        return 0;
-    }
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 struct options {
@@ -265,11 +247,6 @@ void sync_pair(int peer)
 {
     MPI_CHECK(MPI_Sendrecv(nullptr, 0, MPI_BYTE, peer, 99, nullptr, 0, MPI_BYTE,
                            peer, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-}
-
-int count_of(size_t words)
-{
-    return static_cast<int>(words);
 }
 
 // Median half round trip in seconds (rank a's view; 0 elsewhere).

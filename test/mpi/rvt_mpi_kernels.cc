@@ -52,6 +52,7 @@
  * nothing would cross between nodes.
  */
 #include "../common/check_pattern.h"
+#include "../common/mpi_util.h"
 #include "../common/size_arg.h"
 
 #include <mpi.h>
@@ -81,6 +82,8 @@ enum class what : uint64_t {
 };
 
 using pattern = rvt::check::pattern<what>;
+using rvt::check::count_of;
+using rvt::check::exit_parse;
 using rvt::check::human;
 using rvt::check::poison;
 
@@ -136,24 +139,6 @@ void verify(const char *kernel, std::span<const uint64_t> buf, const pattern &p)
                          std::to_string(p.src),
                  hex(got), hex(want));
     });
-}
-
-void check_mpi(int rc, const char *call)
-{
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        std::fprintf(stderr, "FAIL: rank %d: %s: %s\n", my_rank, call, msg);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-}
-#define MPI_CHECK(call) check_mpi((call), #call)
-
-// Element counts for MPI; the options' limits keep them below INT_MAX.
-int count_of(size_t n)
-{
-    return static_cast<int>(n);
 }
 
 // Seconds f takes on this rank, all ranks starting together.
@@ -475,18 +460,9 @@ constexpr const char *usage =
         "  --help            this text\n"
         "Numbers take the binary suffixes K, M and G; defaults in ().\n";
 
-[[noreturn]] void exit_parse(int code)
-{
-    MPI_Finalize();
-    std::exit(code);
-}
-
 [[noreturn]] void bad_argument(const std::string &msg)
 {
-    if (my_rank == 0) {
-        std::fprintf(stderr, "rvt_mpi_kernels: %s (see --help)\n", msg.c_str());
-    }
-    exit_parse(2);
+    rvt::check::bad_argument("rvt_mpi_kernels", msg);
 }
 
 struct number_option {

@@ -39,6 +39,7 @@
  *                 [--one-host] [--help]
  */
 #include "../common/check_pattern.h"
+#include "../common/mpi_util.h"
 #include "../common/size_arg.h"
 
 #include <mpi.h>
@@ -64,25 +65,21 @@ enum class what : uint64_t {
 };
 
 using pattern = rvt::check::pattern<what>;
+using rvt::check::count_of;
+using rvt::check::exit_parse;
+using rvt::check::median;
 using rvt::check::poison;
+
+[[noreturn]] void bad_argument(const std::string &msg)
+{
+    rvt::check::bad_argument("rvt_mpi_sweep", msg);
+}
 
 int my_rank;
 int n_ranks;
 uint64_t mismatches; // wrong values this rank found
 int reports;
 constexpr int max_reports = 5;
-
-void check_mpi(int rc, const char *call)
-{
-    if (rc != MPI_SUCCESS) {
-        char msg[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        MPI_Error_string(rc, msg, &len);
-        std::fprintf(stderr, "FAIL: rank %d: %s: %s\n", my_rank, call, msg);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-}
-#define MPI_CHECK(call) check_mpi((call), #call)
 
 void verify(const char *test, std::span<const uint64_t> buf, const pattern &p)
 {
@@ -102,18 +99,6 @@ void verify(const char *test, std::span<const uint64_t> buf, const pattern &p)
 void fill(std::span<uint64_t> buf, const pattern &p)
 {
     rvt::check::fill(buf, p);
-}
-
-int count_of(size_t words)
-{
-    return static_cast<int>(words);
-}
-
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
 }
 
 struct options {
@@ -318,20 +303,6 @@ constexpr const char *usage =
         "  --help             this text\n"
         "Sizes are multiples of 8 from 8 to 64M and take the binary suffixes\n"
         "K, M and G; defaults in ().\n";
-
-[[noreturn]] void exit_parse(int code)
-{
-    MPI_Finalize();
-    std::exit(code);
-}
-
-[[noreturn]] void bad_argument(const std::string &msg)
-{
-    if (my_rank == 0) {
-        std::fprintf(stderr, "rvt_mpi_sweep: %s (see --help)\n", msg.c_str());
-    }
-    exit_parse(2);
-}
 
 size_t count_arg(std::string_view key, std::string_view v, size_t max)
 {
