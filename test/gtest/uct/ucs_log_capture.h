@@ -53,12 +53,16 @@ private:
         if (level > UCS_LOG_LEVEL_WARN || s_lines == nullptr) {
             return UCS_LOG_FUNC_RC_CONTINUE;
         }
-        char text[512];
+        /* whole, however long: the module quotes rvtd's reasons */
         va_list copy;
         va_copy(copy, ap);
-        std::vsnprintf(text, sizeof(text), message, copy);
+        const int n = std::vsnprintf(nullptr, 0, message, copy);
         va_end(copy);
-        s_lines->push_back(text);
+        std::string text(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+        va_copy(copy, ap);
+        std::vsnprintf(text.data(), text.size() + 1, message, copy);
+        va_end(copy);
+        s_lines->push_back(std::move(text));
         return UCS_LOG_FUNC_RC_STOP; /* collected, not printed */
     }
 

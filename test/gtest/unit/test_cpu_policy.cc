@@ -91,7 +91,7 @@ TEST(cpu_policy, a_sleep_starts_the_busy_limit_again)
     cpu_policy p(realtime(), t0);
     (void)p.passed(t0 + 900us, true);
     EXPECT_EQ(p.passed(t0 + 950us, false), step::sleep);
-    p.woke(t0 + 5000us);
+    p.woke(t0 + 5000us, true);
     EXPECT_EQ(p.passed(t0 + 5900us, true), step::poll);
     EXPECT_EQ(p.passed(t0 + 6000us, true), step::pause);
 }
@@ -100,7 +100,7 @@ TEST(cpu_policy, a_wake_up_that_finds_no_work_sleeps_again)
 {
     cpu_policy p(normal(), t0);
     EXPECT_EQ(p.passed(t0 + 200us, false), step::sleep);
-    p.woke(t0 + 300us);
+    p.woke(t0 + 300us, false);
     EXPECT_EQ(p.passed(t0 + 350us, false), step::sleep)
             << "a wake-up is no work (a timer, a keepalive): no spin";
 }
@@ -109,11 +109,21 @@ TEST(cpu_policy, a_wake_up_that_finds_work_spins)
 {
     cpu_policy p(normal(), t0);
     EXPECT_EQ(p.passed(t0 + 200us, false), step::sleep);
-    p.woke(t0 + 300us);
+    p.woke(t0 + 300us, false);
     EXPECT_EQ(p.passed(t0 + 310us, true), step::poll);
     EXPECT_EQ(p.passed(t0 + 350us, false), step::yield)
             << "the spin follows the client's work";
     EXPECT_EQ(p.passed(t0 + 410us, false), step::sleep);
+}
+
+TEST(cpu_policy, a_wake_up_by_a_client_spins)
+{
+    cpu_policy p(normal(), t0);
+    EXPECT_EQ(p.passed(t0 + 200us, false), step::sleep);
+    p.woke(t0 + 300us, true);
+    EXPECT_EQ(p.passed(t0 + 350us, false), step::yield)
+            << "a client's socket or doorbell is a client's work";
+    EXPECT_EQ(p.passed(t0 + 400us, false), step::sleep);
 }
 
 TEST(cpu_policy, a_pause_keeps_the_last_work_so_a_long_spin_still_ends)

@@ -80,9 +80,12 @@ cpu_policy::step cpu_policy::passed(time_point now, bool worked)
     return step::yield;
 }
 
-void cpu_policy::woke(time_point now)
+void cpu_policy::woke(time_point now, bool client)
 {
     m_awake_since = now;
+    if (client) {
+        m_last_work = now;
+    }
 }
 
 void cpu_policy::resumed(time_point now)

@@ -24,10 +24,10 @@
  *             holds at most busy_limit / (busy_limit + pause) of a core
  *             and the ranks beside it progress whatever the load.
  *
- * Work is a client's (the engine's served_clients): the agent's own
- * keepalives, handshakes and timers wake it but start no spin, so that an
- * idle agent of a job with many peers does not hold a core spinning after
- * each of them.
+ * Work is a client's (the engine's served_clients, or a wake-up by a
+ * client's socket or doorbell): the agent's own keepalives, handshakes
+ * and timers wake it but start no spin, so that an idle agent of a job
+ * with many peers does not hold a core spinning after each of them.
  *
  * A pure state machine, as accept_gate is: no clock reads, no system
  * calls. State: awake_since (the end of the last sleep or pause) and
@@ -42,9 +42,11 @@
  *     worked                         poll
  *     otherwise (spinning)           normal: yield if yield_when_idle,
  *                                    else poll; realtime: poll
- *   woke(now)     after a sleep: awake_since = now (last_work kept: a
- *                 wake-up is no work, and a pass that finds none sleeps
- *                 again at once; one that finds a client's spins)
+ *   woke(now, client)
+ *                 after a sleep: awake_since = now; woken by a client
+ *                 (its socket or doorbell): last_work = now, it spins;
+ *                 else (a completion, a timer) last_work kept: a pass
+ *                 that finds no client's work sleeps again at once
  *   resumed(now)  after a pause: awake_since = now (last_work kept: an
  *                 agent that paused while spinning still sleeps when its
  *                 spin is over)
@@ -98,7 +100,7 @@ public:
     cpu_policy(const settings &s, time_point now);
 
     step passed(time_point now, bool worked);
-    void woke(time_point now);
+    void woke(time_point now, bool client);
     void resumed(time_point now);
 
     const settings &config() const

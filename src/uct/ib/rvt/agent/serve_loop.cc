@@ -22,7 +22,9 @@ void serve_clients(engine &e, attach_server &srv, const serve_loop_owner &o)
     }
 }
 
-void sleep_until_woken(engine &e, attach_server &srv, std::vector<pollfd> &pfds)
+/* Sleeps until a socket, a completion, a doorbell or a timer; true if a
+ * client woke it (its socket or doorbell), which is a client's work. */
+bool sleep_until_woken(engine &e, attach_server &srv, std::vector<pollfd> &pfds)
 {
     int timeout_ms = 1000;
     for (auto t : {e.next_timer(), srv.next_timer()}) {
@@ -36,9 +38,15 @@ void sleep_until_woken(engine &e, attach_server &srv, std::vector<pollfd> &pfds)
     }
     pfds.clear();
     srv.poll_fds(pfds);
+    const size_t sockets = pfds.size();
     pfds.push_back({e.completion_fd(), POLLIN, 0});
     pfds.push_back({e.wake_fd(), POLLIN, 0});
-    (void)poll(pfds.data(), pfds.size(), timeout_ms);
+    if (poll(pfds.data(), pfds.size(), timeout_ms) <= 0) {
+        return false;
+    }
+    const auto woke_it = [](const pollfd &p) { return p.revents != 0; };
+    return std::any_of(pfds.begin(), pfds.begin() + sockets, woke_it) ||
+           woke_it(pfds.back());
 }
 
 } // namespace
@@ -92,12 +100,12 @@ void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
         }
         if (e.progress(clock::now())) {
             e.end_sleep();
-            policy.woke(clock::now());
+            policy.woke(clock::now(), false);
             continue;
         }
-        sleep_until_woken(e, srv, pfds);
+        const bool by_client = sleep_until_woken(e, srv, pfds);
         e.end_sleep();
-        policy.woke(clock::now());
+        policy.woke(clock::now(), by_client);
         serve_clients(e, srv, owner);
     }
 }
