@@ -99,8 +99,10 @@ void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
             continue;
         }
         if (e.progress(clock::now())) {
+            /* it did not sleep: a client's work found in this look is
+             * work like any other pass's */
             e.end_sleep();
-            policy.woke(clock::now(), false);
+            policy.woke(clock::now(), e.served_clients());
             continue;
         }
         const bool by_client = sleep_until_woken(e, srv, pfds);
