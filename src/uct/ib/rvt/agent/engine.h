@@ -405,6 +405,12 @@ private:
     send_sealed(wire::conn::message msg, const gid_bytes &to, uint32_t ud_qpn);
     void run(peer &p, actions acts, time_point now);
     void run_one(peer &p, const action &a, time_point now);
+    /* A completion or receive from `p`: its connection hears of it
+     * (peer_connection::activity), the table confirms it, and its next
+     * keepalive, now the interval after this, joins the due timers. */
+    void heard_from(peer &p, time_point now);
+    /* Lowers m_peer_timers_due to `p`'s next timer if that is earlier. */
+    void note_timer(const peer &p);
     /* run_one's longer actions */
     void create_qps(peer &p, uint32_t num_qps, time_point now);
     void connect_qps(peer &p, const action &a, time_point now);

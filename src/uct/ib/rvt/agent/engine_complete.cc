@@ -90,8 +90,7 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
     run_ends();
     peer &p = m_peers.at(r.peer);
     if (r.succeeded) { /* the peer answered */
-        p.conn->activity(now);
-        m_peers.confirm(p);
+        heard_from(p, now);
     }
     if (!ok && !p.is(peer_state::draining)) {
         /* a flushed WR outside our own drain: the QP went to the error
@@ -148,8 +147,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
     const auto buffer = static_cast<uint32_t>(wc.wr_id);
     peer *p           = m_peers.owner_of(wc.qpn);
     if (wc.status == nic_status::success && p != nullptr) {
-        p->conn->activity(now);
-        m_peers.confirm(*p);
+        heard_from(*p, now);
         ++p->traffic.recv_msgs;
         p->traffic.recv_bytes += wc.byte_len;
         auto d = wc.has_imm ? imm::decode(wc.imm) : std::nullopt;
