@@ -41,7 +41,8 @@ RVT_DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
     librdmacm-dev rdma-core ibverbs-utils ibverbs-providers perftest
     nlohmann-json3-dev googletest libgtest-dev clang-format clang libclang-rt-14-dev qemu-system-x86 busybox-static kmod
     cpio gzip iproute2 util-linux openmpi-bin libopenmpi-dev python3 bc procps jq
-    munge libmunge-dev libssl-dev gnuplot-nox curl ca-certificates"
+    munge libmunge-dev libssl-dev gnuplot-nox
+    curl ca-certificates"
 
 cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
 log=$cache/setup-deps.log
@@ -228,8 +229,8 @@ if [ $fetch_only = 1 ] && [ -z "$ucx_release" ]; then
     die "--fetch-only needs --ucx=VERSION"
 fi
 
-# sha256_is_pinned FILE: FILE's sha256 is the one pinned for $ucx_release; else
-# say what it is instead.
+# sha256_is_pinned FILE: FILE's sha256 is the one pinned for
+# $ucx_release; else say what it is instead.
 sha256_is_pinned() {
     local sum want=${ucx_release_sha256[$ucx_release]}
     sum=$(sha256sum "$1" | cut -d' ' -f1)
@@ -277,7 +278,8 @@ ucx_release_tarball() {
         note "removing $cached, fetching it again"
         rm -f "$cached"
     fi
-    url=${RVT_UCX_URL:-https://github.com/openucx/ucx/releases/download/v$ucx_release/ucx-$ucx_release.tar.gz}
+    url=https://github.com/openucx/ucx/releases/download
+    url=${RVT_UCX_URL:-$url/v$ucx_release/ucx-$ucx_release.tar.gz}
     note "fetching $url"
     # a partial or refused download never takes the cache's name
     tmp=$(mktemp "$cached.XXXXXX")

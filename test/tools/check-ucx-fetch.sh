@@ -35,7 +35,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/rvt-check-ucx-fetch.XXXXXX") || exit 99
 server=
 # shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
-    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
+    [ -n "$server" ] && kill "$server" 2>/dev/null &&
+        wait "$server" 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,7 +68,8 @@ python3 -u -m http.server --bind 127.0.0.1 --directory "$work/www" 0 \
 server=$!
 port=
 for _ in $(seq 100); do
-    port=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\).*/\1/p' "$work/server.log")
+    port=$(sed -n 's/^Serving HTTP on .* port \([0-9]*\).*/\1/p' \
+        "$work/server.log")
     [ -n "$port" ] && break
     sleep 0.1
 done
@@ -130,7 +132,8 @@ elif shows "refusal of a corrupted download" "$work/err" \
     if compgen -G "$c2/ucx-*" >/dev/null; then
         fail "the refused download was left in the cache: $(ls "$c2")"
     else
-        pass "a corrupted download is refused and not kept: $(grep error "$work/err")"
+        pass "a corrupted download is refused and not kept:" \
+            "$(grep error "$work/err")"
     fi
 fi
 
