@@ -11,9 +11,12 @@
 # Dependencies are cached outside the clone in $RVT_CACHE (default
 # ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
 # tests with rvt instantiated (contrib/ucx-gtest.sh, built once, about 17
-# minutes) and UCX 1.22.0 (built once, about 8 minutes: the second leg, in
-# ./build122, runs the module-loading checks and the testbed's plugin and
-# integration tests against it).
+# minutes) and UCX 1.22.0 (its release tarball fetched once unless a local
+# copy is found, see setup-deps.sh; built once, about 8 minutes: the second
+# leg, in ./build122, runs the module-loading checks and the testbed's
+# plugin and integration tests against it). Soft-iWARP (siw.ko) is built
+# once by the site check's step (test/testbed/check.sh), the only one that
+# loads it.
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$top" || exit 1
