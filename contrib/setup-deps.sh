@@ -16,9 +16,10 @@
 # The tarball is the first of: $RVT_UCX_TARBALL (taken as it is), the
 # project's shared copy (../shared/deps/ucx-VERSION.tar.gz beside the
 # clone), the cache's ($RVT_CACHE/ucx-VERSION.tar.gz), else the release
-# tarball fetched from $RVT_UCX_URL (default: the release on GitHub) into
-# the cache.  Every copy but $RVT_UCX_TARBALL must have the one sha256
-# pinned below; a fetched file that does not is refused and not kept.
+# tarball fetched from $RVT_UCX_URL (default: the tag's archive on
+# GitHub) into the cache.  Every copy but $RVT_UCX_TARBALL must hold the
+# tar whose sha256 is pinned below; a fetched file that does not is
+# refused and not kept.
 # rvt then builds with
 #   configure --with-ucx=$UCX_PREFIX --with-ucx-src=$UCX_SRC
 # --fetch-only (with --ucx) stops after that: it installs nothing, builds
@@ -180,14 +181,14 @@ configure_ucx_source() {
     note "UCX source tree ready in $((SECONDS - start)) s"
 }
 
-# UCX releases --ucx= can build, with the sha256 of the project's shared
-# copy of each tarball (see ../shared/deps/README.md): the one value every
-# copy, local or fetched, is checked against.  That copy is a `git archive`
-# of the release tag; whether the tarball the release page serves has the
-# same bytes could not be checked from a machine without a route to
-# GitHub: a refused fetch says which sha256 it got.
+# UCX releases --ucx= can build, with the sha256 of the tar stream inside
+# each release's tarball: `git archive` of the release tag (prefix
+# ucx-VERSION/), which GitHub serves as the tag's archive and the project
+# keeps as ../shared/deps/ucx-VERSION.tar.gz. The pin is the tar's, not
+# the gzip file's, so that a copy compressed by another gzip still
+# matches: the one value every copy, local or fetched, is checked against.
 declare -A ucx_release_sha256=(
-    [1.22.0]=d2ae32e86c463b77997369bc62caf49dc165338075056a46fc81434abcbcb8e6
+    [1.22.0]=a75b1283f89a52c5e94f7fe2506c488828d01b4e69ad4d94716264de55fc7eb8
 )
 # Only what rvt and its tests use: verbs and rdmacm (rc_verbs and ud_verbs
 # for comparisons), shared memory, the tools (ucx_info, ucx_perftest) and
@@ -229,11 +230,13 @@ if [ $fetch_only = 1 ] && [ -z "$ucx_release" ]; then
     die "--fetch-only needs --ucx=VERSION"
 fi
 
-# sha256_is_pinned FILE: FILE's sha256 is the one pinned for
-# $ucx_release; else say what it is instead.
+# sha256_is_pinned FILE: the sha256 of the tar inside FILE is the one
+# pinned for $ucx_release; else say what it is instead (a file gzip
+# cannot read fully has none).
 sha256_is_pinned() {
     local sum want=${ucx_release_sha256[$ucx_release]}
-    sum=$(sha256sum "$1" | cut -d' ' -f1)
+    sum=$(set -o pipefail; gzip -dc "$1" 2>/dev/null | sha256sum |
+        cut -d' ' -f1) || sum="none (not a whole gzip file)"
     [ "$sum" = "$want" ] && return 0
     note "$1: sha256 is $sum, expected $want"
     return 1
@@ -278,8 +281,8 @@ ucx_release_tarball() {
         note "removing $cached, fetching it again"
         rm -f "$cached"
     fi
-    url=https://github.com/openucx/ucx/releases/download
-    url=${RVT_UCX_URL:-$url/v$ucx_release/ucx-$ucx_release.tar.gz}
+    url=https://github.com/openucx/ucx/archive/refs/tags
+    url=${RVT_UCX_URL:-$url/v$ucx_release.tar.gz}
     note "fetching $url"
     # a partial or refused download never takes the cache's name
     tmp=$(mktemp "$cached.XXXXXX")

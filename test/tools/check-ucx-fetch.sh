@@ -49,7 +49,10 @@ fail() {
 
 # A clone with nothing beside it: setup-deps looks for the shared copy at
 # ../shared/deps from the clone's top, here $work/shared/deps.
-mkdir -p "$work/clone/contrib" "$work/www/good" "$work/www/bad" || exit 99
+mkdir -p "$work/clone/contrib" "$work/www/good" "$work/www/bad" \
+    "$work/www/regz" || exit 99
+# the same tar under another gzip: the pin is the tar's
+gzip -dc "$real" | gzip -1 >"$work/www/regz/$name" || exit 99
 cp "$top/contrib/setup-deps.sh" "$work/clone/contrib/" || exit 99
 cp "$real" "$work/www/good/$name" || exit 99
 cp "$real" "$work/www/bad/$name" || exit 99
@@ -119,6 +122,16 @@ if fetch "$c1" "$base/none/$name" &&
     pass "the cache's copy is used without fetching"
 else
     fail "second run did not use the cache:"
+    cat "$work/out" "$work/err"
+fi
+
+# 2b. the same tar compressed by another gzip is the same release
+cr=$work/cache-regz
+if fetch "$cr" "$base/regz/$name" &&
+    grep -qx "UCX_TARBALL=$cr/$name" "$work/out"; then
+    pass "the same tar under another gzip is accepted (the pin is the tar's)"
+else
+    fail "a recompressed copy of the release was refused:"
     cat "$work/out" "$work/err"
 fi
 
