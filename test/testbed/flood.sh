@@ -1,0 +1,29 @@
+#!/bin/bash
+# A third node floods one agent's handshake UD QP while two nodes trade
+# verified traffic with keepalives (flood-guest.sh), in a 3-node testbed;
+# exits with the guest script's status, 1 when a check failed.
+# Usage: test/testbed/flood.sh [BUILD_DIR] [--rvtd=PATH]
+#   --rvtd=PATH: node 1's agent is that rvtd instead of the build's (a
+#   build with a bound taken out, to see the checks fail)
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+build=build
+rvtd1=
+for a in "$@"; do
+    case $a in
+    --rvtd=*) rvtd1=${a#--rvtd=} ;;
+    -*) fail "$a: expected BUILD_DIR or --rvtd=PATH"; exit 2 ;;
+    *) build=$a ;;
+    esac
+done
+need_built "$build" "make check" test/testbed/rvt_ud_flood \
+    test/gtest/integration/rvt_traffic_client || exit 1
+if [ -n "$rvtd1" ] && [ ! -x "$rvtd1" ]; then
+    fail "--rvtd=$rvtd1: not an executable"
+    exit 2
+fi
+contrib/testbed/testbed run -n 3 -t 900 \
+    "RVT_FLOOD_RVTD1=$rvtd1 test/testbed/flood-guest.sh $build"
