@@ -3,8 +3,8 @@
 # verified traffic with keepalives (flood-guest.sh), in a 3-node testbed;
 # exits with the guest script's status, 1 when a check failed.
 # Usage: test/testbed/flood.sh [BUILD_DIR] [--rvtd=PATH]
-#   --rvtd=PATH: node 1's agent is that rvtd instead of the build's (a
-#   build with a bound taken out, to see the checks fail)
+#   --rvtd=PATH: node 1's agent is that rvtd (a file named rvtd) instead
+#   of the build's: a build with a bound taken out, to see the checks fail
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
@@ -23,6 +23,11 @@ need_built "$build" "make check" test/testbed/rvt_ud_flood \
     test/gtest/integration/rvt_traffic_client || exit 1
 if [ -n "$rvtd1" ] && [ ! -x "$rvtd1" ]; then
     fail "--rvtd=$rvtd1: not an executable"
+    exit 2
+fi
+# the guest finds each node's agent by its name (lib.sh, agent_pids)
+if [ -n "$rvtd1" ] && [ "$(basename "$rvtd1")" != rvtd ]; then
+    fail "--rvtd=$rvtd1: expected a file named rvtd (the checks find the agent by its name), e.g. build-broken/rvtd"
     exit 2
 fi
 contrib/testbed/testbed run -n 3 -t 900 \
