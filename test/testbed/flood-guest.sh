@@ -22,7 +22,8 @@
 # beside each other. Timings are printed, never judged.
 #
 # Usage: flood-guest.sh BUILD_DIR   (environment: RVT_FLOOD_RVTD1, an
-# rvtd for node 1 instead of the build's; FLOOD_IDLE, FLOOD_ROUNDS)
+# rvtd for node 1 instead of the build's; FLOOD_MODES, comma-separated;
+# FLOOD_IDLE, FLOOD_ROUNDS)
 # shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
 set -u
 # shellcheck source=test/testbed/lib.sh
@@ -36,6 +37,7 @@ client=$build/test/gtest/integration/rvt_traffic_client
 flood=$build/test/testbed/rvt_ud_flood
 FLOOD_IDLE=${FLOOD_IDLE:-4}
 FLOOD_ROUNDS=${FLOOD_ROUNDS:-40}
+FLOOD_MODES=${FLOOD_MODES:-garbage,wrong-key,other-job,replay}
 # the bounds: a flood may take a share of the agent's core, never all of
 # it (the agent's loop at its budget: 16 datagrams a pass), and the log
 # gets a line at the 1st, 2nd, 4th, ... event of a kind: tens of lines
@@ -226,7 +228,7 @@ phase() {
 l12_0=
 l21_0=
 phase "no flood" none
-for m in garbage wrong-key other-job replay; do
+for m in ${FLOOD_MODES//,/ }; do
     phase "flood $m" "$m"
 done
 phase "no flood again" none

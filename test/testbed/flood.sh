@@ -2,9 +2,12 @@
 # A third node floods one agent's handshake UD QP while two nodes trade
 # verified traffic with keepalives (flood-guest.sh), in a 3-node testbed;
 # exits with the guest script's status, 1 when a check failed.
-# Usage: test/testbed/flood.sh [BUILD_DIR] [--rvtd=PATH]
+# Usage: test/testbed/flood.sh [BUILD_DIR] [--rvtd=PATH] [--modes=LIST]
 #   --rvtd=PATH: node 1's agent is that rvtd (a file named rvtd) instead
 #   of the build's: a build with a bound taken out, to see the checks fail
+#   --modes=LIST: the flood modes to run, comma-separated (default
+#   garbage,wrong-key,other-job,replay); the phases without flood run
+#   always
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
@@ -12,10 +15,12 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 125
 build=build
 rvtd1=
+modes=garbage,wrong-key,other-job,replay
 for a in "$@"; do
     case $a in
     --rvtd=*) rvtd1=${a#--rvtd=} ;;
-    -*) fail "$a: expected BUILD_DIR or --rvtd=PATH"; exit 2 ;;
+    --modes=*) modes=${a#--modes=} ;;
+    -*) fail "$a: expected BUILD_DIR, --rvtd=PATH or --modes=LIST"; exit 2 ;;
     *) build=$a ;;
     esac
 done
@@ -30,5 +35,9 @@ if [ -n "$rvtd1" ] && [ "$(basename "$rvtd1")" != rvtd ]; then
     fail "--rvtd=$rvtd1: expected a file named rvtd (the checks find the agent by its name), e.g. build-broken/rvtd"
     exit 2
 fi
+if ! [[ $modes =~ ^(garbage|wrong-key|other-job|replay)(,(garbage|wrong-key|other-job|replay))*$ ]]; then
+    fail "--modes=$modes: expected a comma-separated list of garbage, wrong-key, other-job, replay"
+    exit 2
+fi
 contrib/testbed/testbed run -n 3 -t 900 \
-    "RVT_FLOOD_RVTD1=$rvtd1 test/testbed/flood-guest.sh $build"
+    "RVT_FLOOD_RVTD1=$rvtd1 FLOOD_MODES=$modes test/testbed/flood-guest.sh $build"
