@@ -264,6 +264,15 @@ conn::message request_of(const options &o, const conn::sender &self,
     return conn::make_request(self, job_key, 0, 1, qps, o.am_size);
 }
 
+/* Another job's request from this host: a new UD QPN and instance each
+ * time, as a host mints them freely; no credential yet. */
+conn::message stranger_request(const options &o, const agent::device &dev,
+                               std::mt19937_64 &rng)
+{
+    return request_of(o, sender_of(dev, static_cast<uint32_t>(rng()), rng()),
+                      o.other_job_key, rng);
+}
+
 /* A credential of `kind` that no agent believes, of the right shape. */
 void made_up_credential(conn::message &m, conn::auth_kind kind,
                         std::mt19937_64 &rng)
@@ -342,12 +351,7 @@ int main(int argc, char **argv)
     if (o.what != mode::garbage) {
         agent::auth_settings s;
         s.munge_socket = o.munge_socket;
-        if (const char *f = std::getenv(agent::secret_file_env_name)) {
-            s.secret_file_env = f;
-        }
-        if (const char *v = std::getenv(agent::secret_env_name)) {
-            s.secret_env = v;
-        }
+        agent::take_secret_env(s);
         auto a = agent::make_peer_auth(s, [](std::string_view) {});
         if (!a) {
             die("no credential to seal with: " + a.error());
@@ -387,17 +391,11 @@ int main(int argc, char **argv)
                 garbage(msg, rng, sent);
                 break;
             case mode::wrong_key:
-                msg = request_of(o,
-                                 sender_of(*dev.value(),
-                                           static_cast<uint32_t>(rng()), rng()),
-                                 o.other_job_key, rng);
+                msg = stranger_request(o, *dev.value(), rng);
                 made_up_credential(msg, auth->kind(), rng);
                 break;
             case mode::other_job:
-                msg = request_of(o,
-                                 sender_of(*dev.value(),
-                                           static_cast<uint32_t>(rng()), rng()),
-                                 o.other_job_key, rng);
+                msg = stranger_request(o, *dev.value(), rng);
                 if (auto r = auth->seal(msg, o.to_gid); !r) {
                     ++seal_failures;
                     continue;

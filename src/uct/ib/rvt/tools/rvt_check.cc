@@ -562,12 +562,7 @@ void check_auth(report &r, const options &o)
 {
     agent::auth_settings as;
     as.munge_socket = o.munge_socket;
-    if (const char *v = std::getenv(agent::secret_file_env_name)) {
-        as.secret_file_env = v;
-    }
-    if (const char *v = std::getenv(agent::secret_env_name)) {
-        as.secret_env = v;
-    }
+    agent::take_secret_env(as);
     std::string why;
     auto auth = agent::make_peer_auth(as, [&why](std::string_view line) {
         why = line;
