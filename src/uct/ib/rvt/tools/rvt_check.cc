@@ -555,7 +555,6 @@ void check_peer(report &r, const options &o, client::session &s, uint8_t *area,
                        "the other process");
 }
 
-/* Through a real agent, this process its client. */
 /* What rvtd --auth=auto would choose here, from the same settings (its
  * --munge-socket, the job's secret in the environment), or its refusal. */
 void check_auth(report &r, const options &o)
@@ -575,6 +574,7 @@ void check_auth(report &r, const options &o)
           auth.value()->describe() + (why.empty() ? "" : " (" + why + ")"));
 }
 
+/* Through a real agent, this process its client. */
 void check_agent(report &r, const options &o, const std::string &device)
 {
     client::launch_options lo;
