@@ -453,8 +453,9 @@ void engine::on_datagram(std::span<const std::byte> bytes,
 
 /* A pass looks at the peers' timers only when the earliest may be due
  * (m_peer_timers_due, lowered by run() and heard_from() whenever a peer
- * sets an earlier one): an agent with a thousand idle peers would otherwise spend tens of
- * microseconds of every pass asking each of them. */
+ * sets an earlier one): an agent with a thousand idle peers would
+ * otherwise spend tens of microseconds of every pass asking each of
+ * them. */
 void engine::tick_peers(time_point now)
 {
     if (now < m_peer_timers_due) {
