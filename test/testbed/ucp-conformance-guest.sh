@@ -15,7 +15,7 @@
 #
 # Usage: ucp-conformance-guest.sh BUILD_DIR GTEST [--every-case] GROUP...
 #   --every-case  every case of the groups, not CASES' selection (for
-#                 measuring: about an hour under the emulator)
+#                 measuring: hours under the emulator)
 # RVT_UCP_SECONDS (default 1800) bounds each transport's run; a run cut
 # short fails (for measuring per-case times: the logs keep them).
 set -u -o pipefail
@@ -44,35 +44,50 @@ declare -A row_tls=([rc]=rc_v [rvt]=rvt [ud_rvt]="ud_v,rvt")
 # "ROW/GROUP."), blank separated; a group not listed runs every case.
 # CI's leg has about 8 minutes for the three transports, and a case takes
 # about 2 s over rc_v, 0.5 s over rvt and 1.3 s over ud_v,rvt under the
-# emulator (a test_ucp_rma case 25 s or more on each, a test_ucp_stream
-# case 5 s; ucp-conformance.sh --every-case runs them all: about an
-# hour). So every test of a group runs, mostly with its first variant
-# (/0), and the variants that change the protocol rvt sees run on one
-# test each: the rendezvous schemes (tag_match_rndv: auto, get_zcopy,
-# put_zcopy, each old and new protocols, put with flush), AM rendezvous
-# with the new protocols, device atomics. Left out: the other variants
-# of each test (receive requests external or internal, memory
-# pre-registered, map nonblocking, no rcache, CPU and guessed atomics),
-# most of rma's (one put and one get: each is a sweep of sizes that takes
-# half a minute) and of stream's (its 20 tests differ in datatype and in
-# the order of send and receive, which is UCP's, not the transport's).
+# emulator, but a test_ucp_rma case sweeps sizes for 25 to 80 s on each,
+# and some single cases take a minute (docs/testing.md has the figures;
+# --every-case runs them all: hours). So most tests of each group run,
+# mostly with their first variant (/0), and the variants that change the
+# protocol rvt sees run on one test each: the rendezvous schemes
+# (tag_match_rndv's req_exp: auto, get_zcopy, put_zcopy, each with the
+# old and the new protocols, and put with flush), AM rendezvous with the
+# new protocols, device atomics. Every test_ucp_peer_failure case runs.
+# Left out, for time alone (each passed over the three transports when
+# measured): the other variants of each test (receive requests external
+# or internal, memory pre-registered, map nonblocking, no rcache, CPU and
+# guessed atomics); tag_match_rndv's exp_huge_mix (a minute on each) and
+# bidir_multi_exp_post (7 to 11 s); mmap's fixed (7 to 14 s);
+# wireup_errh_peer's stress_connect_force_disconnect (over a minute);
+# rma but for one get (its puts are the peer-failure rma cases'); stream
+# but for two of its 20 tests, which differ in datatype and in the order
+# of send and receive, UCP's business rather than the transport's.
 declare -A CASES=(
-    [test_ucp_peer_failure]="*" # every case: issue 43's
+    [test_ucp_peer_failure]="*"
     [test_ucp_tag_match]="*/0"
-    [test_ucp_tag_match_rndv]="*/0 req_exp/*"
+    [test_ucp_tag_match_rndv]="length0/0 sync_send_unexp/0 req_exp/*
+        rts_unexp/0 truncated/0 post_larger_recv/0 req_exp_auto_thresh/0"
     [test_ucp_am_nbx]="*/0"
     [test_ucp_am_nbx_rndv]="*/0 rndv_auto/1 rndv_auto/2 rndv_auto/3"
-    [test_ucp_rma]="put_nonblocking/0 get_nonblocking/1"
-    [test_ucp_mmap]="*/0"
+    [test_ucp_rma]="get_nonblocking/1"
+    [test_ucp_mmap]="alloc_mem_type/0 reg_mem_type/0 reg0/0 alloc0/0
+        alloc_advise/0 reg_advise/0"
     [test_ucp_atomic64]="post/1 fetch/1 misaligned_post/4"
     [test_ucp_stream]="send_recv_data/0 send_recv_data_recv_iov/0"
-    [test_ucp_wireup_errh_peer]="*/0"
+    [test_ucp_wireup_errh_peer]="msg_after_ep_create/0 msg_before_ep_create/0"
     [test_ucp_fence64]="*"
 )
 
 # SKIP[GROUP]: cases left out for every row (gtest patterns after
 # "ROW/GROUP."), each for a reason given here.
-declare -A SKIP=()
+declare -A SKIP=(
+    # rx_am_mpools draws a random length (below 32 bytes where an IB
+    # transport is in UCX_TLS, else below 256) and skips itself ("non-inline
+    # data arrived") when the data did not come inline from UCT: whether it
+    # passes or skips depends on the seed, on any transport (rc_v skipped
+    # it in one run where rvt and ud_v,rvt passed, and in another ud_v,rvt
+    # skipped both variants), so its line in a pass list is chance
+    [test_ucp_am_nbx]="rx_am_mpools/*"
+)
 
 # filter ROW GROUP...: the gtest filter of ROW's cases of the GROUPs
 filter() {
@@ -80,9 +95,9 @@ filter() {
     shift
     for group in "$@"; do
         # read, not word splitting: the patterns must not meet the globs
-        read -ra cases <<<"${CASES[$group]:-*}"
+        read -rd "" -a cases <<<"${CASES[$group]:-*}"
         [ "$every" = y ] && cases=("*")
-        read -ra skips <<<"${SKIP[$group]:-}"
+        read -rd "" -a skips <<<"${SKIP[$group]:-}"
         for p in "${cases[@]}"; do pos+="${pos:+:}$row/$group.$p"; done
         for p in "${skips[@]}"; do neg+="${neg:+:}$row/$group.$p"; done
     done
