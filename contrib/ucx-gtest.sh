@@ -26,7 +26,7 @@
 #      test code, its generic UCT tests and the UCP test files of the
 #      groups ucp-conformance.sh runs (ucp_tests below; the UCS, UCM, IB
 #      and other UCP test files are left out, which halves the build).
-# About 25 minutes on 2 cores, once, and about 15 more for the UCP files; a
+# About 25 minutes on 2 cores, once, and about 12 more for the UCP files; a
 # stamp records what was built, this script's own text included, so that
 # a changed patch or file list rebuilds.
 set -u -o pipefail
