@@ -11,9 +11,12 @@
 # Dependencies are cached outside the clone in $RVT_CACHE (default
 # ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
 # tests with rvt instantiated (contrib/ucx-gtest.sh, built once, about 17
-# minutes) and UCX 1.22.0 (built once, about 8 minutes: the second leg, in
-# ./build122, runs the module-loading checks and the testbed's plugin and
-# integration tests against it).
+# minutes) and UCX 1.22.0 (its release tarball fetched once unless a local
+# copy is found, see setup-deps.sh; built once, about 8 minutes: the second
+# leg, in ./build122, runs the module-loading checks and the testbed's
+# plugin and integration tests against it). Soft-iWARP (siw.ko) is built
+# once by the site check's step (test/testbed/check.sh), the only one that
+# loads it.
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$top" || exit 1
@@ -108,6 +111,8 @@ if [ "$what" = all ]; then
     run_suite "integration (testbed)" test/testbed/integration.sh build
     step "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)"
     run_suite "traffic (testbed)" test/testbed/traffic.sh build
+    step "flood: a third node floods an agent's handshake UD QP in each way under verified traffic; no peer lost, every op verified, CPU and log bounded (testbed)"
+    run_suite "flood (testbed)" test/testbed/flood.sh build
     step "soak: processes attach, register, transfer and detach for 2 minutes; the agents stay flat (testbed)"
     run_suite "soak (testbed)" test/testbed/soak.sh --minutes 2 build
     step "chaos: processes killed, links down, processes stopped under traffic and MPI; nothing lost, nothing hung, the agents back to their baseline (testbed)"

@@ -13,10 +13,17 @@
 # release from its source tarball and installs it into a prefix of its own,
 # $RVT_CACHE/ucx-VERSION (never over Debian's UCX), keeping the configured
 # and built tree in $RVT_CACHE/ucx-src-VERSION for its internal headers.
-# The tarball is $RVT_UCX_TARBALL if set, else the project's shared copy
-# (../shared/deps/ucx-VERSION.tar.gz from the repository top, whose sha256
-# is checked).  rvt then builds with
+# The tarball is the first of: $RVT_UCX_TARBALL (taken as it is), the
+# project's shared copy (../shared/deps/ucx-VERSION.tar.gz beside the
+# clone), the cache's ($RVT_CACHE/ucx-VERSION.tar.gz), else the release
+# tarball fetched from $RVT_UCX_URL (default: the tag's archive on
+# GitHub) into the cache.  Every copy but $RVT_UCX_TARBALL must hold the
+# tar whose sha256 is pinned below; a fetched file that does not is
+# refused and not kept.
+# rvt then builds with
 #   configure --with-ucx=$UCX_PREFIX --with-ucx-src=$UCX_SRC
+# --fetch-only (with --ucx) stops after that: it installs nothing, builds
+# nothing, and prints UCX_TARBALL=<file>.
 #
 # stdout: UCX_SRC=<dir> (and with --ucx also UCX_PREFIX=<dir>), one per
 # line, so callers can `eval` it.
@@ -35,7 +42,8 @@ RVT_DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
     librdmacm-dev rdma-core ibverbs-utils ibverbs-providers perftest
     nlohmann-json3-dev googletest libgtest-dev clang-format clang libclang-rt-14-dev qemu-system-x86 busybox-static kmod
     cpio gzip iproute2 util-linux openmpi-bin libopenmpi-dev python3 bc procps jq
-    munge libmunge-dev libssl-dev gnuplot-nox"
+    munge libmunge-dev libssl-dev gnuplot-nox
+    curl ca-certificates"
 
 cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
 log=$cache/setup-deps.log
@@ -173,10 +181,14 @@ configure_ucx_source() {
     note "UCX source tree ready in $((SECONDS - start)) s"
 }
 
-# UCX releases --ucx= can build, with the sha256 of the project's shared
-# copy of each tarball (see ../shared/deps/README.md).
+# UCX releases --ucx= can build, with the sha256 of the tar stream inside
+# each release's tarball: `git archive` of the release tag (prefix
+# ucx-VERSION/), which GitHub serves as the tag's archive and the project
+# keeps as ../shared/deps/ucx-VERSION.tar.gz. The pin is the tar's, not
+# the gzip file's, so that a copy compressed by another gzip still
+# matches: the one value every copy, local or fetched, is checked against.
 declare -A ucx_release_sha256=(
-    [1.22.0]=d2ae32e86c463b77997369bc62caf49dc165338075056a46fc81434abcbcb8e6
+    [1.22.0]=a75b1283f89a52c5e94f7fe2506c488828d01b4e69ad4d94716264de55fc7eb8
 )
 # Only what rvt and its tests use: verbs and rdmacm (rc_verbs and ud_verbs
 # for comparisons), shared memory, the tools (ucx_info, ucx_perftest) and
@@ -189,16 +201,19 @@ ucx_release_flags=(--disable-static --enable-mt --with-verbs --with-rdmacm
     --without-java --disable-doxygen-doc --disable-gtest --disable-examples)
 
 usage() {
-    echo "usage: $0 [--ucx=VERSION]" >&2
+    echo "usage: $0 [--ucx=VERSION [--fetch-only]]" >&2
     echo "  --ucx=VERSION  build UCX VERSION (one of:" \
         "${!ucx_release_sha256[*]}) into \$RVT_CACHE/ucx-VERSION" >&2
+    echo "  --fetch-only   only find or fetch its tarball and check it" >&2
     exit 2
 }
 
 ucx_release=""
+fetch_only=0
 for arg in "$@"; do
     case $arg in
     --ucx=*) ucx_release=${arg#--ucx=} ;;
+    --fetch-only) fetch_only=1 ;;
     -h | --help) usage ;;
     *)
         echo "setup-deps: error: unknown argument '$arg'" >&2
@@ -211,10 +226,39 @@ then
     die "--ucx=$ucx_release: unknown UCX release; expected one of:" \
         "${!ucx_release_sha256[*]}"
 fi
+if [ $fetch_only = 1 ] && [ -z "$ucx_release" ]; then
+    die "--fetch-only needs --ucx=VERSION"
+fi
 
-# The tarball of UCX $ucx_release: $RVT_UCX_TARBALL, else the shared copy.
+# sha256_is_pinned FILE: the sha256 of the tar inside FILE is the one
+# pinned for $ucx_release; else say what it is instead (a file gzip
+# cannot read fully has none).
+sha256_is_pinned() {
+    local sum want=${ucx_release_sha256[$ucx_release]}
+    sum=$(set -o pipefail; gzip -dc "$1" 2>/dev/null | sha256sum |
+        cut -d' ' -f1) || sum="none (not a whole gzip file)"
+    [ "$sum" = "$want" ] && return 0
+    note "$1: sha256 is $sum, expected $want"
+    return 1
+}
+
+# download URL FILE, with whichever client the machine has
+download() {
+    if command -v curl >/dev/null; then
+        curl -fsSL --retry 2 --connect-timeout 20 -o "$2" "$1"
+    elif command -v wget >/dev/null; then
+        wget -q --tries=3 --timeout=20 -O "$2" "$1"
+    else
+        note "neither curl nor wget is installed"
+        return 1
+    fi
+}
+
+# The tarball of UCX $ucx_release, the first of: $RVT_UCX_TARBALL, the
+# shared copy beside the clone, the cache's, the release fetched into the
+# cache.  Runs in $(...): die ends only it, and its caller with set -e.
 ucx_release_tarball() {
-    local top shared sum
+    local top shared cached url tmp
     if [ -n "${RVT_UCX_TARBALL:-}" ]; then
         [ -f "$RVT_UCX_TARBALL" ] ||
             die "RVT_UCX_TARBALL=$RVT_UCX_TARBALL: no such file"
@@ -223,16 +267,39 @@ ucx_release_tarball() {
     fi
     top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
     shared=$top/shared/deps/ucx-$ucx_release.tar.gz
-    [ -f "$shared" ] ||
-        die "no UCX $ucx_release source: set RVT_UCX_TARBALL to its" \
-            "tarball, e.g. ucx-$ucx_release.tar.gz from" \
-            "https://github.com/openucx/ucx/releases/tag/v$ucx_release" \
-            "(not found either: $shared)"
-    sum=$(sha256sum "$shared" | cut -d' ' -f1)
-    [ "$sum" = "${ucx_release_sha256[$ucx_release]}" ] ||
-        die "$shared: sha256 is $sum, expected" \
-            "${ucx_release_sha256[$ucx_release]}"
-    echo "$shared"
+    if [ -f "$shared" ]; then
+        sha256_is_pinned "$shared" || die "$shared is not UCX $ucx_release"
+        echo "$shared"
+        return 0
+    fi
+    cached=$cache/ucx-$ucx_release.tar.gz
+    if [ -f "$cached" ]; then
+        if sha256_is_pinned "$cached"; then
+            echo "$cached"
+            return 0
+        fi
+        note "removing $cached, fetching it again"
+        rm -f "$cached"
+    fi
+    url=https://github.com/openucx/ucx/archive/refs/tags
+    url=${RVT_UCX_URL:-$url/v$ucx_release.tar.gz}
+    note "fetching $url"
+    # a partial or refused download never takes the cache's name
+    tmp=$(mktemp "$cached.XXXXXX")
+    trap 'rm -f "$tmp"' EXIT
+    if ! download "$url" "$tmp" 2>>"$log"; then
+        die "no UCX $ucx_release source: cannot fetch $url" \
+            "(log: $log); set RVT_UCX_TARBALL to its tarball, or" \
+            "RVT_UCX_URL to where it can be fetched (not found either:" \
+            "$shared, $cached)"
+    fi
+    sha256_is_pinned "$tmp" ||
+        die "refusing what $url served: it is not UCX $ucx_release" \
+            "(nothing kept); set RVT_UCX_TARBALL or RVT_UCX_URL"
+    chmod 644 "$tmp"
+    mv "$tmp" "$cached"
+    trap - EXIT
+    echo "$cached"
 }
 
 # Unpack, autogen (a `git archive` has no configure), configure, build and
@@ -276,6 +343,13 @@ mkdir -p "$cache"
 # Two concurrent runs must not configure the same tree.
 exec 9>"$cache/.setup-deps.lock"
 flock 9
+
+if [ $fetch_only = 1 ]; then
+    tarball=$(ucx_release_tarball)
+    rm -f "$log"
+    echo "UCX_TARBALL=$tarball"
+    exit 0
+fi
 
 install_missing_packages
 

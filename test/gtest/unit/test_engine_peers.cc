@@ -285,5 +285,49 @@ TEST_F(engine_fixture, keepalives_serve_no_client_and_a_message_serves_both)
     EXPECT_TRUE(b_served) << "giving the message to its client";
 }
 
+/* An answered keepalive moves the peer's next one to the interval after
+ * the answer: the engine, which asks its peers only when the earliest
+ * timer may be due, must hear of that earlier time, or an idle peer is
+ * asked every keepalive_timeout instead of every keepalive_interval (and
+ * a dead one is found that much later). */
+TEST_F(engine_fixture,
+       an_answered_keepalive_brings_the_next_one_after_the_interval)
+{
+    agent_options o;
+    o.engine.peers.keepalive_interval = 10ms;
+    o.engine.peers.keepalive_timeout  = 1000ms;
+    agent_node &a                     = add_agent(o);
+    agent_node &b                     = add_agent(o);
+    test_client &c                    = attach(a);
+    attach(b);
+    peer(c, b);
+    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
+            << a.status();
+
+    const auto keepalives = [&] {
+        uint64_t n = 0;
+        for (agent_node *x : {&a, &b}) {
+            const auto status = x->engine->status_json();
+            for (const auto &p : status["peers"]) {
+                n += p["keepalives"].get<uint64_t>();
+            }
+        }
+        return n;
+    };
+    const uint64_t before = keepalives();
+    /* a second on the agents' clock, a pass each millisecond: a
+     * keepalive is due after 10 ms of silence and is answered at once,
+     * so each agent sends one about every 10 ms (every 1,000 ms if the
+     * engine does not hear that the answer moved the timer) */
+    auto t = std::chrono::steady_clock::now();
+    for (int pass = 0; pass < 1000; ++pass) {
+        t += 1ms;
+        a.engine->progress(t);
+        b.engine->progress(t);
+    }
+    EXPECT_GE(keepalives() - before, 20u)
+            << "keepalives came keepalive_timeout apart: " << a.status();
+}
+
 } // namespace
 } // namespace engine_test

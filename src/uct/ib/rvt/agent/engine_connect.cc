@@ -119,9 +119,21 @@ void engine::run(peer &p, actions acts, time_point now)
         run_one(p, a, now);
     }
     /* what it did may have set an earlier timer (tick_peers) */
+    note_timer(p);
+}
+
+void engine::note_timer(const peer &p)
+{
     if (auto t = p.conn->next_timer(); t && *t < m_peer_timers_due) {
         m_peer_timers_due = *t;
     }
+}
+
+void engine::heard_from(peer &p, time_point now)
+{
+    p.conn->activity(now);
+    m_peers.confirm(p);
+    note_timer(p);
 }
 
 void engine::run_one(peer &p, const action &a, time_point now)
@@ -440,8 +452,8 @@ void engine::on_datagram(std::span<const std::byte> bytes,
 }
 
 /* A pass looks at the peers' timers only when the earliest may be due
- * (m_peer_timers_due, lowered by run() whenever a peer sets an earlier
- * one): an agent with a thousand idle peers would otherwise spend tens of
+ * (m_peer_timers_due, lowered by run() and heard_from() whenever a peer
+ * sets an earlier one): an agent with a thousand idle peers would otherwise spend tens of
  * microseconds of every pass asking each of them. */
 void engine::tick_peers(time_point now)
 {

@@ -60,6 +60,8 @@ std::vector<status_field> engine::peer_status(const peer &p) const
             {"", "qp_errors", row, "QP errors", "", p.traffic.qp_errors},
             {"", "confirmed", row, "confirmed", "", p.confirmed()},
             {"", "reconnects", row, "reconnects", "", reconnects_of(p)},
+            {"", "keepalives", row, "keepalives", "",
+             p.conn->counters().keepalives_sent},
             {"", "queued", row, "queued", "", m_lanes.queued(p.index)},
             {"", "parked", row, "parked", "", m_lanes.parked(p.index)},
             {"", "posted", row, "posted", "", m_lanes.posted(p.index)},
