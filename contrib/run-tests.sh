@@ -129,6 +129,8 @@ if [ "$what" = all ]; then
     run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
     step "UCX's own UCT tests for rvt beside rc_verbs (testbed; the suite is built once)"
     run_suite "UCT conformance (testbed)" test/testbed/conformance.sh build
+    step "UCX's own UCP tests for rvt and ud_v,rvt beside rc_v: the same cases pass (testbed)"
+    run_suite "UCP conformance (testbed)" test/testbed/ucp-conformance.sh build
 
     # The second UCX: 1.22.0, built once into the cache (setup-deps.sh
     # --ucx), rvt built against it in build122 (the unit tests do not

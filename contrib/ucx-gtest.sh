@@ -1,26 +1,34 @@
 #!/bin/bash
-# UCX's own UCT test suite (its gtest), built with `rvt` among the
-# transports it instantiates: the conformance suite of issue 13
-# (test/testbed/conformance.sh runs it beside rc_verbs).
+# UCX's own test suite (its gtest), built with `rvt` among the transports
+# it instantiates: the UCT conformance suite of issue 13
+# (test/testbed/conformance.sh runs it beside rc_verbs) and the UCP groups
+# of issue 43 (test/testbed/ucp-conformance.sh, beside rc_v).
 #
 #   contrib/ucx-gtest.sh        build once (cached), print GTEST=PATH
 #
 # From the UCX 1.13.1 source tree that contrib/setup-deps.sh caches, a copy
 # in $RVT_CACHE/ucx-gtest-1.13.1 (the header tree rvt builds against is
 # never touched) is
-#   1. patched in two places: `rvt` joins UCT_TEST_NO_SELF_TLS in
+#   1. patched in three places: `rvt` joins UCT_TEST_NO_SELF_TLS in
 #      test/gtest/uct/uct_test.h, the list behind UCT_INSTANTIATE_TEST_CASE
 #      and UCT_INSTANTIATE_NO_SELF_TEST_CASE (never UCT_TEST_IB_TLS, whose
 #      groups test IB internals that rvt does not have), and the component
-#      list of UCT_MD_INSTANTIATE_TEST_CASE in test_md.cc;
+#      list of UCT_MD_INSTANTIATE_TEST_CASE in test_md.cc; and two rows,
+#      `rvt` ("rvt") and `ud_rvt` ("ud_v,rvt"), join UCP's lists after
+#      `rc` ("rc_v") in test/gtest/ucp/ucp_test.h: UCP_INSTANTIATE_TEST_CASE
+#      and UCP_INSTANTIATE_TEST_CASE_GPU_AWARE (the list of the RMA, mmap
+#      and atomic groups);
 #   2. configured with the flags of Debian's build (`ucx_info -v`), so that
 #      the libraries it builds are layout-compatible with the rvt module
 #      built against Debian's UCX, plus --enable-gtest; gcc 12 needs -O2
 #      (-O1 fails on an always_inline) and -Wno-error;
 #   3. built: UCX's libraries, then the gtest program from UCX's common
-#      test code and its generic UCT tests only (the UCS, UCM, UCP and IB
-#      test files are left out, which halves the build).
-# About 25 minutes on 2 cores, once; a stamp records what was built.
+#      test code, its generic UCT tests and the UCP test files of the
+#      groups ucp-conformance.sh runs (ucp_tests below; the UCS, UCM, IB
+#      and other UCP test files are left out, which halves the build).
+# About 25 minutes on 2 cores, once, and about 12 more for the UCP files; a
+# stamp records what was built, this script's own text included, so that
+# a changed patch or file list rebuilds.
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cache=${RVT_CACHE:-$HOME/.cache/rvt}
@@ -44,8 +52,17 @@ installed=$(ucx_info -v | sed -n 's/^# Version //p')
 flags_line=$(ucx_info -v | sed -n 's/^# Configured with: //p')
 [ -n "$flags_line" ] || die "'ucx_info -v' printed no 'Configured with:'"
 
+# the UCP test files: the groups' own, and what they are built on
+# (ucp_test, ucp_datatype; test_ucp_tag for tag_match, test_ucp_memheap
+# for rma and atomic)
+ucp_tests=(ucp_test ucp_datatype test_ucp_tag test_ucp_memheap
+    test_ucp_peer_failure test_ucp_tag_match test_ucp_am test_ucp_rma
+    test_ucp_mmap test_ucp_atomic test_ucp_stream test_ucp_wireup
+    test_ucp_fence)
+
 stamp=$dir/.rvt-gtest
-stamp_text="ucx=$version src=$UCX_SRC configure: $flags_line"
+recipe=$(sha256sum <"$top/contrib/ucx-gtest.sh") || die "cannot read this script"
+stamp_text="ucx=$version src=$UCX_SRC recipe=${recipe%% *} configure: $flags_line"
 if [ -x "$dir/test/gtest/gtest" ] && [ -f "$stamp" ] &&
     [ "$(cat "$stamp")" = "$stamp_text" ]; then
     echo "GTEST=$dir/test/gtest/gtest"
@@ -83,6 +100,13 @@ md_cc=$dir/test/gtest/uct/test_md.cc
 sed -i 's/^\( *\)ib, \\$/&\n\1rvt, \\/' "$md_cc"
 grep -q '^ *rvt, \\$' "$md_cc" ||
     die "could not add rvt to UCT_MD_INSTANTIATE_TEST_CASE in $md_cc"
+# UCP: rows rvt and ud_rvt after rc's, in both lists. The plain list has a
+# row a line; the GPU-aware one splits each row after its name
+ucp_h=$dir/test/gtest/ucp/ucp_test.h
+sed -i 's/^\( *UCP_INSTANTIATE_TEST_CASE_TLS(_test_case, \)rc, *"rc_v") \\$/&\n\1rvt,    "rvt") \\\n\1ud_rvt, "ud_v,rvt") \\/' "$ucp_h"
+sed -i '/UCP_INSTANTIATE_TEST_CASE_TLS_GPU_AWARE(_test_case, rc, \\$/{n;s/^\( *\)"rc_v") \\$/&\n    UCP_INSTANTIATE_TEST_CASE_TLS_GPU_AWARE(_test_case, rvt, \\\n\1"rvt") \\\n    UCP_INSTANTIATE_TEST_CASE_TLS_GPU_AWARE(_test_case, ud_rvt, \\\n\1"ud_v,rvt") \\/}' "$ucp_h"
+[ "$(grep -c '^ *UCP_INSTANTIATE_TEST_CASE_TLS\(_GPU_AWARE\)\?(_test_case, \(rvt\|ud_rvt\),' "$ucp_h")" = 4 ] ||
+    die "could not add the rvt and ud_rvt rows to UCP's lists in $ucp_h (its layout changed?)"
 
 # 2. Debian's flags, word by word as configure must see them
 read -ra flags <<<"$flags_line"
@@ -102,7 +126,12 @@ objects=$(awk '/^am_gtest_OBJECTS =/ { on = 1 }
                  sub(/\$\(OBJEXT\)$/, "o", $i); print $i } }
     on && !/\\$/ { exit }' "$dir/test/gtest/Makefile" | tr '\n' ' ')
 [ -n "$objects" ] || die "no test objects found in $dir/test/gtest/Makefile"
-run_step "gtest (common and UCT tests)" \
+for t in "${ucp_tests[@]}"; do
+    grep -q "ucp/gtest-$t\.\$(OBJEXT)" "$dir/test/gtest/Makefile" ||
+        die "no UCP test file $t in $dir/test/gtest/Makefile"
+    objects+=" ucp/gtest-$t.o"
+done
+run_step "gtest (common, UCT and some UCP tests)" \
     make -C "$dir/test/gtest" -j"$jobs" gtest gtest_OBJECTS="$objects"
 [ -x "$dir/test/gtest/gtest" ] || die "no $dir/test/gtest/gtest after the build"
 

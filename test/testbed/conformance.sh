@@ -47,28 +47,7 @@ ci_groups=(
     test_uct_ep
 )
 
-perf_prerequisites "$build" || exit 1
-gtest_line=$(contrib/ucx-gtest.sh) || { fail "building UCX's gtest (contrib/ucx-gtest.sh)"; exit 1; }
-gtest=${gtest_line#GTEST=}
 if [ $# = 0 ]; then
     set -- "${ci_groups[@]}"
 fi
-started=$SECONDS
-# the guest script's output goes through a file: printed straight to the
-# testbed's console, it was lost after the suite's first run (every line).
-# The runner has since stopped its notes overwriting the guest's output in
-# a shared log file, but that loss was seen through run-tests.sh's pipe,
-# where that bug cannot happen: its cause is not known, so the file stays
-out=$build/conformance.out
-rm -f "$out"
-contrib/testbed/testbed run -n 1 -t 7200 \
-    "test/testbed/conformance-guest.sh $build $gtest $* >$out 2>&1"
-rc=$?
-if [ -f "$out" ]; then
-    cat "$out"
-else
-    fail "the guest script left no output ($out)"
-    rc=1
-fi
-echo "conformance suite: $((SECONDS - started)) s of testbed time, boot included"
-exit $rc
+conformance_leg "$build" conformance test/testbed/conformance-guest.sh "$@"

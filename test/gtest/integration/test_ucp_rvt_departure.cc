@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -84,15 +85,35 @@ const char *name_of(op o)
 
 enum class departure {
     closed,
-    killed
+    killed,
+    /* issue 43: one worker of the receiver's process goes, another stays
+     * (ucp_departure_peer's RVT_DEPARTURE_PEER_SIBLING) */
+    sibling_worker, /* a worker of the same context */
+    sibling_context, /* a worker of a context of its own */
 };
+
+const char *name_of(departure d)
+{
+    switch (d) {
+    case departure::closed:
+        return "closed";
+    case departure::killed:
+        return "killed";
+    case departure::sibling_worker:
+        return "worker_closed_sibling_stays";
+    case departure::sibling_context:
+        return "context_closed_sibling_stays";
+    }
+    return "?";
+}
 enum class place {
     this_node,
     other_node
 };
 
 struct departure_case {
-    const char *tls; /* "rvt", or "rc" (rc_verbs with ud_verbs for wireup) */
+    const char *tls; /* "rvt", "ud_v,rvt", or "rc" (rc_verbs with ud_verbs
+                      * for wireup) */
     op what;
     departure how;
     place where;
@@ -114,9 +135,51 @@ bool ucp_atomics_unsupported()
 
 std::string case_name(const ::testing::TestParamInfo<departure_case> &p)
 {
-    return std::string(p.param.tls) + "_" + name_of(p.param.what) + "_" +
-           (p.param.how == departure::closed ? "closed" : "killed") + "_" +
+    std::string tls = p.param.tls;
+    std::replace(tls.begin(), tls.end(), ',', '_');
+    return tls + "_" + name_of(p.param.what) + "_" + name_of(p.param.how) +
+           "_" +
            (p.param.where == place::this_node ? "this_node" : "other_node");
+}
+
+/* true if none of the requests is still in progress */
+bool all_ended(const std::vector<ucs_status_ptr_t> &requests)
+{
+    for (auto r : requests) {
+        if (UCS_PTR_IS_PTR(r) &&
+            ucp_request_check_status(r) == UCS_INPROGRESS) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* How the requests ended: failed, still in progress (then cancelled),
+ * and ended well from index `from` on. Frees every request. */
+struct request_ends {
+    size_t failed = 0, in_progress = 0, ok_from = 0;
+};
+request_ends end_requests(ucp_worker_h worker,
+                          std::vector<ucs_status_ptr_t> &requests,
+                          size_t from = SIZE_MAX)
+{
+    request_ends e;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        ucs_status_ptr_t r = requests[i];
+        ucs_status_t st    = UCS_PTR_STATUS(r);
+        if (UCS_PTR_IS_PTR(r)) {
+            st = ucp_request_check_status(r);
+            if (st == UCS_INPROGRESS) {
+                ++e.in_progress;
+                ucp_request_cancel(worker, r);
+            }
+            ucp_request_free(r);
+        }
+        e.failed += UCS_STATUS_IS_ERR(st);
+        e.ok_from += i >= from && st == UCS_OK;
+    }
+    requests.clear();
+    return e;
 }
 
 /* The receiver's process: its pipes, and what it sent. */
@@ -179,6 +242,20 @@ struct peer_process {
                read_exactly(rkey.data(), rkey.size());
     }
 
+    /* the second worker's hello, address and rkey (a sibling peer's) */
+    peer_hello sibling_hello{};
+    std::vector<uint8_t> sibling_address, sibling_rkey;
+    bool read_sibling()
+    {
+        if (!read_exactly(&sibling_hello, sizeof(sibling_hello))) {
+            return false;
+        }
+        sibling_address.resize(sibling_hello.address_length);
+        sibling_rkey.resize(sibling_hello.rkey_length);
+        return read_exactly(sibling_address.data(), sibling_address.size()) &&
+               read_exactly(sibling_rkey.data(), sibling_rkey.size());
+    }
+
     /* its UCP destroyed, nothing closed; the process stays */
     bool close_ucp()
     {
@@ -235,7 +312,7 @@ protected:
             return;
         }
         const departure_case &c = GetParam();
-        m_rvt                   = std::string(c.tls) == "rvt";
+        m_rvt = std::string(c.tls).find("rvt") != std::string::npos;
         m_env.set("UCX_TLS", c.tls);
         m_env.set("UCX_NET_DEVICES", m_dev + ":1");
         m_env.set("UCX_WARN_UNUSED_ENV_VARS", "n");
@@ -397,15 +474,6 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     /* the application goes on: one more of the same every pass until its
      * endpoint fails, and tagged messages to b, each verified */
     verified_stream to_b_stream{0x40, 50};
-    const auto ended = [&] {
-        for (auto &r : requests) {
-            if (UCS_PTR_IS_PTR(r) &&
-                ucp_request_check_status(r) == UCS_INPROGRESS) {
-                return false;
-            }
-        }
-        return true;
-    };
     const bool done = eventually(
             [&] {
                 if (to_peer.errors == 0 && requests.size() < 4096) {
@@ -416,24 +484,13 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
                     ucp_worker_progress(a.worker);
                     ucp_worker_progress(b.worker);
                 }
-                return to_peer.errors > 0 && ended() && to_b_stream.done();
+                return to_peer.errors > 0 && all_ended(requests) &&
+                       to_b_stream.done();
             },
             m_rvt ? 30s : 20s);
-    size_t failed = 0, in_progress = 0;
-    for (auto &r : requests) {
-        if (!UCS_PTR_IS_PTR(r)) {
-            failed += UCS_PTR_IS_ERR(r);
-            continue;
-        }
-        const ucs_status_t st = ucp_request_check_status(r);
-        if (st == UCS_INPROGRESS) {
-            ++in_progress;
-            ucp_request_cancel(a.worker, r);
-        } else {
-            failed += st != UCS_OK;
-        }
-        ucp_request_free(r);
-    }
+    const size_t issued                        = requests.size();
+    const auto [failed, in_progress, ok_after] = end_requests(a.worker,
+                                                              requests);
     const double ms = std::chrono::duration<double, std::milli>(
                               to_peer.failed_at - gone)
                               .count();
@@ -452,11 +509,11 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
                         "progress\n",
                         name_of(c.what),
                         c.how == departure::closed ? "closed" : "killed",
-                        in_progress, requests.size());
+                        in_progress, issued);
         }
     } else {
         EXPECT_TRUE(done) << to_peer.errors << " error callbacks, "
-                          << in_progress << " of " << requests.size()
+                          << in_progress << " of " << issued
                           << " requests still in progress, "
                           << to_b_stream.arrived << " of " << to_b_stream.sent
                           << " to b";
@@ -482,8 +539,7 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
                     name_of(c.what),
                     c.how == departure::closed ? "closed" : "killed",
                     c.where == place::this_node ? "this node" : "another node",
-                    ms, ucs_status_string(to_peer.error), failed,
-                    requests.size());
+                    ms, ucs_status_string(to_peer.error), failed, issued);
     }
 
     ucp_rkey_destroy(rkey);
@@ -529,6 +585,191 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
                 << "the receiver's departure was not counted";
     }
 }
+
+/* Issue 43, UCX's test_ucp_peer_failure across processes: the receiver's
+ * process has two workers; one goes (destroyed, its context kept or
+ * destroyed with it) and the process stays with the other. The sender's
+ * endpoint to the one that went must fail as for any departure, every
+ * put end, and its endpoint to the one that stays must go on working:
+ * puts read back by gets, no error. Over rvt, ud_v,rvt (where the put is
+ * rvt's and the endpoint's keepalive UD's) and, measured only, rc_verbs. */
+class ucp_rvt_sibling_departure : public ucp_rvt_departure_ops {};
+
+TEST_P(ucp_rvt_sibling_departure,
+       the_departed_worker_fails_and_its_sibling_works)
+{
+    const departure_case &c = GetParam();
+    /* the puts zero-copy, as in UCX's zcopy case: their requests complete
+     * when the receiver's side has them, not when the data is copied */
+    m_env.set("UCX_ZCOPY_THRESH", "1023");
+    if (!m_rvt) { /* rc_verbs' timeouts as UCX's peer-failure tests set
+                   * them (configure_peer_failure_settings), for an error
+                   * time to compare */
+        m_env.set("UCX_RC_TIMEOUT", "10ms");
+        m_env.set("UCX_RC_RNR_TIMEOUT", "10ms");
+        m_env.set("UCX_RC_RETRY_COUNT", "2");
+    }
+    std::vector<std::pair<std::string, std::string>> env = m_peer_env;
+    env.emplace_back("RVT_DEPARTURE_PEER_SIBLING",
+                     c.how == departure::sibling_worker ? "worker" : "context");
+    peer_process peer;
+    ASSERT_TRUE(peer.start(departure_peer_path, env) && peer.read_sibling())
+            << "the receiver did not start: " << peer.fate();
+
+    ucp_side a;
+    ASSERT_EQ(a.open(features), UCS_OK);
+    watched_ep to_gone, to_stays;
+    ASSERT_EQ(to_gone.connect(a, reinterpret_cast<const ucp_address_t *>(
+                                         peer.address.data())),
+              UCS_OK);
+    ASSERT_EQ(to_stays.connect(a, reinterpret_cast<const ucp_address_t *>(
+                                          peer.sibling_address.data())),
+              UCS_OK);
+    ucp_rkey_h gone_rkey = nullptr, stays_rkey = nullptr;
+    ASSERT_EQ(ucp_ep_rkey_unpack(to_gone.ep, peer.rkey.data(), &gone_rkey),
+              UCS_OK);
+    ASSERT_EQ(ucp_ep_rkey_unpack(to_stays.ep, peer.sibling_rkey.data(),
+                                 &stays_rkey),
+              UCS_OK);
+    const auto wait = [&](ucs_status_ptr_t r) {
+        ucs_status_t st = UCS_INPROGRESS;
+        if (!UCS_PTR_IS_PTR(r)) {
+            return UCS_PTR_STATUS(r);
+        }
+        eventually(
+                [&] {
+                    ucp_worker_progress(a.worker);
+                    st = ucp_request_check_status(r);
+                    return st != UCS_INPROGRESS;
+                },
+                20s);
+        if (st == UCS_INPROGRESS) {
+            ucp_request_cancel(a.worker, r);
+        }
+        ucp_request_free(r);
+        return st;
+    };
+    ucp_request_param_t none{};
+    std::vector<uint8_t> out(1 << 16), in(1 << 16);
+    /* a put read back by a get on the worker that stays: true if it is
+     * what was written */
+    uint8_t round          = 0;
+    const auto stays_works = [&] {
+        std::fill(out.begin(), out.end(), ++round);
+        std::fill(in.begin(), in.end(), 0);
+        const ucs_status_t put = wait(
+                ucp_put_nbx(to_stays.ep, out.data(), out.size(),
+                            peer.sibling_hello.buffer, stays_rkey, &none));
+        const ucs_status_t flush = wait(ucp_ep_flush_nbx(to_stays.ep, &none));
+        const ucs_status_t get   = wait(
+                  ucp_get_nbx(to_stays.ep, in.data(), in.size(),
+                              peer.sibling_hello.buffer, stays_rkey, &none));
+        const ucs_status_t flush2 = wait(ucp_ep_flush_nbx(to_stays.ep, &none));
+        return put == UCS_OK && flush == UCS_OK && get == UCS_OK &&
+               flush2 == UCS_OK && in == out;
+    };
+    /* both wired up */
+    ASSERT_TRUE(stays_works());
+    ASSERT_EQ(wait(ucp_put_nbx(to_gone.ep, out.data(), 1024, peer.hello.buffer,
+                               gone_rkey, &none)),
+              UCS_OK);
+    ASSERT_EQ(wait(ucp_ep_flush_nbx(to_gone.ep, &none)), UCS_OK);
+
+    /* puts outstanding at the departure, and after it (its close has
+     * returned) one a pass until the endpoint fails, as UCX's test does */
+    std::vector<ucs_status_ptr_t> requests;
+    for (int i = 0; i < 16; ++i) {
+        requests.push_back(ucp_put_nbx(to_gone.ep, out.data(), out.size(),
+                                       peer.hello.buffer, gone_rkey, &none));
+    }
+    ucp_worker_progress(a.worker);
+    ASSERT_TRUE(peer.close_ucp())
+            << "the receiver did not close: " << peer.fate();
+    const auto gone          = std::chrono::steady_clock::now();
+    const size_t first_after = requests.size();
+    const bool done          = eventually(
+            [&] {
+                if (to_gone.errors == 0 && requests.size() < 4096) {
+                    requests.push_back(
+                                     ucp_put_nbx(to_gone.ep, out.data(), out.size(),
+                                                 peer.hello.buffer, gone_rkey, &none));
+                }
+                for (int i = 0; i < 16; ++i) {
+                    ucp_worker_progress(a.worker);
+                }
+                return to_gone.errors > 0 && all_ended(requests);
+            },
+            m_rvt ? 30s : 20s);
+    const double ms = std::chrono::duration<double, std::milli>(
+                              to_gone.failed_at - gone)
+                              .count();
+    /* done_after: of the puts posted after the departure, those that
+     * ended well (none may: nobody received them) */
+    const size_t issued     = requests.size();
+    const auto [failed, in_progress,
+                done_after] = end_requests(a.worker, requests, first_after);
+    const bool stays_after  = stays_works() && stays_works();
+    const std::string where = c.where == place::this_node ? "this node" :
+                                                            "another node";
+    if (!m_rvt) { /* rc_verbs: measured, for the comparison */
+        std::printf("[ INFO     ] %s put, %s, %s: %s; the sibling %s\n", c.tls,
+                    name_of(c.how), where.c_str(),
+                    to_gone.errors > 0 ?
+                            ("error callback " + std::to_string(int(ms)) +
+                             " ms after the departure (" +
+                             ucs_status_string(to_gone.error) + ")")
+                                    .c_str() :
+                            "no error callback within 20 s",
+                    stays_after && to_stays.errors == 0 ? "works" :
+                                                          "does not work");
+    } else {
+        EXPECT_TRUE(done) << to_gone.errors << " error callbacks, "
+                          << in_progress << " of " << issued
+                          << " puts still in progress";
+        EXPECT_EQ(to_gone.errors, 1);
+        EXPECT_TRUE(to_gone.error == UCS_ERR_ENDPOINT_TIMEOUT ||
+                    to_gone.error == UCS_ERR_CONNECTION_RESET ||
+                    to_gone.error == UCS_ERR_UNREACHABLE ||
+                    (c.where == place::other_node &&
+                     to_gone.error == UCS_ERR_IO_ERROR))
+                << ucs_status_string(to_gone.error);
+        EXPECT_EQ(done_after, 0u)
+                << "puts posted after the departure that ended well";
+        EXPECT_TRUE(stays_after) << "the worker that stays";
+        EXPECT_EQ(to_stays.errors, 0) << ucs_status_string(to_stays.error);
+        std::printf("[ INFO     ] %s put, %s, %s: error callback %.0f ms "
+                    "after the departure (%s), %zu of %zu puts failed\n",
+                    c.tls, name_of(c.how), where.c_str(), ms,
+                    ucs_status_string(to_gone.error), failed, issued);
+    }
+    ucp_rkey_destroy(gone_rkey);
+    ucp_rkey_destroy(stays_rkey);
+    ucp_request_param_t force{};
+    force.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    force.flags        = UCP_EP_CLOSE_FLAG_FORCE;
+    (void)wait(ucp_ep_close_nbx(to_gone.ep, &force));
+    (void)wait(ucp_ep_close_nbx(to_stays.ep, &force));
+}
+
+std::vector<departure_case> sibling_cases()
+{
+    std::vector<departure_case> all;
+    for (const char *tls : {"rvt", "ud_v,rvt", "rc"}) {
+        for (departure d :
+             {departure::sibling_worker, departure::sibling_context}) {
+            for (place p : {place::this_node, place::other_node}) {
+                if (std::string(tls) == "rc" && p == place::other_node) {
+                    continue; /* measured on this node only */
+                }
+                all.push_back({tls, op::put, d, p});
+            }
+        }
+    }
+    return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(siblings, ucp_rvt_sibling_departure,
+                         ::testing::ValuesIn(sibling_cases()), case_name);
 
 std::vector<departure_case> cases()
 {

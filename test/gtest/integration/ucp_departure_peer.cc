@@ -14,6 +14,17 @@
  *      process that dies leaves them, answer "d" on stdout, and wait for
  *      stdin's end (the process stays: only its UCP is gone).
  * SIGKILL is the other way to go.
+ *
+ * With RVT_DEPARTURE_PEER_SIBLING set (issue 43: one process, several
+ * workers), a second worker stays when the first goes, as in UCX's
+ * test_ucp_peer_failure:
+ *   worker   a second worker of the same context (q destroys the first
+ *            worker only; the context and its mapping stay);
+ *   context  a second context with its own worker and buffer (q destroys
+ *            the first worker and context).
+ * The second worker's address and its buffer's rkey follow the first's
+ * (a second peer_hello, address, rkey), and after q it is progressed
+ * until stdin's end.
  */
 #include <ucp/api/ucp.h>
 
@@ -22,7 +33,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 struct peer_hello {
@@ -35,7 +48,7 @@ struct peer_hello {
 namespace {
 
 constexpr size_t buffer_length = 1 << 20;
-int to_test = -1; /* the pipe stdout was */
+int to_test                    = -1; /* the pipe stdout was */
 
 bool write_all(const void *data, size_t length)
 {
@@ -66,6 +79,98 @@ int fail(const char *what, ucs_status_t status)
     return 1;
 }
 
+/* A worker with the AM handler, a buffer mapped, its hello written. */
+struct receiver {
+    ucp_context_h context       = nullptr;
+    ucp_worker_h worker         = nullptr;
+    ucp_mem_h memh              = nullptr;
+    std::vector<uint8_t> buffer = std::vector<uint8_t>(buffer_length, 0x5a);
+
+    ucs_status_t init_context()
+    {
+        ucp_config_t *config;
+        ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ucp_params_t params{};
+        params.field_mask = UCP_PARAM_FIELD_FEATURES;
+        params.features   = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_RMA |
+                          UCP_FEATURE_AMO64;
+        status = ucp_init(&params, config, &context);
+        ucp_config_release(config);
+        return status;
+    }
+    /* a worker of `ctx`, memory mapped there unless `mapped` is given */
+    int open(ucp_context_h ctx, ucp_mem_h mapped, const uint8_t *mapped_at)
+    {
+        ucp_worker_params_t wp{};
+        wp.field_mask       = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+        wp.thread_mode      = UCS_THREAD_MODE_SINGLE;
+        ucs_status_t status = ucp_worker_create(ctx, &wp, &worker);
+        if (status != UCS_OK) {
+            return fail("ucp_worker_create", status);
+        }
+        ucp_am_handler_param_t h{};
+        h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                       UCP_AM_HANDLER_PARAM_FIELD_CB;
+        h.id   = 1;
+        h.cb   = keep_am;
+        status = ucp_worker_set_am_recv_handler(worker, &h);
+        if (status != UCS_OK) {
+            return fail("ucp_worker_set_am_recv_handler", status);
+        }
+        const uint8_t *at = mapped_at;
+        if (mapped == nullptr) {
+            ucp_mem_map_params_t mp{};
+            mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                            UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+            mp.address = buffer.data();
+            mp.length  = buffer.size();
+            status     = ucp_mem_map(ctx, &mp, &memh);
+            if (status != UCS_OK) {
+                return fail("ucp_mem_map", status);
+            }
+            mapped = memh;
+            at     = buffer.data();
+        }
+        void *rkey;
+        size_t rkey_length;
+        status = ucp_rkey_pack(ctx, mapped, &rkey, &rkey_length);
+        if (status != UCS_OK) {
+            return fail("ucp_rkey_pack", status);
+        }
+        ucp_address_t *address;
+        size_t address_length;
+        status = ucp_worker_get_address(worker, &address, &address_length);
+        if (status != UCS_OK) {
+            return fail("ucp_worker_get_address", status);
+        }
+        const peer_hello hello{static_cast<uint32_t>(address_length),
+                               static_cast<uint32_t>(rkey_length),
+                               reinterpret_cast<uintptr_t>(at), buffer_length};
+        const bool written = write_all(&hello, sizeof(hello)) &&
+                             write_all(address, address_length) &&
+                             write_all(rkey, rkey_length);
+        ucp_worker_release_address(worker, address);
+        ucp_rkey_buffer_release(rkey);
+        return written ? 0 : 1;
+    }
+    /* the worker, then what it mapped, then its context (its own: only
+     * `first` closes) */
+    void close()
+    {
+        ucp_worker_destroy(worker);
+        worker = nullptr;
+        if (memh != nullptr) {
+            ucp_mem_unmap(context, memh);
+        }
+        if (context != nullptr) {
+            ucp_cleanup(context);
+        }
+    }
+};
+
 } // namespace
 
 int main()
@@ -74,76 +179,44 @@ int main()
     if (to_test < 0 || dup2(2, 1) < 0) {
         return 1;
     }
-    ucp_config_t *config;
-    ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-    if (status != UCS_OK) {
-        return fail("ucp_config_read", status);
+    const char *sibling_env   = std::getenv("RVT_DEPARTURE_PEER_SIBLING");
+    const std::string sibling = sibling_env != nullptr ? sibling_env : "";
+    if (!sibling.empty() && sibling != "worker" && sibling != "context") {
+        std::fprintf(stderr,
+                     "ucp_departure_peer: RVT_DEPARTURE_PEER_SIBLING="
+                     "%s: expected worker or context\n",
+                     sibling.c_str());
+        return 1;
     }
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features   = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_RMA |
-                      UCP_FEATURE_AMO64;
-    ucp_context_h context;
-    status = ucp_init(&params, config, &context);
-    ucp_config_release(config);
+    receiver first, second;
+    ucs_status_t status = first.init_context();
     if (status != UCS_OK) {
         return fail("ucp_init", status);
     }
-    ucp_worker_params_t wp{};
-    wp.field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-    ucp_worker_h worker;
-    status = ucp_worker_create(context, &wp, &worker);
-    if (status != UCS_OK) {
-        return fail("ucp_worker_create", status);
-    }
-    ucp_am_handler_param_t h{};
-    h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-                   UCP_AM_HANDLER_PARAM_FIELD_CB;
-    h.id   = 1;
-    h.cb   = keep_am;
-    status = ucp_worker_set_am_recv_handler(worker, &h);
-    if (status != UCS_OK) {
-        return fail("ucp_worker_set_am_recv_handler", status);
-    }
-
-    std::vector<uint8_t> buffer(buffer_length, 0x5a);
-    ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                    UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = buffer.data();
-    mp.length  = buffer.size();
-    ucp_mem_h memh;
-    status = ucp_mem_map(context, &mp, &memh);
-    if (status != UCS_OK) {
-        return fail("ucp_mem_map", status);
-    }
-    void *rkey;
-    size_t rkey_length;
-    status = ucp_rkey_pack(context, memh, &rkey, &rkey_length);
-    if (status != UCS_OK) {
-        return fail("ucp_rkey_pack", status);
-    }
-    ucp_address_t *address;
-    size_t address_length;
-    status = ucp_worker_get_address(worker, &address, &address_length);
-    if (status != UCS_OK) {
-        return fail("ucp_worker_get_address", status);
-    }
-    const peer_hello hello{static_cast<uint32_t>(address_length),
-                           static_cast<uint32_t>(rkey_length),
-                           reinterpret_cast<uintptr_t>(buffer.data()),
-                           buffer.size()};
-    if (!write_all(&hello, sizeof(hello)) ||
-        !write_all(address, address_length) || !write_all(rkey, rkey_length)) {
+    if (first.open(first.context, nullptr, nullptr) != 0) {
         return 1;
     }
-    ucp_worker_release_address(worker, address);
-    ucp_rkey_buffer_release(rkey);
+    if (sibling == "worker") {
+        /* the context's mapping serves both; the context stays */
+        if (second.open(first.context, first.memh, first.buffer.data()) != 0) {
+            return 1;
+        }
+    } else if (sibling == "context") {
+        status = second.init_context();
+        if (status != UCS_OK) {
+            return fail("ucp_init", status);
+        }
+        if (second.open(second.context, nullptr, nullptr) != 0) {
+            return 1;
+        }
+    }
 
     for (;;) {
         for (int i = 0; i < 64; ++i) {
-            ucp_worker_progress(worker);
+            ucp_worker_progress(first.worker);
+            if (second.worker != nullptr) {
+                ucp_worker_progress(second.worker);
+            }
         }
         pollfd p{0, POLLIN, 0};
         if (poll(&p, 1, 0) <= 0) {
@@ -157,14 +230,29 @@ int main()
             break;
         }
     }
-    ucp_worker_destroy(worker);
-    ucp_mem_unmap(context, memh);
-    ucp_cleanup(context);
+    if (sibling == "worker") { /* the worker alone */
+        ucp_worker_destroy(first.worker);
+        first.worker = nullptr;
+    } else {
+        first.close();
+    }
     if (!write_all("d", 1)) {
         return 1;
     }
-    char rest;
-    while (read(0, &rest, 1) > 0) {
+    /* the second worker, if any, goes on until stdin's end */
+    for (;;) {
+        if (second.worker != nullptr) {
+            for (int i = 0; i < 64; ++i) {
+                ucp_worker_progress(second.worker);
+            }
+        }
+        pollfd p{0, POLLIN, 0};
+        if (poll(&p, 1, second.worker != nullptr ? 0 : -1) <= 0) {
+            continue;
+        }
+        char rest;
+        if (read(0, &rest, 1) <= 0) {
+            return 0;
+        }
     }
-    return 0;
 }
