@@ -14,7 +14,9 @@
 # minutes) and UCX 1.22.0 (its release tarball fetched once unless a local
 # copy is found, see setup-deps.sh; built once, about 8 minutes: the second
 # leg, in ./build122, runs the module-loading checks and the testbed's
-# plugin and integration tests against it). Soft-iWARP (siw.ko) is built
+# plugin and integration tests against it), and ccache's objects
+# ($RVT_CACHE/ccache; a fresh clone's build compiles only what differs
+# from the last build's sources). Soft-iWARP (siw.ko) is built
 # once by the site check's step (test/testbed/check.sh), the only one that
 # loads it.
 set -u -o pipefail
@@ -65,8 +67,18 @@ eval "$ucx_line"
 echo "UCX source tree: $UCX_SRC"
 
 step "build"
+# ccache keys an object by its preprocessed source and flags, not by the
+# clone's path (base and hash dirs), so that every clone shares the cache
+compilers=()
+if command -v ccache >/dev/null; then
+    export CCACHE_DIR=${CCACHE_DIR:-${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}/ccache}
+    export CCACHE_BASEDIR=$top CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+    compilers=(CC="ccache gcc" CXX="ccache g++")
+    ccache -z >/dev/null
+fi
 mkdir -p build
-if ! { ./autogen.sh && cd build && ../configure --with-ucx-src="$UCX_SRC" &&
+if ! { ./autogen.sh && cd build &&
+       ../configure --with-ucx-src="$UCX_SRC" "${compilers[@]}" &&
        make -j"$(nproc)"; } > "$top/build/build.log" 2>&1; then
     tail -40 "$top/build/build.log"
     echo "FAIL: build (log: build/build.log)"
@@ -76,6 +88,10 @@ if ! { ./autogen.sh && cd build && ../configure --with-ucx-src="$UCX_SRC" &&
 fi
 cd "$top" || exit 1
 sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
+[ ${#compilers[@]} = 0 ] || ccache --print-stats |
+    awk -F'\t' '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ {
+        printf "%s%s %s", sep, $1, $2; sep = ", " } END { print "" }' |
+    sed 's/^/ccache: /'
 
 step "unit tests: make check"
 run_suite "make check" make -C build check -j"$(nproc)"
@@ -140,7 +156,7 @@ if [ "$what" = all ]; then
     if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
         mkdir -p build122 &&
         { cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
-              --with-ucx-src="$UCX_SRC" && make -j"$(nproc)" all &&
+              --with-ucx-src="$UCX_SRC" "${compilers[@]}" && make -j"$(nproc)" all &&
           make -j"$(nproc)" integration-programs test/mpi/rvt_mpi_check; } \
             > "$top/build/build122.log" 2>&1; then
         cd "$top" || exit 1

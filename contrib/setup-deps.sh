@@ -42,7 +42,7 @@ RVT_DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
     librdmacm-dev rdma-core ibverbs-utils ibverbs-providers perftest
     nlohmann-json3-dev googletest libgtest-dev clang-format clang libclang-rt-14-dev qemu-system-x86 busybox-static kmod
     cpio gzip iproute2 util-linux openmpi-bin libopenmpi-dev python3 bc procps jq
-    munge libmunge-dev libssl-dev gnuplot-nox
+    munge libmunge-dev libssl-dev gnuplot-nox ccache
     curl ca-certificates"
 
 cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
