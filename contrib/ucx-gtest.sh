@@ -63,8 +63,11 @@ ucp_tests=(ucp_test ucp_datatype test_ucp_tag test_ucp_memheap
 stamp=$dir/.rvt-gtest
 recipe=$(sha256sum <"$top/contrib/ucx-gtest.sh") || die "cannot read this script"
 stamp_text="ucx=$version src=$UCX_SRC recipe=${recipe%% *} configure: $flags_line"
-if [ -x "$dir/test/gtest/gtest" ] && [ -f "$stamp" ] &&
-    [ "$(cat "$stamp")" = "$stamp_text" ]; then
+built() {
+    [ -x "$dir/test/gtest/gtest" ] && [ -f "$stamp" ] &&
+        [ "$(cat "$stamp")" = "$stamp_text" ]
+}
+if built; then
     echo "GTEST=$dir/test/gtest/gtest"
     exit 0
 fi
@@ -85,6 +88,11 @@ run_step() {
 
 exec 9>"$cache/ucx-gtest.lock"
 flock 9 || die "cannot lock $cache/ucx-gtest.lock"
+# another run may have built it while this one waited for the lock
+if built; then
+    echo "GTEST=$dir/test/gtest/gtest"
+    exit 0
+fi
 : >"$log"
 rm -rf "$dir"
 run_step "copying $UCX_SRC" cp -a "$UCX_SRC" "$dir"
