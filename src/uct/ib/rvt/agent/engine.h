@@ -1,175 +1,33 @@
 /*
  * The agent's data path: everything between the clients' rings and the
- * device (docs/design.md parts 4 and 6).
+ * device. The engine is the executor beside the pure state machines
+ * (lanes, peer_table, client_table, mr_registry, departures, sender_gate,
+ * client_share, peer_connection): it feeds them what the nic, the clock
+ * and the attach server say, and does what they answer.
  *
  *   clients' work rings --pop, check--> lane backlogs --post--> shared QPs
  *   CQ --op completions--> the owning client's completion ring
  *   CQ --receives (SRQ)--> routed by immediate --> client's inbound ring
  *   UD QP <--handshake--> peer_connection (one per remote agent)
  *
- * Peers and lanes. Every remote agent a client names becomes a peer (an
- * index this agent hands out, stable for the agent's life); the agent's
- * own node is a peer too (loopback QPs, no handshake). A peer has K
- * lanes; lane i uses the peer's i-th RC QP. An endpoint (source client,
- * peer, destination client) always maps to the same lane, so RC ordering
- * is the endpoint's ordering, and ops wait in the lane's FIFO backlog
- * while the peer is not connected or the QP's send queue is full.
- *
- * Inline requests (work.h, work_inline): their payload is in the
- * client's work-data slot (shm_layout.h), which the client may reuse as
- * soon as the agent frees the ring position. So take_work copies it into
- * the op record (a fixed buffer of max_work_inline bytes: no allocation)
- * before it frees the position, and the op is posted from that copy as an
- * inline send (nic.h), however long it waits in a backlog first.
- *
- * Credits: a lane posts at most sq_depth WRs, all lanes together at most
- * what the CQ can hold (lanes.h, "Credits"); a client's completions never
- * exceed its ring because the client library admits at most that many
- * requests (client_channel keeps any excess of a misbehaving client, and
- * the engine stops reading its work meanwhile).
- *
- * Back-pressure: a client that does not read its inbound ring would make
- * its agent keep every message for it in memory (client_channel's late
- * entries), and neither the shared receive buffers nor the shared QPs may
- * be held for one client. So once a client's waiting entries reach
- * engine_config::pause_messages or pause_bytes, its agent tells every
- * connected peer agent "pause X" (a control message on lane 0); the peer
- * parks every op it takes for X, in order, in a FIFO of its own instead
- * of the lanes (ops of every other destination go on), and the sending
- * processes, whose parked ops do not complete, run out of completion
- * budget: the back-pressure reaches them, and the parked ops are bounded
- * by the budgets. Once X's waiting entries are down to half of both
- * bounds, "resume X" sends the parked ops to their lanes. A peer that
- * connects (again) forgets what it had been told and is told again; a
- * paused client that leaves is resumed; a failed peer's parked ops fail
- * with its backlog. The agent's own node takes the same rules without
- * messages (its loopback peer). What X's agent can still be sent while
- * the pause travels is bounded by what its peers have posted.
- *
- * Failures: an error completion on a connected peer's QP (or a lost
- * keepalive) makes peer_connection flush all K QPs; every flushed op is
- * completed to its client as failed, ops still in backlogs wait for the
- * reconnection, and if the peer is given up they complete as peer_failed
- * and every client that used the peer gets a peer_failed inbound entry.
- *
- * Silent QPs: a QP can go to the error state without a completion
- * (Debian 12's rxe does), and keepalives travel on lane 0 only. Every
- * engine_config::lane_watch_period, a lane that has had WRs posted and none retired
- * since the last look is asked about: a connected peer's QP found in
- * error fails the peer as an error completion would; a draining peer's
- * lane that got no flush completion for a whole period after the flush
- * (not counting what it did before) is given up (its WRs complete as
- * flushed), so the drain ends. A flushed completion that
- * no flush of ours explains fails the peer too. A completion the device
- * sends after all, for an op given up, is told by its wr_id (the record's
- * use, engine_tags.h) from one for the op that has the record now, and
- * dropped (status "late_completions").
- *
- * Dead clients: their queued ops are dropped, their posted ops run to
- * completion, and only then (plus a grace time, for remote writes already
- * on the wire towards their memory) are their MRs deregistered: an MR
- * pulled from under an op would break the QP every client shares. The
- * clients' MRs, live, released or orphaned, have one owner, the engine's
- * mr_registry (mr_registry.h): the engine feeds it what the attach server
- * and the data path see and runs the actions it returns. An MR a client
- * registered and died before announcing is found through the intent it
- * sent first (mr_registry.h, "Intents"): the engine asks the nic about
- * the handles its registry does not know.
- *
- * Departed clients: a client index is reused, so every attachment of it
- * has a generation (attach_server.h), the iface address a process
- * publishes carries (agent, index, generation), its senders' work
- * requests name the generation (work_request::dst_generation) and their
- * agent puts it in the immediate (imm.h). A receive whose destination is
- * not attached, or retired its address (attach_wire.h, retire_address:
- * an interface closed while its memory domain's attachment stays),
- * or attached in another generation, is dropped (counted:
- * status "stale", by reason, and "misrouted", their sum) and never
- * reaches whoever holds the index now; the agent tells the sending peer
- * client_gone(index, generation), once per (peer, index, generation)
- * (departures.h: again after a reconnection, or after its memory); every
- * connected peer is told so at the departure itself too, so that a
- * sender that sends nothing more, or whose last message arrived before
- * the agent saw the process go, learns it all the same. The
- * peer then gives each of its clients that use us an inbound client_gone
- * entry naming (peer, index, generation), and completes their further
- * work for that destination as peer_failed without posting it, queued
- * work included as it reaches the front of its lane. The agent's own
- * node does the same without a message. Races:
- *   - ops posted before the notice arrives complete normally at the
- *     sender (RC acked them); the receiver drops them (told once);
- *   - a new holder of the index (another generation) gets nothing meant
- *     for the old one, and its own senders' traffic flows: the notice
- *     names the old generation only;
- *   - the generation field wraps after 256 attaches of one index: the
- *     attach server's quarantine makes that take minutes, and the
- *     sending end forgets a departure before then (departures.h);
- *   - a notice lost with a connection: the receiving end forgets what it
- *     told a peer that reconnects, and tells it again at the next stale
- *     message;
- *   - a malformed control immediate is counted (bad_immediates) and
- *     dropped; a client_gone on a loopback QP (which this agent never
- *     sends) is counted as a bad control and dropped. A peer is trusted
- *     about its own clients only: a notice can fail nothing but
- *     endpoints to the peer that sent it.
- * What the generation cannot guard: an RDMA WRITE's bytes land, by rkey,
- * before the immediate is looked at, and a plain RDMA WRITE or READ
- * carries none. Their protection is the sender-side failure after the
- * first stale message, and the dead client's MRs outliving its posted
- * ops (the grace above).
- *
- * Hostile handshakes: anyone on the network can send the UD QP a
- * datagram, and what it says of its sender (GID, UD QPN, instance id)
- * travels in the clear. So a datagram whose claimed GID is not the
- * packet's source GID (nic.h, poll_datagrams: the GRH's) is dropped and
- * counted (status "handshake"/"forged"): a node can speak only for
- * itself. A datagram other than a request from an address with no peer
- * here is dropped and counted ("unknown_sender"). A request from a new
- * address makes a peer (and its K QPs, to answer it), half-open until
- * it is confirmed by RC traffic with it that succeeded (a completion or a
- * receive) or wanted by one of our clients (peer_table.h, "Half-open").
- * Beyond engine_config::max_half_open of them, a request from a new
- * address is answered `busy` (its agent retries after its reconnect
- * delay) and counted ("half_open_refused"); a half-open peer that holds
- * nothing any more is recycled for the next new address ("recycled"); a
- * request that finds the max_peers table full anyway is dropped and
- * counted ("table_full").
- *
- * Bounded intake: a pass handles at most engine_config::datagrams_per_pass
- * datagrams; the rest wait in the UD QP's receive queue (what overflows
- * it is dropped by the device), so a flood delays clients' work and
- * keepalives by one budget a pass, never stops them. The checks that
- * cost nothing come first, in this order: the size and shape (parse:
- * counted "malformed", logged at the 1st, 2nd, 4th, ...), the claimed GID
- * ("forged"), a reply or disconnect from an address with no peer
- * ("unknown_sender"), the sending host's recent failures (sender_gate.h:
- * "unchecked", its holds "holds"); only then the credential (a MUNGE
- * decode or an HMAC, "unauthenticated"). A request with another job's
- * key counts as a failure of its host before its credential is checked
- * (it is answered wrong_job_key only while its host is not held), so a
- * flood of them costs sender_gate_config::max_failures checks a hold.
- *
- * Shares: one client's ops, the lkeys they name and the peers made for
- * it are bounded (engine_config::share, client_share.h), so that a
- * client that ignores its completion budget, or names lkeys or peers
- * without end, bloats nothing: ops taken beyond its bounds complete
- * `no_resource` to it alone, unposted, and are counted (status "share")
- * and logged at the 1st, 2nd, 4th, ...; a peer request beyond them is
- * refused. A refused request (invalid or over its share) holds no op
- * record and no lkey use. Its socket is read at most max_socket_read
- * bytes a pass (attach_server.h): a request that names an MR not heard
- * of yet waits in its ring while the rest of the socket waits.
- *
- * Which clients a pass visits: client_table.h, "Which clients a pass
- * visits".
- *
- * Striping: a write with immediate flagged work_stripe (work.h; UCT sets
- * it on a put_zcopy of UCX_RVT_STRIPE_MIN bytes or more) is split over
- * the peer's K lanes (lanes.h, "Striping"). Counted in the status:
- * striped_ops, stripe_parts.
- *
+ * Where each rule lives (the header that owns it; the part that explains):
+ * Peers and lanes: peer_table.h, lanes.h; docs/design.md part 4.
+ * Inline requests: lanes.h, op_record::inline_data; docs/design.md part 4.
+ * Credits: lanes.h, "Credits"; docs/design.md part 4.
+ * Back-pressure: lanes.h (pause, resume); docs/design.md part 4.
+ * Failures: peer_connection.h; docs/design.md part 6.
+ * Silent QPs: lanes.h (watch, give_up), engine_tags.h; docs/design.md part 6.
+ * Dead clients: mr_registry.h, "Intents" too; docs/design.md part 3.
+ * Departed clients: departures.h, attach_server.h (generations), imm.h;
+ *   docs/design.md part 4.
+ * Hostile handshakes: peer_table.h, "Half-open"; docs/design.md part 6.
+ * Bounded intake: sender_gate.h; docs/design.md part 6.
+ * Shares: client_share.h, attach_server.h (max_socket_read);
+ *   docs/design.md part 4.
+ * Which clients a pass visits: client_table.h, "Which clients a pass visits".
+ * Striping: lanes.h, "Striping"; docs/design.md part 4.
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
- * when prepare_sleep() allows.
+ * when prepare_sleep() allows (serve_loop.h).
  */
 #ifndef RVT_AGENT_ENGINE_H
 #define RVT_AGENT_ENGINE_H
