@@ -625,8 +625,8 @@ ucs_status_t ep_fence(uct_ep_h handle, unsigned) noexcept
  * ep_check (UCT_IFACE_FLAG_EP_CHECK): is the process behind this endpoint
  * still there? Three things can be gone, and each fails the endpoint with
  * UCS_ERR_ENDPOINT_TIMEOUT through the interface's error handler:
- *   - our agent: the interface notices (check_agent in iface.cc) and fails
- *     every endpoint;
+ *   - our agent: the interface notices (check_agent in
+ *     iface_progress.cc) and fails every endpoint;
  *   - the peer's agent or node: our agent's keepalives, or the probe's RC
  *     retries, give the connection up, and its endpoints fail;
  *   - the destination process alone: its agent tells ours (engine.h,
