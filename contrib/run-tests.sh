@@ -8,10 +8,13 @@
 #   contrib/run-tests.sh            everything
 #   contrib/run-tests.sh unit       build + make check only (no qemu)
 #
+# The testbed suites run in two lanes at once, the brief perf run alone
+# after them (below, "Two lanes").
+#
 # Dependencies are cached outside the clone in $RVT_CACHE (default
 # ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
-# tests with rvt instantiated (contrib/ucx-gtest.sh, built once, about 17
-# minutes) and UCX 1.22.0 (its release tarball fetched once unless a local
+# and UCP tests with rvt instantiated (contrib/ucx-gtest.sh, built once,
+# about 30 minutes) and UCX 1.22.0 (its release tarball fetched once unless a local
 # copy is found, see setup-deps.sh; built once, about 8 minutes: the second
 # leg, in ./build122, runs the module-loading checks and the testbed's
 # plugin and integration tests against it), and ccache's objects
@@ -59,6 +62,138 @@ run_suite() { # run_suite NAME COMMAND...: run, show and count
     rc=${PIPESTATUS[0]}
     record "$name" "$log" "$rc"
     return "$rc"
+}
+
+# The testbed suites: id, the suite's name in the summary, the headline,
+# the command. Run by run_lane, shown by show_leg.
+declare -A leg_name leg_title leg_cmd
+add_leg() { # add_leg ID NAME TITLE COMMAND...
+    local id=$1
+    leg_name[$id]=$2
+    leg_title[$id]=$3
+    shift 3
+    leg_cmd[$id]=$(printf '%q ' "$@")
+}
+add_leg runner "testbed runner" "testbed runner tests" \
+    test/testbed/test-testbed.sh
+add_leg selftest "testbed self-test" \
+    "testbed self-test: real RDMA between 4 nodes" test/testbed/selftest.sh 4
+add_leg site "site check (testbed)" \
+    "site check: rvt-check says yes on rxe, and refuses Soft-iWARP with the reason, as rvtd does (testbed)" \
+    test/testbed/check.sh build
+add_leg integration "integration (testbed)" \
+    "integration tests: real verbs in the testbed" \
+    test/testbed/integration.sh build
+add_leg traffic "traffic (testbed)" \
+    "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)" \
+    test/testbed/traffic.sh build
+add_leg flood "flood (testbed)" \
+    "flood: a third node floods an agent's handshake UD QP in each way under verified traffic; no peer lost, every op verified, CPU and log bounded (testbed)" \
+    test/testbed/flood.sh build
+add_leg soak "soak (testbed)" \
+    "soak: processes attach, register, transfer and detach for 2 minutes; the agents stay flat (testbed)" \
+    test/testbed/soak.sh --minutes 2 build
+add_leg chaos "chaos (testbed)" \
+    "chaos: processes killed, links down, processes stopped under traffic and MPI; nothing lost, nothing hung, the agents back to their baseline (testbed)" \
+    test/testbed/chaos.sh --minutes 1 build
+add_leg perftest "perftest (testbed)" \
+    "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)" \
+    test/testbed/perftest.sh build
+add_leg select "transport selection (testbed)" \
+    "UCX_TLS unset: UCP keeps rc_verbs for a small job and takes ud_verbs and rvt for a large one (testbed)" \
+    test/testbed/select.sh build
+# brief: the hour (perf-guest.sh: the pollers and rendezvous sections,
+# whose findings docs/performance.md states, run in the full suite only)
+add_leg perf "perf (testbed)" \
+    "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)" \
+    test/testbed/perf.sh build brief
+add_leg mpi "mpi, shmem (testbed)" \
+    "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)" \
+    test/testbed/mpi.sh build
+add_leg uct_conformance "UCT conformance (testbed)" \
+    "UCX's own UCT tests for rvt beside rc_verbs (testbed; the suite is built once)" \
+    test/testbed/conformance.sh build
+add_leg ucp_conformance "UCP conformance (testbed)" \
+    "UCX's own UCP tests for rvt and ud_v,rvt beside rc_v: the same cases pass (testbed)" \
+    test/testbed/ucp-conformance.sh build
+# The second UCX: 1.22.0, built once into the cache (setup-deps.sh
+# --ucx), rvt built against it in build122 (the unit tests do not depend
+# on UCX's version: only what loads or runs the module), then UCX loading
+# rvt as a plugin and the integration tests. Its suites run only when
+# the build did (build_122 writes build122/.built).
+add_leg ucx122 "UCX 1.22 build" "UCX 1.22: dependencies (cached) and build" \
+    build_122
+# check_PROGRAMS empty: the unit tests are the 1.13 leg's
+add_leg ucx122_loading "UCX 1.22 make check (loading)" \
+    "UCX 1.22: module loading, the source-tree check, make install" \
+    make -C build122 check check_PROGRAMS= \
+    TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
+add_leg ucx122_plugin "UCX 1.22 plugin (testbed)" \
+    "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)" \
+    test/testbed/plugin.sh build122
+add_leg ucx122_select "UCX 1.22 transport selection (testbed)" \
+    "UCX 1.22, UCX_TLS unset: the lanes UCP chooses by the job's size (testbed)" \
+    test/testbed/select.sh build122
+# rvtd_* and shared_pd load no UCX: the 1.13 leg has run them. UCP 1.22
+# selects no atomic protocol over rvt and then aborts (README, "Limits
+# and known issues"): its UCP atomic departure cases wait.
+add_leg ucx122_integration "UCX 1.22 integration (testbed)" \
+    "UCX 1.22: integration tests that load UCX (testbed)" \
+    test/testbed/integration.sh build122 \
+    '-rvtd_*:shared_pd.*:*ucp_rvt_departure_ops*rvt_atomic_*'
+
+# shellcheck disable=SC2317 # run by run_lane, through eval
+build_122() {
+    local ucx122
+    rm -f build122/.built
+    if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
+        mkdir -p build122 &&
+        (cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
+            --with-ucx-src="$UCX_SRC" "${compilers[@]}" &&
+            make -j"$(nproc)" all &&
+            make -j"$(nproc)" integration-programs test/mpi/rvt_mpi_check) \
+            >"$top/build/build122.log" 2>&1; then
+        echo "PASS: UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC, rvt built in build122"
+        touch build122/.built
+    else
+        tail -40 build/build122.log 2>/dev/null
+        echo "FAIL: UCX 1.22 set-up or build (log: build/build122.log)"
+        return 1
+    fi
+}
+
+# run_lane LANE ID...: the suites one after another, each one's output
+# into its log, its exit status and times beside it; a line as each
+# starts and ends
+run_lane() {
+    local lane=$1 id log t0 rc
+    shift
+    mkdir -p "$logs"
+    for id in "$@"; do
+        log=$logs/$id.log
+        if [[ $id == ucx122_* ]] && [ ! -f build122/.built ]; then
+            echo "FAIL: not run: UCX 1.22 did not build" >"$log"
+            echo "1 - 0 $lane" >"$log.rc"
+            continue
+        fi
+        t0=$SECONDS
+        echo "---- $(date +%T) lane $lane: ${leg_name[$id]} starts"
+        eval "${leg_cmd[$id]}" </dev/null >"$log" 2>&1
+        rc=$?
+        echo "$rc $(date -d "@$((EPOCHSECONDS - SECONDS + t0))" +%T) $((SECONDS - t0)) $lane" >"$log.rc"
+        echo "---- $(date +%T) lane $lane: ${leg_name[$id]} ends after $((SECONDS - t0)) s:" \
+            "$(grep -cE '^PASS: ' "$log") passed, $(grep -cE '^(FAIL|ERROR): ' "$log") failed"
+    done
+}
+
+# show_leg ID: the suite's headline, its whole output, its count
+show_leg() {
+    local id=$1 log=$logs/$1.log rc at secs lane
+    read -r rc at secs lane <"$log.rc"
+    echo
+    echo "==== ${leg_title[$id]} (lane ${lane:-?}, from ${at:-?}, ${secs:-?} s)"
+    cat "$log"
+    record "${leg_name[$id]}" "$log" "$rc"
 }
 
 step "dependencies"
@@ -117,73 +252,27 @@ if [ "$what" = all ]; then
         failed=$((failed + 1))
         finish
     fi
-    step "testbed runner tests"
-    run_suite "testbed runner" test/testbed/test-testbed.sh
-    step "testbed self-test: real RDMA between 4 nodes"
-    run_suite "testbed self-test" test/testbed/selftest.sh 4
-    step "site check: rvt-check says yes on rxe, and refuses Soft-iWARP with the reason, as rvtd does (testbed)"
-    run_suite "site check (testbed)" test/testbed/check.sh build
-    step "integration tests: real verbs in the testbed"
-    run_suite "integration (testbed)" test/testbed/integration.sh build
-    step "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)"
-    run_suite "traffic (testbed)" test/testbed/traffic.sh build
-    step "flood: a third node floods an agent's handshake UD QP in each way under verified traffic; no peer lost, every op verified, CPU and log bounded (testbed)"
-    run_suite "flood (testbed)" test/testbed/flood.sh build
-    step "soak: processes attach, register, transfer and detach for 2 minutes; the agents stay flat (testbed)"
-    run_suite "soak (testbed)" test/testbed/soak.sh --minutes 2 build
-    step "chaos: processes killed, links down, processes stopped under traffic and MPI; nothing lost, nothing hung, the agents back to their baseline (testbed)"
-    run_suite "chaos (testbed)" test/testbed/chaos.sh --minutes 1 build
-    step "ucx_perftest: rvt next to rc_verbs, UCT and UCP (testbed)"
-    run_suite "perftest (testbed)" test/testbed/perftest.sh build
-    step "UCX_TLS unset: UCP keeps rc_verbs for a small job and takes ud_verbs and rvt for a large one (testbed)"
-    run_suite "transport selection (testbed)" test/testbed/select.sh build
-    step "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)"
-    # brief: the hour (perf-guest.sh: the pollers and rendezvous sections,
-    # whose findings docs/performance.md states, run in the full suite only)
-    run_suite "perf (testbed)" test/testbed/perf.sh build brief
-    step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
-    run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
-    step "UCX's own UCT tests for rvt beside rc_verbs (testbed; the suite is built once)"
-    run_suite "UCT conformance (testbed)" test/testbed/conformance.sh build
-    step "UCX's own UCP tests for rvt and ud_v,rvt beside rc_v: the same cases pass (testbed)"
-    run_suite "UCP conformance (testbed)" test/testbed/ucp-conformance.sh build
-
-    # The second UCX: 1.22.0, built once into the cache (setup-deps.sh
-    # --ucx), rvt built against it in build122 (the unit tests do not
-    # depend on UCX's version: only what loads or runs the module), then
-    # UCX loading rvt as a plugin and the UCT integration tests.
-    step "UCX 1.22: dependencies (cached) and build"
-    if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
-        mkdir -p build122 &&
-        { cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
-              --with-ucx-src="$UCX_SRC" "${compilers[@]}" && make -j"$(nproc)" all &&
-          make -j"$(nproc)" integration-programs test/mpi/rvt_mpi_check; } \
-            > "$top/build/build122.log" 2>&1; then
-        cd "$top" || exit 1
-        echo "UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC"
-        step "UCX 1.22: module loading, the source-tree check, make install"
-        # check_PROGRAMS empty: the unit tests are the 1.13 leg's
-        run_suite "UCX 1.22 make check (loading)" make -C build122 check \
-            check_PROGRAMS= \
-            TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
-        step "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)"
-        run_suite "UCX 1.22 plugin (testbed)" test/testbed/plugin.sh build122
-        step "UCX 1.22, UCX_TLS unset: the lanes UCP chooses by the job's size (testbed)"
-        run_suite "UCX 1.22 transport selection (testbed)" test/testbed/select.sh build122
-        # rvtd_* and shared_pd load no UCX: the 1.13 leg has run them.
-        # UCP 1.22 selects no atomic protocol over rvt and then aborts
-        # (README, "Limits and known issues"): its UCP atomic departure
-        # cases wait.
-        step "UCX 1.22: integration tests that load UCX (testbed)"
-        run_suite "UCX 1.22 integration (testbed)" \
-            test/testbed/integration.sh build122 \
-            '-rvtd_*:shared_pd.*:*ucp_rvt_departure_ops*rvt_atomic_*'
-    else
-        cd "$top" || exit 1
-        tail -40 build/build122.log 2>/dev/null
-        echo "FAIL: UCX 1.22 set-up or build (log: build/build122.log)"
-        failed=$((failed + 1))
-        results+=("UCX 1.22 build failed")
-    fi
+    # Two lanes of testbed suites at once, then the brief perf run alone.
+    # A testbed run keeps about one of the host's two cores busy (the
+    # runner's last line says how many: qemu's CPU seconds a second), so
+    # two run beside each other in little more time than one. The perf
+    # run's figures are ratios within its boot: it has the host to
+    # itself. Each suite's output goes to its log and is shown whole, in
+    # the lanes' order, once all have ended; meanwhile a line marks each
+    # suite's start and end.
+    lanes_a=(runner selftest site integration traffic soak mpi perftest
+        uct_conformance)
+    lanes_b=(ucx122 ucx122_loading ucx122_plugin ucx122_select
+        ucx122_integration chaos flood select ucp_conformance)
+    alone=(perf)
+    run_lane a "${lanes_a[@]}" &
+    lane_a=$!
+    run_lane b "${lanes_b[@]}" &
+    lane_b=$!
+    wait "$lane_a" "$lane_b"
+    run_lane alone "${alone[@]}"
+    for id in "${lanes_a[@]}" "${lanes_b[@]}" "${alone[@]}"; do
+        show_leg "$id"
+    done
 fi
 finish
