@@ -65,8 +65,8 @@ TEST(job_key, precedence_row_by_row)
 
     vars.erase("RVT_JOB_KEY");
     c = resolve_ok(vars);
-    EXPECT_EQ(c.key, "slurm.77.3");
-    EXPECT_EQ(c.source, "SLURM_JOB_ID+SLURM_STEP_ID");
+    EXPECT_EQ(c.key, "slurm.77");
+    EXPECT_EQ(c.source, "SLURM_JOB_ID");
 
     vars.erase("SLURM_JOB_ID");
     c = resolve_ok(vars);
@@ -145,21 +145,34 @@ TEST(job_key, empty_counts_as_unset)
     EXPECT_EQ(c.key, "pmix.ns");
     EXPECT_EQ(c.source, "PMIX_NAMESPACE");
 
-    /* an empty step id is a batch job */
-    c = resolve_ok({{"SLURM_JOB_ID", "9"}, {"SLURM_STEP_ID", ""}});
+    c = resolve_ok({{"SLURM_JOB_ID", ""}, {"SLURM_JOBID", "9"}});
     EXPECT_EQ(c.key, "slurm.9");
-    EXPECT_EQ(c.source, "SLURM_JOB_ID");
+    EXPECT_EQ(c.source, "SLURM_JOBID");
+}
+
+/* One MPI job under Slurm spans steps: mpirun in salloc or sbatch runs
+ * its own node's ranks with no SLURM_STEP_ID and the other nodes' under
+ * orteds it started with srun (step 0); srun's own tasks have a step; a
+ * node's prolog has only the job. All must name the same agent. */
+TEST(job_key, slurm_key_is_the_jobs_whatever_the_step)
+{
+    const std::string batch = key_of({{"SLURM_JOB_ID", "77"}});
+    EXPECT_EQ(batch, "slurm.77");
+    EXPECT_EQ(key_of({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "0"}}), batch);
+    EXPECT_EQ(key_of({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}}), batch);
+    EXPECT_EQ(key_of({{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", ""}}), batch);
+    EXPECT_EQ(key_of({{"SLURM_JOBID", "77"}, {"SLURM_STEPID", "2"}}), batch);
+    /* srun --mpi=pmix also sets PMIX_NAMESPACE, per step: Slurm wins */
+    EXPECT_EQ(key_of({{"SLURM_JOB_ID", "77"},
+                      {"SLURM_STEP_ID", "1"},
+                      {"PMIX_NAMESPACE", "slurm.pmix.77.1"}}),
+              batch);
+    EXPECT_NE(key_of({{"SLURM_JOB_ID", "78"}, {"SLURM_STEP_ID", "0"}}), batch);
 }
 
 TEST(job_key, slurms_older_names_are_read_when_the_new_ones_are_unset)
 {
-    auto c = resolve_ok({{"SLURM_JOBID", "41"}, {"SLURM_STEPID", "2"}});
-    EXPECT_EQ(c.key, "slurm.41.2");
-    EXPECT_EQ(c.source, "SLURM_JOBID+SLURM_STEPID");
-    c = resolve_ok({{"SLURM_JOB_ID", "41"}, {"SLURM_STEPID", "2"}});
-    EXPECT_EQ(c.key, "slurm.41.2");
-    EXPECT_EQ(c.source, "SLURM_JOB_ID+SLURM_STEPID");
-    c = resolve_ok({{"SLURM_JOBID", "41"}});
+    auto c = resolve_ok({{"SLURM_JOBID", "41"}});
     EXPECT_EQ(c.key, "slurm.41");
     EXPECT_EQ(c.source, "SLURM_JOBID");
     /* the current name wins where both are set */
@@ -183,9 +196,9 @@ TEST(job_key, launcher_values_are_encoded)
     EXPECT_EQ(key_of({{"PMIX_NAMESPACE", "a+b:c"}}), "pmix.a+2bb+3ac");
     EXPECT_EQ(key_of({{"OMPI_MCA_ess_base_jobid", "a b/\xff"}}),
               "ompi.a+20b+2f+ff");
-    /* in the Slurm pair '.' is encoded too */
+    /* in Slurm's job id '.' is encoded too (job_key.h) */
     EXPECT_EQ(key_of({{"SLURM_JOB_ID", "1.2"}, {"SLURM_STEP_ID", "3"}}),
-              "slurm.1+2e2.3");
+              "slurm.1+2e2");
 }
 
 TEST(job_key, encoding_keeps_different_values_apart)
@@ -197,10 +210,10 @@ TEST(job_key, encoding_keeps_different_values_apart)
     }
     EXPECT_EQ(keys.size(), 6u);
 
-    EXPECT_NE(key_of({{"SLURM_JOB_ID", "1.2"}, {"SLURM_STEP_ID", "3"}}),
-              key_of({{"SLURM_JOB_ID", "1"}, {"SLURM_STEP_ID", "2.3"}}));
     EXPECT_NE(key_of({{"SLURM_JOB_ID", "1.2"}}),
-              key_of({{"SLURM_JOB_ID", "1"}, {"SLURM_STEP_ID", "2"}}));
+              key_of({{"SLURM_JOB_ID", "1+2e2"}}));
+    EXPECT_NE(key_of({{"SLURM_JOB_ID", "1.2"}}),
+              key_of({{"SLURM_JOB_ID", "1"}}));
 }
 
 TEST(job_key, long_values_are_shortened_with_a_hash)

@@ -151,20 +151,16 @@ result<job_key_choice> resolve_job_key(const env_view &env, uid_t uid)
         return *std::move(chosen).value();
     }
 
-    /* Slurm's current names first, then the older ones some launchers
-     * still set alone; the source says which was read */
-    const auto either = [&](const char *name, const char *old_name) {
-        auto v = lookup(env, name);
-        return v ? std::pair{v, name} :
-                   std::pair{lookup(env, old_name), old_name};
-    };
-    if (auto [job, job_var] = either("SLURM_JOB_ID", "SLURM_JOBID"); job) {
-        if (auto [step, step_var] = either("SLURM_STEP_ID", "SLURM_STEPID");
-            step) {
-            return derived("slurm." + encode(*job, true) + "." +
-                                   encode(*step, true),
-                           std::string(job_var) + "+" + step_var);
-        }
+    /* Slurm's current name first, then the older one some launchers still
+     * set alone; the source says which was read. The step is left out on
+     * purpose (job_key.h): ranks of one mpirun run in different steps. */
+    auto job_var = "SLURM_JOB_ID";
+    auto job     = lookup(env, job_var);
+    if (!job) {
+        job_var = "SLURM_JOBID";
+        job     = lookup(env, job_var);
+    }
+    if (job) {
         return derived("slurm." + encode(*job, true), job_var);
     }
     if (auto ns = lookup(env, "PMIX_NAMESPACE")) {

@@ -9,15 +9,22 @@
  *   |---|--------------------------------|----------------------|----------|
  *   | 1 | RVT_JOB_KEY                    | the value, verbatim  | the name |
  *   |   | UCX_RVT_JOB_KEY                | the value, verbatim  | the name |
- *   | 2 | SLURM_JOB_ID + SLURM_STEP_ID   | slurm.<job>.<step>   | both     |
- *   |   | SLURM_JOB_ID alone (batch)     | slurm.<job>          | the name |
- *   |   | (each falls back to its older  |                      |          |
- *   |   | name SLURM_JOBID/SLURM_STEPID) |                      |          |
+ *   | 2 | SLURM_JOB_ID (or the older     | slurm.<job>          | the name |
+ *   |   | SLURM_JOBID)                   |                      |          |
  *   | 3 | PMIX_NAMESPACE                 | pmix.<namespace>     | the name |
  *   | 4 | OMPI_MCA_ess_base_jobid        | ompi.<id>            | the name |
  *   | 5 | (none of the above)            | user.<uid>           | default  |
  *
  * A variable set to the empty string counts as unset.
+ *
+ * Slurm's key is the job's, not the step's: the agent serves a job on a
+ * node, and one job's ranks do not share a step. Under mpirun in salloc
+ * or sbatch, the ranks on mpirun's own node are its children and have no
+ * SLURM_STEP_ID, while those on the other nodes run under orteds that
+ * mpirun started with srun (step 0, 1, ...): keyed by step, the agents of
+ * one MPI job would refuse each other (wrong_job_key). A node's prolog,
+ * which starts agents before any step (contrib/slurm/), knows only the
+ * job id. Steps of one job, and one uid, share the job's agents.
  *
  * Explicit keys (1) are used as given or refused: an invalid one is an
  * error naming the variable, never rewritten, because a silently altered
@@ -31,8 +38,9 @@
  * Launcher values (2-4) are not ours to choose, so they are encoded, not
  * refused, and the encoding is injective: letters, digits, '.', '_' and
  * '-' stay; every other byte, '+' and ':' included, becomes "+xx" (two
- * lower-case hex digits). In the Slurm pair '.' is encoded too, so that
- * job "1.2" step "3" and job "1" step "2.3" stay apart. A key longer than
+ * lower-case hex digits). In Slurm's job id '.' is encoded too (as it was
+ * when the key held the step after a '.'), so the key of a job stays
+ * what it was. A key longer than
  * 63 characters keeps its first 46 and ends in ':' plus 16 hex digits of
  * a 64-bit FNV-1a hash of the whole encoded key; since an unshortened
  * derived key never contains ':', a shortened key can only meet another

@@ -60,7 +60,7 @@ ucs_config_field_t md_config_table[] = {
          "(and to\n"
          "start). Empty: from the environment, in this order: RVT_JOB_KEY, "
          "Slurm's\n"
-         "SLURM_JOB_ID/SLURM_STEP_ID, PMIX_NAMESPACE, Open MPI's "
+         "SLURM_JOB_ID (not the step), PMIX_NAMESPACE, Open MPI's "
          "OMPI_MCA_ess_base_jobid,\n"
          "else user.<uid>. 1 to 63 characters of [A-Za-z0-9._:+-]",
          offsetof(md_config, job_key), UCS_CONFIG_TYPE_STRING},
