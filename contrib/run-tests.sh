@@ -149,7 +149,7 @@ build_122() {
     if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
         mkdir -p build122 &&
         (cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
-            --with-ucx-src="$UCX_SRC" "${compilers[@]}" &&
+            --with-ucx-src="$UCX_SRC" &&
             make -j"$(nproc)" all &&
             make -j"$(nproc)" integration-programs test/mpi/rvt_mpi_check) \
             >"$top/build/build122.log" 2>&1; then
@@ -203,17 +203,18 @@ echo "UCX source tree: $UCX_SRC"
 
 step "build"
 # ccache keys an object by its preprocessed source and flags, not by the
-# clone's path (base and hash dirs), so that every clone shares the cache
-compilers=()
-if command -v ccache >/dev/null; then
+# clone's path (base and hash dirs), so that every clone shares the
+# cache. Through its compiler links first in PATH, not CC="ccache gcc":
+# every compiler a build runs (configure's, MPI's wrappers', UCX's) goes
+# through it, and configure sees plain compiler names.
+if [ -d /usr/lib/ccache ]; then
+    export PATH=/usr/lib/ccache:$PATH
     export CCACHE_DIR=${CCACHE_DIR:-${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}/ccache}
     export CCACHE_BASEDIR=$top CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
-    compilers=(CC="ccache gcc" CXX="ccache g++")
     ccache -z >/dev/null
 fi
 mkdir -p build
-if ! { ./autogen.sh && cd build &&
-       ../configure --with-ucx-src="$UCX_SRC" "${compilers[@]}" &&
+if ! { ./autogen.sh && cd build && ../configure --with-ucx-src="$UCX_SRC" &&
        make -j"$(nproc)"; } > "$top/build/build.log" 2>&1; then
     tail -40 "$top/build/build.log"
     echo "FAIL: build (log: build/build.log)"
@@ -223,7 +224,7 @@ if ! { ./autogen.sh && cd build &&
 fi
 cd "$top" || exit 1
 sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
-[ ${#compilers[@]} = 0 ] || ccache --print-stats |
+[ -n "${CCACHE_DIR:-}" ] && ccache --print-stats |
     awk -F'\t' '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ {
         printf "%s%s %s", sep, $1, $2; sep = ", " } END { print "" }' |
     sed 's/^/ccache: /'
