@@ -4,7 +4,13 @@
 # (test/testbed/conformance.sh runs it beside rc_verbs) and the UCP groups
 # of issue 43 (test/testbed/ucp-conformance.sh, beside rc_v).
 #
-#   contrib/ucx-gtest.sh        build once (cached), print GTEST=PATH
+#   contrib/ucx-gtest.sh [--ucx=1.22.0]   build once (cached), print GTEST=PATH
+#
+# Without --ucx: from the UCX 1.13.1 tree of Debian's libucx0, as below.
+# With --ucx=1.22.0: the same from UCX 1.22.0's tree and with its build's
+# flags (contrib/setup-deps.sh --ucx=1.22.0 builds both), into
+# $RVT_CACHE/ucx-gtest-1.22.0; its libraries load the modules of that
+# prefix, and the module of a build against it (build122) is preloaded.
 #
 # From the UCX 1.13.1 source tree that contrib/setup-deps.sh caches, a copy
 # in $RVT_CACHE/ucx-gtest-1.13.1 (the header tree rvt builds against is
@@ -32,9 +38,6 @@
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cache=${RVT_CACHE:-$HOME/.cache/rvt}
-version=1.13.1
-dir=$cache/ucx-gtest-$version
-log=$cache/ucx-gtest-$version.log
 
 die() {
     echo "ucx-gtest: $*" >&2
@@ -42,15 +45,30 @@ die() {
 }
 note() { echo "ucx-gtest: $*" >&2; }
 
-ucx_line=$("$top/contrib/setup-deps.sh") || die "contrib/setup-deps.sh failed"
+# the UCX: Debian's 1.13.1 (its ucx_info on PATH), or the one setup-deps
+# builds into the cache
+version=1.13.1
+deps=()
+case ${1:-} in
+"") ;;
+--ucx=1.22.0) version=1.22.0 deps=("$1") ;;
+*) die "'${1}': expected no argument or --ucx=1.22.0" ;;
+esac
+dir=$cache/ucx-gtest-$version
+log=$cache/ucx-gtest-$version.log
+
+ucx_line=$("$top/contrib/setup-deps.sh" "${deps[@]}") ||
+    die "contrib/setup-deps.sh ${deps[*]} failed"
 eval "$ucx_line"
+ucx_info=ucx_info
+[ ${#deps[@]} = 0 ] || ucx_info=$UCX_PREFIX/bin/ucx_info
 [ -f "$UCX_SRC/test/gtest/uct/uct_test.h" ] ||
     die "$UCX_SRC has no test/gtest/uct/uct_test.h: not a UCX source tree?"
-installed=$(ucx_info -v | sed -n 's/^# Version //p')
+installed=$("$ucx_info" -v | sed -n 's/^# Version //p')
 [ "$installed" = "$version" ] ||
-    die "the installed UCX is '$installed'; this suite is built for $version"
-flags_line=$(ucx_info -v | sed -n 's/^# Configured with: //p')
-[ -n "$flags_line" ] || die "'ucx_info -v' printed no 'Configured with:'"
+    die "$ucx_info is UCX '$installed'; this suite is built for $version"
+flags_line=$("$ucx_info" -v | sed -n 's/^# Configured with: //p')
+[ -n "$flags_line" ] || die "'$ucx_info -v' printed no 'Configured with:'"
 
 # the UCP test files: the groups' own, and what they are built on
 # (ucp_test, ucp_datatype; test_ucp_tag for tag_match, test_ucp_memheap
@@ -86,8 +104,8 @@ run_step() {
     note "$what: $((SECONDS - start)) s"
 }
 
-exec 9>"$cache/ucx-gtest.lock"
-flock 9 || die "cannot lock $cache/ucx-gtest.lock"
+exec 9>"$cache/ucx-gtest-$version.lock"
+flock 9 || die "cannot lock $cache/ucx-gtest-$version.lock"
 # another run may have built it while this one waited for the lock
 if built; then
     echo "GTEST=$dir/test/gtest/gtest"

@@ -252,8 +252,12 @@ conformance_leg() {
     local build=$1 name=$2 guest=$3 gtest_line out rc started=$SECONDS
     shift 3
     perf_prerequisites "$build" || return 1
-    gtest_line=$(contrib/ucx-gtest.sh) ||
-        { fail "building UCX's gtest (contrib/ucx-gtest.sh)"; return 1; }
+    # UCX's gtest of the UCX this build is for (contrib/ucx-gtest.sh)
+    local ucx_arg=()
+    [ "$(sed -n 's/^UCX_VERSION = //p' "$build/Makefile")" = 1.22.0 ] &&
+        ucx_arg=(--ucx=1.22.0)
+    gtest_line=$(contrib/ucx-gtest.sh "${ucx_arg[@]}") ||
+        { fail "building UCX's gtest (contrib/ucx-gtest.sh ${ucx_arg[*]})"; return 1; }
     out=$build/$name.out
     rm -f "$out"
     contrib/testbed/testbed run -n 1 -t 7200 \
