@@ -64,7 +64,8 @@ ucx_info=ucx_info
 [ ${#deps[@]} = 0 ] || ucx_info=$UCX_PREFIX/bin/ucx_info
 [ -f "$UCX_SRC/test/gtest/uct/uct_test.h" ] ||
     die "$UCX_SRC has no test/gtest/uct/uct_test.h: not a UCX source tree?"
-installed=$("$ucx_info" -v | sed -n 's/^# Version //p')
+# 1.13 says "# Version V", 1.22 "# Library version: V"
+installed=$("$ucx_info" -v | sed -n 's/^# \(Library version:\|Version\) //p')
 [ "$installed" = "$version" ] ||
     die "$ucx_info is UCX '$installed'; this suite is built for $version"
 flags_line=$("$ucx_info" -v | sed -n 's/^# Configured with: //p')
