@@ -261,10 +261,10 @@ if [ "$what" = all ]; then
     # itself. Each suite's output goes to its log and is shown whole, in
     # the lanes' order, once all have ended; meanwhile a line marks each
     # suite's start and end.
-    lanes_a=(runner selftest site integration traffic soak mpi perftest
+    lanes_a=(runner selftest site integration traffic soak mpi
         uct_conformance)
     lanes_b=(ucx122 ucx122_loading ucx122_plugin ucx122_select
-        ucx122_integration chaos flood select ucp_conformance)
+        ucx122_integration chaos flood select perftest ucp_conformance)
     alone=(perf)
     run_lane a "${lanes_a[@]}" &
     lane_a=$!
