@@ -254,7 +254,7 @@ conformance_leg() {
     perf_prerequisites "$build" || return 1
     # UCX's gtest of the UCX this build is for (contrib/ucx-gtest.sh)
     local ucx_arg=()
-    [ "$(sed -n 's/^UCX_VERSION = //p' "$build/Makefile")" = 1.22.0 ] &&
+    [ "$(make_var UCX_VERSION)" = 1.22.0 ] &&
         ucx_arg=(--ucx=1.22.0)
     gtest_line=$(contrib/ucx-gtest.sh "${ucx_arg[@]}") ||
         { fail "building UCX's gtest (contrib/ucx-gtest.sh ${ucx_arg[*]})"; return 1; }
