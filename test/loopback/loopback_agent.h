@@ -17,9 +17,9 @@
 #define RVT_TEST_LOOPBACK_AGENT_H
 
 #include "test/loopback/loopback_nic.h"
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/engine.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
+#include "uct/ib/rvt/agent/engine/engine.h"
+#include "uct/ib/rvt/agent/peers/peer_auth.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/unique_fd.h"

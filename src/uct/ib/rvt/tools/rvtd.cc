@@ -13,15 +13,15 @@
  * Exit status: 0 after the linger time or SIGTERM/SIGINT; 1 when it cannot
  * start (another agent holds the key, no device, ...); 2 on a bad option.
  */
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/cpu_policy.h"
-#include "uct/ib/rvt/agent/device.h"
-#include "uct/ib/rvt/agent/engine.h"
-#include "uct/ib/rvt/agent/instance_lock.h"
-#include "uct/ib/rvt/agent/locate.h"
-#include "uct/ib/rvt/agent/serve_loop.h"
-#include "uct/ib/rvt/agent/status_header.h"
-#include "uct/ib/rvt/agent/verbs_nic.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
+#include "uct/ib/rvt/agent/attach/instance_lock.h"
+#include "uct/ib/rvt/agent/attach/locate.h"
+#include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/verbs_nic.h"
+#include "uct/ib/rvt/agent/engine/engine.h"
+#include "uct/ib/rvt/agent/serve/cpu_policy.h"
+#include "uct/ib/rvt/agent/serve/serve_loop.h"
+#include "uct/ib/rvt/agent/serve/status_header.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
 #include "uct/ib/rvt/common/defaults.h"
@@ -371,7 +371,7 @@ void log_line(std::string_view line)
 }
 
 /* What rvt-status shows: who this agent is, its clients, its data path
- * (agent/status_header.h renders it). */
+ * (agent/serve/status_header.h renders it). */
 std::string status_text(const agent::agent_location &loc,
                         const agent::device &d, uint64_t agent_id,
                         const agent::attach_server &srv,
@@ -593,8 +593,8 @@ make_server(const options &opt, const agent::agent_location &loc,
     if (!e.authenticates_peers()) {
         grant.features |= wire::agent_feature_unauthenticated;
     }
-    grant.agent_wake_fd       = e.wake_fd();
-    grant.work_summary_fd     = e.work_summary_fd();
+    grant.agent_wake_fd   = e.wake_fd();
+    grant.work_summary_fd = e.work_summary_fd();
     agent::attach_config acfg{loc.paths.socket,
                               loc.job_key,
                               getuid(),
@@ -630,7 +630,7 @@ struct agent_parts {
     agent::engine &e;
 };
 
-/* The agent's loop (agent/serve_loop.h) with rvtd's scheduling options,
+/* The agent's loop (agent/serve/serve_loop.h) with rvtd's scheduling options,
  * answering status requests with rvtd's whole status; until a signal, or
  * the linger time with no client and nothing to do. */
 int serve_until_done(const options &opt, const agent_parts &a)
