@@ -9,18 +9,17 @@
 
 namespace rvt::agent {
 
+void serve_clients(engine &e, attach_server &srv,
+                   const std::function<std::string(bool human)> &status)
+{
+    for (const auto &ev : e.serve_clients(0)) {
+        srv.answer_status(ev.ticket, status(ev.human));
+    }
+}
+
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-/* One pass over the attach socket: the engine acts on what the clients
- * did; status requests go to the owner. */
-void serve_clients(engine &e, attach_server &srv, const serve_loop_owner &o)
-{
-    for (const auto &ev : e.serve_clients(0)) {
-        srv.answer_status(ev.ticket, o.status(ev.human));
-    }
-}
 
 /* Sleeps until a socket, a completion, a doorbell or a timer; true if a
  * client woke it (its socket or doorbell), which is a client's work. */
@@ -60,7 +59,7 @@ void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
     pacer.served_at(clock::now());
     const auto serve_when_due = [&](clock::time_point now) {
         if (pacer.due(now)) {
-            serve_clients(e, srv, owner);
+            serve_clients(e, srv, owner.status);
         }
     };
     std::vector<pollfd> pfds;
@@ -89,7 +88,7 @@ void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
         case cpu_policy::step::sleep:
             break;
         }
-        serve_clients(e, srv, owner);
+        serve_clients(e, srv, owner.status);
         pacer.served_at(now);
         if (owner.stop(now, true, srv.attached_count() == 0 && e.idle())) {
             return;
@@ -108,7 +107,7 @@ void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
         const bool by_client = sleep_until_woken(e, srv, pfds);
         e.end_sleep();
         policy.woke(clock::now(), by_client);
-        serve_clients(e, srv, owner);
+        serve_clients(e, srv, owner.status);
     }
 }
 

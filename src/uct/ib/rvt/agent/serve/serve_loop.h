@@ -39,6 +39,12 @@ struct serve_loop_owner {
     std::function<bool(time_point now, bool at_idle_pass, bool idle)> stop;
 };
 
+/* One pass over the attach socket: the engine acts on what the clients
+ * did (engine::serve_clients); status requests are answered with
+ * `status`. The loop's, and the loopback agent's when a test pumps it. */
+void serve_clients(engine &e, attach_server &srv,
+                   const std::function<std::string(bool human)> &status);
+
 /* Runs until owner.stop says so. */
 void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
                 const serve_loop_owner &owner);
