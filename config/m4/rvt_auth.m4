@@ -1,4 +1,5 @@
-# rvt_auth.m4: what the agents' handshake credentials need (agent/peer_auth.h).
+# rvt_auth.m4: what the agents' handshake credentials need
+# (agent/peers/peer_auth.h).
 #
 # RVT_CHECK_AUTH
 #   libmunge (MUNGE credentials) and OpenSSL's libcrypto (SHA-256 and

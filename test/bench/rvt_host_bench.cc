@@ -28,7 +28,7 @@
  *      also as CSV rows in FILE (test/testbed/plot.py draws them).
  *   4. Wake-up: the latency client of 1 with a pause after each message
  *      (--wake-gap-us), so that each finds rvtd's loop asleep
- *      (agent/cpu_policy.h; the fair class or SCHED_FIFO), beside the
+ *      (agent/serve/cpu_policy.h; the fair class or SCHED_FIFO), beside the
  *      polling agent; then with a rank polling on the agent's core, as
  *      on a full node, asleep and back to back: client -> agent (submit
  *      to pop, a sleeping agent's wake-up in it), pop to post and the
@@ -45,8 +45,8 @@
  *                  [--wake-messages=N] [--wake-gap-us=U] [--csv=FILE]
  */
 #include "test/loopback/loopback_agent.h"
-#include "uct/ib/rvt/agent/cpu_policy.h"
-#include "uct/ib/rvt/agent/serve_loop.h"
+#include "uct/ib/rvt/agent/serve/cpu_policy.h"
+#include "uct/ib/rvt/agent/serve/serve_loop.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/fd_passing.h"
@@ -199,9 +199,9 @@ struct agent_shared {
 agent_shared *g_agent = nullptr;
 
 /* How the agent runs (section 4): the bench's own loop, always polling,
- * or rvtd's (agent/serve_loop.h), which spins for a while after its last
+ * or rvtd's (agent/serve/serve_loop.h), which spins for a while after its last
  * work, then sleeps until a doorbell, a completion or its socket wakes it
- * (agent/cpu_policy.h), in the fair class or SCHED_FIFO. */
+ * (agent/serve/cpu_policy.h), in the fair class or SCHED_FIFO. */
 struct agent_mode {
     bool sleeps = false; /* rvtd's loop */
     agent::cpu_policy::settings cpu;

@@ -1,10 +1,11 @@
 /*
  * An agent on the loopback nic: what rvtd assembles around its device,
- * assembled around a loopback_nic (loopback_nic.h) instead. The nic, the
- * real engine over it and the real attach server on a socket, with the
- * grant rvtd would give (64-bit atomics where the nic does them; a
- * /dev/null descriptor stands in for the verbs command fd), and the
- * engine serving the server's clients. Made by make_loopback_agent; the
+ * assembled by the same code (agent/serve/assemble.h) around a
+ * loopback_nic (loopback_nic.h) instead. The nic, the real engine over
+ * it and the real attach server on a socket, with the grant rvtd would
+ * give (64-bit atomics where the nic does them; a /dev/null descriptor
+ * stands in for the verbs command fd), and the engine serving the
+ * server's clients. Made by make_loopback_agent; the
  * engine tests, the UCX module's host tests and both benchmarks run their
  * agents on it.
  *
@@ -17,9 +18,9 @@
 #define RVT_TEST_LOOPBACK_AGENT_H
 
 #include "test/loopback/loopback_nic.h"
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/engine.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
+#include "uct/ib/rvt/agent/engine/engine.h"
+#include "uct/ib/rvt/agent/peers/peer_auth.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/unique_fd.h"

@@ -1,5 +1,5 @@
 /*
- * loopback_nic: the engine's NIC (agent/nic.h) in memory, so the engine
+ * loopback_nic: the engine's NIC (agent/device/nic.h) in memory, so the engine
  * runs in host unit tests and in a host benchmark without RDMA hardware.
  * Only those link it (test/loopback/librvt_loopback.la); rvtd never does.
  *
@@ -113,8 +113,8 @@
 #ifndef RVT_TEST_LOOPBACK_NIC_H
 #define RVT_TEST_LOOPBACK_NIC_H
 
-#include "uct/ib/rvt/agent/nic.h"
-#include "uct/ib/rvt/agent/srq_ledger.h"
+#include "uct/ib/rvt/agent/device/nic.h"
+#include "uct/ib/rvt/agent/device/srq_ledger.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 

@@ -39,10 +39,10 @@
  * sent (send queue full), A answers received". Exit 0; 2 on bad
  * arguments, 1 when the device, the QP or the credential cannot be had.
  */
-#include "uct/ib/rvt/agent/device.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
-#include "uct/ib/rvt/agent/ud_channel.h"
-#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/ud_channel.h"
+#include "uct/ib/rvt/agent/device/verbs_ptr.h"
+#include "uct/ib/rvt/agent/peers/peer_auth.h"
 #include "uct/ib/rvt/common/conn_wire.h"
 #include "uct/ib/rvt/common/job_key.h"
 

@@ -8,9 +8,9 @@
  *
  * Environment: RXE_DEV (device); skips without one.
  */
-#include "uct/ib/rvt/agent/device.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
-#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/ud_channel.h"
+#include "uct/ib/rvt/agent/peers/peer_auth.h"
 #include "uct/ib/rvt/common/conn_wire.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"

@@ -8,9 +8,9 @@
  *
  * Environment: RXE_DEV (device); skips without one.
  */
-#include "uct/ib/rvt/agent/client_share.h"
-#include "uct/ib/rvt/agent/device.h"
-#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/ud_channel.h"
+#include "uct/ib/rvt/agent/engine/client_share.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/client/status.h"

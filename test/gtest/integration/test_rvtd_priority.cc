@@ -1,5 +1,5 @@
 /*
- * rvtd --priority (agent/cpu_policy.h) against a real rvtd in the
+ * rvtd --priority (agent/serve/cpu_policy.h) against a real rvtd in the
  * testbed: each mode runs as asked, says so in its log, falls back to
  * normal with a reason where the permission is missing, and a SCHED_FIFO
  * agent kept awake still leaves the rank on its core a share of it.

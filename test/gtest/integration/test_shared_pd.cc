@@ -16,11 +16,11 @@
  * Environment: RXE_DEV (device, set by the testbed's `on`), GID_IDX.
  * Skips without a device.
  */
-#include "uct/ib/rvt/agent/attach_server.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
 #include "uct/ib/rvt/common/work_summary.h"
-#include "uct/ib/rvt/agent/mr_registry.h"
-#include "uct/ib/rvt/agent/rdma_netlink.h"
-#include "uct/ib/rvt/agent/verbs_ptr.h"
+#include "uct/ib/rvt/agent/device/rdma_netlink.h"
+#include "uct/ib/rvt/agent/device/verbs_ptr.h"
+#include "uct/ib/rvt/agent/engine/mr_registry.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 

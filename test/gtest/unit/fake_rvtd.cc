@@ -20,7 +20,7 @@
  * The daemon writes "args: ..." and "serving <socket> (pid N)" to its
  * stdout, the log file.
  */
-#include "uct/ib/rvt/agent/instance_lock.h"
+#include "uct/ib/rvt/agent/attach/instance_lock.h"
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
 #include "uct/ib/rvt/common/unique_fd.h"

@@ -1,9 +1,9 @@
 /*
  * Unit tests of the attach server's gate on accepting
- * (agent/accept_gate.h), one or more per row of its table. Time is a
+ * (agent/attach/accept_gate.h), one or more per row of its table. Time is a
  * number the test advances.
  */
-#include "uct/ib/rvt/agent/accept_gate.h"
+#include "uct/ib/rvt/agent/attach/accept_gate.h"
 
 #include <gtest/gtest.h>
 

@@ -5,8 +5,8 @@
  * dies, and a refusal with its reason for every kind of bad input, after
  * which the server keeps serving.
  */
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/mr_registry.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
+#include "uct/ib/rvt/agent/engine/mr_registry.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/client/status.h"

@@ -2,7 +2,7 @@
  * agent::chain_taken: what a device took of a refused chain of work
  * requests. Counting a queued request as refused posts it twice.
  */
-#include "uct/ib/rvt/agent/chain_taken.h"
+#include "uct/ib/rvt/agent/device/chain_taken.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 /*
- * Unit tests of each client's share of its agent (agent/client_share.h),
+ * Unit tests of each client's share of its agent (agent/engine/client_share.h),
  * one or more per row of its table: events in, verdicts out. And the
  * count the lkeys bound applies to (mr_registry.h, lkey_uses): what an op
  * would add, and the entries no op names, dropped.
  */
-#include "uct/ib/rvt/agent/client_share.h"
-#include "uct/ib/rvt/agent/mr_registry.h"
+#include "uct/ib/rvt/agent/engine/client_share.h"
+#include "uct/ib/rvt/agent/engine/mr_registry.h"
 
 #include <gtest/gtest.h>
 

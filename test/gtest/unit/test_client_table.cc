@@ -1,11 +1,11 @@
 /*
- * The client table's rules (agent/client_table.h), one test each, with
+ * The client table's rules (agent/attach/client_table.h), one test each, with
  * no nic and no engine: real client_channels over memfd segments, the
  * clients' side played by the test through the segments' rings and
  * doorbells, and a work summary in test memory.
  */
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/client_table.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
+#include "uct/ib/rvt/agent/attach/client_table.h"
 #include "uct/ib/rvt/common/ring.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
 

@@ -1,9 +1,9 @@
 /*
- * Unit tests of how rvtd's loop shares a core (agent/cpu_policy.h), one
+ * Unit tests of how rvtd's loop shares a core (agent/serve/cpu_policy.h), one
  * or more per row of its table, and of --priority's values. Time is a
  * number the test advances.
  */
-#include "uct/ib/rvt/agent/cpu_policy.h"
+#include "uct/ib/rvt/agent/serve/cpu_policy.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
  * Unit tests of the departed-clients tables (src/uct/ib/rvt/agent/
  * departures.h): every transition of its two tables, with made-up times.
  */
-#include "uct/ib/rvt/agent/departures.h"
+#include "uct/ib/rvt/agent/engine/departures.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
  * bandwidth UCX's ib transports derive from it, unreadable attributes
  * left unknown, and names that could not name an agent skipped.
  */
-#include "uct/ib/rvt/agent/device.h"
+#include "uct/ib/rvt/agent/device/device.h"
 #include "uct/ib/rvt/client/devices.h"
 
 #include <unistd.h>

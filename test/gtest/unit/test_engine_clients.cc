@@ -1,5 +1,5 @@
 /*
- * The engine and its clients' lives (agent/engine.h, "Dead clients"),
+ * The engine and its clients' lives (agent/engine/engine.h, "Dead clients"),
  * through real sessions and the loopback nic (engine_fixture.h): a client
  * that dies with ops posted and queued, an index reused meanwhile, and an
  * MR released while an op still uses it.

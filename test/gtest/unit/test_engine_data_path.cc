@@ -1,5 +1,5 @@
 /*
- * The engine's data path (agent/engine.h), driven through real client
+ * The engine's data path (agent/engine/engine.h), driven through real client
  * sessions and the loopback nic (engine_fixture.h): order per endpoint
  * across lanes, credits and back-pressure, and completions that stay in
  * order when an op fails.

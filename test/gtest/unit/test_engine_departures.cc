@@ -12,7 +12,7 @@
  */
 #include "test/gtest/unit/engine_fixture.h"
 
-#include "uct/ib/rvt/agent/engine_tags.h"
+#include "uct/ib/rvt/agent/engine/engine_tags.h"
 #include "uct/ib/rvt/common/imm.h"
 
 namespace engine_test {

@@ -1,5 +1,5 @@
 /*
- * Striping (agent/lanes.h, "Striping"): a write with immediate flagged
+ * Striping (agent/engine/lanes.h, "Striping"): a write with immediate flagged
  * work_stripe is split over the peer's K lanes, completes once, and its
  * target hears of it only after every part has landed. Driven through
  * real sessions and the loopback nic (engine_fixture.h); the nic's hold

@@ -1,10 +1,10 @@
 /*
- * Unit tests of the agent's instance lock (agent/instance_lock.h): one
+ * Unit tests of the agent's instance lock (agent/attach/instance_lock.h): one
  * holder at a time, within a process and across processes, the refusal
  * naming the holder's pid, release on destruction and on SIGKILL of the
  * holder, and refusal of what is not a plain lock file.
  */
-#include "uct/ib/rvt/agent/instance_lock.h"
+#include "uct/ib/rvt/agent/attach/instance_lock.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 /*
- * The lanes' rules (agent/lanes.h), one test each, with no nic at all:
+ * The lanes' rules (agent/engine/lanes.h), one test each, with no nic at all:
  * ops go in, chains and ends come out.
  */
-#include "uct/ib/rvt/agent/engine_tags.h"
-#include "uct/ib/rvt/agent/lanes.h"
+#include "uct/ib/rvt/agent/engine/engine_tags.h"
+#include "uct/ib/rvt/agent/engine/lanes.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
  */
 #include "uct/ib/rvt/client/launch.h"
 
-#include "uct/ib/rvt/agent/instance_lock.h"
+#include "uct/ib/rvt/agent/attach/instance_lock.h"
 #include "uct/ib/rvt/common/runtime_dir.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/unix_socket.h"

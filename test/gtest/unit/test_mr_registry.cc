@@ -1,11 +1,11 @@
 /*
- * Unit tests of the clients' MR registry (agent/mr_registry.h), one or
+ * Unit tests of the clients' MR registry (agent/engine/mr_registry.h), one or
  * more per row of its table: events in, actions out, no device and no
  * socket. The test plays the engine: it feeds the events and, where a row
  * needs it, reports deregistrations with deregistered(). Time is a number
  * the test advances.
  */
-#include "uct/ib/rvt/agent/mr_registry.h"
+#include "uct/ib/rvt/agent/engine/mr_registry.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,12 @@
 /*
- * Unit tests of the handshake's credentials (agent/peer_auth.h): a rule
+ * Unit tests of the handshake's credentials (agent/peers/peer_auth.h): a rule
  * of the replay window per test; the job secret's HMAC and MUNGE (with a
  * private munged) each refusing a stranger, an altered datagram, one
  * meant for another node, and a replay; the secret file's checks; what
  * --auth=auto picks.
  */
 #include "test/gtest/unit/munged_fixture.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
+#include "uct/ib/rvt/agent/peers/peer_auth.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

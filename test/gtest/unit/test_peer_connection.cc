@@ -1,13 +1,13 @@
 /*
  * Unit tests of the per-peer connection state machine
- * (agent/peer_connection.h). A `node` plays the agent around one
+ * (agent/peers/peer_connection.h). A `node` plays the agent around one
  * peer_connection: it executes the actions (fake QPs with distinct QPNs,
  * a counted set of posted ops that a flush fails, datagrams serialized and
  * re-parsed with the real parser) and two nodes are wired back to back,
  * with a hand on every datagram to drop, delay or reorder it. Time is a
  * number the test advances.
  */
-#include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/agent/peers/peer_connection.h"
 
 #include <gtest/gtest.h>
 

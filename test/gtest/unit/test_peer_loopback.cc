@@ -1,12 +1,12 @@
 /*
  * Unit tests of the loopback mode of the per-peer connection state
- * machine (agent/peer_connection.h, "Loopback"): the agent's own node,
+ * machine (agent/peers/peer_connection.h, "Loopback"): the agent's own node,
  * K QPs each connected to itself, no handshake. Most tests look at the
  * exact actions an event returns; the cycles run them through `lb_node`,
  * which executes them as the engine would (fake QPs with distinct QPNs,
  * a count of posted ops that a flush fails).
  */
-#include "uct/ib/rvt/agent/peer_connection.h"
+#include "uct/ib/rvt/agent/peers/peer_connection.h"
 
 #include <gtest/gtest.h>
 

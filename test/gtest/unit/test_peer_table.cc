@@ -1,8 +1,8 @@
 /*
- * The peer table's rules (agent/peer_table.h), one test each, with no nic:
- * addresses go in, placements and QP routes come out.
+ * The peer table's rules (agent/peers/peer_table.h), one test each, with
+ * no nic: addresses go in, placements and QP routes come out.
  */
-#include "uct/ib/rvt/agent/peer_table.h"
+#include "uct/ib/rvt/agent/peers/peer_table.h"
 
 #include <gtest/gtest.h>
 

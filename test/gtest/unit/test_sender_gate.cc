@@ -1,9 +1,9 @@
 /*
  * Unit tests of the bound on failed credentials per sending host
- * (agent/sender_gate.h), one or more per row of its table. Time is a
+ * (agent/peers/sender_gate.h), one or more per row of its table. Time is a
  * number the test advances.
  */
-#include "uct/ib/rvt/agent/sender_gate.h"
+#include "uct/ib/rvt/agent/peers/sender_gate.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
  * wait in the agent when the ring is full, doorbells wake the sleeper,
  * and a corrupt index stops the agent from trusting the ring.
  */
-#include "uct/ib/rvt/agent/client_channel.h"
+#include "uct/ib/rvt/agent/attach/client_channel.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
 

@@ -2,7 +2,7 @@
  * agent::srq_ledger: a receive buffer is on the SRQ once at most, and a
  * completion for one that is not is told apart (counted, to be dropped).
  */
-#include "uct/ib/rvt/agent/srq_ledger.h"
+#include "uct/ib/rvt/agent/device/srq_ledger.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 /*
- * The head of rvtd's status (agent/status_header.h): its JSON keeps the
+ * The head of rvtd's status (agent/serve/status_header.h): its JSON keeps the
  * keys and order its readers know (test_rvtd.cc, test_uct_rvt_multi.cc,
  * test/testbed's jq), and its text for people shows every fact of the
  * JSON, each on its line.
  */
-#include "uct/ib/rvt/agent/status_header.h"
+#include "uct/ib/rvt/agent/serve/status_header.h"
 
 #include "uct/ib/rvt/common/status_json.h"
 

@@ -5,7 +5,7 @@
  * over IPv6) gives its SGID; RoCE v2 over IPv4 gives the IPv4 header's
  * source as an IPv4-mapped GID, as rdma-core reads them.
  */
-#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/agent/device/ud_channel.h"
 
 #include <gtest/gtest.h>
 

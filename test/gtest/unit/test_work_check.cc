@@ -1,10 +1,10 @@
 /*
  * The agent's check of a client's work request before it may touch a
- * shared QP (agent/work_check.h): everything the device would turn into a
- * QP error, breaking the connection every client shares, is refused here
- * with a reason naming the value.
+ * shared QP (agent/engine/work_check.h): everything the device would turn
+ * into a QP error, breaking the connection every client shares, is refused
+ * here with a reason naming the value.
  */
-#include "uct/ib/rvt/agent/work_check.h"
+#include "uct/ib/rvt/agent/engine/work_check.h"
 
 #include "uct/ib/rvt/common/imm.h"
 

@@ -13,7 +13,7 @@
  * A process killed between REG_MR and its notice leaves an MR the agent
  * was never told of: so it says what it is about to register first
  * (wire::msg_type::mr_intent), and the agent finds the MR by that after
- * its death (agent/mr_registry.h, "Intents").
+ * its death (agent/engine/mr_registry.h, "Intents").
  *
  * Not thread-safe: one caller at a time per attachment (the UCX MD calls
  * these under its registration cache's lock).
@@ -81,9 +81,9 @@ result<memory_region> register_memory(attachment &at, void *addr, size_t length,
 /* Tells the agent of an MR this process registered in its PD
  * (mr_registered, asking for an answer) and waits at most `wait` for the
  * agent's verdict: it checks the MR against what the device says of its
- * handle (agent/mr_registry.h, "Announcements"). The reply says accepted,
- * or refused with the reason; a failure means no verdict came (not sent,
- * no answer in time, the agent gone). */
+ * handle (agent/engine/mr_registry.h, "Announcements"). The reply says
+ * accepted, or refused with the reason; a failure means no verdict came
+ * (not sent, no answer in time, the agent gone). */
 result<wire::mr_registered_reply>
 announce_memory(attachment &at, const memory_region &mr,
                 std::chrono::milliseconds wait);

@@ -158,7 +158,7 @@ enum class reg_mode : uint32_t {
     /* The agent runs inside the client's own process, on a nic no device
      * backs (the module's host tests, test/gtest/uct/): whoever started
      * it registers memory in that nic (client/registration.h,
-     * in_process_registrar). rvtd never offers it (agent/device.h picks
+     * in_process_registrar). rvtd never offers it (agent/device/device.h picks
      * one of the two above); a client with no registrar refuses it. */
     in_process = 3,
 };

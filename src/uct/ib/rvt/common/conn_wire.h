@@ -29,7 +29,7 @@
  * datagram (ignore). A reply carries the request's seq in `ack_seq` and the
  * replier's own latest attempt in `seq`: when both agents sent requests at
  * once, that tells the requester which of the replier's requests are now
- * superseded (agent/peer_connection.h).
+ * superseded (agent/peers/peer_connection.h).
  *
  * A reply names the requester's uid and job key, not the replier's: they
  * are equal when it accepts, and a refused requester learns nothing it
@@ -37,11 +37,11 @@
  * replier's value, so that both logs name both values.
  *
  * Credentials (`auth`): every datagram carries one of the sender's auth
- * kind (agent/peer_auth.h). It vouches for binding_digest(): the whole
+ * kind (agent/peers/peer_auth.h). It vouches for binding_digest(): the whole
  * message but the credential itself, and the GID it is sent to, so it
  * cannot be moved to another message or another node. `none` carries no
  * credential; `munge` a MUNGE credential (text) whose payload is that
- * digest (agent/peer_auth.h: binding_digest); `secret` an HMAC-SHA256 of it under the job's secret, fresh by
+ * digest (agent/peers/peer_auth.h: binding_digest); `secret` an HMAC-SHA256 of it under the job's secret, fresh by
  * `issued` (the sender's clock) and a random `nonce`.
  *
  * Byte order: the datagram crosses nodes, but rvt is built for and run on
@@ -100,7 +100,7 @@ enum class status : uint16_t {
 };
 inline constexpr uint16_t status_limit = 7;
 
-/* How a datagram's sender proves who it is (agent/peer_auth.h). */
+/* How a datagram's sender proves who it is (agent/peers/peer_auth.h). */
 enum class auth_kind : uint16_t {
     none   = 0, /* no credential: anyone may claim anything */
     munge  = 1, /* a MUNGE credential: munged vouches for uid and gid */

@@ -126,7 +126,7 @@ enum class completion_status : uint32_t {
     failed      = 2, /* posted, and the device reported an error */
     peer_failed = 3, /* the connection to the peer was lost for good */
     /* refused, not posted: the client's share of its agent is used up
-     * (detail: which bound, agent/client_share.h share_bound) */
+     * (detail: which bound, agent/engine/client_share.h share_bound) */
     no_resource = 4,
 };
 

@@ -3,12 +3,12 @@
  * job runs. Each need is answered yes or no, with the reason:
  *
  *   auth          how an agent started here would prove its peers, as
- *                 rvtd --auth=auto chooses (agent/peer_auth.h): munge
+ *                 rvtd --auth=auto chooses (agent/peers/peer_auth.h): munge
  *                 when munged answers, else the job's secret
  *                 ($RVT_JOB_SECRET_FILE, $RVT_JOB_SECRET), else no: the
  *                 refusal rvtd would start with, and its reason
  *
- *   On the device, opened as the agent opens it (agent/device.h):
+ *   On the device, opened as the agent opens it (agent/device/device.h):
  *     device        it exists and opens
  *     transport     the InfiniBand transport (InfiniBand or RoCE); iWARP
  *                   has no UD QPs and no immediate data
@@ -53,12 +53,12 @@
  * Text, or one JSON object with --json. Exit status 0 when every check
  * says yes, 1 when one says no, 2 on a bad option.
  */
-#include "uct/ib/rvt/agent/device.h"
-#include "uct/ib/rvt/agent/locate.h"
-#include "uct/ib/rvt/agent/nic.h"
-#include "uct/ib/rvt/agent/peer_auth.h"
-#include "uct/ib/rvt/agent/rc_qp.h"
-#include "uct/ib/rvt/agent/ud_channel.h"
+#include "uct/ib/rvt/agent/attach/locate.h"
+#include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/nic.h"
+#include "uct/ib/rvt/agent/device/rc_qp.h"
+#include "uct/ib/rvt/agent/device/ud_channel.h"
+#include "uct/ib/rvt/agent/peers/peer_auth.h"
 #include "uct/ib/rvt/client/launch.h"
 #include "uct/ib/rvt/client/session.h"
 #include "uct/ib/rvt/common/imm.h"

@@ -11,7 +11,7 @@
  * Exit status: 0 answered, 1 no answer (no agent, refused), 2 bad option.
  * rvt-status --help and rvt-status(1) come from the option table below.
  */
-#include "uct/ib/rvt/agent/locate.h"
+#include "uct/ib/rvt/agent/attach/locate.h"
 #include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/tools/usage.h"
 

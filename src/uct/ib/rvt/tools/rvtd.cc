@@ -13,15 +13,16 @@
  * Exit status: 0 after the linger time or SIGTERM/SIGINT; 1 when it cannot
  * start (another agent holds the key, no device, ...); 2 on a bad option.
  */
-#include "uct/ib/rvt/agent/attach_server.h"
-#include "uct/ib/rvt/agent/cpu_policy.h"
-#include "uct/ib/rvt/agent/device.h"
-#include "uct/ib/rvt/agent/engine.h"
-#include "uct/ib/rvt/agent/instance_lock.h"
-#include "uct/ib/rvt/agent/locate.h"
-#include "uct/ib/rvt/agent/serve_loop.h"
-#include "uct/ib/rvt/agent/status_header.h"
-#include "uct/ib/rvt/agent/verbs_nic.h"
+#include "uct/ib/rvt/agent/attach/attach_server.h"
+#include "uct/ib/rvt/agent/attach/instance_lock.h"
+#include "uct/ib/rvt/agent/attach/locate.h"
+#include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/verbs_nic.h"
+#include "uct/ib/rvt/agent/engine/engine.h"
+#include "uct/ib/rvt/agent/serve/assemble.h"
+#include "uct/ib/rvt/agent/serve/cpu_policy.h"
+#include "uct/ib/rvt/agent/serve/serve_loop.h"
+#include "uct/ib/rvt/agent/serve/status_header.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
 #include "uct/ib/rvt/common/defaults.h"
@@ -371,7 +372,7 @@ void log_line(std::string_view line)
 }
 
 /* What rvt-status shows: who this agent is, its clients, its data path
- * (agent/status_header.h renders it). */
+ * (agent/serve/status_header.h renders it). */
 std::string status_text(const agent::agent_location &loc,
                         const agent::device &d, uint64_t agent_id,
                         const agent::attach_server &srv,
@@ -512,11 +513,9 @@ nic_config(const options &opt, const shm_capacities &caps)
     return ncfg;
 }
 
-/* The data path: the peers' timing, the handshake's credentials and the
- * clients' shares, from the options. */
-result<std::unique_ptr<agent::engine>>
-make_engine(const options &opt, agent::nic &nic, const shm_layout &layout,
-            const std::string &key, uint64_t agent_id)
+/* The data path: the peers' timing and the clients' shares, from the
+ * options. */
+agent::engine_config engine_settings(const options &opt)
 {
     agent::engine_config ecfg;
     ecfg.peers.num_qps            = static_cast<uint32_t>(opt.num_qps);
@@ -526,20 +525,22 @@ make_engine(const options &opt, agent::nic &nic, const shm_layout &layout,
                                                               opt.keepalive_ms);
     ecfg.peers.reconnect_delay    = std::chrono::milliseconds(opt.reconnect_ms);
     ecfg.peers.give_up_timeout    = std::chrono::milliseconds(opt.give_up_ms);
+
+    ecfg.share = {static_cast<uint32_t>(opt.max_client_ops),
+                  static_cast<uint32_t>(opt.max_client_lkeys),
+                  static_cast<uint32_t>(opt.max_client_peers)};
+    return ecfg;
+}
+
+/* The handshake's credentials (--auth and what it names). */
+result<std::unique_ptr<agent::peer_auth>> make_auth(const options &opt)
+{
     agent::auth_settings as;
     as.choice       = opt.auth;
     as.munge_socket = opt.munge_socket;
     as.secret_file  = opt.secret_file;
     agent::take_secret_env(as);
-    auto auth = agent::make_peer_auth(as, log_line);
-    if (!auth) {
-        return failure{auth.error()};
-    }
-    ecfg.share = {static_cast<uint32_t>(opt.max_client_ops),
-                  static_cast<uint32_t>(opt.max_client_lkeys),
-                  static_cast<uint32_t>(opt.max_client_peers)};
-    return agent::engine::create(nic, ecfg, layout, key, agent_id,
-                                 std::move(auth).value(), log_line);
+    return agent::make_peer_auth(as, log_line);
 }
 
 /* --trace-events: the engine's data-path trace, recorded from now on and
@@ -579,22 +580,11 @@ private:
     std::string m_path;
 };
 
-/* The attach socket, granting clients the device's and the engine's
- * resources, its bounds from the options (the descriptor limit raised to
- * fit them). */
-result<std::unique_ptr<agent::attach_server>>
-make_server(const options &opt, const agent::agent_location &loc,
-            const shm_layout &layout, const agent::device &d,
-            const agent::engine &e, uint64_t agent_id)
+/* The attach socket and its bounds, from the options. */
+agent::attach_config attach_settings(const options &opt,
+                                     const agent::agent_location &loc,
+                                     const shm_layout &layout)
 {
-    agent::device_grant grant = d.grant(agent_id);
-    grant.address             = e.address();
-    grant.num_qps             = e.num_qps();
-    if (!e.authenticates_peers()) {
-        grant.features |= wire::agent_feature_unauthenticated;
-    }
-    grant.agent_wake_fd       = e.wake_fd();
-    grant.work_summary_fd     = e.work_summary_fd();
     agent::attach_config acfg{loc.paths.socket,
                               loc.job_key,
                               getuid(),
@@ -603,9 +593,7 @@ make_server(const options &opt, const agent::agent_location &loc,
                               std::chrono::milliseconds(5000)};
     acfg.max_unattached  = static_cast<uint32_t>(opt.max_unattached);
     acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
-    raise_descriptor_limit(
-            agent::descriptors_needed(acfg.max_clients, acfg.max_unattached));
-    return agent::attach_server::create(acfg, grant, log_line);
+    return acfg;
 }
 
 void log_serving(const options &opt, const agent::agent_location &loc,
@@ -630,7 +618,7 @@ struct agent_parts {
     agent::engine &e;
 };
 
-/* The agent's loop (agent/serve_loop.h) with rvtd's scheduling options,
+/* The agent's loop (agent/serve/serve_loop.h) with rvtd's scheduling options,
  * answering status requests with rvtd's whole status; until a signal, or
  * the linger time with no client and nothing to do. */
 int serve_until_done(const options &opt, const agent_parts &a)
@@ -718,19 +706,35 @@ int run(const options &opt)
     if (!nic) {
         return start_failed(nic.error());
     }
-    auto eng = make_engine(opt, *nic.value(), layout.value(),
-                           loc.value().job_key, agent_id);
-    if (!eng) {
-        return start_failed(eng.error());
+    auto auth = make_auth(opt);
+    if (!auth) {
+        return start_failed(auth.error());
     }
-    agent::engine &e = *eng.value();
-    trace_recorder trace(opt, paths.log, e);
-    auto server = make_server(opt, loc.value(), layout.value(), d, e, agent_id);
-    if (!server) {
-        return start_failed(server.error());
+    /* --trace-events: from the engine's start; written once the server
+     * and the engine are gone */
+    std::optional<trace_recorder> trace;
+    /* the engine, then the socket, granting clients the device's and the
+     * engine's resources (agent/serve/assemble.h) */
+    auto made = agent::assemble(
+            *nic.value(),
+            {.attach        = attach_settings(opt, loc.value(), layout.value()),
+             .engine        = engine_settings(opt),
+             .auth          = std::move(auth).value(),
+             .grant         = d.grant(agent_id),
+             .log           = log_line,
+             .before_attach = [&](agent::engine &e,
+                                  const agent::attach_config &acfg) {
+                 trace.emplace(opt, paths.log, e);
+                 /* the descriptor limit raised to fit the socket's bounds */
+                 raise_descriptor_limit(
+                         agent::descriptors_needed(acfg.max_clients,
+                                                   acfg.max_unattached));
+             }});
+    if (!made) {
+        return start_failed(made.error());
     }
-    agent::attach_server &srv = *server.value();
-    e.serve(srv);
+    agent::engine &e          = *made.value().engine;
+    agent::attach_server &srv = *made.value().server;
     log_serving(opt, loc.value(), d, e);
     if (notify.value()) {
         notify.value()->ready();

@@ -7,7 +7,7 @@
  * "Siblings"): its own client index, generation and rings, so that the
  * data paths of different worker threads share nothing, while the agent
  * checks its work against the leader's MRs (it accepts work only on
- * memory the posting client's group registered, agent/mr_registry.h).
+ * memory the posting client's group registered, agent/engine/mr_registry.h).
  *
  * Attaching is lazy: UCP opens every MD and queries every transport of
  * every component whatever UCX_TLS says, and an rvt MD that nobody uses

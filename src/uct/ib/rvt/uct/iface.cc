@@ -91,8 +91,8 @@ namespace {
 
 /* At close, nothing waits for work in flight: the agent defers the
  * bounce buffers' deregistration while any op of this process names
- * them (agent/mr_registry.h), and their pages stay pinned by the MR after
- * the munmap. What must not happen is another interface taking this
+ * them (agent/engine/mr_registry.h), and their pages stay pinned by the
+ * MR after the munmap. What must not happen is another interface taking this
  * one's completions or messages for its own, or this one's address
  * still reaching anyone: its senders must fail as they do when a
  * process dies, whether its MD stays open or not (UCP destroys a worker
