@@ -85,6 +85,23 @@ need_built "$d" "make check" a; echo $?
 rm -rf "$d"
 checks_failed=0
 EOF
+# reference_key: the cache key of a conformance suite's reference rows
+# changes with what they depend on (here the gtest program, its stamp and
+# the guest script), not with the groups asked for; --all has none
+lib_expect "lib.sh: reference_key follows the gtest program, its stamp and the guest script" 0 \
+    $'same\nsame for other groups\nnew program\nnew stamp\nnew script\nnone' <<'EOF'
+d=$(mktemp -d); mkdir -p "$d/test/gtest"
+echo a >"$d/test/gtest/gtest"; echo s >"$d/.rvt-gtest"; echo g >"$d/guest.sh"
+k() { reference_key "$d/test/gtest/gtest" "$d/guest.sh" "$@"; }
+k0=$(k g1 g2)
+[ "$(k g1 g2)" = "$k0" ] && [ ${#k0} = 16 ] && echo same
+[ "$(k g3)" = "$k0" ] && echo same for other groups
+echo b >"$d/test/gtest/gtest"; k1=$(k g1); [ "$k1" != "$k0" ] && echo new program
+echo t >"$d/.rvt-gtest"; k2=$(k g1); [ "$k2" != "$k1" ] && echo new stamp
+echo h >"$d/guest.sh"; [ "$(k g1)" != "$k2" ] && echo new script
+k --all
+rm -rf "$d"
+EOF
 chaos_out=$(test/testbed/chaos.sh --qp-timeout 40 /nonexistent 2>&1)
 chaos_rc=$?
 if [ "$chaos_rc" = 2 ] &&
