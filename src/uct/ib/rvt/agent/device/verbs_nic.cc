@@ -244,46 +244,15 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
                 atomics;
         size_t num_atomics = 0;
         for (size_t i = 0; i < n; ++i) {
-            const nic_send &s = chain[i];
-            ibv_send_wr &w    = m_wrs[i];
-            w                 = {};
-            w.wr_id           = s.wr_id;
-            w.opcode          = verbs_opcode(s.opcode);
-            unsigned flags    = 0;
-            flags |= s.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u;
-            flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
-            w.send_flags = flags;
-            if (s.opcode == nic_opcode::atomic_fetch_add ||
-                s.opcode == nic_opcode::atomic_cmp_swp) {
-                uint32_t slot = 0;
-                if (!atomic_wr(*qpe, s, i, w, slot, refused)) {
-                    n = i; /* post what came before it, then fail */
-                    break;
-                }
-                atomics[num_atomics++] = {i, {s.wr_id, slot}};
-                w.next                 = m_wrs.data() + i + 1;
-                continue;
+            uint32_t slot = 0;
+            if (!to_wr(*qpe, chain[i], i, slot, refused)) {
+                n = i; /* post what came before it, then fail */
+                break;
             }
-            if (s.inline_payload) {
-                if (!inline_sges(*qpe, s, i, w, refused)) {
-                    n = i; /* post what came before it, then fail */
-                    break;
-                }
-            } else {
-                for (uint8_t k = 0; k < s.num_sge; ++k) {
-                    m_sges[i][k] = {s.sge[k].addr, s.sge[k].length,
-                                    s.sge[k].lkey};
-                }
-                w.sg_list = s.num_sge > 0 ? m_sges[i].data() : nullptr;
-                w.num_sge = s.num_sge;
+            if (slot != no_slot) {
+                atomics[num_atomics++] = {i, {chain[i].wr_id, slot}};
             }
-            w.wr.rdma.remote_addr = s.remote_addr;
-            w.wr.rdma.rkey        = s.rkey;
-            if (s.opcode == nic_opcode::rdma_write_imm ||
-                s.opcode == nic_opcode::send_imm) {
-                w.imm_data = imm::to_wire(s.imm);
-            }
-            w.next = m_wrs.data() + i + 1; /* the last one: below */
+            m_wrs[i].next = m_wrs.data() + i + 1; /* the last one: below */
         }
         if (n > 0) {
             m_wrs[n - 1].next = nullptr;
@@ -311,6 +280,42 @@ verbs_nic::post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted)
         chain = chain.subspan(n);
     }
     return done{};
+}
+
+bool verbs_nic::to_wr(rc_entry &qpe, const nic_send &s, size_t i,
+                      uint32_t &slot, std::string &why)
+{
+    ibv_send_wr &w = m_wrs[i];
+    w              = {};
+    w.wr_id        = s.wr_id;
+    w.opcode       = verbs_opcode(s.opcode);
+    unsigned flags = 0;
+    flags |= s.signaled ? unsigned{IBV_SEND_SIGNALED} : 0u;
+    flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
+    w.send_flags = flags;
+    slot         = no_slot;
+    if (s.opcode == nic_opcode::atomic_fetch_add ||
+        s.opcode == nic_opcode::atomic_cmp_swp) {
+        return atomic_wr(qpe, s, i, w, slot, why);
+    }
+    if (s.inline_payload) {
+        if (!inline_sges(qpe, s, i, w, why)) {
+            return false;
+        }
+    } else {
+        for (uint8_t k = 0; k < s.num_sge; ++k) {
+            m_sges[i][k] = {s.sge[k].addr, s.sge[k].length, s.sge[k].lkey};
+        }
+        w.sg_list = s.num_sge > 0 ? m_sges[i].data() : nullptr;
+        w.num_sge = s.num_sge;
+    }
+    w.wr.rdma.remote_addr = s.remote_addr;
+    w.wr.rdma.rkey        = s.rkey;
+    if (s.opcode == nic_opcode::rdma_write_imm ||
+        s.opcode == nic_opcode::send_imm) {
+        w.imm_data = imm::to_wire(s.imm);
+    }
+    return true;
 }
 
 bool verbs_nic::inline_sges(rc_entry &qp, const nic_send &s, size_t i,

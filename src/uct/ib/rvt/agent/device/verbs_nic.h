@@ -152,6 +152,11 @@ private:
     };
     rc_entry *entry_of(uint32_t qpn);
     ibv_qp *qp_of(uint32_t qpn) const;
+    /* Fills m_wrs[i] (and m_sges[i]) for s: its atomic's result slot in
+     * `slot`, else no_slot; false (with why) if s cannot be posted. */
+    static constexpr uint32_t no_slot = ~uint32_t{0};
+    bool to_wr(rc_entry &qpe, const nic_send &s, size_t i, uint32_t &slot,
+               std::string &why);
     /* Fills m_sges[i] and w's gather list and flags for an inline WR;
      * false (with why) if s cannot be posted inline. */
     bool inline_sges(rc_entry &qp, const nic_send &s, size_t i, ibv_send_wr &w,
