@@ -119,13 +119,16 @@ struct departure_case {
     place where;
 };
 
-/* UCP 1.22 selects no atomic protocol over rvt ("cannot find remote
- * protocol for: ... amo_post"), where 1.13 emulates them with active
- * messages (UCP's device mode wants the full 64-bit set, README);
- * and its error path for that, ucp_proto_reconfig_progress calling
+/* UCP >= 1.16 selects no atomic protocol on an endpoint with peer error
+ * handling, whatever the transport: its atomic protocols cannot abort a
+ * request, so they leave out UCP_PROTO_COMMON_INIT_FLAG_ERR_HANDLING and
+ * proto_single drops them ("cannot find remote protocol for: ...
+ * amo_post"). UCP 1.13 emulates atomics over rvt with active messages
+ * (its device mode wants the full 64-bit set, README). The error path
+ * for the missing protocol, ucp_proto_reconfig_progress calling
  * ucp_ep_set_lanes_failed_schedule, asserts the worker's async lock,
- * held only in thread-multi mode, and aborts (README, "Limits and known
- * issues"). */
+ * held only in thread-multi mode, and aborts the process. These
+ * departure tests use peer error handling. */
 bool ucp_atomics_unsupported()
 {
     unsigned major = 0, minor = 0, release = 0;
@@ -368,9 +371,10 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
 {
     const departure_case &c = GetParam();
     /* not run there: UCP would abort this process */
-    ASSERT_FALSE(c.what == op::atomic && m_rvt && ucp_atomics_unsupported())
+    ASSERT_FALSE(c.what == op::atomic && ucp_atomics_unsupported())
             << "UCP " << ucp_get_version_string()
-            << " selects no atomic protocol over rvt (README, limits and "
+            << " selects no atomic protocol on an endpoint with peer error "
+               "handling, whatever the transport (README, limits and "
                "known issues)";
     peer_process peer;
     ASSERT_TRUE(peer.start(departure_peer_path, m_peer_env))
