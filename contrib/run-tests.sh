@@ -8,8 +8,8 @@
 #   contrib/run-tests.sh            everything
 #   contrib/run-tests.sh unit       build + make check only (no qemu)
 #
-# The testbed suites run in two lanes at once, the brief perf run alone
-# after them (below, "Two lanes").
+# The brief perf run comes first, the unit tests beside it at nice 19,
+# then the other testbed suites in two lanes at once (below).
 #
 # Dependencies are cached outside the clone in $RVT_CACHE (default
 # ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
@@ -53,16 +53,6 @@ finish() {
     exit 1
 }
 logs=$top/build/test-logs
-run_suite() { # run_suite NAME COMMAND...: run, show and count
-    local name=$1 log rc
-    shift
-    mkdir -p "$logs"
-    log=$logs/${name// /-}.log
-    "$@" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    record "$name" "$log" "$rc"
-    return "$rc"
-}
 
 # The testbed suites: id, the suite's name in the summary, the headline,
 # the command. Run by run_lane, shown by show_leg.
@@ -135,8 +125,9 @@ add_leg ucx122_select "UCX 1.22 transport selection (testbed)" \
     "UCX 1.22, UCX_TLS unset: the lanes UCP chooses by the job's size (testbed)" \
     test/testbed/select.sh build122
 # rvtd_* and shared_pd load no UCX: the 1.13 leg has run them. UCP 1.22
-# selects no atomic protocol over rvt and then aborts (README, "Limits
-# and known issues"): its UCP atomic departure cases wait.
+# selects no atomic protocol on an endpoint with peer error handling, over
+# any transport, and then aborts (README, "Limits and known issues"): the
+# UCP atomic departure cases wait.
 add_leg ucx122_integration "UCX 1.22 integration (testbed)" \
     "UCX 1.22: integration tests that load UCX (testbed)" \
     test/testbed/integration.sh build122 \
@@ -214,8 +205,11 @@ if [ -d /usr/lib/ccache ]; then
     ccache -z >/dev/null
 fi
 mkdir -p build
+# `make check TESTS=`: the test programs too (the testbed suites run
+# them), no test yet
 if ! { ./autogen.sh && cd build && ../configure --with-ucx-src="$UCX_SRC" &&
-       make -j"$(nproc)"; } > "$top/build/build.log" 2>&1; then
+       make -j"$(nproc)" && make -j"$(nproc)" check TESTS=; } \
+       > "$top/build/build.log" 2>&1; then
     tail -40 "$top/build/build.log"
     echo "FAIL: build (log: build/build.log)"
     failed=$((failed + 1))
@@ -229,51 +223,84 @@ sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
         printf "%s%s %s", sep, $1, $2; sep = ", " } END { print "" }' |
     sed 's/^/ccache: /'
 
-step "unit tests: make check"
-run_suite "make check" make -C build check -j"$(nproc)"
-# count the GoogleTest cases too, not just the binaries that hold them
-if [ -f build/test/gtest/rvt_unit_tests.log ]; then
-    # a parameterised case's failure line names its parameter before the
-    # time (lib.sh, gtest_verdicts); the closing list has no time
-    awk '/^\[       OK \]/ { print "PASS: unit " $4 }
-         /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)$/ {
-             n = $4; sub(/,$/, "", n); print "FAIL: unit " n }' \
-        build/test/gtest/rvt_unit_tests.log \
-        $(ls build/test/gtest/rvt_uct_host_tests.log 2>/dev/null) \
-        > build/unit-cases.log
-    echo "unit test cases: $(grep -c '^PASS' build/unit-cases.log) passed"
-    grep '^FAIL' build/unit-cases.log
-    record "unit test cases (gtest)" build/unit-cases.log 0
+# make_check: the unit tests (make check), then their GoogleTest cases
+# counted one by one, into build/test-logs/make-check.log; its exit
+# status in the .rc file beside it
+make_check() {
+    local log=$logs/make-check.log rc
+    mkdir -p "$logs"
+    make -C build check -j"$(nproc)" >"$log" 2>&1
+    rc=$?
+    echo "$rc" >"$log.rc"
+    # count the GoogleTest cases too, not just the binaries that hold them
+    local gtest_logs=(build/test/gtest/rvt_unit_tests.log
+        build/test/gtest/rvt_uct_host_tests.log)
+    if [ -f "${gtest_logs[0]}" ]; then
+        [ -f "${gtest_logs[1]}" ] || unset 'gtest_logs[1]'
+        # a parameterised case's failure line names its parameter before
+        # the time (lib.sh, gtest_verdicts); the closing list has no time
+        awk '/^\[       OK \]/ { print "PASS: unit " $4 }
+             /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)$/ {
+                 n = $4; sub(/,$/, "", n); print "FAIL: unit " n }' \
+            "${gtest_logs[@]}" >build/unit-cases.log
+    fi
+}
+# show_make_check: its output, its count and its cases' count
+show_make_check() {
+    local log=$logs/make-check.log
+    cat "$log"
+    record "make check" "$log" "$(cat "$log.rc")"
+    if [ -f build/unit-cases.log ]; then
+        echo "unit test cases: $(grep -c '^PASS' build/unit-cases.log) passed"
+        grep '^FAIL' build/unit-cases.log
+        record "unit test cases (gtest)" build/unit-cases.log 0
+    fi
+}
+
+if [ "$what" = unit ]; then
+    step "unit tests: make check"
+    make_check
+    show_make_check
+    finish
 fi
 
-if [ "$what" = all ]; then
-    step "testbed: prepare (guest kernel, initramfs)"
-    if ! contrib/testbed/testbed prepare; then
-        echo "FAIL: testbed prepare"
-        failed=$((failed + 1))
-        finish
-    fi
-    # Two lanes of testbed suites at once, then the brief perf run alone.
-    # A testbed run keeps about one of the host's two cores busy (the
-    # runner's last line says how many: qemu's CPU seconds a second), so
-    # two run beside each other in little more time than one. The perf
-    # run's figures are ratios within its boot: it has the host to
-    # itself. Each suite's output goes to its log and is shown whole, in
-    # the lanes' order, once all have ended; meanwhile a line marks each
-    # suite's start and end.
-    lanes_a=(runner selftest site integration traffic soak mpi
-        uct_conformance)
-    lanes_b=(ucx122 ucx122_loading ucx122_plugin ucx122_select
-        ucx122_integration chaos flood select perftest ucp_conformance)
-    alone=(perf)
-    run_lane a "${lanes_a[@]}" &
-    lane_a=$!
-    run_lane b "${lanes_b[@]}" &
-    lane_b=$!
-    wait "$lane_a" "$lane_b"
-    run_lane alone "${alone[@]}"
-    for id in "${lanes_a[@]}" "${lanes_b[@]}" "${alone[@]}"; do
-        show_leg "$id"
-    done
+step "testbed: prepare (guest kernel, initramfs)"
+if ! contrib/testbed/testbed prepare; then
+    echo "FAIL: testbed prepare"
+    failed=$((failed + 1))
+    finish
 fi
+# First the brief perf run, with the unit tests beside it at nice 19;
+# then two lanes of testbed suites at once. A testbed run keeps about one
+# of the host's two cores busy (the runner's last line says how many:
+# qemu's CPU seconds a second), so two run beside each other in little
+# more time than one. The perf run's figures are ratios within its boot:
+# no other testbed runs beside it, and the unit tests (host processes at
+# nice 19) take only the CPU its guest leaves (about half a core). Each suite's output goes
+# to its log and is shown whole, in the lanes' order, once all have
+# ended; meanwhile a line marks each suite's start and end.
+step "the brief perf run, make check beside it at nice 19; then two lanes of testbed suites"
+alone=(perf)
+lanes_a=(runner selftest site integration traffic soak mpi
+    uct_conformance)
+lanes_b=(ucx122 ucx122_loading ucx122_plugin ucx122_select
+    ucx122_integration chaos flood select perftest ucp_conformance)
+(renice -n 19 "$BASHPID" >/dev/null && make_check) &
+unit=$!
+run_lane alone "${alone[@]}"
+# the lanes' two guests would leave the unit tests, some of which wait
+# for timeouts, too little CPU at nice 19: they wait for the unit tests
+wait "$unit"
+echo "---- $(date +%T) make check ends: exit $(cat "$logs/make-check.log.rc")," \
+    "$(grep -c '^PASS' build/unit-cases.log 2>/dev/null) unit test cases passed"
+run_lane a "${lanes_a[@]}" &
+lane_a=$!
+run_lane b "${lanes_b[@]}" &
+lane_b=$!
+wait "$lane_a" "$lane_b"
+step "unit tests: make check"
+show_make_check
+for id in "${alone[@]}" "${lanes_a[@]}" "${lanes_b[@]}"; do
+    show_leg "$id"
+done
 finish
