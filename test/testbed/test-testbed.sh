@@ -170,25 +170,37 @@ expect "bad node number is refused, naming it" 125 "--on '5': expected 'all' or 
     -- run -n 2 --on 5 true
 expect "a command runs on the chosen node" 0 '^node2$' -- run -n 2 --on 2 hostname
 expect "on all runs on every node, prefixed" 0 '^\[node3\] node3$' -- run -n 3 --on all hostname
-expect "background on one node while another runs" 0 '^bg-node2 fg-node1$' \
-    -- run -n 2 'on 2 sh -c "sleep 2; hostname" > /tmp/bg & fg=$(on 1 hostname); wait; echo "bg-$(cat /tmp/bg) fg-$fg"'
-# a share below /tmp, which the guest and every node mount a fresh tmpfs
-# over (a clone in /tmp is a common CI layout)
+# One boot for four checks of a run's command (each checked in its
+# output): a background job on one node beside a foreground one, a share
+# below /tmp (which the guest and every node mount a fresh tmpfs over; a
+# clone in /tmp is a common CI layout), the command's exit status with
+# the kernel log, and the guest's output kept before the runner's later
+# notes in one file (expect() sends stdout and stderr into one)
 tmpshare=$(mktemp -d /tmp/tb-share.XXXXXX)
-expect "a share below /tmp is writable from the nodes" 0 '^shared-ok$' \
-    -- run -n 2 -s "$tmpshare" "on 2 sh -c 'echo from-node2 > $tmpshare/f' && on 1 cat $tmpshare/f > /dev/null && echo shared-ok"
+"$tb" run -n 2 -s "$tmpshare" \
+    'on 2 sh -c "sleep 2; hostname" > /tmp/bg & fg=$(on 1 hostname); wait; echo "bg-$(cat /tmp/bg) fg-$fg"
+     on 2 sh -c "echo from-node2 > '"$tmpshare"'/f" && on 1 cat '"$tmpshare"'/f > /dev/null && echo shared-ok
+     echo guest-said-this-before-failing; exit 7' >"$out" 2>&1
+rc=$?
+seen() { # seen DESCRIPTION PATTERN: the run above exited 7 and printed PATTERN
+    if [ "$rc" = 7 ] && grep -qE -- "$2" "$out"; then
+        pass "$1 (exit $rc)"
+    else
+        fail "$1: exit $rc (want 7), output:"
+        sed 's/^/    /' "$out" | tail -20
+    fi
+}
+seen "background on one node while another runs" '^bg-node2 fg-node1$'
+seen "a share below /tmp is writable from the nodes" '^shared-ok$'
 if [ "$(cat "$tmpshare/f" 2>/dev/null)" = from-node2 ]; then
     pass "the host sees what a node wrote into the share"
 else
     fail "the host does not see $tmpshare/f written by node2"
 fi
 rm -rf "$tmpshare"
-expect "the command's exit status comes back, with the kernel log" 7 'guest kernel log' \
-    -- run -n 1 'exit 7'
-# expect() sends stdout and stderr into one file: the guest's output must
-# survive the runner's notes after it (the kernel log of a failed run)
-expect "the guest's output and the runner's later notes share one file" 7 \
-    '^guest-said-this-before-failing$' -- run -n 1 'echo guest-said-this-before-failing; exit 7'
+seen "the command's exit status comes back, with the kernel log" 'guest kernel log'
+seen "the guest's output and the runner's later notes share one file" \
+    '^guest-said-this-before-failing$'
 expect "a guest that dies is reported, with its kernel log" 125 'Kernel panic - not syncing' \
     -- run -n 1 'echo c > /proc/sysrq-trigger; sleep 60'
 expect "a run past its timeout is stopped" 124 'timeout after 20s' -- run -n 1 -t 20 'sleep 600'
