@@ -6,6 +6,7 @@
  * the test advances.
  */
 #include "uct/ib/rvt/agent/engine/mr_registry.h"
+#include "test/gtest/unit/mr_driver.h"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +21,8 @@ using rvt::agent::device_mr;
 using rvt::agent::mr_action;
 using rvt::agent::mr_action_kind;
 using rvt::agent::mr_actions;
-using rvt::agent::mr_executor;
 using rvt::agent::mr_registry;
+using rvt::test::mr_driver;
 using namespace std::chrono_literals;
 
 namespace {
@@ -530,16 +531,21 @@ TEST_F(mr_registry_test, a_client_that_dies_while_its_mr_goes_is_not_answered)
 TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
 {
     std::vector<uint32_t> asked; /* handles the device was asked about */
-    const auto device = [&](uint32_t handle) {
-        asked.push_back(handle);
-        return on_device(handle);
+    /* as the engine does: the device is asked when the registry reads it */
+    const auto notice = [&](const rvt::wire::mr_notice &n, bool busy) {
+        device_mr device{};
+        if (mr_registry::asks_device(n)) {
+            asked.push_back(n.handle);
+            device = on_device(n.handle);
+        }
+        return reg.on_notice(0, n, busy, device);
     };
     auto n = rvt::wire::make_mr_intent(0x500000, 4096);
-    EXPECT_TRUE(reg.on_notice(0, n, false, device).empty());
+    EXPECT_TRUE(notice(n, false).empty());
     n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_registered, 5, 1005,
                                   2005, 0x500000, 4096,
                                   rvt::wire::mr_registered_reply_wanted);
-    auto answer = reg.on_notice(0, n, false, device);
+    auto answer = notice(n, false);
     ASSERT_EQ(answer.size(), 1u);
     EXPECT_TRUE(is(answer[0], mr_action_kind::answer_announce, 5));
     EXPECT_EQ(answer[0].index, 0u);
@@ -548,8 +554,7 @@ TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
     n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_release, 5, 1005,
                                   2005, 0x500000, 4096,
                                   rvt::wire::mr_release_reply_wanted);
-    EXPECT_TRUE(reg.on_notice(0, n, true, device).empty())
-            << "the ring is busy";
+    EXPECT_TRUE(notice(n, true).empty()) << "the ring is busy";
     EXPECT_EQ(asked, std::vector<uint32_t>{5}) << "asked about a release";
     expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
     auto acts = reg.deregistered(5, 5u);
@@ -561,7 +566,7 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
     announce(0, 5);
     announce(0, 6);
     std::vector<std::string> seen;
-    const mr_executor exec{
+    const mr_driver exec{
             [&](uint32_t handle) -> result<uint32_t> {
                 seen.push_back("dereg " + std::to_string(handle));
                 if (handle == 6) {
@@ -759,6 +764,23 @@ TEST_F(mr_registry_test, a_dead_clients_unannounced_mr_is_found_and_freed)
     EXPECT_EQ(reg.intents_pending(), 0u);
 }
 
+TEST_F(mr_registry_test, the_look_comes_alone_and_before_any_deregister)
+{
+    announce(1, 7); /* client 1 dies with an MR and no intent */
+    reg.client_gone(1, 1, 0);
+    intend(reg, 0, 9); /* client 0 dies with an intent */
+    auto acts = die_and_wait(reg);
+    ASSERT_EQ(acts.size(), 1u) << "client 1's MR goes after the look";
+    EXPECT_EQ(acts[0].kind, mr_action_kind::find_unannounced);
+    /* the caller looks (the device still has 7, known: skipped), and the
+     * due records are collected then */
+    acts        = reg.unannounced(std::vector<client_mr>{mr(7)});
+    auto deregs = only(acts, mr_action_kind::deregister);
+    ASSERT_EQ(deregs.size(), 1u);
+    EXPECT_TRUE(is(deregs[0], mr_action_kind::deregister, 7));
+    EXPECT_EQ(deregs[0].index, 1u);
+}
+
 TEST_F(mr_registry_test, an_announce_or_a_withdrawal_takes_the_intent_back)
 {
     intend(reg, 0, 5);
@@ -843,18 +865,17 @@ TEST_F(mr_registry_test, the_executor_answers_a_look_with_what_it_finds)
 {
     intend(reg, 0, 9);
     std::vector<std::string> seen;
-    const mr_executor exec{[&](uint32_t handle) -> result<uint32_t> {
-                               seen.push_back("dereg " +
-                                              std::to_string(handle));
-                               return handle;
-                           },
-                           [&](uint32_t, uint32_t, const std::string &) {},
-                           [&](std::string_view) {},
-                           [&] {
-                               seen.emplace_back("find");
-                               return std::vector<client_mr>{mr(9)};
-                           },
-                           {}};
+    const mr_driver exec{[&](uint32_t handle) -> result<uint32_t> {
+                             seen.push_back("dereg " + std::to_string(handle));
+                             return handle;
+                         },
+                         [&](uint32_t, uint32_t, const std::string &) {},
+                         [&](std::string_view) {},
+                         [&] {
+                             seen.emplace_back("find");
+                             return std::vector<client_mr>{mr(9)};
+                         },
+                         {}};
     exec.run(reg, die_and_wait(reg));
     const std::vector<std::string> want{"find", "dereg 9"};
     EXPECT_EQ(seen, want);

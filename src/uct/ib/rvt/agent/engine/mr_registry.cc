@@ -241,14 +241,14 @@ mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
 }
 
 mr_actions mr_registry::on_notice(uint32_t index, const wire::mr_notice &notice,
-                                  bool ring_busy, const device_lookup &device)
+                                  bool ring_busy, const device_mr &device)
 {
     switch (static_cast<wire::msg_type>(notice.hdr.type)) {
     case wire::msg_type::mr_registered:
         return announced(index,
                          {notice.handle, notice.lkey, notice.rkey, notice.addr,
                           notice.length},
-                         device(notice.handle),
+                         device,
                          notice.flags & wire::mr_registered_reply_wanted);
     case wire::msg_type::mr_intent:
         if (notice.flags & wire::mr_intent_withdrawn) {
@@ -365,8 +365,11 @@ mr_actions mr_registry::tick(time_point now)
         }
     }
     if (sweep && !m_sweep_asked) {
+        /* alone: the due records are collected after the look
+         * (unannounced), so that nothing is deregistered before it */
         m_sweep_asked = true;
         out.push_back({mr_action_kind::find_unannounced, 0, 0, {}});
+        return out;
     }
     collect_due(out);
     return out;
@@ -549,39 +552,6 @@ std::optional<mr_registry::time_point> mr_registry::next_timer() const
         }
     }
     return t;
-}
-
-void mr_executor::run(mr_registry &reg, mr_actions acts) const
-{
-    for (size_t i = 0; i < acts.size(); ++i) {
-        const mr_action a = acts[i];
-        switch (a.kind) {
-        case mr_action_kind::deregister: {
-            auto more = reg.deregistered(a.handle, dereg(a.handle));
-            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
-                        more.begin(), more.end());
-            break;
-        }
-        case mr_action_kind::answer_release:
-            answer(a.index, a.handle, a.text);
-            break;
-        case mr_action_kind::answer_announce:
-            if (answer_announce) {
-                answer_announce(a.index, a.handle, a.text);
-            }
-            break;
-        case mr_action_kind::note:
-            log(a.text);
-            break;
-        case mr_action_kind::find_unannounced: {
-            auto more = reg.unannounced(find ? find() :
-                                               std::vector<client_mr>{});
-            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
-                        more.begin(), more.end());
-            break;
-        }
-        }
-    }
 }
 
 } // namespace rvt::agent
