@@ -267,9 +267,12 @@ bool engine::progress(time_point now)
 
 bool engine::take_clients_work(time_point now)
 {
-    return m_clients.visit(now, m_summary, [this](uint32_t i, client_state &c) {
-        return take_work(i, c);
+    bool busy = false;
+    m_clients.to_visit(now, m_summary).for_each([&](uint32_t i) {
+        busy |= take_work(i, m_clients[i]);
+        m_clients.visited(i);
     });
+    return busy;
 }
 
 /* The channels given something this pass, or still holding a backlog or

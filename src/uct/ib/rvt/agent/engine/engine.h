@@ -326,7 +326,8 @@ private:
                           time_point now);
 
     /* engine.cc: the pass over the clients */
-    /* Takes work from the clients a pass visits (client_table::visit). */
+    /* Takes work from the clients a pass visits (client_table::to_visit,
+     * visited). */
     bool take_clients_work(time_point now);
     /* Shows each client what was staged on its rings since the last call,
      * and wakes it if it sleeps (client_table::flush_given, wake_given);
