@@ -288,7 +288,7 @@ protected:
                   0);
     }
 
-    /* What engine::find_unannounced does, without the engine: every MR
+    /* What engine::sweep_unannounced looks up, without the engine: every MR
      * of the agent's fd but its own, by QUERY_MR. */
     std::vector<agent::client_mr> find_unannounced(uint32_t driver_id)
     {

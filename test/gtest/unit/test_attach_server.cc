@@ -973,7 +973,7 @@ TEST_F(attach_fixture, a_put_off_release_is_answered_when_it_is_finished)
         EXPECT_EQ(handles_of(0), std::vector<uint32_t>{50});
         EXPECT_TRUE(m_deregistered.empty());
         m_ring_busy = false;
-        run_mrs(m_mrs.releases_due([](uint32_t) { return false; }));
+        run_mrs(m_mrs.releases_due({}));
         EXPECT_TRUE(handles_of(0).empty());
     }
     waiter.join();

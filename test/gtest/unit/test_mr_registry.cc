@@ -17,6 +17,7 @@ using rvt::failure;
 using rvt::result;
 using rvt::work_request;
 using rvt::agent::client_mr;
+using rvt::agent::client_set;
 using rvt::agent::device_mr;
 using rvt::agent::mr_action;
 using rvt::agent::mr_action_kind;
@@ -34,6 +35,14 @@ constexpr auto grace             = 100ms;
 client_mr mr(uint32_t handle)
 {
     return {handle, 1000 + handle, 2000 + handle, 0x100000 * handle, 4096};
+}
+
+/* Client `index`'s work ring holds requests (releases_due). */
+client_set ring_busy(uint32_t index)
+{
+    client_set busy;
+    busy.insert(index);
+    return busy;
 }
 
 /* What the device says of mr(handle): a client's MR, as announced. */
@@ -285,8 +294,8 @@ TEST_F(mr_registry_test, a_release_waits_for_the_work_still_in_the_ring)
     EXPECT_FALSE(reg.idle());
     EXPECT_EQ(reg.mrs_of(0).count(1005), 1u)
             << "the work in the ring is checked against it";
-    EXPECT_TRUE(reg.releases_due([](uint32_t) { return true; }).empty());
-    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    EXPECT_TRUE(reg.releases_due(ring_busy(0)).empty());
+    expect_deregister(reg.releases_due({}), 0, 5);
     EXPECT_EQ(reg.releases_waiting(), 0u);
     auto acts = reg.deregistered(5, 5u);
     ASSERT_EQ(acts.size(), 1u);
@@ -309,7 +318,7 @@ TEST_F(mr_registry_test, a_release_waits_for_the_ops_that_name_the_mr)
     EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
     EXPECT_TRUE(reg.release_requested(0, 6, true, false).empty());
     expect_deregister(reg.release_requested(1, 7, true, false), 1, 7);
-    auto idle_ring = [](uint32_t) { return false; };
+    const client_set idle_ring;
     EXPECT_TRUE(reg.releases_due(idle_ring).empty());
     reg.op_done(0, am);
     reg.op_done(0, op_on(6));
@@ -400,7 +409,7 @@ TEST_F(mr_registry_test, a_new_holder_of_an_index_starts_with_no_uses)
     EXPECT_TRUE(reg.release_requested(0, 5, false, false).empty())
             << "released under the new holder's op";
     reg.op_done(0, op_on(5));
-    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    expect_deregister(reg.releases_due({}), 0, 5);
 }
 
 /* ---- client_gone, gone_op_retired, tick ------------------------------- */
@@ -556,7 +565,7 @@ TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
                                   rvt::wire::mr_release_reply_wanted);
     EXPECT_TRUE(notice(n, true).empty()) << "the ring is busy";
     EXPECT_EQ(asked, std::vector<uint32_t>{5}) << "asked about a release";
-    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    expect_deregister(reg.releases_due({}), 0, 5);
     auto acts = reg.deregistered(5, 5u);
     ASSERT_EQ(acts.size(), 1u) << "the wish for an answer was lost";
 }
@@ -607,7 +616,7 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
 
 /* ---- groups: joined ---------------------------------------------------- */
 
-const auto nothing_busy = [](uint32_t) { return false; };
+const client_set nothing_busy;
 
 /* A sibling's work is checked against its leader's MRs; it announces none
  * of its own, and may not release its leader's. */
@@ -648,9 +657,30 @@ TEST_F(mr_registry_test, a_leaders_release_waits_for_its_siblings)
     EXPECT_TRUE(reg.releases_due(nothing_busy).empty())
             << "released under a sibling's op";
     reg.op_done(2, op_on(5));
-    EXPECT_TRUE(reg.releases_due([](uint32_t i) { return i == 2; }).empty())
+    EXPECT_TRUE(reg.releases_due(ring_busy(2)).empty())
             << "released with work in a sibling's ring";
     expect_deregister(reg.releases_due(nothing_busy), 0, 5);
+}
+
+/* rings_asked: the clients with deferred releases, and their live
+ * siblings. */
+TEST_F(mr_registry_test, the_rings_asked_are_the_deferred_groups)
+{
+    announce(0, 5);
+    announce(1, 6);
+    reg.attached(2);
+    reg.joined(2, 0);
+    reg.attached(3);
+    reg.joined(3, 1); /* client 1 releases nothing */
+    EXPECT_TRUE(reg.rings_asked().empty());
+    EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
+    const client_set asked = reg.rings_asked();
+    EXPECT_TRUE(asked.contains(0));
+    EXPECT_TRUE(asked.contains(2)) << "its sibling's ring may name it";
+    EXPECT_FALSE(asked.contains(1));
+    EXPECT_FALSE(asked.contains(3));
+    expect_deregister(reg.releases_due(nothing_busy), 0, 5);
+    EXPECT_TRUE(reg.rings_asked().empty());
 }
 
 /* ... and for a gone sibling's posted ops. */

@@ -254,8 +254,15 @@ bool engine::progress(time_point now)
         m_next_watch = now + m_cfg.lane_watch_period;
     }
     if (m_mrs.releases_waiting() > 0) {
-        run_mrs(m_mrs.releases_due(
-                [this](uint32_t index) { return m_clients.has_work(index); }));
+        /* the registry's question answered: which of those rings hold
+         * work */
+        client_set rings_busy;
+        m_mrs.rings_asked().for_each([&](uint32_t index) {
+            if (m_clients.has_work(index)) {
+                rings_busy.insert(index);
+            }
+        });
+        run_mrs(m_mrs.releases_due(rings_busy));
     }
     if (run_mrs(m_mrs.tick(now))) {
         sweep_unannounced();

@@ -78,16 +78,15 @@ bool mr_registry::gone_siblings_posting(uint32_t index, uint64_t epoch) const
     });
 }
 
-bool mr_registry::group_busy(
-        uint32_t index, uint32_t lkey,
-        const std::function<bool(uint32_t)> &ring_busy) const
+bool mr_registry::group_busy(uint32_t index, uint32_t lkey,
+                             const client_set &busy_rings) const
 {
     const client &c = m_clients[index];
-    if (ring_busy(index) || c.uses.in_use(lkey)) {
+    if (busy_rings.contains(index) || c.uses.in_use(lkey)) {
         return true;
     }
     for (uint32_t s : c.siblings) {
-        if (ring_busy(s) || m_clients[s].uses.in_use(lkey)) {
+        if (busy_rings.contains(s) || m_clients[s].uses.in_use(lkey)) {
             return true;
         }
     }
@@ -281,13 +280,25 @@ void mr_registry::start_deregister(uint32_t handle, record &r, mr_actions &out)
     out.push_back({mr_action_kind::deregister, r.index, handle, {}});
 }
 
-mr_actions
-mr_registry::releases_due(const std::function<bool(uint32_t)> &ring_busy)
+client_set mr_registry::rings_asked() const
+{
+    client_set asked;
+    for (uint32_t handle : m_deferred) {
+        const uint32_t index = m_handles.at(handle).index;
+        asked.insert(index);
+        for (uint32_t s : m_clients[index].siblings) {
+            asked.insert(s);
+        }
+    }
+    return asked;
+}
+
+mr_actions mr_registry::releases_due(const client_set &busy_rings)
 {
     mr_actions out;
     std::erase_if(m_deferred, [&](uint32_t handle) {
         record &r = m_handles.at(handle);
-        if (group_busy(r.index, r.mr.lkey, ring_busy)) {
+        if (group_busy(r.index, r.mr.lkey, busy_rings)) {
             return false;
         }
         start_deregister(handle, r, out);

@@ -64,10 +64,13 @@
  *                        reason if the client asked for an answer)
  *   op_queued(i, wr)     i's uses of wr's lkeys + 1 (no actions)
  *   op_done(i, wr)       - 1 (no actions)
- *   releases_due(busy)   deferred, busy(i) false, no op of i names it,
+ *   rings_asked()        (a question, no event) the clients whose rings
+ *                        releases_due() must be told of: each client i
+ *                        with a deferred release, and i's live siblings
+ *   releases_due(busy)   deferred, i not in busy, no op of i names it,
  *                        and the same for each live sibling s of i
- *                        (busy(s), s's ops), and no gone sibling of i has
- *                        posted ops -> deregistering: deregister
+ *                        (s in busy, s's ops), and no gone sibling of i
+ *                        has posted ops -> deregistering: deregister
  *   client_gone(i, generation, posted)
  *                        live and deferred of i -> orphaned, in a gone
  *                        record with i's posted ops; deregistering of i:
@@ -117,7 +120,7 @@
  * neighbour's MR behind the agent's back.
  * highest_handle counts accepted handles only: a made-up handle raises
  * nothing, so it costs the sweep below nothing (engine.cc,
- * find_unannounced).
+ * sweep_unannounced).
  *
  * Generations are the caller's: a gone record is (index, generation), so
  * the ops of a dead client are told apart from those of the next holder
@@ -166,13 +169,13 @@
 #ifndef RVT_AGENT_MR_REGISTRY_H
 #define RVT_AGENT_MR_REGISTRY_H
 
+#include "uct/ib/rvt/agent/attach/client_set.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/work.h"
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -351,9 +354,11 @@ public:
     {
         m_clients[index].uses.drop_unused();
     }
-    /* ring_busy(i): client i's work ring still holds requests, which may
-     * name what it released. */
-    mr_actions releases_due(const std::function<bool(uint32_t)> &ring_busy);
+    /* The clients whose work rings releases_due() must be told of. */
+    client_set rings_asked() const;
+    /* busy_rings: of rings_asked(), the clients whose work ring still
+     * holds requests, which may name what they released. */
+    mr_actions releases_due(const client_set &busy_rings);
     void client_gone(uint32_t index, uint32_t generation, uint32_t posted);
     void gone_op_retired(uint32_t index, uint32_t generation);
     mr_actions tick(time_point now);
@@ -465,7 +470,7 @@ private:
     bool gone_siblings_posting(uint32_t index, uint64_t epoch) const;
     /* Whether anything of `index`'s group may name `lkey` now. */
     bool group_busy(uint32_t index, uint32_t lkey,
-                    const std::function<bool(uint32_t)> &ring_busy) const;
+                    const client_set &busy_rings) const;
 
     void start_deregister(uint32_t handle, record &r, mr_actions &out);
     /* Due records with no intents left: deregister their MRs. */
