@@ -21,6 +21,7 @@
 #include "uct/ib/rvt/agent/device/rdma_netlink.h"
 #include "uct/ib/rvt/agent/device/verbs_ptr.h"
 #include "uct/ib/rvt/agent/engine/mr_registry.h"
+#include "../unit/mr_driver.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
 
@@ -211,8 +212,12 @@ protected:
                 }
                 return d;
             };
-            m_mr_exec.run(m_mrs, m_mrs.on_notice(ev.client->index, ev.notice,
-                                                 false, device));
+            m_mr_exec.run(m_mrs,
+                          m_mrs.on_notice(ev.client->index, ev.notice, false,
+                                          agent::mr_registry::asks_device(
+                                                  ev.notice) ?
+                                                  device(ev.notice.handle) :
+                                                  agent::device_mr{}));
             break;
         }
         case agent::attach_event_kind::peer_request:
@@ -283,7 +288,7 @@ protected:
                   0);
     }
 
-    /* What engine::find_unannounced does, without the engine: every MR
+    /* What engine::sweep_unannounced looks up, without the engine: every MR
      * of the agent's fd but its own, by QUERY_MR. */
     std::vector<agent::client_mr> find_unannounced(uint32_t driver_id)
     {
@@ -401,7 +406,7 @@ protected:
     std::thread m_server_thread;
     std::mutex m_detach_lock;
     agent::mr_registry m_mrs{8, std::chrono::milliseconds(0)};
-    agent::mr_executor m_mr_exec;
+    test::mr_driver m_mr_exec;
     std::vector<std::pair<uint32_t, bool>> m_cleaned; /* handle, dereg ok */
     std::vector<agent::client_mr> m_found; /* by find_unannounced */
     std::atomic<bool> m_detached{false};

@@ -7,6 +7,7 @@
  */
 #include "uct/ib/rvt/agent/attach/attach_server.h"
 #include "uct/ib/rvt/agent/engine/mr_registry.h"
+#include "test/gtest/unit/mr_driver.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/client/status.h"
@@ -168,9 +169,11 @@ protected:
                     break;
                 }
                 run_mrs(m_mrs.on_notice(ev.client->index, ev.notice,
-                                        m_ring_busy, [this](uint32_t h) {
-                                            return device(h);
-                                        }));
+                                        m_ring_busy,
+                                        agent::mr_registry::asks_device(
+                                                ev.notice) ?
+                                                device(ev.notice.handle) :
+                                                agent::device_mr{}));
                 break;
             case agent::attach_event_kind::status_request:
                 m_server->answer_status(ev.ticket, m_status(ev.human));
@@ -273,7 +276,7 @@ protected:
 
     void run_mrs(agent::mr_actions acts)
     {
-        const agent::mr_executor exec{
+        const test::mr_driver exec{
                 [this](uint32_t handle) {
                     m_deregistered.push_back(handle);
                     return m_dereg ? m_dereg(handle) : result<uint32_t>(handle);
@@ -970,7 +973,7 @@ TEST_F(attach_fixture, a_put_off_release_is_answered_when_it_is_finished)
         EXPECT_EQ(handles_of(0), std::vector<uint32_t>{50});
         EXPECT_TRUE(m_deregistered.empty());
         m_ring_busy = false;
-        run_mrs(m_mrs.releases_due([](uint32_t) { return false; }));
+        run_mrs(m_mrs.releases_due({}));
         EXPECT_TRUE(handles_of(0).empty());
     }
     waiter.join();

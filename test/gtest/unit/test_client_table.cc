@@ -60,11 +60,23 @@ protected:
         return table.attach(ends[index]->who);
     }
 
+    /* A pass as the engine makes it: take(i, c) for each client to
+     * visit, then visited(i); true when one took any. */
+    template<class Take> bool pass(client_table::time_point now, Take &&take)
+    {
+        bool busy = false;
+        table.to_visit(now, summary.data()).for_each([&](uint32_t i) {
+            busy |= take(i, table[i]);
+            table.visited(i);
+        });
+        return busy;
+    }
+
     /* the first pass: the attach's `again` and the full scan done, the
      * next scan one period away */
     void settle()
     {
-        table.visit(t0, summary.data(), [](uint32_t, auto &c) {
+        pass(t0, [](uint32_t, auto &c) {
             work_request wr;
             while (c.channel->pop_work(wr)) {
             }
@@ -126,7 +138,7 @@ protected:
     std::vector<uint32_t> visited(client_table::time_point now)
     {
         std::vector<uint32_t> out;
-        table.visit(now, summary.data(), [&](uint32_t i, auto &) {
+        pass(now, [&](uint32_t i, auto &) {
             out.push_back(i);
             return false;
         });
@@ -246,7 +258,7 @@ TEST_F(client_table_test, a_detach_forgets_the_index_but_keeps_the_record)
     EXPECT_TRUE(summary_empty());
 }
 
-/* visit: the summary's bits, no idle client */
+/* to_visit: the summary's bits, no idle client */
 TEST_F(client_table_test, a_pass_visits_the_clients_whose_bits_are_set)
 {
     for (uint32_t i = 0; i < 4; ++i) {
@@ -261,7 +273,7 @@ TEST_F(client_table_test, a_pass_visits_the_clients_whose_bits_are_set)
     EXPECT_EQ(table.totals().scan_found, 0u);
 }
 
-/* visit: a bit for an index not attached */
+/* to_visit: a bit for an index not attached */
 TEST_F(client_table_test, a_bit_for_an_index_not_attached_visits_nobody)
 {
     attach(1);
@@ -271,7 +283,7 @@ TEST_F(client_table_test, a_bit_for_an_index_not_attached_visits_nobody)
     EXPECT_TRUE(summary_empty());
 }
 
-/* visit: take(i, c), then work left -> `again` */
+/* visited(i): work left -> `again` */
 TEST_F(client_table_test, a_client_with_work_left_is_visited_next_pass)
 {
     attach(3);
@@ -279,20 +291,19 @@ TEST_F(client_table_test, a_client_with_work_left_is_visited_next_pass)
     post(3, true);
     post(3, false);
     auto take_one = [&] {
-        return table.visit(t0, summary.data(),
-                           [&](uint32_t i, client_table::client &c) {
-                               EXPECT_EQ(i, 3u);
-                               EXPECT_EQ(&c, &table[3]);
-                               work_request wr;
-                               return c.channel->pop_work(wr);
-                           });
+        return pass(t0, [&](uint32_t i, client_table::client &c) {
+            EXPECT_EQ(i, 3u);
+            EXPECT_EQ(&c, &table[3]);
+            work_request wr;
+            return c.channel->pop_work(wr);
+        });
     };
     EXPECT_TRUE(take_one());
     EXPECT_TRUE(take_one()); /* no bit: left last pass */
     EXPECT_FALSE(take_one()); /* nothing left: not visited */
 }
 
-/* visit: the full scan */
+/* to_visit: the full scan */
 TEST_F(client_table_test, the_full_scan_finds_work_whose_bit_was_cleared)
 {
     attach(1);
@@ -305,7 +316,7 @@ TEST_F(client_table_test, the_full_scan_finds_work_whose_bit_was_cleared)
     EXPECT_EQ(table.totals().scan_found, 1u);
     EXPECT_TRUE(summary_empty());
     /* the next scan is a period later */
-    table.visit(t0 + period, summary.data(), [](uint32_t, auto &c) {
+    pass(t0 + period, [](uint32_t, auto &c) {
         work_request wr;
         while (c.channel->pop_work(wr)) {
         }

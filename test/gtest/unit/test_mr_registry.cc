@@ -6,6 +6,7 @@
  * the test advances.
  */
 #include "uct/ib/rvt/agent/engine/mr_registry.h"
+#include "test/gtest/unit/mr_driver.h"
 
 #include <gtest/gtest.h>
 
@@ -16,12 +17,13 @@ using rvt::failure;
 using rvt::result;
 using rvt::work_request;
 using rvt::agent::client_mr;
+using rvt::agent::client_set;
 using rvt::agent::device_mr;
 using rvt::agent::mr_action;
 using rvt::agent::mr_action_kind;
 using rvt::agent::mr_actions;
-using rvt::agent::mr_executor;
 using rvt::agent::mr_registry;
+using rvt::test::mr_driver;
 using namespace std::chrono_literals;
 
 namespace {
@@ -33,6 +35,14 @@ constexpr auto grace             = 100ms;
 client_mr mr(uint32_t handle)
 {
     return {handle, 1000 + handle, 2000 + handle, 0x100000 * handle, 4096};
+}
+
+/* Client `index`'s work ring holds requests (releases_due). */
+client_set ring_busy(uint32_t index)
+{
+    client_set busy;
+    busy.insert(index);
+    return busy;
 }
 
 /* What the device says of mr(handle): a client's MR, as announced. */
@@ -284,8 +294,8 @@ TEST_F(mr_registry_test, a_release_waits_for_the_work_still_in_the_ring)
     EXPECT_FALSE(reg.idle());
     EXPECT_EQ(reg.mrs_of(0).count(1005), 1u)
             << "the work in the ring is checked against it";
-    EXPECT_TRUE(reg.releases_due([](uint32_t) { return true; }).empty());
-    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    EXPECT_TRUE(reg.releases_due(ring_busy(0)).empty());
+    expect_deregister(reg.releases_due({}), 0, 5);
     EXPECT_EQ(reg.releases_waiting(), 0u);
     auto acts = reg.deregistered(5, 5u);
     ASSERT_EQ(acts.size(), 1u);
@@ -308,7 +318,7 @@ TEST_F(mr_registry_test, a_release_waits_for_the_ops_that_name_the_mr)
     EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
     EXPECT_TRUE(reg.release_requested(0, 6, true, false).empty());
     expect_deregister(reg.release_requested(1, 7, true, false), 1, 7);
-    auto idle_ring = [](uint32_t) { return false; };
+    const client_set idle_ring;
     EXPECT_TRUE(reg.releases_due(idle_ring).empty());
     reg.op_done(0, am);
     reg.op_done(0, op_on(6));
@@ -399,7 +409,7 @@ TEST_F(mr_registry_test, a_new_holder_of_an_index_starts_with_no_uses)
     EXPECT_TRUE(reg.release_requested(0, 5, false, false).empty())
             << "released under the new holder's op";
     reg.op_done(0, op_on(5));
-    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    expect_deregister(reg.releases_due({}), 0, 5);
 }
 
 /* ---- client_gone, gone_op_retired, tick ------------------------------- */
@@ -530,16 +540,21 @@ TEST_F(mr_registry_test, a_client_that_dies_while_its_mr_goes_is_not_answered)
 TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
 {
     std::vector<uint32_t> asked; /* handles the device was asked about */
-    const auto device = [&](uint32_t handle) {
-        asked.push_back(handle);
-        return on_device(handle);
+    /* as the engine does: the device is asked when the registry reads it */
+    const auto notice = [&](const rvt::wire::mr_notice &n, bool busy) {
+        device_mr device{};
+        if (mr_registry::asks_device(n)) {
+            asked.push_back(n.handle);
+            device = on_device(n.handle);
+        }
+        return reg.on_notice(0, n, busy, device);
     };
     auto n = rvt::wire::make_mr_intent(0x500000, 4096);
-    EXPECT_TRUE(reg.on_notice(0, n, false, device).empty());
+    EXPECT_TRUE(notice(n, false).empty());
     n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_registered, 5, 1005,
                                   2005, 0x500000, 4096,
                                   rvt::wire::mr_registered_reply_wanted);
-    auto answer = reg.on_notice(0, n, false, device);
+    auto answer = notice(n, false);
     ASSERT_EQ(answer.size(), 1u);
     EXPECT_TRUE(is(answer[0], mr_action_kind::answer_announce, 5));
     EXPECT_EQ(answer[0].index, 0u);
@@ -548,10 +563,9 @@ TEST_F(mr_registry_test, a_notice_off_the_socket_is_an_announce_or_release)
     n = rvt::wire::make_mr_notice(rvt::wire::msg_type::mr_release, 5, 1005,
                                   2005, 0x500000, 4096,
                                   rvt::wire::mr_release_reply_wanted);
-    EXPECT_TRUE(reg.on_notice(0, n, true, device).empty())
-            << "the ring is busy";
+    EXPECT_TRUE(notice(n, true).empty()) << "the ring is busy";
     EXPECT_EQ(asked, std::vector<uint32_t>{5}) << "asked about a release";
-    expect_deregister(reg.releases_due([](uint32_t) { return false; }), 0, 5);
+    expect_deregister(reg.releases_due({}), 0, 5);
     auto acts = reg.deregistered(5, 5u);
     ASSERT_EQ(acts.size(), 1u) << "the wish for an answer was lost";
 }
@@ -561,7 +575,7 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
     announce(0, 5);
     announce(0, 6);
     std::vector<std::string> seen;
-    const mr_executor exec{
+    const mr_driver exec{
             [&](uint32_t handle) -> result<uint32_t> {
                 seen.push_back("dereg " + std::to_string(handle));
                 if (handle == 6) {
@@ -602,7 +616,7 @@ TEST_F(mr_registry_test, the_executor_feeds_each_outcome_back_in_order)
 
 /* ---- groups: joined ---------------------------------------------------- */
 
-const auto nothing_busy = [](uint32_t) { return false; };
+const client_set nothing_busy;
 
 /* A sibling's work is checked against its leader's MRs; it announces none
  * of its own, and may not release its leader's. */
@@ -643,9 +657,30 @@ TEST_F(mr_registry_test, a_leaders_release_waits_for_its_siblings)
     EXPECT_TRUE(reg.releases_due(nothing_busy).empty())
             << "released under a sibling's op";
     reg.op_done(2, op_on(5));
-    EXPECT_TRUE(reg.releases_due([](uint32_t i) { return i == 2; }).empty())
+    EXPECT_TRUE(reg.releases_due(ring_busy(2)).empty())
             << "released with work in a sibling's ring";
     expect_deregister(reg.releases_due(nothing_busy), 0, 5);
+}
+
+/* rings_asked: the clients with deferred releases, and their live
+ * siblings. */
+TEST_F(mr_registry_test, the_rings_asked_are_the_deferred_groups)
+{
+    announce(0, 5);
+    announce(1, 6);
+    reg.attached(2);
+    reg.joined(2, 0);
+    reg.attached(3);
+    reg.joined(3, 1); /* client 1 releases nothing */
+    EXPECT_TRUE(reg.rings_asked().empty());
+    EXPECT_TRUE(reg.release_requested(0, 5, true, false).empty());
+    const client_set asked = reg.rings_asked();
+    EXPECT_TRUE(asked.contains(0));
+    EXPECT_TRUE(asked.contains(2)) << "its sibling's ring may name it";
+    EXPECT_FALSE(asked.contains(1));
+    EXPECT_FALSE(asked.contains(3));
+    expect_deregister(reg.releases_due(nothing_busy), 0, 5);
+    EXPECT_TRUE(reg.rings_asked().empty());
 }
 
 /* ... and for a gone sibling's posted ops. */
@@ -759,6 +794,23 @@ TEST_F(mr_registry_test, a_dead_clients_unannounced_mr_is_found_and_freed)
     EXPECT_EQ(reg.intents_pending(), 0u);
 }
 
+TEST_F(mr_registry_test, the_look_comes_alone_and_before_any_deregister)
+{
+    announce(1, 7); /* client 1 dies with an MR and no intent */
+    reg.client_gone(1, 1, 0);
+    intend(reg, 0, 9); /* client 0 dies with an intent */
+    auto acts = die_and_wait(reg);
+    ASSERT_EQ(acts.size(), 1u) << "client 1's MR goes after the look";
+    EXPECT_EQ(acts[0].kind, mr_action_kind::find_unannounced);
+    /* the caller looks (the device still has 7, known: skipped), and the
+     * due records are collected then */
+    acts        = reg.unannounced(std::vector<client_mr>{mr(7)});
+    auto deregs = only(acts, mr_action_kind::deregister);
+    ASSERT_EQ(deregs.size(), 1u);
+    EXPECT_TRUE(is(deregs[0], mr_action_kind::deregister, 7));
+    EXPECT_EQ(deregs[0].index, 1u);
+}
+
 TEST_F(mr_registry_test, an_announce_or_a_withdrawal_takes_the_intent_back)
 {
     intend(reg, 0, 5);
@@ -843,18 +895,17 @@ TEST_F(mr_registry_test, the_executor_answers_a_look_with_what_it_finds)
 {
     intend(reg, 0, 9);
     std::vector<std::string> seen;
-    const mr_executor exec{[&](uint32_t handle) -> result<uint32_t> {
-                               seen.push_back("dereg " +
-                                              std::to_string(handle));
-                               return handle;
-                           },
-                           [&](uint32_t, uint32_t, const std::string &) {},
-                           [&](std::string_view) {},
-                           [&] {
-                               seen.emplace_back("find");
-                               return std::vector<client_mr>{mr(9)};
-                           },
-                           {}};
+    const mr_driver exec{[&](uint32_t handle) -> result<uint32_t> {
+                             seen.push_back("dereg " + std::to_string(handle));
+                             return handle;
+                         },
+                         [&](uint32_t, uint32_t, const std::string &) {},
+                         [&](std::string_view) {},
+                         [&] {
+                             seen.emplace_back("find");
+                             return std::vector<client_mr>{mr(9)};
+                         },
+                         {}};
     exec.run(reg, die_and_wait(reg));
     const std::vector<std::string> want{"find", "dereg 9"};
     EXPECT_EQ(seen, want);

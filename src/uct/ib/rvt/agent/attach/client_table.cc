@@ -76,7 +76,11 @@ client_set client_table::to_visit(time_point now, work_summary_line *summary)
         }
         m_next_scan = now + m_full_scan_period;
     }
-    take_summary(summary, [&](uint32_t i) { visit.insert(i); });
+    take_summary(summary, [&](uint32_t i) {
+        if (m_clients[i].attached) { /* a bit for an index not in use */
+            visit.insert(i);
+        }
+    });
     return visit;
 }
 

@@ -10,7 +10,8 @@
  * agent's end of a client's shared segment) and decides which clients
  * the engine visits and when a channel is flushed, published, woken or
  * told the agent sleeps. The engine does what only it knows: taking a
- * client's work (the `take` callback of visit()), checking for pauses
+ * client's work (from each client to_visit() names, then visited()),
+ * checking for pauses
  * and posting between flush_given() and wake_given(), the MRs, shares,
  * departures and peers of a client that attaches or leaves.
  *
@@ -55,14 +56,14 @@
  *                     attached(), `again` and `given`; its generation and
  *                     counters stay until the next attach (ops of it still
  *                     complete)
- *   visit(now, s, take)
- *                     to visit: `again` (emptied), plus, when the full
+ *   to_visit(now, s)  returned: `again` (emptied), plus, when the full
  *                     scan is due (now >= next scan), every attached
  *                     client with work (one whose bit is not set in s:
  *                     scan_found+1; next scan = now + full_scan_period),
- *                     plus every bit set in s (cleared);
- *                     ascending: not attached -> skipped; else take(i, c),
- *                     then work left in its ring -> into `again`
+ *                     plus every bit set in s (cleared); not attached ->
+ *                     left out (a bit set for an index not in use)
+ *   visited(i)        (after the engine took i's work) work left in its
+ *                     ring -> into `again`
  *   publish_given()   every attached channel in `given` shows what it
  *                     staged (no wake: the middle of a pass)
  *   flush_given()     `given` (emptied) returned, its attached channels'
@@ -161,25 +162,16 @@ public:
     void retire(uint32_t index);
     void detach(uint32_t index);
 
-    /* A pass at `now`: take(index, client &) -> bool (work taken) for each
-     * client to visit; true when one took any. Clients attach and detach
+    /* A pass at `now`: the attached clients it visits. The engine takes
+     * each one's work, then calls visited(). Clients attach and detach
      * only in the attach server's run_once(), never during a pass, so the
      * clients named here stay attached. */
-    template<class Take>
-    bool visit(time_point now, work_summary_line *summary, Take &&take)
+    client_set to_visit(time_point now, work_summary_line *summary);
+    void visited(uint32_t index)
     {
-        bool busy = false;
-        to_visit(now, summary).for_each([&](uint32_t i) {
-            client &c = m_clients[i];
-            if (!c.attached) { /* a bit a client set for an index not in use */
-                return;
-            }
-            busy |= take(i, c);
-            if (c.channel->has_work()) {
-                m_again.insert(i);
-            }
-        });
-        return busy;
+        if (m_clients[index].channel->has_work()) {
+            m_again.insert(index);
+        }
     }
 
     void publish_given();
@@ -190,8 +182,6 @@ public:
     bool wake_up();
 
 private:
-    /* visit()'s set: `again`, the full scan when due, the summary */
-    client_set to_visit(time_point now, work_summary_line *summary);
     /* calls f(index, record) for every attached client in `set` */
     template<class F> void each_attached(const client_set &set, F &&f)
     {

@@ -254,10 +254,19 @@ bool engine::progress(time_point now)
         m_next_watch = now + m_cfg.lane_watch_period;
     }
     if (m_mrs.releases_waiting() > 0) {
-        run_mrs(m_mrs.releases_due(
-                [this](uint32_t index) { return m_clients.has_work(index); }));
+        /* the registry's question answered: which of those rings hold
+         * work */
+        client_set rings_busy;
+        m_mrs.rings_asked().for_each([&](uint32_t index) {
+            if (m_clients.has_work(index)) {
+                rings_busy.insert(index);
+            }
+        });
+        run_mrs(m_mrs.releases_due(rings_busy));
     }
-    run_mrs(m_mrs.tick(now));
+    if (run_mrs(m_mrs.tick(now))) {
+        sweep_unannounced();
+    }
     m_departures.tick(now);
     m_served_clients = serve_given() || took;
     return busy;
@@ -265,9 +274,12 @@ bool engine::progress(time_point now)
 
 bool engine::take_clients_work(time_point now)
 {
-    return m_clients.visit(now, m_summary, [this](uint32_t i, client_state &c) {
-        return take_work(i, c);
+    bool busy = false;
+    m_clients.to_visit(now, m_summary).for_each([&](uint32_t i) {
+        busy |= take_work(i, m_clients[i]);
+        m_clients.visited(i);
     });
+    return busy;
 }
 
 /* The channels given something this pass, or still holding a backlog or
@@ -338,47 +350,64 @@ void engine::on_mr_notice(const attached_client &c,
 {
     /* a release: work still in its ring may name the MR, and is taken
      * (and checked) at the next progress() */
-    const bool ring_busy = m_clients.has_work(c.index);
-    /* an announcement: what the device says of the handle (mr_registry.h,
-     * "Announcements") */
-    const auto device = [this](uint32_t handle) -> device_mr {
-        if (m_nic.owns_mr(handle)) {
-            return {device_mr::owner::agent, {}};
-        }
-        auto mr = m_nic.query_client_mr(handle);
-        if (!mr) {
-            return {};
-        }
-        return {device_mr::owner::client,
-                {mr->handle, mr->lkey, mr->rkey, mr->addr, mr->length}};
-    };
+    const bool ring_busy   = m_clients.has_work(c.index);
+    const device_mr device = mr_registry::asks_device(notice) ?
+                                     device_says(notice.handle) :
+                                     device_mr{};
     run_mrs(m_mrs.on_notice(c.index, notice, ring_busy, device));
 }
 
-void engine::run_mrs(mr_actions acts)
+/* An announcement: what the device says of the handle (mr_registry.h,
+ * "Announcements"). */
+device_mr engine::device_says(uint32_t handle) const
 {
-    if (acts.empty()) {
-        return;
+    if (m_nic.owns_mr(handle)) {
+        return {device_mr::owner::agent, {}};
     }
-    const mr_executor exec{
-            [this](uint32_t handle) { return m_nic.deregister(handle); },
-            [this](uint32_t index, uint32_t handle,
-                   const std::string &refusal) {
-                if (m_server) {
-                    m_server->answer_release(index, handle, refusal);
-                }
-            },
-            m_log, [this] { return find_unannounced(); },
-            [this](uint32_t index, uint32_t handle,
-                   const std::string &refusal) {
-                if (m_server) {
-                    m_server->answer_announce(index, handle, refusal);
-                }
-            }};
-    exec.run(m_mrs, std::move(acts));
+    auto mr = m_nic.query_client_mr(handle);
+    if (!mr) {
+        return {};
+    }
+    return {device_mr::owner::client,
+            {mr->handle, mr->lkey, mr->rkey, mr->addr, mr->length}};
 }
 
-std::vector<client_mr> engine::find_unannounced()
+bool engine::run_mrs(mr_actions acts)
+{
+    bool sweep = false;
+    for (size_t i = 0; i < acts.size(); ++i) {
+        const mr_action a = acts[i];
+        switch (a.kind) {
+        case mr_action_kind::deregister: {
+            /* the outcome's actions run next, before the rest */
+            auto more = m_mrs.deregistered(a.handle,
+                                           m_nic.deregister(a.handle));
+            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
+                        more.begin(), more.end());
+            break;
+        }
+        case mr_action_kind::answer_release:
+            if (m_server) {
+                m_server->answer_release(a.index, a.handle, a.text);
+            }
+            break;
+        case mr_action_kind::answer_announce:
+            if (m_server) {
+                m_server->answer_announce(a.index, a.handle, a.text);
+            }
+            break;
+        case mr_action_kind::note:
+            m_log(a.text);
+            break;
+        case mr_action_kind::find_unannounced:
+            sweep = true; /* alone in tick's list: the caller sweeps */
+            break;
+        }
+    }
+    return sweep;
+}
+
+void engine::sweep_unannounced()
 {
     /* The kernel gives a new object the lowest free handle of the agent's
      * file, whose table holds the agent's own objects (a PD, CQs, the
@@ -421,7 +450,7 @@ std::vector<client_mr> engine::find_unannounced()
     m_log("looked up " + std::to_string(bound + 1) +
           " handles for MRs of departed clients: " +
           std::to_string(found.size()) + " it did not know");
-    return found;
+    run_mrs(m_mrs.unannounced(found));
 }
 
 void engine::shut_down(time_point now)

@@ -326,7 +326,8 @@ private:
                           time_point now);
 
     /* engine.cc: the pass over the clients */
-    /* Takes work from the clients a pass visits (client_table::visit). */
+    /* Takes work from the clients a pass visits (client_table::to_visit,
+     * visited). */
     bool take_clients_work(time_point now);
     /* Shows each client what was staged on its rings since the last call,
      * and wakes it if it sleeps (client_table::flush_given, wake_given);
@@ -335,11 +336,16 @@ private:
     /* c is gone (detached, or its address retired): every connected peer
      * is told at once */
     void announce_departure(const attached_client &c);
-    /* engine.cc: runs what the MR registry asks for */
-    void run_mrs(mr_actions acts);
-    /* engine.cc: the registry's find_unannounced (mr_registry.h,
-     * "Intents") */
-    std::vector<client_mr> find_unannounced();
+    /* engine.cc: runs what the MR registry asks for, feeding each
+     * deregister's outcome back (deregistered(), whose actions run next);
+     * true if it asked for the sweep (find_unannounced, which tick()
+     * returns alone) */
+    bool run_mrs(mr_actions acts);
+    /* engine.cc: the sweep (mr_registry.h, "Intents"): looks up the MRs
+     * it may not know, reads what every client has sent and acts on it,
+     * then runs the registry's unannounced() */
+    void sweep_unannounced();
+    device_mr device_says(uint32_t handle) const;
 
     nic &m_nic;
     engine_config m_cfg;

@@ -78,16 +78,15 @@ bool mr_registry::gone_siblings_posting(uint32_t index, uint64_t epoch) const
     });
 }
 
-bool mr_registry::group_busy(
-        uint32_t index, uint32_t lkey,
-        const std::function<bool(uint32_t)> &ring_busy) const
+bool mr_registry::group_busy(uint32_t index, uint32_t lkey,
+                             const client_set &busy_rings) const
 {
     const client &c = m_clients[index];
-    if (ring_busy(index) || c.uses.in_use(lkey)) {
+    if (busy_rings.contains(index) || c.uses.in_use(lkey)) {
         return true;
     }
     for (uint32_t s : c.siblings) {
-        if (ring_busy(s) || m_clients[s].uses.in_use(lkey)) {
+        if (busy_rings.contains(s) || m_clients[s].uses.in_use(lkey)) {
             return true;
         }
     }
@@ -241,14 +240,14 @@ mr_actions mr_registry::release_requested(uint32_t index, uint32_t handle,
 }
 
 mr_actions mr_registry::on_notice(uint32_t index, const wire::mr_notice &notice,
-                                  bool ring_busy, const device_lookup &device)
+                                  bool ring_busy, const device_mr &device)
 {
     switch (static_cast<wire::msg_type>(notice.hdr.type)) {
     case wire::msg_type::mr_registered:
         return announced(index,
                          {notice.handle, notice.lkey, notice.rkey, notice.addr,
                           notice.length},
-                         device(notice.handle),
+                         device,
                          notice.flags & wire::mr_registered_reply_wanted);
     case wire::msg_type::mr_intent:
         if (notice.flags & wire::mr_intent_withdrawn) {
@@ -281,13 +280,25 @@ void mr_registry::start_deregister(uint32_t handle, record &r, mr_actions &out)
     out.push_back({mr_action_kind::deregister, r.index, handle, {}});
 }
 
-mr_actions
-mr_registry::releases_due(const std::function<bool(uint32_t)> &ring_busy)
+client_set mr_registry::rings_asked() const
+{
+    client_set asked;
+    for (uint32_t handle : m_deferred) {
+        const uint32_t index = m_handles.at(handle).index;
+        asked.insert(index);
+        for (uint32_t s : m_clients[index].siblings) {
+            asked.insert(s);
+        }
+    }
+    return asked;
+}
+
+mr_actions mr_registry::releases_due(const client_set &busy_rings)
 {
     mr_actions out;
     std::erase_if(m_deferred, [&](uint32_t handle) {
         record &r = m_handles.at(handle);
-        if (group_busy(r.index, r.mr.lkey, ring_busy)) {
+        if (group_busy(r.index, r.mr.lkey, busy_rings)) {
             return false;
         }
         start_deregister(handle, r, out);
@@ -365,8 +376,11 @@ mr_actions mr_registry::tick(time_point now)
         }
     }
     if (sweep && !m_sweep_asked) {
+        /* alone: the due records are collected after the look
+         * (unannounced), so that nothing is deregistered before it */
         m_sweep_asked = true;
         out.push_back({mr_action_kind::find_unannounced, 0, 0, {}});
+        return out;
     }
     collect_due(out);
     return out;
@@ -549,39 +563,6 @@ std::optional<mr_registry::time_point> mr_registry::next_timer() const
         }
     }
     return t;
-}
-
-void mr_executor::run(mr_registry &reg, mr_actions acts) const
-{
-    for (size_t i = 0; i < acts.size(); ++i) {
-        const mr_action a = acts[i];
-        switch (a.kind) {
-        case mr_action_kind::deregister: {
-            auto more = reg.deregistered(a.handle, dereg(a.handle));
-            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
-                        more.begin(), more.end());
-            break;
-        }
-        case mr_action_kind::answer_release:
-            answer(a.index, a.handle, a.text);
-            break;
-        case mr_action_kind::answer_announce:
-            if (answer_announce) {
-                answer_announce(a.index, a.handle, a.text);
-            }
-            break;
-        case mr_action_kind::note:
-            log(a.text);
-            break;
-        case mr_action_kind::find_unannounced: {
-            auto more = reg.unannounced(find ? find() :
-                                               std::vector<client_mr>{});
-            acts.insert(acts.begin() + static_cast<ptrdiff_t>(i) + 1,
-                        more.begin(), more.end());
-            break;
-        }
-        }
-    }
 }
 
 } // namespace rvt::agent

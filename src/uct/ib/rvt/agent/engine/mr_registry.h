@@ -12,12 +12,14 @@
  * then the agent never sees one handle announced by two clients.
  *
  * This is a pure state machine, as peer_connection is: no device calls,
- * no I/O, no clock reads. Every input is an event method; every effect
- * comes back as a list of mr_actions the caller executes in order
- * (run_mr_actions below is that executor): deregister a handle and report
- * the outcome with deregistered(), answer a client's release, log a line.
- * The engine owns it and feeds it; the attach server only parses notices
- * and releases off the socket and sends the answers.
+ * no I/O, no clock reads, no callbacks. Every input is an event method
+ * (what the device says of a handle comes in as an argument); every
+ * effect comes back as a list of mr_actions the caller executes in order
+ * (engine.cc, run_mrs): deregister a handle and report the outcome with
+ * deregistered() (whose actions run next), answer a client's release,
+ * log a line, look for unannounced MRs. The engine owns it and feeds it;
+ * the attach server only parses notices and releases off the socket and
+ * sends the answers.
  *
  * States of a handle:
  *   live           announced by its client, which may use it
@@ -62,10 +64,13 @@
  *                        reason if the client asked for an answer)
  *   op_queued(i, wr)     i's uses of wr's lkeys + 1 (no actions)
  *   op_done(i, wr)       - 1 (no actions)
- *   releases_due(busy)   deferred, busy(i) false, no op of i names it,
+ *   rings_asked()        (a question, no event) the clients whose rings
+ *                        releases_due() must be told of: each client i
+ *                        with a deferred release, and i's live siblings
+ *   releases_due(busy)   deferred, i not in busy, no op of i names it,
  *                        and the same for each live sibling s of i
- *                        (busy(s), s's ops), and no gone sibling of i has
- *                        posted ops -> deregistering: deregister
+ *                        (s in busy, s's ops), and no gone sibling of i
+ *                        has posted ops -> deregistering: deregister
  *   client_gone(i, generation, posted)
  *                        live and deferred of i -> orphaned, in a gone
  *                        record with i's posted ops; deregistering of i:
@@ -115,7 +120,7 @@
  * neighbour's MR behind the agent's back.
  * highest_handle counts accepted handles only: a made-up handle raises
  * nothing, so it costs the sweep below nothing (engine.cc,
- * find_unannounced).
+ * sweep_unannounced).
  *
  * Generations are the caller's: a gone record is (index, generation), so
  * the ops of a dead client are told apart from those of the next holder
@@ -148,8 +153,11 @@
  *                        mr.length) - 1 (without one it is refused, check 6)
  *   client_gone(i, ...)  also: i's intents -> its gone record
  *   tick(now)            a due record with intents waits for the sweep:
- *                        one find_unannounced action for all of them (the
- *                        caller answers with unannounced())
+ *                        one find_unannounced action for all of them, and
+ *                        alone: the due records are collected only in
+ *                        unannounced() then, after the look (the caller
+ *                        runs the sweep after the list, and answers with
+ *                        unannounced())
  *   unannounced(found)   each found MR (unknown handles only) whose key is
  *                        named by intents of exactly one gone client, due,
  *                        and no more found MRs with that key than it has
@@ -161,13 +169,13 @@
 #ifndef RVT_AGENT_MR_REGISTRY_H
 #define RVT_AGENT_MR_REGISTRY_H
 
+#include "uct/ib/rvt/agent/attach/client_set.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/work.h"
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -197,7 +205,6 @@ struct device_mr {
     owner who = owner::nobody;
     client_mr mr{};
 };
-using device_lookup = std::function<device_mr(uint32_t handle)>;
 
 /* How many of one client's ops (queued or posted) name each lkey: an MR
  * is released only when none does. */
@@ -316,10 +323,17 @@ public:
     mr_actions release_requested(uint32_t index, uint32_t handle, bool answer,
                                  bool ring_busy);
     /* A notice off the socket (attach_server's mr_notice event): announced()
-     * (asking `device` about the handle), release_requested(), intended()
-     * or withdrawn(), as its type says. */
+     * (`device`: what the device says of the notice's handle, asked only
+     * when asks_device()), release_requested(), intended() or withdrawn(),
+     * as its type says. */
     mr_actions on_notice(uint32_t index, const wire::mr_notice &notice,
-                         bool ring_busy, const device_lookup &device);
+                         bool ring_busy, const device_mr &device);
+    /* Whether on_notice() reads its `device` (an announcement). */
+    static bool asks_device(const wire::mr_notice &notice)
+    {
+        return static_cast<wire::msg_type>(notice.hdr.type) ==
+               wire::msg_type::mr_registered;
+    }
     /* The data path: an op of the client's taken from its ring, and freed
      * (completed, refused or dropped). Inline: once per op. */
     void op_queued(uint32_t index, const work_request &wr)
@@ -340,9 +354,11 @@ public:
     {
         m_clients[index].uses.drop_unused();
     }
-    /* ring_busy(i): client i's work ring still holds requests, which may
-     * name what it released. */
-    mr_actions releases_due(const std::function<bool(uint32_t)> &ring_busy);
+    /* The clients whose work rings releases_due() must be told of. */
+    client_set rings_asked() const;
+    /* busy_rings: of rings_asked(), the clients whose work ring still
+     * holds requests, which may name what they released. */
+    mr_actions releases_due(const client_set &busy_rings);
     void client_gone(uint32_t index, uint32_t generation, uint32_t posted);
     void gone_op_retired(uint32_t index, uint32_t generation);
     mr_actions tick(time_point now);
@@ -454,7 +470,7 @@ private:
     bool gone_siblings_posting(uint32_t index, uint64_t epoch) const;
     /* Whether anything of `index`'s group may name `lkey` now. */
     bool group_busy(uint32_t index, uint32_t lkey,
-                    const std::function<bool(uint32_t)> &ring_busy) const;
+                    const client_set &busy_rings) const;
 
     void start_deregister(uint32_t handle, record &r, mr_actions &out);
     /* Due records with no intents left: deregister their MRs. */
@@ -481,27 +497,6 @@ private:
     mr_counters m_counters;
     uint32_t m_highest_handle = 0;
     bool m_sweep_asked        = false; /* find_unannounced is out */
-};
-
-/* The executor: runs `acts` in order, deregistering through `dereg` and
- * feeding each outcome back to `reg` at once (the actions that returns
- * run next), answering through `answer` (refusal empty: released), and
- * logging notes through `log`. */
-struct mr_executor {
-    std::function<result<uint32_t>(uint32_t handle)> dereg;
-    std::function<void(uint32_t index, uint32_t handle,
-                       const std::string &refusal)>
-            answer;
-    std::function<void(std::string_view)> log;
-    /* find_unannounced: the MRs of the agent's PD it may not know of */
-    std::function<std::vector<client_mr>()> find;
-    /* answer_announce, as `answer` (refusal empty: accepted); unset: the
-     * answer is dropped */
-    std::function<void(uint32_t index, uint32_t handle,
-                       const std::string &refusal)>
-            answer_announce;
-
-    void run(mr_registry &reg, mr_actions acts) const;
 };
 
 } // namespace rvt::agent
