@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every rvt test, from a fresh Debian 12 machine or clone: installs what is
 # missing (contrib/setup-deps.sh, the testbed's kernel), builds in ./build,
-# runs the unit tests (make check), the testbed runner's own tests and the
-# testbed self-test with real RDMA between nodes, and ends with one line
+# runs the unit tests (make check), builds and installs the Debian packages
+# (test/install/check-deb.sh), the testbed runner's own tests and the
+# testbed suites with real RDMA between nodes, and ends with one line
 # "N passed, N failed". Exit status 0 only if nothing failed.
 #
 #   contrib/run-tests.sh            everything
@@ -94,6 +95,15 @@ if [ -f build/test/gtest/rvt_unit_tests.log ]; then
     record "unit test cases (gtest)" build/unit-cases.log 0
 fi
 
+# the Debian packages from the release tarball (contrib/debian): dpkg-
+# buildpackage, lintian without errors, file lists, dpkg -i into a
+# throwaway root, the installed programs, pages and module; about 11
+# minutes on the 2-core VM (the whole project is built again)
+if [ "$what" = all ]; then
+    step "Debian packages: build, lintian, install"
+    run_suite "Debian packages" test/install/check-deb.sh build
+fi
+
 if [ "$what" = all ]; then
     step "testbed: prepare (guest kernel, initramfs)"
     if ! contrib/testbed/testbed prepare; then
@@ -125,6 +135,8 @@ if [ "$what" = all ]; then
     run_suite "perf (testbed)" test/testbed/perf.sh build brief
     step "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)"
     run_suite "mpi, shmem (testbed)" test/testbed/mpi.sh build
+    step "Debian packages in the testbed: ucx_info -d, an MPI job"
+    run_suite "Debian packages (testbed)" test/install/check-deb.sh --testbed-only build
     step "UCX's own UCT tests for rvt beside rc_verbs (testbed; the suite is built once)"
     run_suite "UCT conformance (testbed)" test/testbed/conformance.sh build
 
