@@ -97,7 +97,7 @@ fi
 
 # the Debian packages from the release tarball (contrib/debian): dpkg-
 # buildpackage, lintian without errors, file lists, dpkg -i into a
-# throwaway root, the installed programs, pages and module; about 11
+# throwaway root, the installed programs, pages and module; 14-16
 # minutes on the 2-core VM (the whole project is built again)
 if [ "$what" = all ]; then
     step "Debian packages: build, lintian, install"
