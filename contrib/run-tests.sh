@@ -121,6 +121,8 @@ if [ "$what" = all ]; then
     run_suite "integration (testbed)" test/testbed/integration.sh build
     step "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)"
     run_suite "traffic (testbed)" test/testbed/traffic.sh build
+    step "flood: a third node floods an agent's handshake UD QP in each way under verified traffic; no peer lost, every op verified, CPU and log bounded (testbed)"
+    run_suite "flood (testbed)" test/testbed/flood.sh build
     step "soak: processes attach, register, transfer and detach for 2 minutes; the agents stay flat (testbed)"
     run_suite "soak (testbed)" test/testbed/soak.sh --minutes 2 build
     step "chaos: processes killed, links down, processes stopped under traffic and MPI; nothing lost, nothing hung, the agents back to their baseline (testbed)"

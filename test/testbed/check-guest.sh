@@ -14,7 +14,7 @@ build=${1:?usage: check-guest.sh BUILD_DIR}
 tools=$PWD/$build/src/uct/ib/rvt/tools
 export RVT_RVTD=$tools/rvtd
 work=$(mktemp -d /tmp/check.XXXXXX)
-names="device transport port gid registration rc_qp ud_qp atomics agent register write_imm atomic"
+names="auth device transport port gid registration rc_qp ud_qp atomics agent register write_imm atomic"
 
 # ---- rxe: every need, text ------------------------------------------------
 on 1 "$tools/rvt-check" --device=rxe1 >"$work/rxe.txt" 2>&1
@@ -31,7 +31,7 @@ check "rvt-check on rxe1: the write and its immediate checked through the agent"
 # ---- rxe: JSON ------------------------------------------------------------
 on 1 "$tools/rvt-check" --device=rxe1 --json >"$work/rxe.json" 2>"$work/rxe.json.err"
 rc=$?
-check "rvt-check --json on rxe1: exit 0, ok true, the 12 checks each ok" \
+check "rvt-check --json on rxe1: exit 0, ok true, the 13 checks each ok" \
     python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))

@@ -15,6 +15,12 @@
 #                chooses for a small job, for scale
 #   (full run also, each at E=1024: ud and rvt with UCX_RNDV_THRESH=8K,
 #   issue 31's question for this regime: does an earlier rendezvous help)
+#   ud-1.22 E, rvt-1.22 E
+#                the same on UCX 1.22's libraries (RVT_LARGEJOB_UCX122:
+#                its prefix; RVT_LARGEJOB_BUILD122: rvt built against it,
+#                whose module and rvtd the rvt setting runs), Open MPI
+#                taking them through LD_LIBRARY_PATH as plugin-guest.sh
+#                does; compared with ud-1.22 at the same E
 #
 # and per setting test/mpi/rvt_mpi_sweep: latency and bandwidth from 8 B
 # to 4 MiB between one rank on each node (2 ranks), an alltoall from 1 KiB
@@ -74,6 +80,8 @@ largejob_run() {
     # the previous design, in the same boot: RVT_LARGEJOB_BEFORE is
     # another build directory (its module and rvtd)
     rvt-before) name=rvt-before ;;
+    ud-1.22 | rvt-1.22)
+        extra=(-x "LD_LIBRARY_PATH=${RVT_LARGEJOB_UCX122:?$name needs RVT_LARGEJOB_UCX122}/lib") ;;
     esac
     local agent=$rvtd
     load=$module
@@ -81,6 +89,10 @@ largejob_run() {
         name=rvt
         agent=${RVT_LARGEJOB_BEFORE:?rvt-before needs RVT_LARGEJOB_BEFORE}/src/uct/ib/rvt/tools/rvtd
         load=$RVT_LARGEJOB_BEFORE/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
+    elif [ "$name" = rvt-1.22 ]; then
+        name=rvt
+        agent=${RVT_LARGEJOB_BUILD122:?rvt-1.22 needs RVT_LARGEJOB_BUILD122}/src/uct/ib/rvt/tools/rvtd
+        load=$RVT_LARGEJOB_BUILD122/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
     fi
     if [ "$name" = rvt ]; then
         largejob_agents_up "$agent_opts" "$agent" || { fail "large job: the agents do not answer"; return; }

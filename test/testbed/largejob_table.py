@@ -3,7 +3,8 @@
 lines "ROUND SETTING TEST SIZE VALUE" (SETTING as NAME@E, E the estimated
 endpoints or - for rc_verbs' own setting) and prints, per test and size,
 each setting's median over the rounds, the rounds' spread [min-max], and
-its ratio to UD alone's median at the same E (ud@1024 for rc_verbs),
+its ratio to UD alone's median at the same E (ud@1024 for rc_verbs;
+ud-1.22 for the UCX 1.22 settings),
 then the issue-41 targets with "met" or "not met". Printed, never judged.
 
 Usage: largejob_table.py RAW_FILE
@@ -34,7 +35,8 @@ def human(size):
 def base_of(setting):
     """The UD-alone setting a setting is compared with."""
     name, eps = setting.split("@")
-    return "ud@" + (eps if eps != "-" else "1024")
+    ud = "ud-1.22" if name.endswith("-1.22") else "ud"
+    return f"{ud}@" + (eps if eps != "-" else "1024")
 
 
 def main():
@@ -48,8 +50,10 @@ def main():
         values[(test, int(size), setting)].append(float(value))
         if setting not in settings:
             settings.append(setting)
+    # by E (rc_verbs' own last), UCX 1.13 before 1.22, UD alone first
     order = sorted(settings, key=lambda s: (s.split("@")[1] == "-", s.split("@")[1],
-                                            s.split("@")[0] != "ud", s))
+                                            s.split("@")[0].endswith("-1.22"),
+                                            base_of(s) != s, s))
     med = {k: statistics.median(v) for k, v in values.items()}
 
     def ratio(test, size, setting):
@@ -82,7 +86,7 @@ def main():
 
     print("\ntargets (issue 41), rvt's median over UD alone's, same E:")
     for s in order:
-        if not s.startswith("rvt@"):
+        if not s.startswith(("rvt@", "rvt-1.22@")):
             continue
 
         def worst(test, sizes, pick):

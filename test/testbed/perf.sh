@@ -26,7 +26,8 @@ sweep_env=${RVT_SWEEP_ENV:+RVT_SWEEP_ENV=\"$RVT_SWEEP_ENV\" }
 # the large job's investigation settings pass into the guest
 largejob_env=""
 for v in RVT_LARGEJOB_SETTINGS RVT_LARGEJOB_SIZES RVT_LARGEJOB_A2A_SIZES \
-    RVT_LARGEJOB_ROUNDS RVT_LARGEJOB_BEFORE RVT_LARGEJOB_PIN RVT_LARGEJOB_MODE; do
+    RVT_LARGEJOB_ROUNDS RVT_LARGEJOB_BEFORE RVT_LARGEJOB_PIN RVT_LARGEJOB_MODE \
+    RVT_LARGEJOB_UCX122 RVT_LARGEJOB_BUILD122; do
     [ -n "${!v:-}" ] && largejob_env+="$v=$(printf %q "${!v}") "
 done
 timeout=2400

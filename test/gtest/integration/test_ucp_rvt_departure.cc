@@ -99,7 +99,8 @@ struct departure_case {
 };
 
 /* UCP 1.22 selects no atomic protocol over rvt ("cannot find remote
- * protocol for: ... amo_post"), where 1.13 uses rvt's device atomics;
+ * protocol for: ... amo_post"), where 1.13 emulates them with active
+ * messages (UCP's device mode wants the full 64-bit set, README);
  * and its error path for that, ucp_proto_reconfig_progress calling
  * ucp_ep_set_lanes_failed_schedule, asserts the worker's async lock,
  * held only in thread-multi mode, and aborts (README, "Limits and known

@@ -8,7 +8,7 @@
  * the agent's own ring index). Each is refused or fails for its sender
  * alone, the memory it aimed at is untouched, what the agent holds for it
  * stays within its share (client_share.h), and the agent keeps serving.
- * The README's "Hostile input" table points here.
+ * docs/reliability.md's "Hostile input" table points here.
  */
 #include "test/gtest/unit/engine_fixture.h"
 #include "test/gtest/unit/munged_fixture.h"

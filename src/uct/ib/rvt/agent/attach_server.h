@@ -40,14 +40,14 @@
  *                     detached event after the leader's. Its MRs are the
  *                     leader's (mr_registry.h, "Groups").
  *
- * Bounded intake (README, "Hostile input"): at most max_unattached
- * connections are accepted and not attached at once, and an accept that
- * finds no descriptor stops accepting until a connection closes or the
- * accept retry time passes (accept_gate.h: without it the listener stays
- * readable and the loop spins); and at most max_socket_read bytes are
- * read from one socket per pass (between two run_once() calls, the data
- * path's take_pending() included): the rest waits in the socket for the
- * next pass.
+ * Bounded intake (docs/reliability.md, "Hostile input"): at most
+ * max_unattached connections are accepted and not attached at once, and
+ * an accept that finds no descriptor stops accepting until a connection
+ * closes or the accept retry time passes (accept_gate.h: without it the
+ * listener stays readable and the loop spins); and at most
+ * max_socket_read bytes are read from one socket per pass (between two
+ * run_once() calls, the data path's take_pending() included): the rest
+ * waits in the socket for the next pass.
  *
  * Output never waits: every reply (status answer, peer and MR
  * replies) is written as far as the socket takes it, and the rest waits in
@@ -306,8 +306,8 @@ public:
      * not heard of, since the client sends its notice before it posts.
      * `complete` when all of it was read; not when the budget left some
      * for the next pass (logged at the 1st, 2nd, 4th, ... time). `events`:
-     * what it read (peer_request, mr_notice and retired only). A client found broken
-     * here is detached at the next run_once(). */
+     * what it read (peer_request, mr_notice and retired only). A client
+     * found broken here is detached at the next run_once(). */
     struct pending_read {
         bool complete = true;
         attach_events events;

@@ -2,9 +2,9 @@
  * Each client's bounded share of its agent: whatever one process puts in
  * its rings or asks on its socket, what the agent holds for it stays
  * within these bounds, so that no client can bloat the agent or stall it
- * for the others (README, "Hostile input"). The client library never
- * reaches them; a client that does has its request refused, naming the
- * bound and the value, and is served within them as before.
+ * for the others (docs/reliability.md, "Hostile input"). The client
+ * library never reaches them; a client that does has its request refused,
+ * naming the bound and the value, and is served within them as before.
  *
  * Bounds (share_limits: engine_config::share, rvtd --max-client-*):
  *   ops    its ops the agent holds: taken from its work ring and not

@@ -427,15 +427,7 @@ private:
     void check_drained(peer &p, time_point now);
     void destroy_all_qps(peer &p);
     void fail_backlog(peer &p, completion_status why);
-    void watch_lanes(time_point now);
     void tick_peers(time_point now);
-
-    /* Takes work from the clients a pass visits (client_table::visit). */
-    bool take_clients_work(time_point now);
-    /* Shows each client what was staged on its rings since the last call,
-     * and wakes it if it sleeps (client_table::flush_given, wake_given);
-     * true if any was given something. */
-    bool serve_given();
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);
@@ -456,15 +448,6 @@ private:
     void post_keepalive(peer &p);
     void set_paused(uint32_t index, bool paused);
     void check_pauses(const client_set &clients);
-    /* departed clients ("Departed clients" above) */
-    void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
-                  time_point now);
-    void tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
-    /* c is gone (detached, or its address retired): every connected peer
-     * is told at once */
-    void announce_departure(const attached_client &c);
-    void destination_gone(peer &p, uint32_t index, uint8_t generation,
-                          time_point now);
     bool destination_is_gone(const op_record &op) const
     {
         return m_departures.gone_count() != 0 && op.client != no_client &&
@@ -476,7 +459,24 @@ private:
     size_t poll_cq(time_point now);
     void on_send_completion(const nic_completion &wc, time_point now);
     void on_receive(const nic_completion &wc, time_point now);
+    void watch_lanes(time_point now);
+    /* departed clients ("Departed clients" above) */
+    void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
+                  time_point now);
+    void tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
+    void destination_gone(peer &p, uint32_t index, uint8_t generation,
+                          time_point now);
 
+    /* engine.cc: the pass over the clients */
+    /* Takes work from the clients a pass visits (client_table::visit). */
+    bool take_clients_work(time_point now);
+    /* Shows each client what was staged on its rings since the last call,
+     * and wakes it if it sleeps (client_table::flush_given, wake_given);
+     * true if any was given something. */
+    bool serve_given();
+    /* c is gone (detached, or its address retired): every connected peer
+     * is told at once */
+    void announce_departure(const attached_client &c);
     /* engine.cc: runs what the MR registry asks for */
     void run_mrs(mr_actions acts);
     /* engine.cc: the registry's find_unannounced (mr_registry.h,

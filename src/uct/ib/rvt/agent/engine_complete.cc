@@ -8,23 +8,11 @@
 #include "uct/ib/rvt/agent/engine_tags.h"
 #include "uct/ib/rvt/common/imm.h"
 
-#include <infiniband/verbs.h>
-
 #include <algorithm>
 #include <array>
 #include <span>
 
 namespace rvt::agent {
-
-namespace {
-
-/* The device's word for a failed completion. */
-std::string status_text(const nic_completion &wc)
-{
-    return ibv_wc_status_str(static_cast<ibv_wc_status>(wc.vendor));
-}
-
-} // namespace
 
 size_t engine::poll_cq(time_point now)
 {
@@ -75,7 +63,7 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
          * taken by another op since: this is not that op's completion */
         ++m_totals.late_completions;
         if (worth_logging(m_totals.late_completions)) {
-            m_log("completion (" + status_text(wc) + ") on QP " +
+            m_log("completion (" + vendor_status_text(wc.vendor) + ") on QP " +
                   std::to_string(wc.qpn) + " for an op given up on before " +
                   "(record " + std::to_string(r.op) + "): dropped; " +
                   std::to_string(m_totals.late_completions) + " so far");
@@ -96,7 +84,8 @@ void engine::on_send_completion(const nic_completion &wc, time_point now)
         /* a flushed WR outside our own drain: the QP went to the error
          * state by itself (its error completion, if any, was lost) */
         qp_failed(p,
-                  "QP " + std::to_string(wc.qpn) + ": " + status_text(wc) +
+                  "QP " + std::to_string(wc.qpn) + ": " +
+                          vendor_status_text(wc.vendor) +
                           (wc.status == nic_status::flushed ?
                                    " without a flush of ours" :
                                    ""),
@@ -134,7 +123,7 @@ void engine::watch_lanes(time_point now)
                       std::to_string(i) + "): no completion for " +
                       std::to_string(m_lanes.in_flight(p.index, i)) +
                       " WRs since the flush; completing them as flushed");
-                m_lanes.give_up(p.index, i, IBV_WC_WR_FLUSH_ERR);
+                m_lanes.give_up(p.index, i, flushed_vendor_status);
                 run_ends();
                 check_drained(p, now);
             }
@@ -212,7 +201,8 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         }
     } else if (wc.status == nic_status::error) {
         const std::string why = "receive error on QP " +
-                                std::to_string(wc.qpn) + ": " + status_text(wc);
+                                std::to_string(wc.qpn) + ": " +
+                                vendor_status_text(wc.vendor);
         m_log(why);
         /* an error of a QP already destroyed says nothing of the peer's
          * connection now */

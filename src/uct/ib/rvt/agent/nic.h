@@ -93,6 +93,12 @@ enum class nic_status : uint8_t {
     error, /* anything else; `vendor` says what */
 };
 
+/* The device's status code of a WR that never ran (IBV_WC_WR_FLUSH_ERR,
+ * checked in verbs_nic.cc), for completions the engine makes itself. */
+inline constexpr uint32_t flushed_vendor_status = 5;
+/* The device's word for one of its status codes (ibv_wc_status_str). */
+std::string vendor_status_text(uint32_t vendor);
+
 struct nic_completion {
     uint64_t wr_id; /* sends: the engine's; receives: the buffer index */
     uint32_t qpn;

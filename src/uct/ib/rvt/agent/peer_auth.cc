@@ -424,6 +424,16 @@ result<std::unique_ptr<peer_auth>> munge_auth(std::string socket)
     return std::unique_ptr<peer_auth>(std::move(a));
 }
 
+void take_secret_env(auth_settings &s)
+{
+    if (const char *v = std::getenv(secret_file_env_name); v != nullptr) {
+        s.secret_file_env = v;
+    }
+    if (const char *v = std::getenv(secret_env_name); v != nullptr) {
+        s.secret_env = v;
+    }
+}
+
 result<std::string> read_secret_file(const std::string &path)
 {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -146,6 +146,10 @@ struct auth_settings {
 inline constexpr const char *secret_file_env_name = "RVT_JOB_SECRET_FILE";
 inline constexpr const char *secret_env_name      = "RVT_JOB_SECRET";
 
+/* Fills s.secret_file_env and s.secret_env from the environment (each
+ * left empty when its variable is unset). */
+void take_secret_env(auth_settings &s);
+
 /* munge when munged answers, else secret when one is given (--secret-file,
  * $RVT_JOB_SECRET_FILE, $RVT_JOB_SECRET, in that order). auto with
  * neither fails closed, saying how to get either; only --auth=none runs

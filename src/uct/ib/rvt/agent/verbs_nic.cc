@@ -14,6 +14,13 @@
 
 namespace rvt::agent {
 
+static_assert(flushed_vendor_status == IBV_WC_WR_FLUSH_ERR);
+
+std::string vendor_status_text(uint32_t vendor)
+{
+    return ibv_wc_status_str(static_cast<ibv_wc_status>(vendor));
+}
+
 namespace {
 
 ibv_wr_opcode verbs_opcode(nic_opcode op)

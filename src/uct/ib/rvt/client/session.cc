@@ -167,10 +167,9 @@ post_status session::post(const work_request &wr)
     if (m_outstanding >= m_at.layout.caps.completion) {
         return post_status::busy;
     }
-    const work_request &copy = wr;
     /* stamped before the agent can see it */
     const uint64_t submitted = m_trace ? trace_now() : 0;
-    if (!m_work.try_push(copy)) {
+    if (!m_work.try_push(wr)) {
         return post_status::busy;
     }
     ++m_outstanding;

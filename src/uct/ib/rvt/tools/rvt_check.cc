@@ -2,6 +2,12 @@
  * rvt-check: whether this node's RDMA device can serve rvt, before any
  * job runs. Each need is answered yes or no, with the reason:
  *
+ *   auth          how an agent started here would prove its peers, as
+ *                 rvtd --auth=auto chooses (agent/peer_auth.h): munge
+ *                 when munged answers, else the job's secret
+ *                 ($RVT_JOB_SECRET_FILE, $RVT_JOB_SECRET), else no: the
+ *                 refusal rvtd would start with, and its reason
+ *
  *   On the device, opened as the agent opens it (agent/device.h):
  *     device        it exists and opens
  *     transport     the InfiniBand transport (InfiniBand or RoCE); iWARP
@@ -50,6 +56,7 @@
 #include "uct/ib/rvt/agent/device.h"
 #include "uct/ib/rvt/agent/locate.h"
 #include "uct/ib/rvt/agent/nic.h"
+#include "uct/ib/rvt/agent/peer_auth.h"
 #include "uct/ib/rvt/agent/rc_qp.h"
 #include "uct/ib/rvt/agent/ud_channel.h"
 #include "uct/ib/rvt/client/launch.h"
@@ -91,6 +98,7 @@ struct options {
     std::string peer_host; /* its two parts, set when it parses */
     long peer_tcp_port = 0;
     long peer_wait     = 60; /* seconds for the other side to come */
+    std::string munge_socket; /* empty: MUNGE's default, as rvtd's */
 };
 
 /* The TCP port of the peer check, 0 without one. */
@@ -547,6 +555,25 @@ void check_peer(report &r, const options &o, client::session &s, uint8_t *area,
                        "the other process");
 }
 
+/* What rvtd --auth=auto would choose here, from the same settings (its
+ * --munge-socket, the job's secret in the environment), or its refusal. */
+void check_auth(report &r, const options &o)
+{
+    agent::auth_settings as;
+    as.munge_socket = o.munge_socket;
+    agent::take_secret_env(as);
+    std::string why;
+    auto auth = agent::make_peer_auth(as, [&why](std::string_view line) {
+        why = line;
+    });
+    if (!auth) {
+        r.add("auth", false, "rvtd would refuse to start: " + auth.error());
+        return;
+    }
+    r.add("auth", true,
+          auth.value()->describe() + (why.empty() ? "" : " (" + why + ")"));
+}
+
 /* Through a real agent, this process its client. */
 void check_agent(report &r, const options &o, const std::string &device)
 {
@@ -721,6 +748,12 @@ std::vector<tools::option> option_table(options &o)
             number("peer-wait", "60",
                    "seconds to wait for the other node's rvt-check",
                    o.peer_wait, 1, 3600),
+            {"munge-socket", "PATH", "MUNGE's default",
+             "munged's socket, for the auth check (as rvtd --munge-socket)",
+             [&o](std::string_view v) {
+                 o.munge_socket = v;
+                 return std::string();
+             }},
             {"rvtd", "PATH",
              "$RVT_RVTD, else the installed rvtd, else rvtd in PATH",
              "the agent to start for the checks through a real agent",
@@ -737,11 +770,16 @@ const tools::program_doc doc = {
         .summary  = "check whether this node's RDMA device can serve rvt",
         .synopsis = "[--json] [--device=NAME] [--port=N] [--gid-index=N] "
                     "[--listen=PORT | --peer=HOST:PORT] [--peer-wait=N] "
-                    "[--rvtd=PATH]",
+                    "[--munge-socket=PATH] [--rvtd=PATH]",
         .description =
                 "Checks, before any job, everything rvt needs of this node's "
                 "RDMA device, and answers yes or no for each, with the "
-                "reason: the InfiniBand transport (iWARP has no UD QPs and "
+                "reason: how the agent would authenticate its peers "
+                "(munge when munged answers, else the job's secret from "
+                "$RVT_JOB_SECRET_FILE or $RVT_JOB_SECRET, as rvtd "
+                "--auth=auto chooses; no, with rvtd's reason, when it would "
+                "refuse to start), the InfiniBand transport (iWARP has no UD "
+                "QPs and "
                 "no immediate data), an active RoCE port, the GID the agent "
                 "would use, how a process registers its memory into the "
                 "agent's protection domain, the agent's RC and UD QPs and "
@@ -784,6 +822,7 @@ int main(int argc, char **argv)
     const std::string device = opt.device.empty() ? agent::first_device() :
                                                     opt.device;
     report r;
+    check_auth(r, opt);
     if (check_port(r, device, static_cast<uint8_t>(opt.port))) {
         auto dev = agent::device::open(device, static_cast<uint8_t>(opt.port),
                                        static_cast<int>(opt.gid_index));

@@ -530,13 +530,7 @@ make_engine(const options &opt, agent::nic &nic, const shm_layout &layout,
     as.choice       = opt.auth;
     as.munge_socket = opt.munge_socket;
     as.secret_file  = opt.secret_file;
-    if (const char *v = std::getenv(agent::secret_file_env_name);
-        v != nullptr) {
-        as.secret_file_env = v;
-    }
-    if (const char *v = std::getenv(agent::secret_env_name); v != nullptr) {
-        as.secret_env = v;
-    }
+    agent::take_secret_env(as);
     auto auth = agent::make_peer_auth(as, log_line);
     if (!auth) {
         return failure{auth.error()};

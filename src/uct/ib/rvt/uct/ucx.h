@@ -10,7 +10,7 @@
  * UCX macros that expand to GNU statement expressions or `typeof`
  * (ucs_derived_of, UCS_CLASS_*, UCT_CHECK_*) are not used from C++: the
  * to_xxx() helpers of each file downcast instead, and the UCS class
- * constructors are called as plain functions (base_iface.h).
+ * constructors are called as plain functions (base.h).
  */
 #ifndef RVT_UCT_UCX_H
 #define RVT_UCT_UCX_H
@@ -20,7 +20,6 @@ extern "C" {
 #include <ucs/debug/log.h>
 #include <ucs/memory/rcache.h>
 #include <ucs/sys/sys.h>
-#include <ucs/time/time.h>
 #include <ucs/sys/compiler_def.h>
 #include <ucs/sys/string.h> /* UCS_MEMUNITS_INF, _AUTO */
 #include <ucs/time/time.h>

@@ -1,0 +1,246 @@
+#!/bin/bash
+# Inside the testbed guest (3 nodes): a hostile host floods one agent's
+# handshake UD QP while two nodes trade verified traffic (issue 42,
+# "Bounded intake"). Agents on nodes 1 and 2 (--auth=auto: MUNGE, which
+# the testbed runs on every node), keepalives every second, so an agent
+# that stops answering for 2 s loses its peer. Node 3 runs no agent: it
+# runs test/testbed/rvt_ud_flood against node 1's agent's UD QP.
+#
+# Phases, in one boot: no flood, then each flood mode in turn (garbage;
+# the right shape with another job's key and a made-up credential;
+# another job's real MUNGE credentials, freshly minted; replays of one
+# valid datagram of this job), then no flood again. In each phase:
+# FLOOD_IDLE seconds of flood on idle connections (keepalives only),
+# then 2 clients per node on nodes 1 and 2 trade writes with immediate
+# and AMs (test/gtest/integration/rvt_traffic_client, no --retry: a
+# failed op fails the phase), then the flood stops.
+#
+# Checks per phase (PASS/FAIL): every op completed and verified; no peer
+# lost between nodes 1 and 2 (both agents: connected, no reconnect, no QP
+# error in the phase); agent 1's CPU under CPU_BOUND CPU-seconds a second;
+# agent 1's log grew by under LOG_BOUND bytes. Then a table of the figures
+# beside each other. Timings are printed, never judged.
+#
+# Usage: flood-guest.sh BUILD_DIR   (environment: RVT_FLOOD_RVTD1, an
+# rvtd for node 1 instead of the build's; FLOOD_MODES, comma-separated;
+# FLOOD_IDLE, FLOOD_ROUNDS)
+# shellcheck disable=SC2016 # jq filters and commands for `on`: single quotes on purpose
+set -u
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
+build=${1:?usage: flood-guest.sh BUILD_DIR}
+rvtd=$build/src/uct/ib/rvt/tools/rvtd
+rvtd1=${RVT_FLOOD_RVTD1:-$rvtd}
+# shellcheck disable=SC2034 # lib.sh's agent helpers read it
+rvt_status=$build/src/uct/ib/rvt/tools/rvt-status
+client=$build/test/gtest/integration/rvt_traffic_client
+flood=$build/test/testbed/rvt_ud_flood
+FLOOD_IDLE=${FLOOD_IDLE:-4}
+FLOOD_ROUNDS=${FLOOD_ROUNDS:-40}
+FLOOD_MODES=${FLOOD_MODES:-garbage,wrong-key,other-job,replay}
+# the bounds: a flood may take a share of the agent's core, never all of
+# it (the agent's loop at its budget: 16 datagrams a pass), and the log
+# gets a line at the 1st, 2nd, 4th, ... event of a kind: tens of lines
+CPU_BOUND=${CPU_BOUND:-0.75}
+LOG_BOUND=${LOG_BOUND:-16384}
+export RVT_JOB_KEY=flood.$$
+work=$(mktemp -d "$PWD/$build/flood.XXXXXX")
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+    local p
+    for p in $(jobs -p); do pkill -TERM -P "$p" 2>/dev/null; done
+    wait
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+for n in 1 2; do
+    bin=$rvtd
+    [ "$n" = 1 ] && bin=$rvtd1
+    on "$n" bash -c "exec $bin --device=\$RXE_DEV --linger=0 \
+        --keepalive-ms=1000 --reconnect-ms=500 --give-up-ms=60000" \
+        >"$work/rvtd.$n.log" 2>&1 &
+done
+for n in 1 2; do
+    wait_agent "$n" 20 || { fail "rvtd on node $n does not answer"; finish flood; }
+done
+[ "$rvtd1" = "$rvtd" ] || echo "node 1's agent: $rvtd1"
+for n in 1 2; do
+    if auth=$(agent_get "$n" '.data_path.auth') && [[ $auth == munge* ]]; then
+        pass "node $n agent authenticates its peers with MUNGE ($auth)"
+    else
+        fail "node $n agent: auth '${auth:-?}', expected munge (the testbed runs munged)"
+    fi
+done
+gid1=$(agent_get 1 .data_path.gid)
+qpn1=$(agent_get 1 .data_path.ud_qpn)
+k=$(agent_get 1 .data_path.num_qps)
+am=$(agent_get 1 .data_path.am_size)
+gid2=$(agent_get 2 .data_path.gid)
+echo "target: node 1's agent, GID $gid1, UD QPN $qpn1 (K $k, AM size $am)"
+
+# cpu_of N: node N's agent's CPU time so far, in clock ticks; "?" when
+# its process is not found (then the CPU check fails)
+cpu_of() {
+    local st p
+    p=$(agent_pids "$1" | head -n 1)
+    if [ -n "$p" ] && read -r -a st <"/proc/$p/stat" 2>/dev/null; then
+        echo $((st[13] + st[14]))
+    else
+        echo '?'
+    fi
+}
+
+# per_second BEFORE AFTER SECONDS: clock ticks between two cpu_of
+# readings as CPU-seconds a second, "?" when either is unknown
+per_second() {
+    if [ "$1" = '?' ] || [ "$2" = '?' ]; then
+        echo '?'
+        return
+    fi
+    awk -v a="$1" -v b="$2" -v s="$3" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { printf "%.3f", (b - a) / hz / s }'
+}
+
+# guest_ticks: the guest's busy and softirq CPU time so far, in clock
+# ticks, every vCPU's (every node, the flooder included): "busy softirq"
+guest_ticks() {
+    awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $8 }' /proc/stat
+}
+
+# link_of N GID: node N's agent's peer at GID as "state reconnects
+# qp_errors" (nothing when it has none)
+link_of() {
+    agent_get "$1" '[.data_path.peers[] | select(.gid == $g)][0]
+        | "\(.state) \(.reconnects) \(.qp_errors)"' --arg g "$2"
+}
+
+# handshake_of N: node N's agent's handshake counters, one line
+hs_fields=(received malformed forged unknown_sender unauthenticated unchecked holds half_open recycled sent)
+handshake_of() {
+    agent_get "$1" '.data_path.handshake as $h
+        | [$f[] | $h[.] // 0 | tostring] | join(" ")' \
+        --argjson f "$(printf '%s\n' "${hs_fields[@]}" | jq -R . | jq -s -c .)"
+}
+
+# phase NAME MODE: one phase (MODE none: no flood); appends a row to
+# $work/rows
+phase() {
+    local name=$1 mode=$2 dir=$work/$1 fpid='' pids=() n r id rc=0 p
+    mkdir -p "$dir"
+    section "$name"
+    local hs0 log0 c10 c20 g0 t0 t1 t_end
+    hs0=$(handshake_of 1)
+    g0=$(guest_ticks)
+    log0=$(stat -c %s "$work/rvtd.1.log")
+    c10=$(cpu_of 1)
+    c20=$(cpu_of 2)
+    t0=$(date +%s.%N)
+    if [ "$mode" != none ]; then
+        on 3 bash -c "exec $flood --device=\$RXE_DEV --to-gid=$gid1 \
+            --to-qpn=$qpn1 --mode=$mode --num-qps=$k --am-size=$am \
+            --seconds=600" >"$dir/flood.out" 2>&1 &
+        fpid=$!
+    fi
+    sleep "$FLOOD_IDLE"
+    local tt0
+    tt0=$(date +%s.%N)
+    for n in 1 2; do
+        for r in 0 1; do
+            id=$(((n - 1) * 2 + r))
+            on "$n" "$client" --dir="$dir" --id=$id --clients=4 \
+                --rounds="$FLOOD_ROUNDS" --size=16384 >"$dir/out.$id" 2>&1 &
+            pids+=($!)
+        done
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    t1=$(date +%s.%N)
+    sleep 2
+    if [ -n "$fpid" ]; then
+        pkill -TERM -P "$fpid"
+        wait "$fpid"
+    fi
+    t_end=$(date +%s.%N)
+    local secs traffic_s ops cpu1 cpu2 logb hs1 flood_line
+    secs=$(echo "$t_end - $t0" | bc)
+    traffic_s=$(printf '%.1f' "$(echo "$t1 - $tt0" | bc)")
+    local guest
+    guest=$(awk -v a="$g0" -v b="$(guest_ticks)" -v s="$secs" -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { split(a, x, " "); split(b, y, " ")
+            printf "%.2f/%.2f", (y[1] - x[1]) / hz / s, (y[2] - x[2]) / hz / s }')
+    ops=$(sed -n 's/^OK .*: \([0-9]*\) ops completed.*/\1/p' "$dir"/out.* |
+        awk '{s += $1} END {print s + 0}')
+    cpu1=$(per_second "$c10" "$(cpu_of 1)" "$secs")
+    cpu2=$(per_second "$c20" "$(cpu_of 2)" "$secs")
+    logb=$(($(stat -c %s "$work/rvtd.1.log") - log0))
+    hs1=$(handshake_of 1)
+    flood_line=$(grep -h '^rvt_ud_flood:' "$dir/flood.out" 2>/dev/null)
+    [ -n "$flood_line" ] && echo "$flood_line"
+    [ "$mode" != none ] && [ -z "$flood_line" ] && {
+        fail "$name: the flood did not run: $(head -c 300 "$dir/flood.out")"
+    }
+
+    if [ $rc = 0 ]; then
+        pass "$name: every op completed and verified ($ops ops in $traffic_s s)"
+    else
+        fail "$name: traffic failed"
+        grep -h -v '^OK' "$dir"/out.* | head -5
+    fi
+    # no peer lost: each agent's link to the other connected, never
+    # remade, no QP error (the baseline phase makes the link: its
+    # connection is the first, no reconnect)
+    local lost=no pair g r0 q0 s q
+    for pair in "1 $gid2 $l12_0" "2 $gid1 $l21_0"; do
+        read -r n g _ r0 q0 <<<"$pair"
+        read -r s r q <<<"$(link_of "$n" "$g")"
+        if [ "${s:-none}" != connected ] || [ "${r:-0}" != "${r0:-0}" ] ||
+            [ "${q:-0}" != "${q0:-0}" ]; then
+            lost=yes
+            echo "  node $n's peer $g: ${s:-none}, reconnects ${r0:-0} -> ${r:-?}, QP errors ${q0:-0} -> ${q:-?}"
+        fi
+    done
+    l12_0=$(link_of 1 "$gid2")
+    l21_0=$(link_of 2 "$gid1")
+    if [ $lost = no ]; then
+        pass "$name: no peer lost (nodes 1 and 2 connected throughout: $l12_0 / $l21_0)"
+    else
+        fail "$name: a peer was lost between nodes 1 and 2"
+    fi
+    if [ "$cpu1" != '?' ] &&
+        awk -v c="$cpu1" -v b="$CPU_BOUND" 'BEGIN { exit !(c <= b) }'; then
+        pass "$name: agent 1's CPU $cpu1 CPU-s/s (bound $CPU_BOUND)"
+    else
+        fail "$name: agent 1's CPU $cpu1 CPU-s/s, over the bound $CPU_BOUND"
+    fi
+    if [ "$logb" -le "$LOG_BOUND" ]; then
+        pass "$name: agent 1's log grew $logb bytes (bound $LOG_BOUND)"
+    else
+        fail "$name: agent 1's log grew $logb bytes, over the bound $LOG_BOUND"
+    fi
+    # the row: the flood's rate, traffic, CPU, log, handshake deltas
+    local rate=- d
+    [ -n "$flood_line" ] && rate=$(sed -n 's/.*: \([0-9]*\) datagrams in .* (\([0-9]*\)\/s).*/\1 (\2\/s)/p' <<<"$flood_line")
+    d=$(awk -v a="$hs0" -v b="$hs1" 'BEGIN { n = split(a, x, " "); split(b, y, " ")
+        for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? "|" : ""), y[i] - x[i] }')
+    echo "$name|$rate|$traffic_s|$ops|$cpu1|$cpu2|$guest|$logb|$d" >>"$work/rows"
+}
+
+l12_0=
+l21_0=
+phase "no flood" none
+for m in ${FLOOD_MODES//,/ }; do
+    phase "flood $m" "$m"
+done
+phase "no flood again" none
+
+section "figures (node 1's agent; handshake counters are the phase's)"
+{
+    printf 'phase|flood sent (rate)|traffic s|ops|agent1 CPU-s/s|agent2 CPU-s/s|guest busy/softirq CPU-s/s|log bytes'
+    printf '|%s' "${hs_fields[@]}"
+    echo
+    cat "$work/rows"
+} | tr ' ' '~' | tr '|' ' ' | column -t | tr '~' ' '
+echo
+echo "what node 1's agent logged:"
+sed 's/^/  | /' "$work/rvtd.1.log" | tail -n 40
+finish flood
