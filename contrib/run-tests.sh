@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every rvt test, from a fresh Debian 12 machine or clone: installs what is
 # missing (contrib/setup-deps.sh, the testbed's kernel), builds in ./build,
-# runs the unit tests (make check), the testbed runner's own tests and the
-# testbed self-test with real RDMA between nodes, and ends with one line
+# runs the unit tests (make check), builds and installs the Debian packages
+# (test/install/check-deb.sh), the testbed runner's own tests and the
+# testbed suites with real RDMA between nodes, and ends with one line
 # "N passed, N failed". Exit status 0 only if nothing failed.
 #
 #   contrib/run-tests.sh            everything
