@@ -57,7 +57,7 @@ rm -rf "$out"
 mkdir -p "$out"
 log=$out/build.log
 note "make dist in $build"
-nice -n 19 make -s -C "$build" dist >"$log" 2>&1 || {
+make -s -C "$build" dist >"$log" 2>&1 || {
     tail -20 "$log" >&2
     die "make dist failed (log: $log)"
 }
@@ -68,7 +68,7 @@ cp -r "$top/contrib/debian/debian" "$src/debian"
 
 note "dpkg-buildpackage in $src (RVT_UCX_SRC=$RVT_UCX_SRC; log: $log)"
 if ! (cd "$src" && DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-parallel=2} \
-    nice -n 19 dpkg-buildpackage -us -uc -b) >>"$log" 2>&1; then
+    dpkg-buildpackage -us -uc -b) >>"$log" 2>&1; then
     tail -30 "$log" >&2
     die "dpkg-buildpackage failed (log: $log)"
 fi
