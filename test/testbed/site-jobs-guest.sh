@@ -312,12 +312,13 @@ prolog_agent() {
         "$work/rvt-slurm.log" | head -n 1
 }
 
-# placed TAG: from each node, job TAG's agent (its status after the
-# ranks) is the prolog's, the job's only agent on that node (the module
-# started none), on CPUSpecList $spec with SCHED_FIFO 10; its key is
-# slurm.<job>, it proved its peer with MUNGE and carried bytes both ways
+# placed TAG [CPUS]: from each node, job TAG's agent (its status after
+# the ranks) is the prolog's, the job's only agent on that node (the
+# module started none), on CPUS (default: CPUSpecList, $spec) with
+# SCHED_FIFO 10; its key is slurm.<job>, it proved its peer with MUNGE
+# and carried bytes both ways
 placed() {
-    local tag=$1 n job js v mine others sched
+    local tag=$1 cpus=${2:-$spec} n job js v mine others sched
     job=$(cat "$work/$tag.job")
     for n in 1 2; do
         mine=$(prolog_agent "$tag" "$n")
@@ -333,10 +334,10 @@ placed() {
                     and .data_path.handshake.unauthenticated == 0),
                text: "agent pid \(.pid), job \(.job_key) from \(.job_key_source), auth \(.data_path.auth), \($r | length) remote peer(s), \($tx) bytes sent and \($rx) received"}' \
             --arg key "slurm.$job" --arg pid "${mine:-none}") && [ -z "$others" ] &&
-            grep -q "list: $spec|.*SCHED_FIFO.*priority: 10" <<<"$sched"; then
+            grep -q "list: $cpus|.*SCHED_FIFO.*priority: 10" <<<"$sched"; then
             pass "$tag: node $n: the prolog's agent (pid $mine, the job's only one there), $v; cpus and policy: ${sched#*|}"
         else
-            fail "$tag: node $n: expected the prolog's agent (pid ${mine:-none}) alone (others: ${others:-none}), key slurm.$job, auth munge, bytes both ways, on CPU $spec with SCHED_FIFO 10: ${v:-$(head -c 300 <<<"$js")}; sched: ${sched:-none}"
+            fail "$tag: node $n: expected the prolog's agent (pid ${mine:-none}) alone (others: ${others:-none}), key slurm.$job, auth munge, bytes both ways, on CPU $cpus with SCHED_FIFO 10: ${v:-$(head -c 300 <<<"$js")}; sched: ${sched:-none}"
         fi
     done
 }
@@ -493,11 +494,15 @@ echo "cancelled and killed jobs: $((SECONDS - t)) s"
 # 3 ---------------------------------------------------------------------
 # The next job on those nodes: srun launching the ranks itself, PMIx
 # (Debian's Slurm's and Open MPI's one common PMI: srun --mpi=list above;
-# Debian's Open MPI 4.1 has no PMI-2 client)
+# Debian's Open MPI 4.1 has no PMI-2 client). Its prolog is given a
+# cpuset, RVT_AGENT_CPUS=0,1: slurmd starts the prolog on the specialized
+# CPU already, so only a list other than that one shows that rvt-slurm's
+# taskset takes effect.
 t=$SECONDS
+echo "RVT_AGENT_CPUS=0,1" >>"$work/rvt-slurm.conf"
 salloc_job srun ud_verbs,rvt srun
 verified srun "srun --mpi=pmix (no mpirun), UCX_TLS=ud_verbs,rvt, after the cancelled and killed jobs"
-placed srun
+placed srun 0,1
 left_behind srun 20
 rdma_clean "after the last job"
 echo "srun job: $((SECONDS - t)) s"
