@@ -2,7 +2,8 @@
 # Every rvt test, from a fresh Debian 12 machine or clone: installs what is
 # missing (contrib/setup-deps.sh, the testbed's kernel), builds in ./build,
 # runs the unit tests (make check), the testbed runner's own tests and the
-# testbed self-test with real RDMA between nodes, and ends with one line
+# testbed suites with real RDMA between nodes (among them the Debian
+# packages built, installed and run by a Slurm cluster), and ends with one line
 # "N passed, N failed". Exit status 0 only if nothing failed.
 #
 #   contrib/run-tests.sh            everything
@@ -106,6 +107,11 @@ add_leg uct_conformance "UCT conformance (testbed)" \
 add_leg ucp_conformance "UCP conformance (testbed)" \
     "UCX's own UCP tests for rvt and ud_v,rvt beside rc_v: the same cases pass (testbed)" \
     test/testbed/ucp-conformance.sh build
+# the Debian packages built (through ccache), lintian, installed into a
+# throwaway root; then a Slurm cluster runs jobs with the installed files
+add_leg site_jobs "site jobs: packages, Slurm (testbed)" \
+    "at a site: the Debian packages built and installed; Slurm runs MPI jobs with them, agents placed by the packaged prolog (testbed)" \
+    test/testbed/site-jobs.sh build
 # The second UCX: 1.22.0, built once into the cache (setup-deps.sh
 # --ucx), rvt built against it in build122 (the unit tests do not depend
 # on UCX's version: only what loads or runs the module), then UCX loading
@@ -276,13 +282,13 @@ fi
 # qemu's CPU seconds a second), so two run beside each other in little
 # more time than one. The perf run's figures are ratios within its boot:
 # no other testbed runs beside it, and the unit tests (host processes at
-# nice 19) take only the CPU its guest leaves (about half a core). Each suite's output goes
-# to its log and is shown whole, in the lanes' order, once all have
-# ended; meanwhile a line marks each suite's start and end.
+# nice 19) take only the CPU its guest leaves (about half a core). Each
+# suite's output goes to its log and is shown whole, in the lanes' order,
+# once all have ended; meanwhile a line marks each suite's start and end.
 step "the brief perf run, make check beside it at nice 19; then two lanes of testbed suites"
 alone=(perf)
 lanes_a=(runner selftest site integration traffic soak mpi
-    uct_conformance)
+    uct_conformance site_jobs)
 lanes_b=(ucx122 ucx122_loading ucx122_plugin ucx122_select
     ucx122_integration chaos flood select perftest ucp_conformance)
 (renice -n 19 "$BASHPID" >/dev/null && make_check) &

@@ -1,0 +1,172 @@
+#!/bin/bash
+#
+# The Debian packages (contrib/debian/build-package.sh) build, hold what
+# they must, install, and what they install works:
+#  - build-package.sh builds rvt-agent and ucx-rvt from the release
+#    tarball and lintian finds no error (its warnings are printed);
+#  - each package's file list (dpkg -c) is exactly the expected one;
+#  - ucx-rvt depends on exactly the libucx0 installed here, and on
+#    rvt-agent; apt-get --simulate can install both on this machine;
+#  - dpkg -i of both into a throwaway root (its own --admindir and
+#    --instdir; never the machine's own root) installs and configures them,
+#    and dpkg -L lists the module;
+#  - from that root: rvtd, rvt-status and rvt-check answer --help, man -l
+#    renders each installed page (rvt-trace-report's is Debian's own), and
+#    UCX 1.13 loads the installed module with LD_PRELOAD (UCX_RVT_* in
+#    ucx_info -c), and not without it, even with its module directory
+#    named (what README.Debian says);
+#  - the testbed part, the packages' files at work in a Slurm cluster, is
+#    test/testbed/site-jobs.sh's, which runs this first.
+#
+# Usage: test/install/check-deb.sh [BUILD_DIR]   (default: build; the
+#   installed tree is left in BUILD_DIR/deb/root)
+# Prints PASS:/FAIL: lines and exits 1 if a check failed.
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-build}
+cd "$top" || exit 1
+build=$(cd "$build" && pwd) || exit 1
+out=$build/deb
+failed=0
+pass() { echo "PASS: $*"; }
+fail() {
+    echo "FAIL: $*"
+    failed=1
+}
+t0=$SECONDS
+
+root=$out/root
+# 1. build and lintian ----------------------------------------------------
+# noddebs: the -dbgsym package is not checked here, and compressing its
+# 12 MB took the most of a warm build's time
+export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-parallel=$(nproc) noddebs}
+if debs=$(contrib/debian/build-package.sh "$build" "$out"); then
+    pass "packages built, lintian: no errors ($((SECONDS - t0)) s)"
+    grep -E '^[EWI]: ' "$out/lintian.txt" | sed 's/^/  lintian| /'
+else
+    fail "build-package.sh failed (log: $out/build.log)"
+    exit 1
+fi
+agent_deb=$(grep '/rvt-agent_[^/]*\.deb$' <<<"$debs")
+module_deb=$(grep '/ucx-rvt_[^/]*\.deb$' <<<"$debs")
+for d in "$agent_deb" "$module_deb"; do
+    [ -f "$d" ] || {
+        fail "missing package in: $debs"
+        exit 1
+    }
+done
+
+# 2. file lists -------------------------------------------------------------
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+moddir=/usr/lib/$multiarch/ucx
+files_of() { dpkg -c "$1" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort; }
+# shellcheck disable=SC2034 # read through ${!expect}
+expect_agent="/usr/bin/rvt-check
+/usr/bin/rvt-status
+/usr/bin/rvt-trace-report
+/usr/bin/rvtd
+/usr/lib/rvt/rvt-slurm
+/usr/share/doc/rvt-agent/changelog.Debian.gz
+/usr/share/doc/rvt-agent/copyright
+/usr/share/man/man1/rvt-status.1.gz
+/usr/share/man/man1/rvt-trace-report.1.gz
+/usr/share/man/man8/rvt-check.8.gz
+/usr/share/man/man8/rvtd.8.gz"
+# shellcheck disable=SC2034
+expect_module="$moddir/libuct_rvt.so
+/usr/share/doc/ucx-rvt/README.Debian
+/usr/share/doc/ucx-rvt/changelog.Debian.gz
+/usr/share/doc/ucx-rvt/copyright"
+for pkg in agent module; do
+    deb=${pkg}_deb
+    expect=expect_$pkg
+    got=$(files_of "${!deb}")
+    if [ "$got" = "${!expect}" ]; then
+        pass "${!deb##*/}: the expected $(wc -l <<<"$got") files"
+    else
+        fail "${!deb##*/}: file list differs (< expected, > in the package):" \
+            "$(diff <(echo "${!expect}") <(echo "$got") | grep '^[<>]')"
+    fi
+done
+
+# 3. dependencies -------------------------------------------------------------
+ucx_ver=$(dpkg-query -W -f='${Version}' libucx0)
+deps=$(dpkg-deb -f "$module_deb" Depends)
+if grep -qF "libucx0 (= $ucx_ver)" <<<"$deps" &&
+    grep -qE 'rvt-agent \(= [^)]+\)' <<<"$deps"; then
+    pass "ucx-rvt depends on libucx0 (= $ucx_ver) and rvt-agent"
+else
+    fail "ucx-rvt's Depends lack libucx0 (= $ucx_ver) or rvt-agent: $deps"
+fi
+if sim=$(apt-get --simulate -o Debug::NoLocking=1 install "$agent_deb" "$module_deb" 2>&1); then
+    pass "apt-get --simulate installs both here: $(grep -c '^Inst ' <<<"$sim") to install"
+else
+    fail "apt-get --simulate install: $(tail -5 <<<"$sim")"
+fi
+
+# 4. dpkg -i into a throwaway root ---------------------------------------------
+rm -rf "$root"
+mkdir -p "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/info"
+: >"$root/var/lib/dpkg/status"
+# --force-depends: that root's database knows no libucx0 (checked above
+# against this machine's); --force-script-chrootless: no maintainer script
+# is run inside a root without a shell
+# shellcheck disable=SC2016 # ${db:Status-Abbrev}: dpkg's format
+if dpkg --root="$root" --force-not-root --force-depends \
+    --force-script-chrootless --log=/dev/null \
+    -i "$agent_deb" "$module_deb" >"$out/dpkg-i.log" 2>&1 &&
+    [ "$(dpkg-query --admindir="$root/var/lib/dpkg" -W \
+        -f='${db:Status-Abbrev}' ucx-rvt rvt-agent)" = "ii ii " ]; then
+    pass "dpkg -i into $root: both installed"
+else
+    fail "dpkg -i into $root: $(tail -5 "$out/dpkg-i.log")"
+fi
+if dpkg --root="$root" -L ucx-rvt 2>/dev/null | grep -qx "$moddir/libuct_rvt.so"; then
+    pass "dpkg -L ucx-rvt lists $moddir/libuct_rvt.so"
+else
+    fail "dpkg -L ucx-rvt does not list $moddir/libuct_rvt.so"
+fi
+
+# 5. the installed files work ----------------------------------------------------
+for prog in rvtd rvt-status rvt-check; do
+    help=$("$root/usr/bin/$prog" --help 2>&1)
+    if grep -q "^usage: $prog" <<<"$help"; then
+        pass "installed $prog --help"
+    else
+        fail "installed $prog --help: $(head -3 <<<"$help")"
+    fi
+done
+for page in man8/rvtd.8 man8/rvt-check.8 man1/rvt-status.1 \
+    man1/rvt-trace-report.1; do
+    name=${page#*/}
+    name=${name%.*}
+    text=$(MANWIDTH=80 man -l "$root/usr/share/man/$page.gz" 2>&1 | col -b)
+    if grep -q "^NAME" <<<"$text" && grep -q "^ *$name - " <<<"$text"; then
+        pass "man -l $page.gz renders ($(wc -l <<<"$text") lines)"
+    else
+        fail "man -l $page.gz: $(head -5 <<<"$text")"
+    fi
+done
+module=$root$moddir/libuct_rvt.so
+# the whole output first: grep -q leaves at its first match, and under
+# pipefail ucx_info's SIGPIPE would fail the pipe
+config=$(env -u UCX_PLUGIN_PATH LD_PRELOAD="$module" ucx_info -c 2>&1)
+if grep -q '^UCX_RVT_SEG_SIZE=' <<<"$config"; then
+    pass "UCX $(ucx_info -v | sed -n 's/^# Version //p') loads the installed module with LD_PRELOAD"
+else
+    fail "ucx_info -c with LD_PRELOAD=$module shows no UCX_RVT_*"
+fi
+config=$(env -u LD_PRELOAD UCX_MODULE_DIR="$root$moddir" ucx_info -c 2>&1)
+if grep -q '^UCX_RVT_' <<<"$config"; then
+    fail "UCX loaded rvt without LD_PRELOAD: README.Debian says it does not"
+else
+    pass "without LD_PRELOAD UCX does not load it, even from UCX_MODULE_DIR (as README.Debian says)"
+fi
+if grep -q "LD_PRELOAD=$moddir/libuct_rvt.so" "$root/usr/share/doc/ucx-rvt/README.Debian"; then
+    pass "README.Debian names LD_PRELOAD=$moddir/libuct_rvt.so"
+else
+    fail "README.Debian does not name LD_PRELOAD=$moddir/libuct_rvt.so"
+fi
+
+echo "check-deb: $((SECONDS - t0)) s"
+exit $failed

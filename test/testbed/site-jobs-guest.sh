@@ -1,0 +1,511 @@
+#!/bin/bash
+# Inside the testbed guest (2 nodes): a real Slurm cluster (Debian 12's
+# slurmctld on node1, slurmd on both, the testbed's munged on each with
+# one key) runs Open MPI jobs over rvt from the INSTALLED Debian packages
+# (test/install/check-deb.sh unpacked rvt-agent and ucx-rvt into ROOT):
+# the module preloaded from ROOT as README.Debian says, and each job's
+# agents placed by ROOT's /usr/lib/rvt/rvt-slurm as Prolog and Epilog,
+# from ROOT's rvtd. No rvt setting is given to the jobs but the preload
+# and UCX_TLS.
+#
+#   0. on each node `ucx_info -d` with the installed module preloaded
+#      lists transport rvt on the node's device
+#   1. two jobs of the same user at once: mpirun inside salloc
+#      (UCX_TLS=ud_verbs,rvt) and inside sbatch (UCX_TLS=rvt); each
+#      verifies every word (test/mpi/rvt_mpi_check); from each node, the
+#      job's agent is the one the prolog started (its pid in rvt-slurm's
+#      log, serving slurm.<job> before the first rank with no client),
+#      the only agent of the job (the module started none of its own),
+#      on the node's specialized core (CoreSpecCount=1: CPUSpecList) with
+#      --priority=fifo:10 as configured, authenticated its peer with MUNGE
+#      (no --auth given), carried bytes both ways, and its one remote peer
+#      is the other node's agent of its own job; after each job no agent
+#      of it is left (the epilog; --linger=0: they never leave by
+#      themselves)
+#   2. a job cancelled mid-transfer (scancel) and a job whose node-2
+#      ranks are SIGKILLed, at once: no agent, MR, QP, CQ or PD left on any
+#      device (`rdma resource` as before the jobs)
+#   3. the next job, srun --mpi=pmix launching the ranks itself
+#      (UCX_TLS=ud_verbs,rvt): verified, its prolog agents as in 1
+#
+# Prints PASS:/FAIL: lines and exits 1 if any check failed.
+# Usage: site-jobs-guest.sh BUILD_DIR ROOT (both relative to the tree)
+#
+# The testbed's nodes share one kernel and network namespace; what that
+# asks of Slurm (each node's slurmd on a port of its own, state and
+# spool in the node's own /run, a stand-in /sys/fs/cgroup, the node's
+# device through a TaskProlog, the prolog's settings file beside the
+# job's work as the guest's /etc is the host's, read-only) is testbed
+# plumbing, said where it is done.
+# shellcheck disable=SC2016 # jq programs: single quotes on purpose
+set -u -o pipefail
+# shellcheck source=test/testbed/lib.sh
+. "$(dirname "$0")/lib.sh"
+build=${1:?usage: site-jobs-guest.sh BUILD_DIR ROOT}
+root=$PWD/${2:?usage: site-jobs-guest.sh BUILD_DIR ROOT}
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+top=$(cd "$(dirname "$0")/../.." && pwd)
+rvtd=$root/usr/bin/rvtd
+rvt_status=$root/usr/bin/rvt-status
+rvt_slurm=$root/usr/lib/rvt/rvt-slurm
+module=$(echo "$root"/usr/lib/*/ucx/libuct_rvt.so)
+mpi_prog=$build/test/mpi/rvt_mpi_check
+on=$top/contrib/testbed/guest/bin/on
+# small: the suite shows the launch paths, not bandwidth (mpi.sh does)
+MPI_ARGS="--max-size=262144 --iterations=2 --coll-max-size=65536"
+# long enough to be cut short mid-transfer; from 64 KiB, so that data
+# moves soon after the ranks start
+LONG_ARGS="--min-size=65536 --max-size=16777216 --iterations=50 --volume=67108864"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# every node sees it (each has its own /tmp)
+work=$(mktemp -d "$build/site-jobs.XXXXXX") || exit 1
+export SLURM_CONF=$work/slurm.conf
+
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+    local n p
+    for n in 1 2; do
+        for p in $(on "$n" cat /run/slurmd.pid /run/slurmctld.pid 2>/dev/null); do
+            kill -TERM "$p" 2>/dev/null
+        done
+    done
+    for p in $(pgrep -x rvtd); do kill -TERM "$p"; done
+    # shellcheck disable=SC2046 # one word per job
+    kill $(jobs -p) 2>/dev/null
+    wait
+    [ "${RVT_SITE_KEEP:-0}" = 1 ] && { echo "kept $work"; return; }
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+for f in "$mpi_prog" "$module" "$rvtd" "$rvt_status" "$rvt_slurm"; do
+    [ -e "$f" ] || { fail "not there: $f"; exit 1; }
+done
+for f in slurmctld slurmd srun salloc sbatch scancel munge; do
+    command -v "$f" >/dev/null ||
+        { fail "$f not installed (contrib/setup-deps.sh installs slurmctld slurmd slurm-client munge)"; exit 1; }
+done
+
+# 0 ---------------------------------------------------------------------
+for n in 1 2; do
+    if on "$n" env LD_PRELOAD="$module" ucx_info -d >"$work/info.$n" 2>&1 &&
+        grep -A3 'Transport: rvt' "$work/info.$n" | grep -q "Device: rxe$n"; then
+        pass "node$n: ucx_info -d lists Transport: rvt on rxe$n from the installed module (LD_PRELOAD=${module#"$root"})"
+    else
+        fail "node$n: no transport rvt in ucx_info -d: $(grep -i -m3 'rvt\|error' "$work/info.$n")"
+    fi
+done
+
+# ---- the cluster ---------------------------------------------------------
+# Each slurmd listens on a port of its own (the nodes share the network
+# namespace); state and spool go to the node's own /run. SlurmUser root:
+# the testbed runs as root, as do its jobs. proctrack/linuxproc and
+# task/affinity: no cgroup hierarchy per node here. PrologFlags=Alloc runs
+# the prolog on every node at allocation, before any step. The partition
+# may be oversubscribed: two jobs run at once, and each node has one core
+# for jobs (the other is specialized).
+cat >"$SLURM_CONF" <<EOF
+ClusterName=testbed
+SlurmctldHost=node1(198.18.0.1)
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=/run/slurmctld
+SlurmdSpoolDir=/run/slurmd
+SlurmctldPidFile=/run/slurmctld.pid
+SlurmdPidFile=/run/slurmd.pid
+SlurmctldLogFile=$work/slurmctld.log
+SlurmdLogFile=$work/slurmd.%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SlurmdParameters=config_overrides
+PrologFlags=Alloc
+Prolog=$work/prolog
+Epilog=$work/epilog
+TaskProlog=$work/task-prolog
+KillWait=5
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName=node1 NodeAddr=198.18.0.1 Port=6818 CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 CoreSpecCount=1
+NodeName=node2 NodeAddr=198.18.0.2 Port=6819 CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 CoreSpecCount=1
+PartitionName=tb Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+# The installed rvt-slurm is the Prolog and the Epilog; the wrapper only
+# names its settings file, which a site keeps in /etc/slurm (the guest's
+# /etc is the host's, read-only)
+for s in prolog epilog; do
+    printf '#!/bin/sh\nRVT_SLURM_CONF=%s/rvt-slurm.conf exec %s\n' \
+        "$work" "$rvt_slurm" >"$work/$s"
+done
+# Testbed plumbing, not part of the contrib: every node sees every rxe
+# device, and srun hands node1's environment (UCX_NET_DEVICES=rxe1:1) to
+# node2's tasks; each task gets its own node's device and RVT_NODE back.
+cat >"$work/task-prolog" <<'EOF'
+#!/bin/sh
+n=${SLURMD_NODENAME#node}
+echo "export UCX_NET_DEVICES=rxe$n:1"
+echo "export RXE_DEV=rxe$n"
+echo "export RVT_NODE=$n"
+EOF
+# what a site's /etc/slurm/rvt-slurm.conf would say (rvt-slurm's header);
+# RVT_DEVICES: every node sees every rxe device here, a site's see their own
+cat >"$work/rvt-slurm.conf" <<EOF
+RVTD=$rvtd
+RVT_DEVICES=rxe\${SLURMD_NODENAME#node}
+RVT_PRIORITY=fifo:10
+RVT_SLURM_LOG=$work/rvt-slurm.log
+EOF
+chmod 755 "$work/prolog" "$work/epilog" "$work/task-prolog"
+
+# slurmd 22.05 will not start without a cgroup file system it knows:
+# each node gets a tmpfs at /sys/fs/cgroup holding a named v1 hierarchy
+# (no controllers), enough for its cgroup/v1 plugin to load; nothing here
+# uses cgroups
+on all bash -c 'mkdir -p /run/slurmctld /run/slurmd &&
+    mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup &&
+    mkdir /sys/fs/cgroup/systemd &&
+    mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd' ||
+    { fail "preparing the nodes for slurmd"; exit 1; }
+# the device counters before any job: what every job must leave behind
+on 1 rdma resource show >"$work/rdma.before"
+t0=$SECONDS
+on 1 slurmctld || { fail "slurmctld did not start"; cat "$work/slurmctld.log"; exit 1; }
+for n in 1 2; do
+    on "$n" slurmd || { fail "slurmd on node $n did not start"; tail "$work/slurmd.node$n.log"; exit 1; }
+done
+up=no
+for _ in $(seq 60); do
+    [ "$(on 1 sinfo -h -o '%T %D' 2>/dev/null)" = "idle 2" ] && { up=yes; break; }
+    sleep 0.5
+done
+on 1 sinfo -N -o '%N %T %C %Z' | indent sinfo
+spec=$(on 1 scontrol show node node2 | tr ' ' '\n' | sed -n 's/^CPUSpecList=//p')
+check "Slurm cluster up: slurmctld on node1, slurmd on node1 and node2, both idle ($((SECONDS - t0)) s), node2's CPUSpecList '$spec'" \
+    [ $up = yes ]
+[ $up = yes ] || exit 1
+# the MPI plugins this Slurm offers
+on 1 srun --mpi=list 2>&1 | tr '\n' ' ' | indent "srun --mpi=list"
+echo
+
+# ---- the jobs --------------------------------------------------------------
+# Open MPI inside an allocation: its plm slurm starts an orted on node2
+# with srun (step 0), its own ranks on node1 are mpirun's children (no
+# step); both derive the key slurm.<SLURM_JOB_ID>. pml ucx and the rest
+# as in lib.sh's mpi_options, less the rsh agent; UCX_TLS per job.
+# job.sh TAG TLS KIND, in the allocation (salloc's shell or the batch
+# script, on node1). KIND: mpirun; srun (srun --mpi=pmix launches the
+# ranks); barrier (mpirun once $work/TAG.go exists, holding the job until
+# TAG.release so that two jobs overlap); long (the long program, no
+# status). Writes TAG.job (the job id), TAG.out (the program's output),
+# TAG.status.N (rvt-status --json of node N's agent of the job, after the
+# ranks: the prolog's agents stay until the epilog), TAG.agents (every
+# rvtd of the job's key then, pid:device: pids are global in the guest)
+# and TAG.sched (their CPU lists and policies); barrier also
+# TAG.status.before.N, before the first rank.
+cat >"$work/job.env" <<EOF
+work=$work
+on=$on
+rvt_status=$rvt_status
+module=$module
+mpi_prog=$mpi_prog
+MPI_ARGS="$MPI_ARGS"
+LONG_ARGS="$LONG_ARGS"
+EOF
+# (sbatch runs a copy of the script in slurmd's spool: job.env by its path)
+# for ShellCheck in job.sh: job.env is written above; MPI_ARGS and LONG_ARGS split on purpose
+printf '#!/bin/bash\n# shellcheck disable=SC1091,SC2154,SC2086\n. %q/job.env\n' "$work" >"$work/job.sh"
+cat >>"$work/job.sh" <<'EOF'
+tag=$1 tls=$2 kind=$3
+cd "$work" || exit 1
+key=slurm.$SLURM_JOB_ID
+echo "$SLURM_JOB_ID" >"$tag.job"
+# status SUFFIX: each node's agent of this job, now
+status() {
+    local n
+    for n in 1 2; do
+        "$on" "$n" "$rvt_status" --json --device="rxe$n" --job-key="$key" \
+            >"$tag.status$1.$n" 2>&1
+    done
+}
+opts=(--bind-to none --mca pml ucx --mca pml_ucx_tls rvt --mca pml_ucx_devices any
+    --mca btl self --mca mpi_yield_when_idle 1 --mca if_base_do_not_resolve 1
+    --mca oob_tcp_if_include 198.18.0.0/24 -x LD_PRELOAD="$module"
+    -x UCX_TLS="$tls,sm,self" -x UCX_WARN_UNUSED_ENV_VARS=n)
+case $kind in
+srun)
+    # PMIx, Debian's Slurm's and Open MPI's one common PMI; MCA settings
+    # through the environment, as srun passes it on
+    OMPI_MCA_pml=ucx OMPI_MCA_pml_ucx_tls=rvt OMPI_MCA_pml_ucx_devices=any \
+    OMPI_MCA_btl=self OMPI_MCA_mpi_yield_when_idle=1 UCX_TLS=$tls,sm,self \
+    UCX_WARN_UNUSED_ENV_VARS=n srun --mpi=pmix env LD_PRELOAD="$module" \
+        "$mpi_prog" $MPI_ARGS >"$tag.out" 2>&1
+    echo "srun exit $?" >>"$tag.out"
+    ;;
+long)
+    mpirun "${opts[@]}" "$mpi_prog" $LONG_ARGS >"$tag.out" 2>&1
+    echo "mpirun exit $?" >>"$tag.out"
+    exit 0
+    ;;
+barrier)
+    status .before
+    touch "$tag.ready"
+    for _ in $(seq 600); do [ -e "$tag.go" ] && break; sleep 0.1; done
+    mpirun "${opts[@]}" "$mpi_prog" $MPI_ARGS >"$tag.out" 2>&1
+    echo "mpirun exit $?" >>"$tag.out"
+    ;;
+esac
+status ""
+for p in $(pgrep -x rvtd); do
+    tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "--job-key=$key" || continue
+    echo "$p:$(tr '\0' '\n' <"/proc/$p/cmdline" | sed -n 's/^--device=//p')" >>"$tag.agents"
+    echo "$p|$(taskset -pc "$p")|$(chrt -p "$p" | tr '\n' ' ')" >>"$tag.sched"
+done
+# the agents' own logs, for a failed job
+grep -q '^OK: rvt_mpi_check' "$tag.out" ||
+    for n in 1 2; do "$on" "$n" bash -c 'tail -n 20 /tmp/rvt-*/*.log'; done >"$tag.agentlogs" 2>&1
+touch "$tag.done"
+[ "$kind" = barrier ] && for _ in $(seq 600); do [ -e "$tag.release" ] && break; sleep 0.1; done
+exit 0
+EOF
+chmod 755 "$work/job.sh"
+
+# agents_of KEY: the rvtd processes serving KEY, anywhere in the guest
+# (pids are global), as "pid:device" words
+agents_of() {
+    local p
+    for p in $(pgrep -x rvtd); do
+        tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "--job-key=$1" &&
+            echo "$p:$(tr '\0' '\n' <"/proc/$p/cmdline" | sed -n 's/^--device=//p')"
+    done
+}
+
+# gone KEY SECONDS: no agent serves KEY within SECONDS (by the clock: a
+# look costs seconds on the loaded emulator)
+gone() {
+    local end=$((SECONDS + $2))
+    while [ -n "$(agents_of "$1")" ] && [ $SECONDS -lt $end ]; do
+        sleep 1
+    done
+    [ -z "$(agents_of "$1")" ]
+}
+
+# verified TAG WHAT: the program of job TAG verified every word
+verified() {
+    local tag=$1 what=$2
+    indent "$tag" <"$work/$tag.out"
+    if grep -q '^OK: rvt_mpi_check' "$work/$tag.out"; then
+        pass "$what: rvt_mpi_check verified every word (job $(cat "$work/$tag.job"))"
+    else
+        indent "$tag agents" <"$work/$tag.agentlogs" 2>/dev/null
+        fail "$what: rvt_mpi_check did not verify (job $(cat "$work/$tag.job" 2>/dev/null); output above)"
+    fi
+}
+
+# prolog_agent TAG N: the pid rvt-slurm's log gives for job TAG's agent on
+# node N's device
+prolog_agent() {
+    sed -n "s/.*job $(cat "$work/$1.job") on node$2: agent for slurm\.[0-9]* on rxe$2:1 started (pid \([0-9]*\) .*/\1/p" \
+        "$work/rvt-slurm.log" | head -n 1
+}
+
+# placed TAG [CPUS]: from each node, job TAG's agent (its status after
+# the ranks) is the prolog's, the job's only agent on that node (the
+# module started none), on CPUS (default: CPUSpecList, $spec) with
+# SCHED_FIFO 10; its key is slurm.<job>, it proved its peer with MUNGE
+# and carried bytes both ways
+placed() {
+    local tag=$1 cpus=${2:-$spec} n job js v mine others sched
+    job=$(cat "$work/$tag.job")
+    for n in 1 2; do
+        mine=$(prolog_agent "$tag" "$n")
+        others=$(grep -v "^${mine:-none}:rxe$n\$" "$work/$tag.agents" | grep ":rxe$n\$" | tr '\n' ' ')
+        sched=$(grep "^${mine:-none}|" "$work/$tag.sched" 2>/dev/null)
+        js=$(cat "$work/$tag.status.$n" 2>/dev/null)
+        if v=$(json_verdict "$js" '
+            [.data_path.peers[] | select(.loopback | not)] as $r
+            | ($r | map(.bytes) | add // 0) as $tx
+            | ($r | map(.received_bytes) | add // 0) as $rx
+            | {ok: (.job_key == $key and (.pid | tostring) == $pid
+                    and .data_path.auth == "munge" and $tx > 0 and $rx > 0
+                    and .data_path.handshake.unauthenticated == 0),
+               text: "agent pid \(.pid), job \(.job_key) from \(.job_key_source), auth \(.data_path.auth), \($r | length) remote peer(s), \($tx) bytes sent and \($rx) received"}' \
+            --arg key "slurm.$job" --arg pid "${mine:-none}") && [ -z "$others" ] &&
+            grep -q "list: $cpus|.*SCHED_FIFO.*priority: 10" <<<"$sched"; then
+            pass "$tag: node $n: the prolog's agent (pid $mine, the job's only one there), $v; cpus and policy: ${sched#*|}"
+        else
+            fail "$tag: node $n: expected the prolog's agent (pid ${mine:-none}) alone (others: ${others:-none}), key slurm.$job, auth munge, bytes both ways, on CPU $cpus with SCHED_FIFO 10: ${v:-$(head -c 300 <<<"$js")}; sched: ${sched:-none}"
+        fi
+    done
+}
+
+# left_behind TAG SECONDS: no agent of job TAG on any node within SECONDS
+left_behind() {
+    local key
+    key=slurm.$(cat "$work/$1.job" 2>/dev/null)
+    [ "$key" != slurm. ] || { fail "$1: the job never ran"; return; }
+    if gone "$key" "$2"; then
+        pass "$1: no agent of $key left on any node after the job (the epilog)"
+    else
+        fail "$1: agents of $key still run after the job: $(agents_of "$key")"
+    fi
+}
+
+# rdma_clean WHAT: every device's MRs, QPs, CQs and PDs as before any job
+rdma_clean() {
+    on 1 rdma resource show >"$work/rdma.now"
+    if diff -u "$work/rdma.before" "$work/rdma.now" >"$work/rdma.diff"; then
+        pass "$1: no MR, QP, CQ or PD left on any device ($(awk '{ printf "%s qp %s mr %s; ", $2, $8, $12 }' "$work/rdma.now"))"
+    else
+        fail "$1: the devices hold more than before the jobs:"
+        indent "rdma" <"$work/rdma.diff"
+        on 1 rdma res show qp | indent "rdma qp"
+    fi
+}
+
+# salloc_job TAG ARG...: job.sh under salloc on node1, 2 nodes x 1 task
+# (-O: the one core for jobs each node has may be shared; one rank a node:
+# the emulator runs every node's ranks on that one vCPU)
+salloc_job() {
+    on 1 timeout 300 salloc -N2 -n2 -O -s "$work/job.sh" "$@" \
+        >"$work/$1.salloc" 2>&1
+}
+# sbatch_job TAG ARG...: job.sh as a batch job; prints its id
+sbatch_job() {
+    on 1 sbatch --parsable -N2 -n2 -O -s -o "$work/$1.batch" \
+        "$work/job.sh" "$@"
+}
+# job_wait ID SECONDS: until job ID has left the queue (by the clock)
+job_wait() {
+    local end=$((SECONDS + $2))
+    while on 1 squeue -h -j "$1" 2>/dev/null | grep -q .; do
+        [ $SECONDS -lt $end ] || return 1
+        sleep 1
+    done
+}
+
+# ranks_of JOB NODE: the pids of job JOB's ranks on node NODE (pids are
+# global in the testbed; the environment says job and node)
+ranks_of() {
+    local p
+    for p in $(pgrep -x rvt_mpi_check); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+            grep -qx "SLURM_JOB_ID=$1" && [ "$(node_of "$p")" = "$2" ] && echo "$p"
+    done
+}
+
+# moving JOB: node 2's agent of job JOB has sent bytes to node 1
+moving() {
+    on 2 timeout 10 "$rvt_status" --json --device=rxe2 --job-key="slurm.$1" 2>/dev/null |
+        jq -e '[.data_path.peers[] | select(.loopback | not) | .bytes] | add // 0 | . > 0' >/dev/null
+}
+
+echo "cluster up at +$SECONDS s"
+# 1 ---------------------------------------------------------------------
+# Two jobs of root on both nodes at once, the two ways sites run mpirun
+# under Slurm: in salloc (UCX_TLS=ud_verbs,rvt) and in sbatch (rvt). Each
+# waits for the other to be running before its mpirun and keeps its
+# agents until both have taken their status, so the four agents overlap.
+t=$SECONDS
+salloc_job salloc ud_verbs,rvt barrier &
+salloc_pid=$!
+b=$(sbatch_job sbatch rvt barrier)
+for _ in $(seq 600); do
+    [ -e "$work/salloc.ready" ] && [ -e "$work/sbatch.ready" ] && break
+    sleep 0.2
+done
+touch "$work/salloc.go" "$work/sbatch.go"
+for _ in $(seq 1200); do
+    [ -e "$work/salloc.done" ] && [ -e "$work/sbatch.done" ] && break
+    sleep 0.2
+done
+touch "$work/salloc.release" "$work/sbatch.release"
+wait "$salloc_pid"
+job_wait "$b" 60
+echo "both jobs ended after $((SECONDS - t)) s"
+verified salloc "mpirun in salloc, UCX_TLS=ud_verbs,rvt, beside the sbatch job"
+verified sbatch "mpirun in sbatch, UCX_TLS=rvt, beside the salloc job"
+placed salloc
+placed sbatch
+# before the first rank: the prolog's agent already served the job's key
+# with no client
+for tag in salloc sbatch; do
+    for n in 1 2; do
+        before=$(jq -r '"\(.pid) \(.job_key) \(.clients | length)"' "$work/$tag.status.before.$n" 2>/dev/null)
+        check "$tag: node $n: before the first rank, the agent pid $(prolog_agent "$tag" "$n") served slurm.$(cat "$work/$tag.job") with 0 clients (rvt-status: '$before')" \
+            [ "$before" = "$(prolog_agent "$tag" "$n") slurm.$(cat "$work/$tag.job") 0" ]
+    done
+done
+# each agent's one remote peer is the other node's agent of its own job
+# (the UD QPN in its address), never the other job's
+apart=yes line=
+for pair in "salloc 1 2" "salloc 2 1" "sbatch 1 2" "sbatch 2 1"; do
+    read -r tag n m <<<"$pair"
+    mine=$(jq -r .data_path.ud_qpn "$work/$tag.status.$m" 2>/dev/null)
+    peers=$(jq -r '[.data_path.peers[] | select(.loopback | not) | .ud_qpn] | map(tostring) | join(",")' \
+        "$work/$tag.status.$n" 2>/dev/null)
+    line+=" $tag node$n: peers UD QPN [$peers], its job's node$m agent $mine;"
+    [ -n "$mine" ] && [ "$peers" = "$mine" ] || apart=no
+done
+pids=$(cat "$work"/salloc.status.? "$work"/sbatch.status.? 2>/dev/null | jq -r .pid 2>/dev/null | sort -u | wc -l)
+if [ $apart = yes ] && [ "$pids" = 4 ]; then
+    pass "two jobs at once stay apart: 4 agents, each with its own job's peer only:$line"
+else
+    fail "two jobs at once: $pids agent pids (expected 4), peers:$line"
+fi
+for tag in salloc sbatch; do left_behind "$tag" 20; done
+echo "salloc and sbatch jobs: $((SECONDS - t)) s"
+
+# 2 ---------------------------------------------------------------------
+# Two long jobs at once, cut short once their agents carry data: one by
+# scancel, the other by SIGKILL to its node-2 ranks (RVT_NODE=2 from the
+# TaskProlog, through orted), after which mpirun ends it. Neither may
+# leave an agent, MR or QP behind; the next job (3) must run.
+t=$SECONDS
+c=$(sbatch_job cancel rvt long)
+k=$(sbatch_job killed rvt long)
+ready=no
+# for 150 s at most (each look costs seconds on the emulator)
+while [ $((SECONDS - t)) -lt 150 ]; do
+    moving "$c" && moving "$k" && victims=$(ranks_of "$k" 2) && [ -n "$victims" ] &&
+        { ready=yes; break; }
+    sleep 0.5
+done
+echo "long jobs moving after $((SECONDS - t)) s: $ready"
+[ -n "${victims:-}" ] || victims=$(ranks_of "$k" 2)
+on 1 scancel "$c"
+# shellcheck disable=SC2086 # one pid a word
+[ -n "${victims:-}" ] && kill -KILL $victims
+job_wait "$c" 60
+job_wait "$k" 90
+check "both long jobs moved data through their agents before they were cut short" [ $ready = yes ]
+check "scancel: job $c ended ($(grep -h 'mpirun exit' "$work/cancel.out" 2>/dev/null || echo 'mpirun killed'))" \
+    test -z "$(on 1 squeue -h -j "$c" 2>/dev/null)"
+check "node 2's ranks (${victims//$'\n'/ }) SIGKILLed mid-transfer: the job ended ($(grep -h 'mpirun exit' "$work/killed.out"))" \
+    grep -q 'mpirun exit [1-9]' "$work/killed.out"
+left_behind cancel 30
+left_behind killed 30
+rdma_clean "after the cancelled and the killed job"
+echo "cancelled and killed jobs: $((SECONDS - t)) s"
+
+# 3 ---------------------------------------------------------------------
+# The next job on those nodes: srun launching the ranks itself, PMIx
+# (Debian's Slurm's and Open MPI's one common PMI: srun --mpi=list above;
+# Debian's Open MPI 4.1 has no PMI-2 client). Its prolog is given a
+# cpuset, RVT_AGENT_CPUS=0,1: slurmd starts the prolog on the specialized
+# CPU already, so only a list other than that one shows that rvt-slurm's
+# taskset takes effect.
+t=$SECONDS
+echo "RVT_AGENT_CPUS=0,1" >>"$work/rvt-slurm.conf"
+salloc_job srun ud_verbs,rvt srun
+verified srun "srun --mpi=pmix (no mpirun), UCX_TLS=ud_verbs,rvt, after the cancelled and killed jobs"
+placed srun 0,1
+left_behind srun 20
+rdma_clean "after the last job"
+echo "srun job: $((SECONDS - t)) s"
+indent "rvt-slurm log" <"$work/rvt-slurm.log"
+
+finish "site jobs"

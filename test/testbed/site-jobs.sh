@@ -1,0 +1,37 @@
+#!/bin/bash
+# rvt as a site runs it: installed from its Debian packages, jobs launched
+# by Slurm with MUNGE, each job's agents placed by the packaged prolog.
+#  1. on the host, test/install/check-deb.sh: the packages built from the
+#     release tarball (make dist; dpkg-buildpackage, through ccache when
+#     /usr/lib/ccache is first in PATH, as contrib/run-tests.sh sets it),
+#     lintian without errors, their file lists and dependencies, dpkg -i
+#     into a throwaway root BUILD_DIR/deb/root, the installed programs,
+#     pages and module;
+#  2. one testbed boot of 2 nodes, a real Slurm cluster running Open MPI
+#     jobs with the files installed in that root (site-jobs-guest.sh says
+#     what it checks).
+# Needs Debian's slurmctld, slurmd, slurm-client, munge, dpkg-dev,
+# debhelper and lintian on the host (contrib/setup-deps.sh installs them;
+# the guest runs the host's binaries), and the MPI program, built here with
+# mpicxx when make check has not.
+# Usage: test/testbed/site-jobs.sh [BUILD_DIR]   (default: build)
+# Exits 1 when a check failed.
+set -u -o pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=test/testbed/lib.sh
+. "$top/test/testbed/lib.sh"
+cd "$top" || exit 125
+build=${1:-build}
+build=$(cd "$build" && pwd) || exit 125
+started=$SECONDS
+rc=0
+test/install/check-deb.sh "$build" || rc=1
+root=$build/deb/root
+echo "site jobs: packages built, checked and installed in $((SECONDS - started)) s"
+[ -x "$root/usr/bin/rvtd" ] || { echo "FAIL: no installed tree in $root: no Slurm jobs"; exit 1; }
+mpi_build mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || exit 1
+t=$SECONDS
+contrib/testbed/testbed run -n 2 -t 900 \
+    "test/testbed/site-jobs-guest.sh ${build#"$top"/} ${root#"$top"/}" || rc=1
+echo "site jobs: $((SECONDS - t)) s of testbed time, boot included; $((SECONDS - started)) s in all"
+exit $rc
