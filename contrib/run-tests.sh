@@ -109,9 +109,12 @@ add_leg ucp_conformance "UCP conformance (testbed)" \
     test/testbed/ucp-conformance.sh build
 # the Debian packages built (through ccache), lintian, installed into a
 # throwaway root; then a Slurm cluster runs jobs with the installed files
-add_leg site_jobs "site jobs: packages, Slurm (testbed)" \
-    "at a site: the Debian packages built and installed; Slurm runs MPI jobs with them, agents placed by the packaged prolog (testbed)" \
-    test/testbed/site-jobs.sh build
+add_leg packages "Debian packages" \
+    "the Debian packages: built from the release tarball, lintian, their files, installed into a throwaway root, what they install works" \
+    test/install/check-deb.sh build
+add_leg site_jobs "site jobs: Slurm (testbed)" \
+    "at a site: Slurm runs MPI and OpenSHMEM jobs with the installed packages, agents placed by the packaged prolog (testbed)" \
+    test/testbed/site-jobs.sh --installed build
 # The second UCX: 1.22.0, built once into the cache (setup-deps.sh
 # --ucx), rvt built against it in build122 (the unit tests do not depend
 # on UCX's version: only what loads or runs the module), then UCX loading
@@ -276,37 +279,49 @@ if ! contrib/testbed/testbed prepare; then
     failed=$((failed + 1))
     finish
 fi
-# First the brief perf run, with the unit tests beside it at nice 19;
-# then two lanes of testbed suites at once. A testbed run keeps about one
-# of the host's two cores busy (the runner's last line says how many:
-# qemu's CPU seconds a second), so two run beside each other in little
-# more time than one. The perf run's figures are ratios within its boot:
-# no other testbed runs beside it, and the unit tests (host processes at
-# nice 19) take only the CPU its guest leaves (about half a core). Each
-# suite's output goes to its log and is shown whole, in the lanes' order,
-# once all have ended; meanwhile a line marks each suite's start and end.
-step "the brief perf run, make check beside it at nice 19; then two lanes of testbed suites"
+# First the brief perf run. Beside it, at nice 19, the host's own work:
+# the unit tests, then UCX 1.22's build and its loading checks and the
+# Debian packages. Then two lanes of testbed suites at once. A testbed run
+# keeps about one of the host's two cores busy (the runner's last line
+# says how many: qemu's CPU seconds a second), so two run beside each
+# other in little more time than one. The perf run's figures are ratios
+# within its boot: no other testbed runs beside it, and the host's work
+# at nice 19 takes only the CPU its guest leaves (about half a core).
+# Lane a starts when the unit tests have ended (at nice 19 beside two
+# guests, tests that wait for timeouts could starve); lane b, whose
+# first suites use UCX 1.22's build, when the host's work has. Each
+# suite's output goes to its log and is shown whole, in the lanes'
+# order, once all have ended; meanwhile a line marks each suite's start
+# and end.
+step "the brief perf run; beside it at nice 19 make check, UCX 1.22's build, the packages; then two lanes of testbed suites"
 alone=(perf)
-lanes_a=(runner selftest site integration traffic soak mpi
-    uct_conformance site_jobs)
-lanes_b=(ucx122 ucx122_loading ucx122_plugin ucx122_select
-    ucx122_integration chaos flood select perftest ucp_conformance)
-(renice -n 19 "$BASHPID" >/dev/null && make_check) &
-unit=$!
+host=(ucx122 ucx122_loading packages)
+lanes_a=(runner selftest integration traffic soak mpi uct_conformance
+    site_jobs)
+lanes_b=(ucx122_plugin ucx122_select ucx122_integration site chaos flood
+    select perftest ucp_conformance)
+rm -f "$logs/make-check.log.rc"
+(
+    renice -n 19 "$BASHPID" >/dev/null
+    make_check
+    run_lane host "${host[@]}"
+) &
+host_work=$!
 run_lane alone "${alone[@]}"
-# the lanes' two guests would leave the unit tests, some of which wait
-# for timeouts, too little CPU at nice 19: they wait for the unit tests
-wait "$unit"
-echo "---- $(date +%T) make check ends: exit $(cat "$logs/make-check.log.rc")," \
+while [ ! -f "$logs/make-check.log.rc" ] && kill -0 "$host_work" 2>/dev/null; do
+    sleep 1
+done
+echo "---- $(date +%T) make check ends: exit $(cat "$logs/make-check.log.rc" 2>/dev/null)," \
     "$(grep -c '^PASS' build/unit-cases.log 2>/dev/null) unit test cases passed"
 run_lane a "${lanes_a[@]}" &
 lane_a=$!
+wait "$host_work"
 run_lane b "${lanes_b[@]}" &
 lane_b=$!
 wait "$lane_a" "$lane_b"
 step "unit tests: make check"
 show_make_check
-for id in "${alone[@]}" "${lanes_a[@]}" "${lanes_b[@]}"; do
+for id in "${alone[@]}" "${host[@]}" "${lanes_a[@]}" "${lanes_b[@]}"; do
     show_leg "$id"
 done
 finish

@@ -27,6 +27,9 @@
 #      device (`rdma resource` as before the jobs)
 #   3. the next job, srun --mpi=pmix launching the ranks itself
 #      (UCX_TLS=ud_verbs,rvt): verified, its prolog agents as in 1
+#   4. an OpenSHMEM job (oshmem's spml ucx, mpirun in salloc,
+#      UCX_TLS=rvt): test/shmem/rvt_shmem_check verifies every word, its
+#      prolog agents as in 1
 #
 # Prints PASS:/FAIL: lines and exits 1 if any check failed.
 # Usage: site-jobs-guest.sh BUILD_DIR ROOT (both relative to the tree)
@@ -50,12 +53,14 @@ rvt_status=$root/usr/bin/rvt-status
 rvt_slurm=$root/usr/lib/rvt/rvt-slurm
 module=$(echo "$root"/usr/lib/*/ucx/libuct_rvt.so)
 mpi_prog=$build/test/mpi/rvt_mpi_check
+shmem_prog=$build/test/shmem/rvt_shmem_check
 on=$top/contrib/testbed/guest/bin/on
 # small: the suite shows the launch paths, not bandwidth (mpi.sh does)
 MPI_ARGS="--max-size=262144 --iterations=2 --coll-max-size=65536"
 # long enough to be cut short mid-transfer; from 64 KiB, so that data
 # moves soon after the ranks start
 LONG_ARGS="--min-size=65536 --max-size=16777216 --iterations=50 --volume=67108864"
+SHMEM_ARGS="--large=262144 --rounds=2"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # every node sees it (each has its own /tmp)
 work=$(mktemp -d "$build/site-jobs.XXXXXX") || exit 1
@@ -212,7 +217,9 @@ on=$on
 rvt_status=$rvt_status
 module=$module
 mpi_prog=$mpi_prog
+shmem_prog=$shmem_prog
 MPI_ARGS="$MPI_ARGS"
+SHMEM_ARGS="$SHMEM_ARGS"
 LONG_ARGS="$LONG_ARGS"
 EOF
 # (sbatch runs a copy of the script in slurmd's spool: job.env by its path)
@@ -245,6 +252,13 @@ srun)
         "$mpi_prog" $MPI_ARGS >"$tag.out" 2>&1
     echo "srun exit $?" >>"$tag.out"
     ;;
+shmem)
+    # opal_common_ucx_opal_mem_hooks 0: Debian's Open MPI 4.1.4 crashes in
+    # shmem_finalize otherwise, rvt or not (mpi-guest.sh says why)
+    mpirun "${opts[@]}" --mca spml ucx --mca opal_common_ucx_opal_mem_hooks 0 \
+        -x SHMEM_SYMMETRIC_SIZE=64M "$shmem_prog" $SHMEM_ARGS >"$tag.out" 2>&1
+    echo "mpirun exit $?" >>"$tag.out"
+    ;;
 long)
     mpirun "${opts[@]}" "$mpi_prog" $LONG_ARGS >"$tag.out" 2>&1
     echo "mpirun exit $?" >>"$tag.out"
@@ -265,7 +279,7 @@ for p in $(pgrep -x rvtd); do
     echo "$p|$(taskset -pc "$p")|$(chrt -p "$p" | tr '\n' ' ')" >>"$tag.sched"
 done
 # the agents' own logs, for a failed job
-grep -q '^OK: rvt_mpi_check' "$tag.out" ||
+grep -qE '^OK: rvt_(mpi|shmem)_check' "$tag.out" ||
     for n in 1 2; do "$on" "$n" bash -c 'tail -n 20 /tmp/rvt-*/*.log'; done >"$tag.agentlogs" 2>&1
 touch "$tag.done"
 [ "$kind" = barrier ] && for _ in $(seq 600); do [ -e "$tag.release" ] && break; sleep 0.1; done
@@ -293,15 +307,16 @@ gone() {
     [ -z "$(agents_of "$1")" ]
 }
 
-# verified TAG WHAT: the program of job TAG verified every word
+# verified TAG WHAT [PROGRAM]: the program of job TAG (default
+# rvt_mpi_check) verified every word
 verified() {
-    local tag=$1 what=$2
+    local tag=$1 what=$2 prog=${3:-rvt_mpi_check}
     indent "$tag" <"$work/$tag.out"
-    if grep -q '^OK: rvt_mpi_check' "$work/$tag.out"; then
-        pass "$what: rvt_mpi_check verified every word (job $(cat "$work/$tag.job"))"
+    if grep -q "^OK: $prog" "$work/$tag.out"; then
+        pass "$what: $prog verified every word (job $(cat "$work/$tag.job"))"
     else
         indent "$tag agents" <"$work/$tag.agentlogs" 2>/dev/null
-        fail "$what: rvt_mpi_check did not verify (job $(cat "$work/$tag.job" 2>/dev/null); output above)"
+        fail "$what: $prog did not verify (job $(cat "$work/$tag.job" 2>/dev/null); output above)"
     fi
 }
 
@@ -504,8 +519,19 @@ salloc_job srun ud_verbs,rvt srun
 verified srun "srun --mpi=pmix (no mpirun), UCX_TLS=ud_verbs,rvt, after the cancelled and killed jobs"
 placed srun 0,1
 left_behind srun 20
-rdma_clean "after the last job"
+rdma_clean "after the srun job"
 echo "srun job: $((SECONDS - t)) s"
+
+# 4 ---------------------------------------------------------------------
+# OpenSHMEM as sites run it under Slurm: oshmem (spml ucx) started by
+# mpirun in salloc, over rvt alone; its agents are the prolog's too
+t=$SECONDS
+salloc_job shmem rvt shmem
+verified shmem "OpenSHMEM (spml ucx, mpirun in salloc), UCX_TLS=rvt" rvt_shmem_check
+placed shmem 0,1
+left_behind shmem 20
+rdma_clean "after the OpenSHMEM job"
+echo "OpenSHMEM job: $((SECONDS - t)) s"
 indent "rvt-slurm log" <"$work/rvt-slurm.log"
 
 finish "site jobs"
