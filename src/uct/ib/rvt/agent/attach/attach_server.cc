@@ -199,6 +199,24 @@ attach_events attach_server::run_once(int timeout_ms)
     m_departed.clear(); /* their detached events are acted on */
     m_gate.tick(clock::now());
     watch_all();
+    const bool listener_ready = wait_events(wait_for(timeout_ms));
+
+    /* Service every connection first and only then drop the closed ones:
+     * a leader's siblings are found among all of them. */
+    std::vector<bool> closed(m_conns.size(), false);
+    for (size_t i = 0; i < m_conns.size(); ++i) {
+        closed[i] = !serve(*m_conns[i]);
+    }
+    close_siblings_of_closed(closed);
+    drop_closed(closed);
+    if (listener_ready) {
+        accept_all();
+    }
+    return std::exchange(m_events, {});
+}
+
+int attach_server::wait_for(int timeout_ms) const
+{
     /* wake in time for the earliest request or reply timeout, and the
      * accept gate's retry */
     if (auto retry = m_gate.next_timer()) {
@@ -219,53 +237,55 @@ attach_events attach_server::run_once(int timeout_ms)
             timeout_ms = std::max(0, std::min<int>(timeout_ms, left.count()));
         }
     }
-    const bool listener_ready = wait_events(timeout_ms);
+    return timeout_ms;
+}
 
-    /* Service every connection first and only then drop the closed ones:
-     * a leader's siblings are found among all of them. */
-    std::vector<bool> closed(m_conns.size(), false);
-    for (size_t i = 0; i < m_conns.size(); ++i) {
-        connection &conn  = *m_conns[i];
-        const uint32_t ev = std::exchange(conn.ready, 0);
-        bool open         = !conn.broken;
-        conn.read_in_pass = 0; /* a new pass */
-        if (open && conn.pending() > 0 &&
-            (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-            open = flush(conn);
-        }
-        if (open && !conn.answering && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
-            open = service(conn, m_config.max_socket_read);
-        } else if (open && conn.deferred && m_gate.accepting()) {
-            /* a descriptor may have freed: its request again */
-            conn.deferred = false;
-            open          = answer(conn, conn.buf);
-        }
-        if (!open) {
-            closed[i] = true;
-        } else if (conn.pending() > 0) {
-            closed[i] = timed_out(conn);
-        } else if (conn.answering) {
-            /* all of the answer is sent (or the owner has yet to give it:
-             * its status_request event is out) */
-            closed[i] = !conn.status_owed;
-        } else if (!conn.attached && conn.deferred &&
-                   clock::now() >= conn.accepted + m_config.request_timeout) {
-            closed[i] = !refuse(
-                    conn, wire::attach_status::agent_error,
-                    "the agent has been out of descriptors for " +
-                            std::to_string(m_config.request_timeout.count()) +
-                            " ms (RLIMIT_NOFILE)");
-        } else if (!conn.attached &&
-                   clock::now() >= conn.accepted + m_config.request_timeout) {
-            closed[i] = !refuse(
-                    conn, wire::attach_status::bad_message,
-                    "incomplete attach request after " +
-                            std::to_string(m_config.request_timeout.count()) +
-                            " ms (" + std::to_string(conn.buf.size()) +
-                            " bytes received)");
-        }
+bool attach_server::serve(connection &conn)
+{
+    const uint32_t ev = std::exchange(conn.ready, 0);
+    bool open         = !conn.broken;
+    conn.read_in_pass = 0; /* a new pass */
+    if (open && conn.pending() > 0 && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+        open = flush(conn);
     }
-    std::vector<bool> departed(m_conns.size(), false); /* were attached */
+    if (open && !conn.answering && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+        open = service(conn, m_config.max_socket_read);
+    } else if (open && conn.deferred && m_gate.accepting()) {
+        /* a descriptor may have freed: its request again */
+        conn.deferred = false;
+        open          = answer(conn, conn.buf);
+    }
+    if (!open) {
+        return false;
+    }
+    if (conn.pending() > 0) {
+        return !timed_out(conn);
+    }
+    if (conn.answering) {
+        /* all of the answer is sent (or the owner has yet to give it:
+         * its status_request event is out) */
+        return conn.status_owed;
+    }
+    if (!conn.attached && conn.deferred &&
+        clock::now() >= conn.accepted + m_config.request_timeout) {
+        return refuse(conn, wire::attach_status::agent_error,
+                      "the agent has been out of descriptors for " +
+                              std::to_string(m_config.request_timeout.count()) +
+                              " ms (RLIMIT_NOFILE)");
+    }
+    if (!conn.attached &&
+        clock::now() >= conn.accepted + m_config.request_timeout) {
+        return refuse(conn, wire::attach_status::bad_message,
+                      "incomplete attach request after " +
+                              std::to_string(m_config.request_timeout.count()) +
+                              " ms (" + std::to_string(conn.buf.size()) +
+                              " bytes received)");
+    }
+    return true;
+}
+
+void attach_server::close_siblings_of_closed(std::vector<bool> &closed)
+{
     /* a leader's siblings end with it (attach_server.h) */
     for (size_t i = 0; i < m_conns.size(); ++i) {
         const connection &leader = *m_conns[i];
@@ -285,9 +305,15 @@ attach_events attach_server::run_once(int timeout_ms)
             }
         }
     }
+}
+
+void attach_server::drop_closed(const std::vector<bool> &closed)
+{
+    std::vector<std::unique_ptr<connection>> keep;
     for (size_t i = 0; i < m_conns.size(); ++i) {
         connection &conn = *m_conns[i];
         if (!closed[i]) {
+            keep.push_back(std::move(m_conns[i]));
             continue;
         }
         m_gate.fd_freed();
@@ -301,24 +327,12 @@ attach_events attach_server::run_once(int timeout_ms)
         m_index_used[conn.client.index] = false;
         m_freed_at[conn.client.index]   = clock::now();
         conn.attached                   = false;
-        departed[i]                     = true;
-    }
-    std::vector<std::unique_ptr<connection>> keep;
-    for (size_t i = 0; i < m_conns.size(); ++i) {
-        if (!closed[i]) {
-            keep.push_back(std::move(m_conns[i]));
-        } else if (departed[i]) {
-            /* its client, for its detached event: its socket closes now,
-             * so that its process sees it go */
-            m_conns[i]->sock.reset();
-            m_departed.push_back(std::move(m_conns[i]));
-        }
+        /* its client, for its detached event: its socket closes now, so
+         * that its process sees it go */
+        conn.sock.reset();
+        m_departed.push_back(std::move(m_conns[i]));
     }
     m_conns = std::move(keep);
-    if (listener_ready) {
-        accept_all();
-    }
-    return std::exchange(m_events, {});
 }
 
 void attach_server::watch(connection &conn)
@@ -543,47 +557,103 @@ std::vector<const attached_client *> attach_server::clients() const
     return out;
 }
 
+std::optional<attach_server::attach_refusal>
+attach_server::refusal_of(const connection &conn,
+                          const wire::attach_request &req) const
+{
+    if (conn.peer.uid != m_config.uid) {
+        return attach_refusal{wire::attach_status::wrong_uid,
+                              "uid " + std::to_string(conn.peer.uid) +
+                                      ": this agent serves uid " +
+                                      std::to_string(m_config.uid)};
+    }
+    if (m_config.job_key != req.job_key) {
+        return attach_refusal{wire::attach_status::wrong_job_key,
+                              std::string("job key '") + req.job_key +
+                                      "': this agent serves job '" +
+                                      m_config.job_key + "'"};
+    }
+    if (req.flags & wire::attach_sibling) {
+        std::string why = sibling_error(conn, req);
+        if (!why.empty()) {
+            return attach_refusal{wire::attach_status::bad_sibling, why};
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<uint32_t>
+attach_server::lowest_free_index(clock::time_point now,
+                                 uint32_t &quarantined) const
+{
+    /* the lowest index free for long enough (attach_server.h) */
+    quarantined = 0;
+    for (uint32_t index = 0; index < m_config.max_clients; ++index) {
+        if (m_index_used[index]) {
+            continue;
+        }
+        if (m_generation[index] == 0 ||
+            now - m_freed_at[index] >= m_config.index_quarantine) {
+            return index;
+        }
+        ++quarantined;
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+/* a new client's segment: its header, empty rings, doorbells down */
+void format_segment(shm_mapping &map, const shm_layout &l, uint32_t index)
+{
+    *map.at<shm_header>(0) = l.header(index);
+    ring_init(*map.at<ring_indices>(l.work_offset));
+    ring_init(*map.at<ring_indices>(l.completion_offset));
+    ring_init(*map.at<ring_indices>(l.inbound_offset));
+    auto *bells = map.at<shm_doorbells>(l.doorbell_offset);
+    bells->agent_asleep.store(0, std::memory_order_relaxed);
+    bells->client_asleep.store(0, std::memory_order_relaxed);
+    bells->write_notices.store(0, std::memory_order_relaxed);
+}
+
+} // namespace
+
+wire::attach_reply
+attach_server::accepting_reply(uint32_t index, uint32_t generation) const
+{
+    wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
+                                                "");
+    rep.client_index       = index;
+    rep.client_generation  = imm::wire_generation(generation);
+    rep.pd_handle          = m_grant.pd_handle;
+    rep.reg_mode           = static_cast<uint32_t>(m_grant.mode);
+    rep.driver_id          = m_grant.driver_id;
+    rep.shm_size           = m_config.layout.size;
+    rep.agent_id           = m_grant.agent_id;
+    rep.address            = m_grant.address;
+    rep.num_qps            = m_grant.num_qps;
+    rep.max_am_size        = m_config.layout.caps.slot_size;
+    rep.features           = m_grant.features;
+    rep.path_mtu           = m_grant.path_mtu;
+    return rep;
+}
+
 bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
 {
     auto req = wire::parse_attach_request(msg);
     if (!req) {
         return refuse(conn, wire::attach_status::bad_message, req.error());
     }
-    if (conn.peer.uid != m_config.uid) {
-        return refuse(conn, wire::attach_status::wrong_uid,
-                      "uid " + std::to_string(conn.peer.uid) +
-                              ": this agent serves uid " +
-                              std::to_string(m_config.uid));
-    }
-    if (m_config.job_key != req.value().job_key) {
-        return refuse(conn, wire::attach_status::wrong_job_key,
-                      std::string("job key '") + req.value().job_key +
-                              "': this agent serves job '" + m_config.job_key +
-                              "'");
+    if (auto no = refusal_of(conn, req.value())) {
+        return refuse(conn, no->status, no->reason);
     }
     std::optional<uint32_t> leader;
     if (req.value().flags & wire::attach_sibling) {
-        std::string why = sibling_error(conn, req.value());
-        if (!why.empty()) {
-            return refuse(conn, wire::attach_status::bad_sibling, why);
-        }
         leader = req.value().leader_index;
     }
-    /* the lowest index free for long enough (attach_server.h) */
-    const auto now       = clock::now();
-    uint32_t index       = 0;
     uint32_t quarantined = 0;
-    for (; index < m_config.max_clients; ++index) {
-        if (m_index_used[index]) {
-            continue;
-        }
-        if (m_generation[index] == 0 ||
-            now - m_freed_at[index] >= m_config.index_quarantine) {
-            break;
-        }
-        ++quarantined;
-    }
-    if (index == m_config.max_clients) {
+    const auto free      = lowest_free_index(clock::now(), quarantined);
+    if (!free) {
         return refuse(conn, wire::attach_status::agent_full,
                       "all " + std::to_string(m_config.max_clients) +
                               " client indices are in use (" +
@@ -593,6 +663,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
                                       m_config.index_quarantine.count()) +
                               " ms ago, in quarantine)");
     }
+    const uint32_t index      = *free;
     const uint32_t generation = m_generation[index] + 1;
     /* out of descriptors (the accept took the last one): the request
      * waits, as connections do in the backlog, until one frees ("Bounded
@@ -621,31 +692,9 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
         return refuse(conn, wire::attach_status::agent_error,
                       "eventfd failed: " + errno_text());
     }
-    const shm_layout &l            = m_config.layout;
-    shm_segment segment            = std::move(seg).value();
-    *segment.map.at<shm_header>(0) = l.header(index);
-    ring_init(*segment.map.at<ring_indices>(l.work_offset));
-    ring_init(*segment.map.at<ring_indices>(l.completion_offset));
-    ring_init(*segment.map.at<ring_indices>(l.inbound_offset));
-    auto *bells = segment.map.at<shm_doorbells>(l.doorbell_offset);
-    bells->agent_asleep.store(0, std::memory_order_relaxed);
-    bells->client_asleep.store(0, std::memory_order_relaxed);
-    bells->write_notices.store(0, std::memory_order_relaxed);
-
-    wire::attach_reply rep = wire::make_refusal(wire::attach_status::accepted,
-                                                "");
-    rep.client_index       = index;
-    rep.client_generation  = imm::wire_generation(generation);
-    rep.pd_handle          = m_grant.pd_handle;
-    rep.reg_mode           = static_cast<uint32_t>(m_grant.mode);
-    rep.driver_id          = m_grant.driver_id;
-    rep.shm_size           = m_config.layout.size;
-    rep.agent_id           = m_grant.agent_id;
-    rep.address            = m_grant.address;
-    rep.num_qps            = m_grant.num_qps;
-    rep.max_am_size        = l.caps.slot_size;
-    rep.features           = m_grant.features;
-    rep.path_mtu           = m_grant.path_mtu;
+    shm_segment segment = std::move(seg).value();
+    format_segment(segment.map, m_config.layout, index);
+    const wire::attach_reply rep = accepting_reply(index, generation);
     const int fds[] = {m_grant.cmd_fd, segment.fd.get(), m_grant.agent_wake_fd,
                        wake.get(), m_grant.work_summary_fd};
     auto sent       = send_with_fds(conn.sock.get(),

@@ -343,6 +343,15 @@ private:
     attach_server(attach_config config, device_grant grant, log_fn log,
                   unique_fd listener);
     void accept_all();
+    /* run_once's parts: how long to wait (timeout_ms, or less for the
+     * earliest request or reply timeout and the gate's retry); one
+     * connection's turn (false: close it); the siblings of a closed
+     * leader closed too; the closed dropped, the attached ones' detached
+     * events out. */
+    int wait_for(int timeout_ms) const;
+    bool serve(connection &conn);
+    void close_siblings_of_closed(std::vector<bool> &closed);
+    void drop_closed(const std::vector<bool> &closed);
     /* Reads at most `most` bytes (and one chunk) and acts on whole
      * messages; false: close it. */
     bool service(connection &conn, size_t most);
@@ -367,6 +376,19 @@ private:
     bool timed_out(const connection &conn);
     std::string output_what(const connection &conn) const;
     bool answer(connection &conn, std::span<const std::byte> message);
+    /* answer()'s parts: why a request may not attach (its uid, job key or
+     * leader); the index it would get; the reply that accepts it */
+    struct attach_refusal {
+        wire::attach_status status;
+        std::string reason;
+    };
+    std::optional<attach_refusal>
+    refusal_of(const connection &conn, const wire::attach_request &req) const;
+    std::optional<uint32_t>
+    lowest_free_index(std::chrono::steady_clock::time_point now,
+                      uint32_t &quarantined) const;
+    wire::attach_reply
+    accepting_reply(uint32_t index, uint32_t generation) const;
     bool refuse(connection &conn, wire::attach_status status,
                 const std::string &reason);
     /* Empty if `req` may attach as a sibling of the leader it names. */
