@@ -296,10 +296,9 @@ fi
 step "the brief perf run; beside it at nice 19 make check, UCX 1.22's build, the packages; then two lanes of testbed suites"
 alone=(perf)
 host=(ucx122 ucx122_loading packages)
-lanes_a=(runner selftest integration traffic soak mpi uct_conformance
-    site_jobs)
-lanes_b=(ucx122_plugin ucx122_select ucx122_integration site chaos flood
-    select perftest ucp_conformance)
+lanes_a=(runner integration traffic soak mpi uct_conformance site_jobs)
+lanes_b=(ucx122_plugin ucx122_select ucx122_integration selftest site chaos
+    flood select perftest ucp_conformance)
 rm -f "$logs/make-check.log.rc"
 (
     renice -n 19 "$BASHPID" >/dev/null
