@@ -266,7 +266,7 @@ conformance_leg() {
     rm -f "$out"
     local key refdir=$build/$name-reference cache
     key=$(reference_key "${gtest_line#GTEST=}" "$guest" "$@")
-    cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}/reference/$name-$key
+    cache=$rvt_cache/reference/$name-$key
     rm -rf "$refdir"
     mkdir -p "$refdir"
     if [ "$key" != none ] && [ -z "${RVT_FRESH_REFERENCE:-}" ] &&
@@ -292,6 +292,9 @@ conformance_leg() {
     return $rc
 }
 
+# the cache outside the clone (contrib/run-tests.sh, the testbed runner)
+rvt_cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
+
 # reference_key GTEST GUEST ARG...: a digest of what a conformance suite's
 # reference rows depend on: UCX's gtest program and the stamp of its build
 # (UCX's version, source and flags), the guest script (its cases and how
@@ -304,7 +307,7 @@ reference_key() {
     local gtest=$1 guest=$2 tb
     shift 2
     case " $* " in *" --all "* | *" --every-case "*) echo none; return ;; esac
-    tb=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}/testbed
+    tb=$rvt_cache/testbed
     {
         sha256sum "$gtest" "$(dirname "$gtest")/../../.rvt-gtest" "$guest" \
             "$tb"/kernel/boot/vmlinuz-* "$tb/initramfs.gz" 2>&1 |
