@@ -21,6 +21,14 @@
 # $RVT_CACHE/ucx-src-<libucx0 version>). DEB_BUILD_OPTIONS defaults to
 # "parallel=2"; debian/rules runs no tests (contrib/run-tests.sh does).
 #
+# RVT_DEB_WORKDIR: where the tarball is unpacked and built (default:
+# OUT_DIR; the packages are moved to OUT_DIR either way). The build's
+# path is in every compiler command (dpkg-buildflags' -ffile-prefix-map),
+# so ccache reuses a compile only from a build at the same path: a fixed
+# directory outside the checkout (contrib/run-tests.sh gives one in
+# $RVT_CACHE) lets every clone reuse the last one's. It is locked while
+# in use.
+#
 # Prints the packages' paths last, one a line. Exits 1 on any failure.
 set -euo pipefail
 
@@ -56,14 +64,21 @@ deb_upstream=$(dpkg-parsechangelog -l "$top/contrib/debian/debian/changelog" \
 rm -rf "$out"
 mkdir -p "$out"
 log=$out/build.log
+work=${RVT_DEB_WORKDIR:-$out}
+if [ "$work" != "$out" ]; then
+    mkdir -p "$work"
+    exec 9>"$work.lock"
+    flock 9
+    rm -rf "${work:?}"/*
+fi
 note "make dist in $build"
 make -s -C "$build" dist >"$log" 2>&1 || {
     tail -20 "$log" >&2
     die "make dist failed (log: $log)"
 }
-cp "$build/rvt-$version.tar.gz" "$out/rvt_$version.orig.tar.gz"
-tar -C "$out" -xzf "$out/rvt_$version.orig.tar.gz"
-src=$out/rvt-$version
+cp "$build/rvt-$version.tar.gz" "$work/rvt_$version.orig.tar.gz"
+tar -C "$work" -xzf "$work/rvt_$version.orig.tar.gz"
+src=$work/rvt-$version
 cp -r "$top/contrib/debian/debian" "$src/debian"
 
 note "dpkg-buildpackage in $src (RVT_UCX_SRC=$RVT_UCX_SRC; log: $log)"
@@ -73,6 +88,9 @@ if ! (cd "$src" && DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS:-parallel=2} \
     die "dpkg-buildpackage failed (log: $log)"
 fi
 
+if [ "$work" != "$out" ]; then
+    mv "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo "$out"/
+fi
 changes=$(ls "$out"/rvt_"$version"-*_*.changes)
 note "lintian $changes (output: $out/lintian.txt)"
 lintian_rc=0
