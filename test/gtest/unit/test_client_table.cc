@@ -6,6 +6,7 @@
  */
 #include "uct/ib/rvt/agent/attach/attach_server.h"
 #include "uct/ib/rvt/agent/attach/client_table.h"
+#include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/ring.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
 
@@ -40,10 +41,21 @@ protected:
     alignas(cache_line)
             std::array<work_summary_line, work_summary_words> summary{};
     std::map<uint32_t, std::unique_ptr<client_end>> ends;
+    /* the attach server's part: the index given until it has `generation` */
+    client_indices indices{imm::max_clients, 0ms};
     client_table table{layout, period};
+
+    client_table_test()
+    {
+        table.read_generations_from(indices);
+    }
 
     client_table::client &attach(uint32_t index, uint32_t generation = 1)
     {
+        indices.free(index, t0);
+        while (indices.give(index) < generation) {
+            indices.free(index, t0);
+        }
         auto seg = create_shm_segment("rvt-test-client", layout.size);
         EXPECT_TRUE(seg.ok()) << seg.error();
         auto map = map_shm_segment(seg.value().fd.get(), layout.size);
@@ -54,7 +66,7 @@ protected:
                             0,
                             std::move(map).value(),
                             unique_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-                            generation,
+                            indices.generation(index),
                             {}}});
         ends[index] = std::move(e);
         return table.attach(ends[index]->who);
@@ -180,7 +192,7 @@ TEST_F(client_table_test, an_attach_is_a_fresh_record_visited_at_the_next_pass)
     attach(2);
     EXPECT_EQ(&c, &table[5]);
     EXPECT_TRUE(c.attached);
-    EXPECT_EQ(c.generation, 2u);
+    EXPECT_EQ(table.generation(5), 2u);
     EXPECT_EQ(c.ops, 0u);
     EXPECT_EQ(c.posted, 0u);
     EXPECT_FALSE(c.paused);
@@ -250,7 +262,7 @@ TEST_F(client_table_test, a_detach_forgets_the_index_but_keeps_the_record)
     EXPECT_EQ(table[2].who, nullptr);
     EXPECT_FALSE(table.has_work(2));
     /* what completes of it still finds its generation and posted ops */
-    EXPECT_EQ(table[2].generation, 4u);
+    EXPECT_EQ(table.generation(2), 4u);
     EXPECT_EQ(table[2].posted, 3u);
     EXPECT_EQ(members(table.flush_given()), v{});
     /* its bit (and the scan) visit nobody */

@@ -152,9 +152,7 @@ attach_server::attach_server(attach_config config, device_grant grant,
     m_log(std::move(log)),
     m_listener(std::move(listener)),
     m_gate(m_config.max_unattached, m_config.accept_retry),
-    m_index_used(m_config.max_clients, false),
-    m_generation(m_config.max_clients, 0),
-    m_freed_at(m_config.max_clients)
+    m_indices(m_config.max_clients, m_config.index_quarantine)
 {
 }
 
@@ -324,9 +322,8 @@ void attach_server::drop_closed(const std::vector<bool> &closed)
         m_log("attach server: " + who(conn) + " (index " +
               std::to_string(conn.client.index) + ") is gone");
         m_events.push_back({attach_event_kind::detached, &conn.client});
-        m_index_used[conn.client.index] = false;
-        m_freed_at[conn.client.index]   = clock::now();
-        conn.attached                   = false;
+        m_indices.free(conn.client.index, clock::now());
+        conn.attached = false;
         /* its client, for its detached event: its socket closes now, so
          * that its process sees it go */
         conn.sock.reset();
@@ -582,25 +579,6 @@ attach_server::refusal_of(const connection &conn,
     return std::nullopt;
 }
 
-std::optional<uint32_t>
-attach_server::lowest_free_index(clock::time_point now,
-                                 uint32_t &quarantined) const
-{
-    /* the lowest index free for long enough (attach_server.h) */
-    quarantined = 0;
-    for (uint32_t index = 0; index < m_config.max_clients; ++index) {
-        if (m_index_used[index]) {
-            continue;
-        }
-        if (m_generation[index] == 0 ||
-            now - m_freed_at[index] >= m_config.index_quarantine) {
-            return index;
-        }
-        ++quarantined;
-    }
-    return std::nullopt;
-}
-
 namespace {
 
 /* a new client's segment: its header, empty rings, doorbells down */
@@ -651,20 +629,19 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     if (req.value().flags & wire::attach_sibling) {
         leader = req.value().leader_index;
     }
-    uint32_t quarantined = 0;
-    const auto free      = lowest_free_index(clock::now(), quarantined);
-    if (!free) {
+    const auto free = m_indices.pick(clock::now());
+    if (!free.index) {
         return refuse(conn, wire::attach_status::agent_full,
                       "all " + std::to_string(m_config.max_clients) +
                               " client indices are in use (" +
-                              std::to_string(quarantined) +
+                              std::to_string(free.quarantined) +
                               " of them detached less than " +
                               std::to_string(
                                       m_config.index_quarantine.count()) +
                               " ms ago, in quarantine)");
     }
-    const uint32_t index      = *free;
-    const uint32_t generation = m_generation[index] + 1;
+    const uint32_t index      = *free.index;
+    const uint32_t generation = m_indices.generation(index) + 1;
     /* out of descriptors (the accept took the last one): the request
      * waits, as connections do in the backlog, until one frees ("Bounded
      * intake") */
@@ -704,9 +681,8 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
               " failed: " + sent.error());
         return false;
     }
-    m_index_used[index] = true;
-    m_generation[index] = generation;
-    conn.attached       = true;
+    m_indices.give(index); /* generation, as the reply said */
+    conn.attached = true;
     m_gate.settled();
     conn.client = {index,           conn.peer.pid, std::move(segment.map),
                    std::move(wake), generation,    leader};

@@ -97,6 +97,7 @@
 #define RVT_AGENT_ATTACH_SERVER_H
 
 #include "uct/ib/rvt/agent/attach/accept_gate.h"
+#include "uct/ib/rvt/agent/attach/client_indices.h"
 #include "uct/ib/rvt/agent/device/device_grant.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/result.h"
@@ -333,6 +334,13 @@ public:
     }
     intake_counters intake() const;
 
+    /* Which indices are held, and their generations: the server gives
+     * and frees them, the engine reads generations (client_table). */
+    const client_indices &indices() const
+    {
+        return m_indices;
+    }
+
     size_t attached_count() const;
     std::vector<const attached_client *> clients() const;
     const attached_client *client(uint32_t index) const;
@@ -377,16 +385,13 @@ private:
     std::string output_what(const connection &conn) const;
     bool answer(connection &conn, std::span<const std::byte> message);
     /* answer()'s parts: why a request may not attach (its uid, job key or
-     * leader); the index it would get; the reply that accepts it */
+     * leader); the reply that accepts it */
     struct attach_refusal {
         wire::attach_status status;
         std::string reason;
     };
     std::optional<attach_refusal>
     refusal_of(const connection &conn, const wire::attach_request &req) const;
-    std::optional<uint32_t>
-    lowest_free_index(std::chrono::steady_clock::time_point now,
-                      uint32_t &quarantined) const;
     wire::attach_reply
     accepting_reply(uint32_t index, uint32_t generation) const;
     bool refuse(connection &conn, wire::attach_status status,
@@ -418,10 +423,7 @@ private:
     std::vector<std::unique_ptr<connection>> m_departed;
     uint64_t m_next_ticket = 1; /* status_request tickets */
     attach_events m_events; /* what the current call returns */
-    std::vector<bool> m_index_used;
-    std::vector<uint32_t> m_generation; /* attaches per index */
-    /* when each free index was freed (epoch: never used) */
-    std::vector<std::chrono::steady_clock::time_point> m_freed_at;
+    client_indices m_indices;
 };
 
 } // namespace rvt::agent

@@ -7,6 +7,7 @@
 #include "uct/ib/rvt/common/imm.h"
 
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 namespace rvt::agent {
@@ -22,12 +23,13 @@ client_table::client_table(const shm_layout &layout,
 client_table::client &client_table::attach(const attached_client &a)
 {
     client &c = m_clients[a.index];
-    /* fresh counters; the generation (the attach server's count) tells
+    /* fresh counters; generation(index), the attach server's count, tells
      * completions of an earlier holder of this index apart, and what
      * peers send to one */
-    c            = client{};
-    c.generation = a.generation;
-    c.channel    = std::make_unique<client_channel>(a.shm, m_layout,
+    assert(m_indices && m_indices->held(a.index) &&
+           m_indices->generation(a.index) == a.generation);
+    c         = client{};
+    c.channel = std::make_unique<client_channel>(a.shm, m_layout,
                                                  a.wake_fd.get(), &m_given,
                                                  a.index);
     /* what it posted before it was attached here: at the next pass */

@@ -41,8 +41,9 @@
  *
  * Events -> what happens (i: a client index, c: its record):
  *
- *   attach(a)         c reset (counters zero, not paused), generation and
- *                     who from a; a channel on a's segment, which puts i
+ *   attach(a)         c reset (counters zero, not paused), who from a (a
+ *                     is the holder of i: its generation is
+ *                     generation(i)); a channel on a's segment, which puts i
  *                     in `given` when it is given something; i into
  *                     `again` (what it posted before: next pass) and into
  *                     attached(), sorted; asleep -> the channel is told
@@ -81,6 +82,7 @@
 #define RVT_AGENT_CLIENT_TABLE_H
 
 #include "uct/ib/rvt/agent/attach/client_channel.h"
+#include "uct/ib/rvt/agent/attach/client_indices.h"
 #include "uct/ib/rvt/agent/attach/client_set.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/work_summary.h"
@@ -101,7 +103,6 @@ public:
     /* One client index's record. */
     struct client {
         std::unique_ptr<client_channel> channel;
-        uint32_t generation     = 0;
         bool attached           = false;
         uint64_t ops            = 0;
         uint64_t bytes          = 0;
@@ -127,6 +128,12 @@ public:
     /* `layout`: every client's segment's (the agent's shm_layout). */
     client_table(const shm_layout &layout,
                  std::chrono::microseconds full_scan_period);
+    /* Where the generations are (the attach server's client_indices),
+     * before the first attach. */
+    void read_generations_from(const client_indices &indices)
+    {
+        m_indices = &indices;
+    }
 
     client &operator[](uint32_t index)
     {
@@ -135,6 +142,14 @@ public:
     const client &operator[](uint32_t index) const
     {
         return m_clients[index];
+    }
+    /* The generation at `index` (client_indices): its client's while
+     * attached, its last client's after, until the index is given again;
+     * what tells an op or a message of that client from one of an earlier
+     * or later holder of the index. */
+    uint32_t generation(uint32_t index) const
+    {
+        return m_indices->generation(index);
     }
     /* the attached clients' indices, ascending */
     const std::vector<uint32_t> &attached() const
@@ -194,6 +209,7 @@ private:
 
     shm_layout m_layout;
     std::chrono::microseconds m_full_scan_period;
+    const client_indices *m_indices = nullptr;
     std::vector<client> m_clients; /* by index */
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted */
     client_set m_again; /* work left in their rings last pass */

@@ -113,6 +113,7 @@ wire::agent_address engine::address() const
 void engine::serve(attach_server &server)
 {
     m_server = &server;
+    m_clients.read_generations_from(server.indices());
 }
 
 attach_events engine::serve_clients(int timeout_ms)
@@ -173,7 +174,7 @@ void engine::client_gone(const attached_client &c)
     ++m_totals.clients_gone;
     /* its posted ops still complete; its queued ones are dropped as they
      * come to the front of their lanes (post_lane) */
-    m_mrs.client_gone(c.index, s.generation, s.posted);
+    m_mrs.client_gone(c.index, c.generation, s.posted);
     announce_departure(c);
 }
 

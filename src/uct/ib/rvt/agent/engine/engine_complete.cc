@@ -166,7 +166,7 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         } else if (!m_clients[d->dst_client].attached ||
                    m_clients[d->dst_client].retired) {
             on_stale(*p, d->dst_client, d->generation, true, now);
-        } else if (imm::wire_generation(m_clients[d->dst_client].generation) !=
+        } else if (imm::wire_generation(m_clients.generation(d->dst_client)) !=
                    d->generation) {
             on_stale(*p, d->dst_client, d->generation, false, now);
         } else {

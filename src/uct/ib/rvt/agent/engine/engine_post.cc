@@ -87,7 +87,8 @@ bool engine::admit_work(uint32_t index, client_state &c, const work_request &wr,
  * at once when its peer or destination is gone), and leaves the ring. */
 void engine::queue_work(uint32_t index, client_state &c, const work_request &wr)
 {
-    const uint32_t op_index = m_lanes.alloc(wr, index, c.generation);
+    const uint32_t op_index = m_lanes.alloc(wr, index,
+                                            m_clients.generation(index));
     op_record &op           = m_lanes.op(op_index);
     /* an inline payload (checked: at most a slot) becomes the op's own
      * before the client may reuse the slot */
@@ -176,7 +177,7 @@ void engine::run_ends()
         const op_record &op = m_lanes.op(e.op);
         const bool part     = op.stripe.of != lanes::no_op;
         client_state &c     = m_clients[op.client];
-        const bool same     = c.generation == op.generation;
+        const bool same     = m_clients.generation(op.client) == op.generation;
         if (e.retired) {
             if (!part) {
                 traced(trace_stage::sent, op.client, op.wr.wr_id);
@@ -210,7 +211,7 @@ void engine::run_ends()
 lanes::op_fate engine::fate_of(const op_record &op)
 {
     const client_state &c = m_clients[op.client];
-    if (!c.attached || c.generation != op.generation) {
+    if (!c.attached || m_clients.generation(op.client) != op.generation) {
         return lanes::op_fate::drop; /* its client died */
     }
     if (destination_is_gone(op)) {

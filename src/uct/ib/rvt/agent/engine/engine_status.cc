@@ -267,7 +267,7 @@ std::string engine::check_books() const
         const op_record &op = m_lanes.op(i);
         if (op.in_use && op.client != no_client &&
             op.stripe.of == lanes::no_op &&
-            m_clients[op.client].generation == op.generation) {
+            m_clients.generation(op.client) == op.generation) {
             ++held[op.client];
         }
     }
