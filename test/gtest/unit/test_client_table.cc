@@ -50,7 +50,7 @@ protected:
         table.read_generations_from(indices);
     }
 
-    client_table::client &attach(uint32_t index, uint32_t generation = 1)
+    client_table::client_state &attach(uint32_t index, uint32_t generation = 1)
     {
         indices.free(index, t0);
         while (indices.give(index) < generation) {
@@ -180,7 +180,7 @@ using v = std::vector<uint32_t>;
 /* attach(a) */
 TEST_F(client_table_test, an_attach_is_a_fresh_record_visited_at_the_next_pass)
 {
-    client_table::client &old = attach(5, 1);
+    client_table::client_state &old = attach(5, 1);
     old.ops                   = 9;
     old.paused                = true;
     old.posted                = 2;
@@ -188,7 +188,7 @@ TEST_F(client_table_test, an_attach_is_a_fresh_record_visited_at_the_next_pass)
     settle();
     table.detach(5);
 
-    client_table::client &c = attach(5, 2);
+    client_table::client_state &c = attach(5, 2);
     attach(2);
     EXPECT_EQ(&c, &table[5]);
     EXPECT_TRUE(c.attached);
@@ -303,7 +303,7 @@ TEST_F(client_table_test, a_client_with_work_left_is_visited_next_pass)
     post(3, true);
     post(3, false);
     auto take_one = [&] {
-        return pass(t0, [&](uint32_t i, client_table::client &c) {
+        return pass(t0, [&](uint32_t i, client_table::client_state &c) {
             EXPECT_EQ(i, 3u);
             EXPECT_EQ(&c, &table[3]);
             work_request wr;

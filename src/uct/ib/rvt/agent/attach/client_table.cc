@@ -20,15 +20,15 @@ client_table::client_table(const shm_layout &layout,
 {
 }
 
-client_table::client &client_table::attach(const attached_client &a)
+client_table::client_state &client_table::attach(const attached_client &a)
 {
-    client &c = m_clients[a.index];
+    client_state &c = m_clients[a.index];
     /* fresh counters; generation(index), the attach server's count, tells
      * completions of an earlier holder of this index apart, and what
      * peers send to one */
     assert(m_indices && m_indices->held(a.index) &&
            m_indices->generation(a.index) == a.generation);
-    c         = client{};
+    c         = client_state{};
     c.channel = std::make_unique<client_channel>(a.shm, m_layout,
                                                  a.wake_fd.get(), &m_given,
                                                  a.index);
@@ -47,7 +47,7 @@ client_table::client &client_table::attach(const attached_client &a)
 
 void client_table::retire(uint32_t index)
 {
-    client &c = m_clients[index];
+    client_state &c = m_clients[index];
     if (c.attached) {
         c.retired = true;
     }
@@ -55,7 +55,7 @@ void client_table::retire(uint32_t index)
 
 void client_table::detach(uint32_t index)
 {
-    client &c  = m_clients[index];
+    client_state &c = m_clients[index];
     c.attached = false;
     c.who      = nullptr;
     c.channel.reset();
@@ -88,21 +88,23 @@ client_set client_table::to_visit(time_point now, work_summary_line *summary)
 
 void client_table::publish_given()
 {
-    each_attached(m_given, [](uint32_t, client &c) { c.channel->publish(); });
+    each_attached(m_given,
+                  [](uint32_t, client_state &c) { c.channel->publish(); });
 }
 
 client_set client_table::flush_given()
 {
     client_set given = std::exchange(m_given, {});
-    each_attached(given,
-                  [](uint32_t, client &c) { c.channel->flush_backlog(); });
+    each_attached(given, [](uint32_t, client_state &c) {
+        c.channel->flush_backlog();
+    });
     return given;
 }
 
 void client_table::wake_given(client_set given)
 {
     given.merge(std::exchange(m_given, {}));
-    each_attached(given, [&](uint32_t i, client &c) {
+    each_attached(given, [&](uint32_t i, client_state &c) {
         c.channel->publish_and_wake();
         if (c.channel->backlog() > 0 || c.paused) {
             m_given.insert(i);

@@ -101,7 +101,7 @@ public:
     using time_point = std::chrono::steady_clock::time_point;
 
     /* One client index's record. */
-    struct client {
+    struct client_state {
         std::unique_ptr<client_channel> channel;
         bool attached           = false;
         uint64_t ops            = 0;
@@ -135,11 +135,11 @@ public:
         m_indices = &indices;
     }
 
-    client &operator[](uint32_t index)
+    client_state &operator[](uint32_t index)
     {
         return m_clients[index];
     }
-    const client &operator[](uint32_t index) const
+    const client_state &operator[](uint32_t index) const
     {
         return m_clients[index];
     }
@@ -159,7 +159,7 @@ public:
     /* attached, and work waits in its ring */
     bool has_work(uint32_t index) const
     {
-        const client &c = m_clients[index];
+        const client_state &c = m_clients[index];
         return c.attached && c.channel && c.channel->has_work();
     }
     bool asleep() const
@@ -173,7 +173,7 @@ public:
 
     /* The events (the table above). `a` must stay where it is while
      * attached (the attach server's record). */
-    client &attach(const attached_client &a);
+    client_state &attach(const attached_client &a);
     void retire(uint32_t index);
     void detach(uint32_t index);
 
@@ -210,7 +210,7 @@ private:
     shm_layout m_layout;
     std::chrono::microseconds m_full_scan_period;
     const client_indices *m_indices = nullptr;
-    std::vector<client> m_clients; /* by index */
+    std::vector<client_state> m_clients; /* by index */
     std::vector<uint32_t> m_attached; /* indices of attached clients, sorted */
     client_set m_again; /* work left in their rings last pass */
     client_set m_given; /* to flush, check for pauses and publish */

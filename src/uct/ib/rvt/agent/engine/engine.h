@@ -238,7 +238,7 @@ private:
     using peer = peer_table::peer;
 
     /* a client's record (client_table.h) */
-    using client_state = client_table::client;
+    using client_state = client_table::client_state;
 
     engine(nic &n, const engine_config &cfg, const shm_layout &layout,
            std::unique_ptr<peer_auth> auth, std::string job_key,
