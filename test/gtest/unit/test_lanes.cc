@@ -13,8 +13,6 @@
 namespace rvt::agent {
 namespace {
 
-using fate = lanes::op_fate;
-
 class lanes_test : public ::testing::Test {
 protected:
     static constexpr uint32_t peer = 1;
@@ -27,7 +25,6 @@ protected:
     };
 
     lanes::limits lim{4, 8, 64, {0x1000, 0, 7}};
-    std::map<uint32_t, fate> fates; /* by client; post when absent */
     std::unique_ptr<lanes> l;
 
     void SetUp() override
@@ -37,10 +34,7 @@ protected:
 
     void make()
     {
-        l = std::make_unique<lanes>(lim, [this](const lanes::op_record &op) {
-            auto it = fates.find(op.client);
-            return it == fates.end() ? fate::post : it->second;
-        });
+        l = std::make_unique<lanes>(lim);
         l->add_peer(0);
         l->add_peer(peer);
     }
@@ -60,10 +54,24 @@ protected:
         return wr;
     }
 
-    uint32_t queue(uint32_t client, const work_request &wr)
+    uint32_t
+    queue(uint32_t client, const work_request &wr, uint32_t generation = 3)
     {
-        const uint32_t i = l->alloc(wr, client, 3);
+        const uint32_t i = l->alloc(wr, client, generation);
         l->queue(i);
+        return i;
+    }
+
+    /* a striped write split at the front of its lane, its parts queued
+     * at the front of the others, none posted */
+    uint32_t queue_split(uint32_t client)
+    {
+        const uint32_t i = queue(client,
+                                 write(9, 4 * stripe_align, work_stripe));
+        lanes::chain c;
+        EXPECT_FALSE(l->next_chain(peer, l->op(i).lane, 4, c));
+        EXPECT_TRUE(c.held);
+        EXPECT_EQ(l->op(i).stripe.pending, 3u);
         return i;
     }
 
@@ -347,27 +355,180 @@ TEST_F(lanes_test, an_atomic_ends_with_the_value_it_fetched)
     EXPECT_EQ(ends[0].done.value, 77u);
 }
 
-TEST_F(lanes_test, ops_of_a_gone_client_are_dropped_untold)
+TEST_F(lanes_test, a_departed_clients_queued_ops_are_dropped_untold)
 {
+    const uint32_t posted = queue(2, write(9));
+    auto cs               = post_all();
+    ASSERT_EQ(cs.size(), 1u);
     queue(2, write(9));
-    fates[2] = fate::drop;
-    EXPECT_TRUE(post_all().empty());
+    queue(2, write(8));
+    l->drop_client(2, 3);
     auto ends = take_ends();
-    ASSERT_EQ(ends.size(), 1u);
-    EXPECT_FALSE(ends[0].end.told);
-    EXPECT_FALSE(ends[0].end.retired);
-    EXPECT_EQ(ends[0].op.wr.lkey, 5u) << "what it held is released";
+    ASSERT_EQ(ends.size(), 2u);
+    for (const auto &e : ends) {
+        EXPECT_FALSE(e.end.told);
+        EXPECT_FALSE(e.end.retired);
+        EXPECT_EQ(e.op.wr.lkey, 5u) << "what it held is released";
+    }
+    EXPECT_EQ(l->queued(peer), 0u);
+    EXPECT_TRUE(post_all().empty());
+    complete(cs[0]); /* the posted one completes as it would have */
+    auto done = told();
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(done[0].end.op, posted);
+    EXPECT_TRUE(done[0].end.retired);
+    EXPECT_TRUE(l->holds_nothing(peer));
     books();
 }
 
-TEST_F(lanes_test, ops_for_a_gone_destination_end_peer_failed)
+TEST_F(lanes_test, a_departed_clients_parked_ops_are_dropped_untold)
+{
+    l->pause(peer, 9);
+    queue(2, write(9));
+    queue(2, write(9));
+    l->drop_client(2, 3);
+    auto ends = take_ends();
+    ASSERT_EQ(ends.size(), 2u);
+    for (const auto &e : ends) {
+        EXPECT_FALSE(e.end.told);
+    }
+    EXPECT_EQ(l->parked(peer), 0u);
+    EXPECT_TRUE(l->holds_nothing(peer));
+    l->resume(peer, 9);
+    EXPECT_TRUE(post_all().empty());
+}
+
+TEST_F(lanes_test, a_departed_clients_queued_part_fails_its_op)
+{
+    const uint32_t i = queue_split(2);
+    l->drop_client(2, 3);
+    auto ends = take_ends();
+    ASSERT_EQ(ends.size(), 4u) << "three parts, then their op";
+    for (size_t k = 0; k < 3; ++k) {
+        EXPECT_EQ(ends[k].op.stripe.of, i);
+        EXPECT_FALSE(ends[k].end.told) << "a part tells its op";
+    }
+    EXPECT_EQ(ends[3].end.op, i);
+    EXPECT_TRUE(ends[3].end.told);
+    EXPECT_EQ(ends[3].done.status, uint32_t(completion_status::peer_failed));
+    EXPECT_TRUE(post_all().empty()) << "the held part is never posted";
+    EXPECT_TRUE(l->holds_nothing(peer));
+    books();
+}
+
+TEST_F(lanes_test, a_departed_clients_held_op_is_never_posted)
+{
+    const uint32_t i = queue(2, write(9, 4 * stripe_align, work_stripe));
+    auto cs          = post_all();
+    ASSERT_EQ(cs.size(), 3u) << "the parts are posted, the op held";
+    l->drop_client(2, 3);
+    EXPECT_TRUE(take_ends().empty()) << "its parts are still posted";
+    EXPECT_EQ(l->queued(peer), 1u) << "held at the front of its lane";
+    for (const auto &c : cs) {
+        complete(c);
+    }
+    EXPECT_TRUE(post_all().empty()) << "the held part is never posted";
+    auto ends = take_ends();
+    ASSERT_EQ(ends.size(), 4u);
+    EXPECT_EQ(ends[3].end.op, i);
+    EXPECT_FALSE(ends[3].end.told) << "freed untold, as its client is gone";
+    EXPECT_FALSE(ends[3].end.retired);
+    EXPECT_TRUE(l->holds_nothing(peer));
+    books();
+}
+
+TEST_F(lanes_test, a_departed_destination_fails_its_queued_and_parked_ops)
 {
     queue(2, write(9));
-    fates[2] = fate::fail;
+    l->pause(peer, 9);
+    queue(3, write(9));
+    EXPECT_EQ(l->parked(peer), 1u);
+    EXPECT_EQ(l->fail_destination(peer, 9, 0), 2u);
+    auto ends = told();
+    ASSERT_EQ(ends.size(), 2u);
+    for (const auto &e : ends) {
+        EXPECT_EQ(e.done.status, uint32_t(completion_status::peer_failed));
+        EXPECT_EQ(e.done.wr_id, 1009u);
+        EXPECT_FALSE(e.end.retired);
+    }
+    EXPECT_TRUE(l->holds_nothing(peer));
     EXPECT_TRUE(post_all().empty());
+}
+
+TEST_F(lanes_test, a_departed_destinations_queued_part_fails_its_op)
+{
+    const uint32_t i = queue_split(2);
+    EXPECT_EQ(l->fail_destination(peer, 9, 0), 3u) << "the three parts";
     auto ends = told();
     ASSERT_EQ(ends.size(), 1u);
+    EXPECT_EQ(ends[0].end.op, i);
     EXPECT_EQ(ends[0].done.status, uint32_t(completion_status::peer_failed));
+    EXPECT_TRUE(post_all().empty()) << "the held part is never posted";
+    EXPECT_TRUE(l->holds_nothing(peer));
+    books();
+}
+
+TEST_F(lanes_test, a_departed_destinations_held_op_fails_after_its_parts)
+{
+    const uint32_t i = queue(2, write(9, 4 * stripe_align, work_stripe));
+    auto cs          = post_all();
+    ASSERT_EQ(cs.size(), 3u);
+    EXPECT_EQ(l->fail_destination(peer, 9, 0), 1u) << "the held op";
+    EXPECT_TRUE(told().empty()) << "its parts are still posted";
+    for (const auto &c : cs) {
+        complete(c);
+    }
+    EXPECT_TRUE(post_all().empty()) << "the held part is never posted";
+    auto ends = told();
+    ASSERT_EQ(ends.size(), 1u);
+    EXPECT_EQ(ends[0].end.op, i);
+    EXPECT_EQ(ends[0].done.status, uint32_t(completion_status::peer_failed));
+    EXPECT_TRUE(l->holds_nothing(peer));
+    books();
+}
+
+TEST_F(lanes_test, departures_leave_other_clients_and_destinations_alone)
+{
+    work_request newer   = write(9);
+    newer.dst_generation = 1;
+    work_request there   = write(9);
+    there.peer           = 0;
+    std::set<uint32_t> kept{
+            queue(3, write(8)), /* another client */
+            queue(2, write(8), 4), /* another generation of the client */
+            queue(3, newer), /* another generation of the destination */
+            queue(3, there), /* the same destination at another peer */
+    };
+    const uint32_t gone_client = queue(2, write(8));
+    const uint32_t gone_dst    = queue(3, write(9));
+    l->pause(peer, 9);
+    kept.insert(queue(3, newer)); /* parked */
+    const uint32_t gone_parked = queue(3, write(9));
+    l->queue_control(peer, 0xabc); /* the agent's own: dst (0, 0) */
+    l->drop_client(2, 3);
+    auto ends = take_ends();
+    ASSERT_EQ(ends.size(), 1u);
+    EXPECT_EQ(ends[0].end.op, gone_client);
+    EXPECT_EQ(l->fail_destination(peer, 9, 0), 2u);
+    ends = take_ends();
+    ASSERT_EQ(ends.size(), 2u);
+    EXPECT_EQ(std::set<uint32_t>({ends[0].end.op, ends[1].end.op}),
+              std::set<uint32_t>({gone_dst, gone_parked}));
+    EXPECT_EQ(l->fail_destination(peer, 0, 0), 0u) << "not the agent's own";
+    EXPECT_EQ(l->parked(peer), 1u);
+    l->resume(peer, 9);
+    std::set<uint32_t> posted;
+    size_t control = 0;
+    for (uint32_t i : ops_of(post_all())) {
+        if (l->op(i).client == lanes::no_client) {
+            ++control;
+        } else {
+            posted.insert(i);
+        }
+    }
+    EXPECT_EQ(posted, kept);
+    EXPECT_EQ(control, 1u);
+    books();
 }
 
 TEST_F(lanes_test, a_paused_destination_parks_in_order_and_resumes)

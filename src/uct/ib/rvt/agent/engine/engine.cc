@@ -30,8 +30,7 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_peers({cfg.max_peers, cfg.max_half_open},
             [this](uint32_t index) { return m_lanes.holds_nothing(index); }),
     m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
-             n.control_buffer()},
-            [this](const op_record &op) { return fate_of(op); }),
+             n.control_buffer()}),
     m_clients(layout, cfg.full_scan_period),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
     m_share(resolve(cfg.share, layout.caps.completion), imm::max_clients),
@@ -172,9 +171,12 @@ void engine::client_gone(const attached_client &c)
     m_clients.detach(c.index);
     m_peers.client_gone(c.index);
     ++m_totals.clients_gone;
-    /* its posted ops still complete; its queued ones are dropped as they
-     * come to the front of their lanes (post_lane) */
+    /* its posted ops still complete; its queued and parked ones are
+     * dropped now (lanes::drop_client), before its departure fails what
+     * other clients sent it on this node's own peer */
     m_mrs.client_gone(c.index, c.generation, s.posted);
+    m_lanes.drop_client(c.index, c.generation);
+    run_ends();
     announce_departure(c);
 }
 

@@ -302,10 +302,12 @@ private:
     bool post_chain(peer &p, const lanes::chain &c);
     /* delivers what the lanes ended (lanes::ends) */
     void run_ends();
-    lanes::op_fate fate_of(const op_record &op);
     void post_keepalive(peer &p);
     void set_paused(uint32_t index, bool paused);
     void check_pauses(const client_set &clients);
+    /* queue_work's check: work for a departed destination is refused
+     * unqueued (what was queued before failed at the departure:
+     * destination_gone) */
     bool destination_is_gone(const op_record &op) const
     {
         return m_departures.gone_count() != 0 && op.client != no_client &&

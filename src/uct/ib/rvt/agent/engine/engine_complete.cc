@@ -244,7 +244,9 @@ void engine::tell_gone(peer &p, uint32_t index, uint8_t generation,
 }
 
 /* Peer p's client (index, generation) is gone: our clients that use p
- * hear of it, and work for it fails from now on (post_lane, take_work). */
+ * hear of it, then the work for it that waits in the lanes fails
+ * (lanes::fail_destination), and later work fails as it is taken
+ * (queue_work). */
 void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
                               time_point now)
 {
@@ -265,8 +267,9 @@ void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
             m_clients[i].channel->deliver(m, {});
         }
     }
-    /* what waits in the lanes for it fails as it comes to the front */
-    m_lanes.mark_all(p.index);
+    m_totals.gone_ops_failed += m_lanes.fail_destination(p.index, index,
+                                                         generation);
+    run_ends();
 }
 
 } // namespace rvt::agent

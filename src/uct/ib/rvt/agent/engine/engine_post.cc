@@ -207,20 +207,6 @@ void engine::run_ends()
     m_lanes.clear_ends();
 }
 
-/* What only the engine knows of an op about to be posted. */
-lanes::op_fate engine::fate_of(const op_record &op)
-{
-    const client_state &c = m_clients[op.client];
-    if (!c.attached || m_clients.generation(op.client) != op.generation) {
-        return lanes::op_fate::drop; /* its client died */
-    }
-    if (destination_is_gone(op)) {
-        ++m_totals.gone_ops_failed;
-        return lanes::op_fate::fail;
-    }
-    return lanes::op_fate::post;
-}
-
 /* ---- posting ------------------------------------------------------------ */
 
 void engine::post_ready()

@@ -22,6 +22,22 @@ uint16_t lane_of(uint32_t src_client, uint32_t dst_client, uint32_t lanes)
     return static_cast<uint16_t>(h % lanes);
 }
 
+/* Moves the ops of q that `take` names to `out`; the rest stay, in
+ * order. */
+template<typename Take>
+void take_if(std::deque<uint32_t> &q, Take take, std::vector<uint32_t> &out)
+{
+    std::deque<uint32_t> keep;
+    for (uint32_t i : q) {
+        if (take(i)) {
+            out.push_back(i);
+        } else {
+            keep.push_back(i);
+        }
+    }
+    q.swap(keep);
+}
+
 bool is_atomic_send(const nic_send &s)
 {
     return s.opcode == nic_opcode::atomic_fetch_add ||
@@ -30,8 +46,7 @@ bool is_atomic_send(const nic_send &s)
 
 } // namespace
 
-lanes::lanes(const limits &lim, fate_fn fate) :
-    m_lim(lim), m_fate(std::move(fate))
+lanes::lanes(const limits &lim) : m_lim(lim)
 {
 }
 
@@ -147,6 +162,11 @@ void lanes::part_ended(uint32_t part, completion_status status, uint32_t detail,
         std::erase(m_peers[op.peer].lanes[op.lane].backlog, i);
         mark(op.peer, op.lane); /* what waited behind it */
         end_op(i, op.stripe.status, op.stripe.detail, 0, false);
+    } else if (op.stripe.dropped) {
+        /* its client is gone: never posted, nobody to tell */
+        std::erase(m_peers[op.peer].lanes[op.lane].backlog, i);
+        mark(op.peer, op.lane);
+        free_op(i, false);
     } else {
         mark(op.peer, op.lane); /* its last part, the WRITE WITH IMM */
     }
@@ -261,18 +281,6 @@ bool lanes::next_chain(uint32_t peer, uint16_t lane_index, size_t active,
             break;
         }
         l.backlog.pop_front();
-        const op_fate fate = m_ops[i].client == no_client ? op_fate::post :
-                                                            m_fate(m_ops[i]);
-        if (fate == op_fate::drop && m_ops[i].stripe.of == no_op) {
-            free_op(i, false);
-            continue;
-        }
-        if (fate != op_fate::post) {
-            /* a dropped part fails its op, which would wait for it for
-             * ever, holding its lane */
-            end_op(i, completion_status::peer_failed, 0, 0, false);
-            continue;
-        }
         if (wants_stripe(m_ops[i], active)) {
             l.backlog.push_front(i); /* held there */
             split(i);
@@ -283,7 +291,7 @@ bool lanes::next_chain(uint32_t peer, uint16_t lane_index, size_t active,
         c.ops[c.n++] = i;
     }
     if (c.n == 0) {
-        /* out of credits, only dead clients' ops, or held */
+        /* out of credits, or held */
         if (!c.held && !l.backlog.empty() && m_cq_used >= m_lim.cq_budget) {
             wait_for_cq(peer, lane_index);
         }
@@ -558,6 +566,94 @@ void lanes::fail_backlog(uint32_t peer, completion_status why)
             end_op(i, why, 0, 0, false);
         }
     }
+}
+
+/* ---- departures ------------------------------------------------------ */
+
+/* What next_chain did when it found such an op at the front, done at
+ * once: a whole op is freed untold; a part ends peer_failed, since its op
+ * would otherwise wait for it for ever, holding its lane. An op held for
+ * its parts is not posted once they have ended (stripe.dropped). */
+void lanes::drop_client(uint32_t client, uint32_t generation)
+{
+    const auto of = [&](uint32_t i) {
+        return m_ops[i].client == client && m_ops[i].generation == generation;
+    };
+    std::vector<uint32_t> out;
+    for (peer_lanes &p : m_peers) {
+        for (auto it = p.parked.begin(); it != p.parked.end();) {
+            take_if(it->second, of, out);
+            it = it->second.empty() ? p.parked.erase(it) : std::next(it);
+        }
+        for (lane &l : p.lanes) {
+            for (uint32_t i : l.backlog) {
+                if (of(i) && m_ops[i].stripe.pending > 0) {
+                    m_ops[i].stripe.dropped = true; /* held */
+                }
+            }
+            take_if(
+                    l.backlog,
+                    [&](uint32_t i) {
+                        return of(i) && m_ops[i].stripe.pending == 0;
+                    },
+                    out);
+        }
+    }
+    for (uint32_t i : out) {
+        if (m_ops[i].stripe.of == no_op) {
+            free_op(i, false);
+        } else {
+            end_op(i, completion_status::peer_failed, 0, 0, false);
+        }
+    }
+}
+
+/* Ends peer_failed what waits for (dst_client, dst_generation) at peer;
+ * an op held for its parts fails once they have ended. */
+size_t lanes::fail_destination(uint32_t peer, uint32_t dst_client,
+                               uint8_t dst_generation)
+{
+    peer_lanes &p = m_peers[peer];
+    const auto of = [&](uint32_t i) {
+        const op_record &op = m_ops[i];
+        return op.client != no_client && op.wr.dst_client == dst_client &&
+               op.wr.dst_generation == dst_generation;
+    };
+    std::vector<uint32_t> out;
+    std::vector<uint32_t> held;
+    if (auto it = p.parked.find(dst_client); it != p.parked.end()) {
+        take_if(it->second, of, out);
+        if (it->second.empty()) {
+            p.parked.erase(it);
+        }
+    }
+    for (lane &l : p.lanes) {
+        for (uint32_t i : l.backlog) {
+            if (of(i) && m_ops[i].stripe.pending > 0) {
+                held.push_back(i);
+            }
+        }
+        take_if(
+                l.backlog,
+                [&](uint32_t i) {
+                    return of(i) && m_ops[i].stripe.pending == 0;
+                },
+                out);
+    }
+    size_t n = out.size();
+    for (uint32_t i : out) {
+        end_op(i, completion_status::peer_failed, 0, 0, false);
+    }
+    for (uint32_t i : held) {
+        stripe_state &s = m_ops[i].stripe;
+        /* still held, and none of its parts failed it above */
+        if (m_ops[i].in_use && s.pending > 0 &&
+            s.status == completion_status::success) {
+            s.note(completion_status::peer_failed, 0);
+            ++n;
+        }
+    }
+    return n;
 }
 
 /* ---- back-pressure ----------------------------------------------------- */

@@ -8,10 +8,12 @@
  * This is a pure state machine, as peer_connection and mr_registry are: no
  * nic, no clock, no client. Ops and completions go in; chains of WRs to
  * post and the ends of ops (op_end: a completion owed to a client, and
- * what the op held, to release: ends()) come out. The engine decides what only it
- * knows (whether a peer is connected and with how many lanes, whether an
- * op's client or destination is gone: op_fate), posts the chains and
- * delivers the ends; the walk of a put is engine -> lanes -> nic.
+ * what the op held, to release: ends()) come out. The engine tells it
+ * what only the engine knows, when it learns it (whether a peer is
+ * connected and with how many lanes, which clients and destinations are
+ * gone: drop_client, fail_destination), posts the chains and delivers
+ * the ends; lanes asks the engine nothing. The walk of a put is engine ->
+ * lanes -> nic.
  *
  * What holds:
  *   - an op record is in exactly one place: a lane's backlog, a lane's
@@ -20,7 +22,10 @@
  *   - a lane has at most sq_depth WRs in flight; all lanes together at
  *     most cq_budget (the CQ never overflows);
  *   - a peer's posted count is the sum of its lanes' in-flight lists;
- *   - an op ends once: one op_end, after every part of it has ended.
+ *   - an op ends once: one op_end, after every part of it has ended;
+ *   - after drop_client(c, g) no op of (c, g) is parked or queued, and
+ *     after fail_destination(p, d, g) none of p's for (d, g) is, but for
+ *     an op held for its parts, which is never posted.
  *
  * Events -> what happens (p: a peer, l: a lane, d: a destination client):
  *
@@ -32,8 +37,6 @@
  *   next_chain(p, l)  up to max_chain WRs from the front of l's backlog,
  *                     within l's SQ credit and the CQ credit:
  *                     front op held (parts out) -> stop (held)
- *                     fate drop -> freed, no completion (a part: its op
- *                       fails, peer_failed); fate fail -> ends peer_failed
  *                     wants a stripe (work_stripe, >= 2 stripe_align,
  *                       unfenced, K > 1 and K lanes active) -> split: the
  *                       other parts to the FRONT of the other lanes
@@ -53,6 +56,21 @@
  *                     for CQ credit) l joins the line behind them
  *   give_up(p, l)     every WR in flight on l retires as flushed
  *   fail_backlog(p)   every parked and queued op of p ends with `why`
+ *   drop_client(c, g) client c of generation g is gone: every parked and
+ *                     queued op of (c, g), of any peer: an op -> freed,
+ *                     no completion (nobody to tell); a part -> ends
+ *                     peer_failed, so its op fails; an op held for its
+ *                     parts stays held and, when they have ended, ends
+ *                     failed if one failed, else is freed, no completion,
+ *                     never posted. Posted WRs complete as they would
+ *   fail_destination(p, d, g)
+ *                     p's client d of generation g is gone: every parked
+ *                     and queued op of p for (d, g) ends peer_failed (a
+ *                     part: so does its op); an op held for its parts
+ *                     ends peer_failed once they have ended (unless one
+ *                     failed first: its failure). Answer: how many ops
+ *                     and parts were so ended or held to fail (the engine
+ *                     refuses later ops for (d, g) before queueing them)
  *   pause(p, d)       later ops for d park
  *   resume(p, d)      d's parked ops go to the back of their lanes, in order
  *   forget_pauses(p)  every destination of p resumed (a new connection)
@@ -88,10 +106,11 @@
  * while a part is still posted: the client may then deregister the
  * buffer. A part that fails fails the op once the others have ended,
  * without posting the held last part; parts flushed, given up by the
- * watchdog, dropped for a departed destination or failed with their
- * peer's backlog end the same way. Each part is an op_end of its own
- * (part: the client's MR is held by each, and each counts in the
- * client's posted ops, so a dead client's MRs wait for its parts too).
+ * watchdog, dropped for a departed client, failed for a departed
+ * destination or failed with their peer's backlog end the same way. Each
+ * part is an op_end of its own (part: the client's MR is held by each,
+ * and each counts in the client's posted ops, so a dead client's MRs wait
+ * for its parts too).
  * The cost: another endpoint's ops behind a held op on its lane wait for
  * the op's other parts (about 1/K of its transfer), and the other parts
  * may land before ops the same endpoint posted earlier on its own lane
@@ -111,7 +130,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -135,7 +153,10 @@ public:
         bool split       = false; /* the op: its wr is now its last part */
         /* the op was ended (with its peer's backlog) while parts were
          * pending: its end waits for them */
-        bool ended            = false;
+        bool ended = false;
+        /* the op's client left while parts were pending: it is never
+         * posted (part_ended frees it untold if they all succeed) */
+        bool dropped          = false;
         uint32_t whole_length = 0; /* the op's length before the split */
         /* the first failure among its parts (success: none yet) */
         completion_status status = completion_status::success;
@@ -178,14 +199,6 @@ public:
         uint64_t value           = 0; /* an atomic's fetched word */
     };
 
-    /* What the engine says of an op about to be posted. */
-    enum class op_fate : uint8_t {
-        post,
-        drop, /* its client is gone: nobody to tell */
-        fail, /* its destination is gone: ends peer_failed */
-    };
-    using fate_fn = std::function<op_fate(const op_record &)>;
-
     struct chain {
         uint32_t peer = 0;
         uint16_t lane = 0;
@@ -225,7 +238,7 @@ public:
         uint64_t stripe_parts = 0; /* all K of each */
     };
 
-    lanes(const limits &lim, fate_fn fate);
+    explicit lanes(const limits &lim);
 
     /* A peer's lanes, empty (a new peer, or a recycled entry's index). */
     void add_peer(uint32_t peer);
@@ -269,6 +282,12 @@ public:
                          uint32_t detail, uint64_t value);
     size_t give_up(uint32_t peer, uint16_t lane_index, uint32_t vendor_flushed);
     void fail_backlog(uint32_t peer, completion_status why);
+
+    /* Departures: what waits for a client, or for a destination, that is
+     * gone (the events drop_client and fail_destination above). */
+    void drop_client(uint32_t client, uint32_t generation);
+    size_t fail_destination(uint32_t peer, uint32_t dst_client,
+                            uint8_t dst_generation);
 
     /* Back-pressure. */
     void pause(uint32_t peer, uint32_t dst);
@@ -352,7 +371,6 @@ private:
     void signal(lane &l, std::span<nic_send> sends);
 
     limits m_lim;
-    fate_fn m_fate;
     std::vector<op_record> m_ops;
     std::vector<uint32_t> m_free; /* records free for alloc() */
     /* per op record, how often it was allocated: the `use` of its wr_ids
