@@ -12,6 +12,7 @@
  * rvt-status --help and rvt-status(1) come from the option table below.
  */
 #include "uct/ib/rvt/agent/attach/locate.h"
+#include "uct/ib/rvt/agent/device/device.h"
 #include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/tools/usage.h"
 
@@ -102,8 +103,10 @@ int main(int argc, char **argv)
     }
     auto &socket = opt.socket;
     if (socket.empty()) {
-        auto loc = rvt::agent::locate(opt.device, static_cast<int>(opt.port),
-                                      opt.job_key);
+        auto loc = rvt::agent::locate(opt.device.empty() ?
+                                              rvt::agent::first_device() :
+                                              opt.device,
+                                      static_cast<int>(opt.port), opt.job_key);
         if (!loc) {
             std::fprintf(stderr, "rvt-status: %s\n", loc.error().c_str());
             return 1;

@@ -3,23 +3,9 @@
 #include "uct/ib/rvt/common/job_key.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 
-#include <infiniband/verbs.h>
 #include <unistd.h>
 
 namespace rvt::agent {
-
-std::string first_device()
-{
-    int n             = 0;
-    ibv_device **list = ibv_get_device_list(&n);
-    std::string name  = (list != nullptr && n > 0) ?
-                                ibv_get_device_name(list[0]) :
-                                "";
-    if (list != nullptr) {
-        ibv_free_device_list(list);
-    }
-    return name;
-}
 
 result<agent_location>
 locate(const std::string &device, int port, const std::string &job_key)
@@ -38,11 +24,8 @@ locate(const std::string &device, int port, const std::string &job_key)
         return failure{"--job-key: " + err};
     }
     if (loc.device.empty()) {
-        loc.device = first_device();
-        if (loc.device.empty()) {
-            return failure{"no RDMA device found (and none named with "
-                           "--device)"};
-        }
+        return failure{"no RDMA device found (and none named with "
+                       "--device)"};
     }
     auto dir = user_runtime_dir(env, uid);
     if (!dir) {

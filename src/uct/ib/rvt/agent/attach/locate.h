@@ -22,11 +22,8 @@ struct agent_location {
     agent_paths paths;
 };
 
-/* The first RDMA device's name (what rvtd serves without --device), or
- * empty when there is none. */
-std::string first_device();
-
-/* Empty `device` or `job_key` mean: find one. */
+/* An empty `job_key` means: find one. `device`: the one named, else
+ * first_device() (device/device.h); empty: there is none. */
 result<agent_location>
 locate(const std::string &device, int port, const std::string &job_key);
 

@@ -66,6 +66,19 @@ result<int> pick_gid(ibv_context *ctx, uint8_t port, int table_len, int wanted)
 
 } // namespace
 
+std::string first_device()
+{
+    int n             = 0;
+    ibv_device **list = ibv_get_device_list(&n);
+    std::string name  = (list != nullptr && n > 0) ?
+                                ibv_get_device_name(list[0]) :
+                                "";
+    if (list != nullptr) {
+        ibv_free_device_list(list);
+    }
+    return name;
+}
+
 result<done> check_transport(ibv_transport_type transport)
 {
     switch (transport) {

@@ -23,6 +23,10 @@ namespace rvt::agent {
  * WRITE WITH IMMEDIATE, the active messages' SEND WITH IMMEDIATE). */
 result<done> check_transport(ibv_transport_type transport);
 
+/* The first RDMA device's name (what rvtd serves without --device), or
+ * empty when there is none. */
+std::string first_device();
+
 class device {
 public:
     /* Opens `name` and checks its transport (check_transport) and that
