@@ -251,7 +251,7 @@ void run_bw(const options &o, int peer, size_t size)
     check_window(bufs, size, 1);
     if (my_rank == 0) {
         const double t = median(times);
-        std::printf("bw %zu MBps %.2f window %zu windows %zu\n", size,
+        std::printf("bw %zu MBps %.4g window %zu windows %zu\n", size,
                     t > 0 ? static_cast<double>(n * size) / t / 1e6 : 0, n,
                     windows);
         std::fflush(stdout);
