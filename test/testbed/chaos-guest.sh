@@ -6,8 +6,10 @@
 #   A. 3 nodes x 4 processes of rvt_chaos_client trade rounds (writes
 #      with immediate and AMs with every other process, each one verified
 #      on arrival: test/gtest/integration/chaos_runner.h says how) while
-#      the driver injects faults for TRAFFIC_SECONDS, then stops them (a
-#      file they look for). The faults come one at a time, 1-3 s apart,
+#      the driver injects faults for TRAFFIC_SECONDS and until each kind
+#      has come once (a slow guest can reach the end before its turn: for
+#      at most TRAFFIC_SECONDS more), then stops them (a file they look
+#      for). The faults come one at a time, 1-3 s apart,
 #      their kinds in shuffled turns (each kind once in every 3):
 #        kill  SIGKILL a traffic process that has run 5 s or more, and
 #              start its replacement (same ID, next incarnation, a new
@@ -306,12 +308,12 @@ baseline_take 1 2 3
 
 mkdir -p "$work/a"
 # The processes run until the driver's stop ($work/a/stop): TRAFFIC_SECONDS
-# of faults from the moment all have published their cards (T_START at
+# of faults, twice that at most, from the moment all have published their cards (T_START at
 # most), then until the last replacement has published its own and the
 # others have had time to read it. Their deadline (--until) is only the
 # bound on that, in case the driver never said stop.
 T_START=60
-deadline=$(($(date +%s) + T_START + traffic_secs + 120))
+deadline=$(($(date +%s) + T_START + 2 * traffic_secs + 120))
 declare -a inc started wrapper
 declare -A fate # "ID.INC" -> killed or final
 # start_client ID INC: a chaos process; its pid goes to a file (the shell
@@ -433,9 +435,18 @@ fault_stop() {
 section "chaos A: faults for $traffic_secs s"
 phase_t0=$SECONDS
 faults_end=$((SECONDS + traffic_secs))
+faults_last=$((SECONDS + 2 * traffic_secs))
+# done_yet: the time is up, and each kind has come (or the extra time is
+# up too: the verdict below says which kind did not come)
+done_yet() {
+    [ $SECONDS -ge $faults_end ] &&
+        { [ $SECONDS -ge $faults_last ] ||
+            { [ "${faults[kill]}" -gt 0 ] && [ "${faults[link]}" -gt 0 ] &&
+                [ $((faults[stop_client] + faults[stop_agent])) -gt 0 ]; }; }
+}
 while :; do
     rnd 3; sleep $((r + 1))
-    [ $SECONDS -lt $faults_end ] || break
+    ! done_yet || break
     next_kind kill link stop
     case $kind in
     kill) fault_kill || fault_link 3 ;;
