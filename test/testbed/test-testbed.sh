@@ -102,6 +102,27 @@ echo h >"$d/guest.sh"; [ "$(k g1)" != "$k2" ] && echo new script
 k --all
 rm -rf "$d"
 EOF
+# ... and with what the initramfs holds, not with its archive's bytes: the
+# testbed builds it again in each fresh clone, with new mtimes inside
+lib_expect "lib.sh: reference_key follows what the initramfs holds, not its mtimes" 0 \
+    $'same after a rebuild\nnew contents' <<'EOF'
+d=$(mktemp -d); mkdir -p "$d/test/gtest" "$d/cache/testbed/kernel/boot"
+echo a >"$d/test/gtest/gtest"; echo s >"$d/.rvt-gtest"; echo g >"$d/guest.sh"
+echo k >"$d/cache/testbed/kernel/boot/vmlinuz-1"
+rvt_cache=$d/cache
+pack() { # pack INIT: an initramfs holding /init, with new mtimes
+    rm -rf "$d/ir"; mkdir -p "$d/ir/bin"; echo "$1" >"$d/ir/init"
+    touch -d "@$((RANDOM + 1000))" "$d/ir" "$d/ir/bin" "$d/ir/init"
+    (cd "$d/ir" && find . | cpio -o -H newc --quiet | gzip -1) \
+        >"$d/cache/testbed/initramfs.gz"
+}
+k() { reference_key "$d/test/gtest/gtest" "$d/guest.sh" g1; }
+pack one; k0=$(k); b0=$(sha256sum <"$d/cache/testbed/initramfs.gz")
+pack one; b1=$(sha256sum <"$d/cache/testbed/initramfs.gz")
+[ "$b0" != "$b1" ] && [ "$(k)" = "$k0" ] && echo same after a rebuild
+pack two; [ "$(k)" != "$k0" ] && echo new contents
+rm -rf "$d"
+EOF
 chaos_out=$(test/testbed/chaos.sh --qp-timeout 40 /nonexistent 2>&1)
 chaos_rc=$?
 if [ "$chaos_rc" = 2 ] &&
