@@ -570,6 +570,32 @@ void lanes::fail_backlog(uint32_t peer, completion_status why)
 
 /* ---- departures ------------------------------------------------------ */
 
+/* The parked and queued ops of p that `of` names, taken out in order
+ * into `out`; an op held at the front of its lane for its parts (which
+ * next_chain does not take either) stays there and goes into `held`. */
+template<typename Of>
+void lanes::take_waiting(peer_lanes &p, Of of, std::vector<uint32_t> &out,
+                         std::vector<uint32_t> &held)
+{
+    for (auto it = p.parked.begin(); it != p.parked.end();) {
+        take_if(it->second, of, out);
+        it = it->second.empty() ? p.parked.erase(it) : std::next(it);
+    }
+    for (lane &l : p.lanes) {
+        for (uint32_t i : l.backlog) {
+            if (of(i) && m_ops[i].stripe.pending > 0) {
+                held.push_back(i);
+            }
+        }
+        take_if(
+                l.backlog,
+                [&](uint32_t i) {
+                    return of(i) && m_ops[i].stripe.pending == 0;
+                },
+                out);
+    }
+}
+
 /* What next_chain did when it found such an op at the front, done at
  * once: a whole op is freed untold; a part ends peer_failed, since its op
  * would otherwise wait for it for ever, holding its lane. An op held for
@@ -580,24 +606,12 @@ void lanes::drop_client(uint32_t client, uint32_t generation)
         return m_ops[i].client == client && m_ops[i].generation == generation;
     };
     std::vector<uint32_t> out;
+    std::vector<uint32_t> held;
     for (peer_lanes &p : m_peers) {
-        for (auto it = p.parked.begin(); it != p.parked.end();) {
-            take_if(it->second, of, out);
-            it = it->second.empty() ? p.parked.erase(it) : std::next(it);
-        }
-        for (lane &l : p.lanes) {
-            for (uint32_t i : l.backlog) {
-                if (of(i) && m_ops[i].stripe.pending > 0) {
-                    m_ops[i].stripe.dropped = true; /* held */
-                }
-            }
-            take_if(
-                    l.backlog,
-                    [&](uint32_t i) {
-                        return of(i) && m_ops[i].stripe.pending == 0;
-                    },
-                    out);
-        }
+        take_waiting(p, of, out, held);
+    }
+    for (uint32_t i : held) {
+        m_ops[i].stripe.dropped = true;
     }
     for (uint32_t i : out) {
         if (m_ops[i].stripe.of == no_op) {
@@ -613,7 +627,6 @@ void lanes::drop_client(uint32_t client, uint32_t generation)
 size_t lanes::fail_destination(uint32_t peer, uint32_t dst_client,
                                uint8_t dst_generation)
 {
-    peer_lanes &p = m_peers[peer];
     const auto of = [&](uint32_t i) {
         const op_record &op = m_ops[i];
         return op.client != no_client && op.wr.dst_client == dst_client &&
@@ -621,25 +634,7 @@ size_t lanes::fail_destination(uint32_t peer, uint32_t dst_client,
     };
     std::vector<uint32_t> out;
     std::vector<uint32_t> held;
-    if (auto it = p.parked.find(dst_client); it != p.parked.end()) {
-        take_if(it->second, of, out);
-        if (it->second.empty()) {
-            p.parked.erase(it);
-        }
-    }
-    for (lane &l : p.lanes) {
-        for (uint32_t i : l.backlog) {
-            if (of(i) && m_ops[i].stripe.pending > 0) {
-                held.push_back(i);
-            }
-        }
-        take_if(
-                l.backlog,
-                [&](uint32_t i) {
-                    return of(i) && m_ops[i].stripe.pending == 0;
-                },
-                out);
-    }
+    take_waiting(m_peers[peer], of, out, held);
     size_t n = out.size();
     for (uint32_t i : out) {
         end_op(i, completion_status::peer_failed, 0, 0, false);

@@ -355,6 +355,11 @@ private:
     };
 
     uint32_t alloc_control(uint32_t peer, uint32_t immediate);
+    /* drop_client's and fail_destination's look through a peer's waiting
+     * ops (lanes.cc) */
+    template<typename Of>
+    void take_waiting(peer_lanes &p, Of of, std::vector<uint32_t> &out,
+                      std::vector<uint32_t> &held);
     void free_op(uint32_t i, bool retired, bool told = false,
                  completion_status status = completion_status::success,
                  uint32_t detail = 0, uint64_t value = 0);
