@@ -33,6 +33,7 @@ TEST(client_indices, give_holds_the_index_and_counts_its_generation)
 {
     client_indices ix(4, 0ms);
     EXPECT_EQ(ix.generation(3), 0u);
+    EXPECT_EQ(ix.next_generation(3), 1u);
     EXPECT_FALSE(ix.held(3));
     EXPECT_EQ(ix.give(3), 1u);
     EXPECT_TRUE(ix.held(3));

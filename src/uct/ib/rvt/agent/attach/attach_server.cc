@@ -641,7 +641,7 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
                               " ms ago, in quarantine)");
     }
     const uint32_t index      = *free.index;
-    const uint32_t generation = m_indices.generation(index) + 1;
+    const uint32_t generation = m_indices.next_generation(index);
     /* out of descriptors (the accept took the last one): the request
      * waits, as connections do in the backlog, until one frees ("Bounded
      * intake") */

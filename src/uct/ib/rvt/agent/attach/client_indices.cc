@@ -30,9 +30,10 @@ client_indices::pick_result client_indices::pick(time_point now) const
 
 uint32_t client_indices::give(uint32_t index)
 {
-    slot &s = m_slots[index];
-    s.held  = true;
-    return ++s.generation;
+    slot &s      = m_slots[index];
+    s.held       = true;
+    s.generation = next_generation(index);
+    return s.generation;
 }
 
 void client_indices::free(uint32_t index, time_point now)

@@ -20,7 +20,7 @@
  *   pick(now)   the lowest index that is not held and was never given or
  *               freed at least `quarantine` before now; none when there is
  *               none, with how many free ones are still in quarantine
- *   give(i)     i held, generation(i)+1 (returned)
+ *   give(i)     i held, its generation next_generation(i) (returned)
  *   free(i, t)  i not held, freed at t; not held -> nothing
  */
 #ifndef RVT_AGENT_CLIENT_INDICES_H
@@ -54,6 +54,12 @@ public:
     uint32_t generation(uint32_t index) const
     {
         return m_slots[index].generation;
+    }
+    /* what give(index) will make its generation (the attach reply says
+     * it before the give) */
+    uint32_t next_generation(uint32_t index) const
+    {
+        return m_slots[index].generation + 1;
     }
     uint32_t count() const
     {
