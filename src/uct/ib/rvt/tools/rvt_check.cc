@@ -819,8 +819,7 @@ int main(int argc, char **argv)
                      opt.listen, opt.peer.c_str());
         return 2;
     }
-    const std::string device = opt.device.empty() ? agent::first_device() :
-                                                    opt.device;
+    const std::string device = agent::named_or_first_device(opt.device);
     report r;
     check_auth(r, opt);
     if (check_port(r, device, static_cast<uint8_t>(opt.port))) {

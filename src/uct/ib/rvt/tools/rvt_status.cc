@@ -103,9 +103,8 @@ int main(int argc, char **argv)
     }
     auto &socket = opt.socket;
     if (socket.empty()) {
-        auto loc = rvt::agent::locate(opt.device.empty() ?
-                                              rvt::agent::first_device() :
-                                              opt.device,
+        auto loc = rvt::agent::locate(rvt::agent::named_or_first_device(
+                                              opt.device),
                                       static_cast<int>(opt.port), opt.job_key);
         if (!loc) {
             std::fprintf(stderr, "rvt-status: %s\n", loc.error().c_str());

@@ -661,8 +661,7 @@ int serve_until_done(const options &opt, const agent_parts &a)
 
 int run(const options &opt)
 {
-    auto loc = agent::locate(opt.device.empty() ? agent::first_device() :
-                                                  opt.device,
+    auto loc = agent::locate(agent::named_or_first_device(opt.device),
                              static_cast<int>(opt.port), opt.job_key);
     if (!loc) {
         log_line(loc.error());

@@ -22,8 +22,8 @@ struct agent_location {
     agent_paths paths;
 };
 
-/* An empty `job_key` means: find one. `device`: the one named, else
- * first_device() (device/device.h); empty: there is none. */
+/* An empty `job_key` means: find one. `device`: the one to serve
+ * (named_or_first_device, device/device.h); empty: there is none. */
 result<agent_location>
 locate(const std::string &device, int port, const std::string &job_key);
 

@@ -66,8 +66,11 @@ result<int> pick_gid(ibv_context *ctx, uint8_t port, int table_len, int wanted)
 
 } // namespace
 
-std::string first_device()
+std::string named_or_first_device(const std::string &named)
 {
+    if (!named.empty()) {
+        return named;
+    }
     int n             = 0;
     ibv_device **list = ibv_get_device_list(&n);
     std::string name  = (list != nullptr && n > 0) ?

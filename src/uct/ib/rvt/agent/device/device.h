@@ -23,9 +23,9 @@ namespace rvt::agent {
  * WRITE WITH IMMEDIATE, the active messages' SEND WITH IMMEDIATE). */
 result<done> check_transport(ibv_transport_type transport);
 
-/* The first RDMA device's name (what rvtd serves without --device), or
- * empty when there is none. */
-std::string first_device();
+/* The device a tool serves or checks: `named` (its --device), else the
+ * first RDMA device's name; empty when none is named and there is none. */
+std::string named_or_first_device(const std::string &named);
 
 class device {
 public:
