@@ -436,13 +436,17 @@ section "chaos A: faults for $traffic_secs s"
 phase_t0=$SECONDS
 faults_end=$((SECONDS + traffic_secs))
 faults_last=$((SECONDS + 2 * traffic_secs))
+# every_kind_came: a kill, a link flap and a stop (of a process or an
+# agent) have each come at least once
+every_kind_came() {
+    [ "${faults[kill]}" -gt 0 ] && [ "${faults[link]}" -gt 0 ] &&
+        [ $((faults[stop_client] + faults[stop_agent])) -gt 0 ]
+}
 # done_yet: the time is up, and each kind has come (or the extra time is
 # up too: the verdict below says which kind did not come)
 done_yet() {
     [ $SECONDS -ge $faults_end ] &&
-        { [ $SECONDS -ge $faults_last ] ||
-            { [ "${faults[kill]}" -gt 0 ] && [ "${faults[link]}" -gt 0 ] &&
-                [ $((faults[stop_client] + faults[stop_agent])) -gt 0 ]; }; }
+        { [ $SECONDS -ge $faults_last ] || every_kind_came; }
 }
 while :; do
     rnd 3; sleep $((r + 1))
@@ -529,8 +533,7 @@ cat "$work"/a/out.* | grep -E 'BAD ARRIVAL|LOST|DUPLICATE|FAILED|timed out|faile
     head -n 10 | sed 's/^/    /'
 echo "  in all: ${total[ops_ok]} ops ok, ${total[ops_failed]} failed (destination gone ${total[failed_gone]}, flushed ${total[failed_flushed]}, retries exceeded ${total[failed_retries]}, other ${total[failed_other]}; a killed process's up to its last progress line), ${total[writes_verified]} writes, ${total[ams_verified]} data AMs and ${total[controls_verified]} acks/pings/fins verified"
 
-[ "${faults[kill]}" -gt 0 ] && [ "${faults[link]}" -gt 0 ] &&
-    [ $((faults[stop_client] + faults[stop_agent])) -gt 0 ]
+every_kind_came
 verdict $? "faults injected: ${faults[kill]} kills, ${faults[link]} link flaps, ${faults[stop_client]} processes and ${faults[stop_agent]} agents stopped (seed $seed)"
 [ "$bad_lines" = 0 ] && [ "${total[corrupt]}" = 0 ]
 verdict $? "no arrival corrupt or misdirected: ${total[writes_verified]} writes and ${total[ams_verified]} AMs verified in $((finals + killed)) processes ($bad_lines bad, lost or duplicate lines; corrupt=${total[corrupt]})"
