@@ -172,8 +172,8 @@ build_122() {
 # The suite waits for that leg to end; no lane waits for the rest.
 declare -A leg_needs=([ucx122_plugin]=ucx122 [ucx122_select]=ucx122
     [ucx122_integration]=ucx122 [site_jobs]=packages)
-# wait_for_leg ID: until the leg has ended (its .rc file), or the host's
-# work is gone without it
+# wait_for_leg ID: until the leg (or make_check: make-check) has ended
+# (its .rc file), or the host's work is gone without it
 wait_for_leg() {
     while [ ! -f "$logs/$1.log.rc" ] && kill -0 "${host_work:-0}" 2>/dev/null; do
         sleep 1
@@ -327,9 +327,7 @@ rm -f "$logs"/*.rc
 ) &
 host_work=$!
 run_lane alone "${alone[@]}"
-while [ ! -f "$logs/make-check.log.rc" ] && kill -0 "$host_work" 2>/dev/null; do
-    sleep 1
-done
+wait_for_leg make-check # make_check's log is make-check.log
 echo "---- $(date +%T) make check ends: exit $(cat "$logs/make-check.log.rc" 2>/dev/null)," \
     "$(grep -c '^PASS' build/unit-cases.log 2>/dev/null) unit test cases passed"
 run_lane a "${lanes_a[@]}" &
