@@ -1,13 +1,23 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every rvt test, from a fresh Debian 12 machine or clone: installs what is
 # missing (contrib/setup-deps.sh, the testbed's kernel), builds in ./build,
 # runs the unit tests (make check), the testbed runner's own tests and the
 # testbed suites with real RDMA between nodes (among them the Debian
 # packages built, installed and run by a Slurm cluster), and ends with one line
-# "N passed, N failed". Exit status 0 only if nothing failed.
+# "N passed, N failed, N skipped". Exit status 0 only if nothing failed.
 #
-#   contrib/run-tests.sh            everything
+#   contrib/run-tests.sh            the gate (what CI runs; at most 45
+#                                   minutes with warm caches): every suite,
+#                                   each with the cases that carry its
+#                                   capability
+#   contrib/run-tests.sh full       every case of every suite (at most 85)
 #   contrib/run-tests.sh unit       build + make check only (no qemu)
+#
+# docs/testing.md's table says what each tier holds of each suite, and
+# why full alone runs the rest. Counting (contrib/test-count.sh): a suite's
+# PASS, FAIL and SKIP lines; a skip no stated reason covers fails, and so
+# does a suite that ran no check; figures are no test.
 #
 # The brief perf run comes first, the unit tests beside it at nice 19,
 # then the other testbed suites in two lanes at once (below).
@@ -15,41 +25,45 @@
 # Dependencies are cached outside the clone in $RVT_CACHE (default
 # ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
 # and UCP tests with rvt instantiated (contrib/ucx-gtest.sh, built once,
-# about 30 minutes) and UCX 1.22.0 (its release tarball fetched once unless a local
-# copy is found, see setup-deps.sh; built once, about 8 minutes: the second
-# leg, in ./build122, runs the module-loading checks and the testbed's
-# plugin and integration tests against it), and ccache's objects
-# ($RVT_CACHE/ccache; a fresh clone's build compiles only what differs
-# from the last build's sources). Soft-iWARP (siw.ko) is built
-# once by the site check's step (test/testbed/check.sh), the only one that
-# loads it.
+# about 30 minutes, on the host beside the perf run) and UCX 1.22.0 (its
+# release tarball fetched once unless a local copy is found, see
+# setup-deps.sh; built once, about 8 minutes: the second leg, in
+# ./build122, runs the module-loading checks and the testbed's plugin and
+# integration tests against it), and ccache's objects ($RVT_CACHE/ccache;
+# a fresh clone's build compiles only what differs from the last build's
+# sources). Soft-iWARP (siw.ko) is built once by the site check's step
+# (test/testbed/check.sh), the only one that loads it.
 set -u -o pipefail
 top=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 cd "$top" || exit 1
-what=${1:-all}
-case $what in all|unit) ;; *) echo "usage: $0 [all|unit]" >&2; exit 2 ;; esac
+tier=${1:-gate}
+case $tier in gate|full|unit) ;; *) echo "usage: $0 [gate|full|unit]" >&2; exit 2 ;; esac
+# shellcheck source=contrib/test-count.sh
+. "$top/contrib/test-count.sh"
 
 passed=0
 failed=0
+skipped=0
 results=()
 started=$SECONDS
 step() { echo; echo "==== $* ($(date +%T), +$((SECONDS - started))s)"; }
-# record SUITE LOG RC: count the suite's PASS/FAIL lines; a suite that
-# failed without a FAIL line still counts as one failure
+# record SUITE LOG RC: count the suite's verdicts (count_log), with the
+# failures the log alone would not show printed first
 record() {
-    local suite=$1 log=$2 rc=$3 p f
-    p=$(grep -cE '^PASS: ' "$log")
-    f=$(grep -cE '^(FAIL|ERROR): ' "$log")
-    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+    local suite=$1 log=$2 rc=$3 p f s counted
+    counted=$(count_log "$log" "$rc")
+    sed '$d' <<<"$counted"
+    read -r p f s < <(tail -n 1 <<<"$counted")
     passed=$((passed + p))
     failed=$((failed + f))
-    results+=("$(printf '%-34s %3d passed, %d failed' "$suite" "$p" "$f")")
+    skipped=$((skipped + s))
+    results+=("$(printf '%-34s %3d passed, %d failed, %d skipped' "$suite" "$p" "$f" "$s")")
 }
 finish() {
     echo
-    echo "==== summary ($((SECONDS - started)) s)"
+    echo "==== summary: $tier ($((SECONDS - started)) s)"
     printf '  %s\n' "${results[@]}"
-    echo "$passed passed, $failed failed"
+    echo "$passed passed, $failed failed, $skipped skipped"
     [ "$failed" = 0 ] && exit 0
     exit 1
 }
@@ -57,14 +71,22 @@ logs=$top/build/test-logs
 cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}
 
 # The testbed suites: id, the suite's name in the summary, the headline,
-# the command. Run by run_lane, shown by show_leg.
-declare -A leg_name leg_title leg_cmd
+# the command (full's). Run by run_lane, shown by show_leg. in_gate ID
+# COMMAND... gives the gate's command where it runs fewer cases; a suite
+# with neither in_gate nor a place in the gate's lanes runs in full alone
+# (docs/testing.md says why, suite by suite).
+declare -A leg_name leg_title leg_cmd leg_gate
 add_leg() { # add_leg ID NAME TITLE COMMAND...
     local id=$1
     leg_name[$id]=$2
     leg_title[$id]=$3
     shift 3
     leg_cmd[$id]=$(printf '%q ' "$@")
+}
+in_gate() { # in_gate ID COMMAND...: the gate's cases of suite ID
+    local id=$1
+    shift
+    leg_gate[$id]=$(printf '%q ' "$@")
 }
 add_leg runner "testbed runner" "testbed runner tests" \
     test/testbed/test-testbed.sh
@@ -76,12 +98,21 @@ add_leg site "site check (testbed)" \
 add_leg integration "integration (testbed)" \
     "integration tests: real verbs in the testbed" \
     test/testbed/integration.sh build
+# the gate: every case but the UCP departure cases, of which it keeps
+# six operations (an AM, both rendezvous, a put, an atomic, a flush), each
+# closed on this node and killed on the other; rc_verbs' timing rows and
+# the other 30 are full's (the same paths, by other operations)
+in_gate integration test/testbed/integration.sh build \
+    '-*ucp_rvt_departure_ops*/rvt_am_bcopy_*:*ucp_rvt_departure_ops*/rvt_am_zcopy_*:*ucp_rvt_departure_ops*/rvt_am_rndv_*:*ucp_rvt_departure_ops*/rvt_tag_eager_*:*ucp_rvt_departure_ops*/rvt_get_*:*ucp_rvt_departure_ops*_closed_other_node:*ucp_rvt_departure_ops*_killed_this_node:*ucp_rvt_departure_ops*/rc_*'
 add_leg traffic "traffic (testbed)" \
     "data path: 3 nodes x 4 clients, SIGKILL, link down (testbed)" \
     test/testbed/traffic.sh build
 add_leg flood "flood (testbed)" \
     "flood: a third node floods an agent's handshake UD QP in each way under verified traffic; no peer lost, every op verified, CPU and log bounded (testbed)" \
     test/testbed/flood.sh build
+# the gate: the wrong-key flood (the credential path) between the phases
+# without flood; the garbage, other-job and replay floods are full's
+in_gate flood test/testbed/flood.sh build --modes=wrong-key
 add_leg soak "soak (testbed)" \
     "soak: processes attach, register, transfer and detach for 2 minutes; the agents stay flat (testbed)" \
     test/testbed/soak.sh --minutes 2 build
@@ -102,12 +133,30 @@ add_leg perf "perf (testbed)" \
 add_leg mpi "mpi, shmem (testbed)" \
     "Open MPI and OpenSHMEM over rvt: 2 nodes x 4 processes (testbed)" \
     test/testbed/mpi.sh build
+# the gate: Open MPI to 1 MiB, its rendezvous as writes with immediate,
+# OpenSHMEM, the QPs shared and the agent's death; full adds
+# MPI_THREAD_MULTIPLE, 16 MiB and the ud_verbs,rvt job (mpi-guest.sh)
+in_gate mpi test/testbed/mpi.sh build gate
 add_leg uct_conformance "UCT conformance (testbed)" \
     "UCX's own UCT tests for rvt beside rc_verbs (testbed; the suite is built once)" \
     test/testbed/conformance.sh build
+# the gate: the MD, RMA, AM, an atomic, pending, flush, peer failure and
+# endpoint groups; the other 13 are full's
+in_gate uct_conformance test/testbed/conformance.sh build test_md \
+    uct_p2p_rma_test uct_p2p_am_test uct_amo_cswap_test test_uct_pending \
+    uct_flush_test test_uct_peer_failure test_uct_ep
 add_leg ucp_conformance "UCP conformance (testbed)" \
     "UCX's own UCP tests for rvt and ud_v,rvt beside rc_v: the same cases pass (testbed)" \
     test/testbed/ucp-conformance.sh build
+# the gate: peer failure, the rendezvous of tag matching, AM, RMA and
+# atomics; the other 6 groups are full's
+in_gate ucp_conformance test/testbed/ucp-conformance.sh build \
+    test_ucp_peer_failure test_ucp_tag_match_rndv test_ucp_am_nbx \
+    test_ucp_rma test_ucp_atomic64
+# UCX's gtest (UCT and UCP conformance), built once into the cache on
+# the host beside the perf run, where the conformance suites find it
+add_leg ucx_gtest "UCX's gtest build" "UCX's own tests: built once with rvt instantiated (cached)" \
+    build_gtest
 # the Debian packages built (through ccache, at one path whatever the
 # clone's: build-package.sh), lintian, installed into a throwaway root;
 # then a Slurm cluster runs jobs with the installed files
@@ -123,7 +172,8 @@ add_leg site_jobs "site jobs: Slurm (testbed)" \
 # rvt as a plugin and the integration tests. Its suites run only when
 # the build did (build_122 writes build122/.built).
 add_leg ucx122 "UCX 1.22 build" "UCX 1.22: dependencies (cached) and build" \
-    build_122
+    build_122 full
+in_gate ucx122 build_122 gate
 # check_PROGRAMS empty: the unit tests are the 1.13 leg's
 add_leg ucx122_loading "UCX 1.22 make check (loading)" \
     "UCX 1.22: module loading, the source-tree check, make install" \
@@ -148,15 +198,16 @@ add_leg ucx122_integration "UCX 1.22 integration (testbed)" \
     '-rvtd_*:shared_pd.*:*ucp_rvt_departure_ops*rvt_atomic_*:*ucp_rvt_departure_ops*_this_node'
 
 # shellcheck disable=SC2317 # run by run_lane, through eval
-build_122() {
-    local ucx122
+build_122() { # build_122 gate|full: full builds the integration tests too
+    local ucx122 extra=()
+    [ "$1" = full ] && extra=(integration-programs)
     rm -f build122/.built
     if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
         mkdir -p build122 &&
         (cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
             --with-ucx-src="$UCX_SRC" &&
             make -j"$(nproc)" all &&
-            make -j"$(nproc)" integration-programs test/mpi/rvt_mpi_check) \
+            make -j"$(nproc)" "${extra[@]}" test/mpi/rvt_mpi_check) \
             >"$top/build/build122.log" 2>&1; then
         echo "PASS: UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC, rvt built in build122"
         touch build122/.built
@@ -167,11 +218,24 @@ build_122() {
     fi
 }
 
+# shellcheck disable=SC2317 # run by run_lane, through eval
+build_gtest() {
+    local line
+    if line=$(contrib/ucx-gtest.sh 2>"$top/build/ucx-gtest.log"); then
+        echo "PASS: UCX's gtest: ${line#GTEST=}"
+    else
+        tail -40 build/ucx-gtest.log
+        echo "FAIL: building UCX's gtest (log: build/ucx-gtest.log)"
+        return 1
+    fi
+}
+
 # What a suite needs of the host's work (run beside the perf run, then
 # beside the lanes): UCX 1.22's build, the packages' installed tree.
 # The suite waits for that leg to end; no lane waits for the rest.
 declare -A leg_needs=([ucx122_plugin]=ucx122 [ucx122_select]=ucx122
-    [ucx122_integration]=ucx122 [site_jobs]=packages)
+    [ucx122_integration]=ucx122 [site_jobs]=packages
+    [uct_conformance]=ucx_gtest [ucp_conformance]=ucx_gtest)
 # wait_for_leg ID: until the leg (or make_check: make-check) has ended
 # (its .rc file), or the host's work is gone without it
 wait_for_leg() {
@@ -184,7 +248,7 @@ wait_for_leg() {
 # into its log, its exit status and times beside it; a line as each
 # starts and ends
 run_lane() {
-    local lane=$1 id log t0 rc
+    local lane=$1 id log t0 rc cmd
     shift
     mkdir -p "$logs"
     for id in "$@"; do
@@ -199,11 +263,15 @@ run_lane() {
         fi
         t0=$SECONDS
         echo "---- $(date +%T) lane $lane: ${leg_name[$id]} starts"
-        eval "${leg_cmd[$id]}" </dev/null >"$log" 2>&1
+        cmd=${leg_cmd[$id]}
+        [ "$tier" = gate ] && cmd=${leg_gate[$id]:-$cmd}
+        echo "$cmd" >"$log.cmd"
+        eval "$cmd" </dev/null >"$log" 2>&1
         rc=$?
         echo "$rc $(date -d "@$((EPOCHSECONDS - SECONDS + t0))" +%T) $((SECONDS - t0)) $lane" >"$log.rc"
         echo "---- $(date +%T) lane $lane: ${leg_name[$id]} ends after $((SECONDS - t0)) s:" \
-            "$(grep -cE '^PASS: ' "$log") passed, $(grep -cE '^(FAIL|ERROR): ' "$log") failed"
+            "$(grep -cE '^PASS: ' "$log") passed, $(grep -cE '^(FAIL|ERROR): ' "$log") failed," \
+            "$(grep -cE '^SKIP: ' "$log") skipped"
     done
 }
 
@@ -253,41 +321,40 @@ sed -n '/rvt configuration/,$p' build/build.log | sed -n '1,/^$/p' | head -30
         printf "%s%s %s", sep, $1, $2; sep = ", " } END { print "" }' |
     sed 's/^/ccache: /'
 
-# make_check: the unit tests (make check), then their GoogleTest cases
-# counted one by one, into build/test-logs/make-check.log; its exit
-# status in the .rc file beside it
+# make_check: the unit tests (make check) into
+# build/test-logs/make-check.log, its exit status in the .rc file beside
+# it; then their GoogleTest cases one by one (gtest_cases) into
+# build/unit-cases.log. The binaries' logs are removed first: automake
+# leaves the log of a test it no longer runs, which must not be counted.
+gtest_bins=(test/gtest/rvt_unit_tests test/gtest/rvt_uct_host_tests)
 make_check() {
-    local log=$logs/make-check.log rc
+    local log=$logs/make-check.log rc b found=()
     mkdir -p "$logs"
+    forget_test_logs build "${gtest_bins[@]}"
+    rm -f build/unit-cases.log
     make -C build check -j"$(nproc)" >"$log" 2>&1
     rc=$?
     echo "$rc" >"$log.rc"
-    # count the GoogleTest cases too, not just the binaries that hold them
-    local gtest_logs=(build/test/gtest/rvt_unit_tests.log
-        build/test/gtest/rvt_uct_host_tests.log)
-    if [ -f "${gtest_logs[0]}" ]; then
-        [ -f "${gtest_logs[1]}" ] || unset 'gtest_logs[1]'
-        # a parameterised case's failure line names its parameter before
-        # the time (lib.sh, gtest_verdicts); the closing list has no time
-        awk '/^\[       OK \]/ { print "PASS: unit " $4 }
-             /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)$/ {
-                 n = $4; sub(/,$/, "", n); print "FAIL: unit " n }' \
-            "${gtest_logs[@]}" >build/unit-cases.log
-    fi
+    for b in "${gtest_bins[@]}"; do
+        [ -f "build/$b.log" ] && found+=("build/$b.log")
+    done
+    [ ${#found[@]} -gt 0 ] && gtest_cases "${found[@]}" >build/unit-cases.log
 }
-# show_make_check: its output, its count and its cases' count
+# show_make_check: its output and count (a gtest binary not counted as
+# one more test: its cases are), then its cases' count
 show_make_check() {
     local log=$logs/make-check.log
     cat "$log"
-    record "make check" "$log" "$(cat "$log.rc")"
+    without_gtest_binaries "$log" "${gtest_bins[@]}" >"$log.counted"
+    record "make check" "$log.counted" "$(cat "$log.rc")"
     if [ -f build/unit-cases.log ]; then
         echo "unit test cases: $(grep -c '^PASS' build/unit-cases.log) passed"
-        grep '^FAIL' build/unit-cases.log
+        grep -E '^(FAIL|SKIP)' build/unit-cases.log
         record "unit test cases (gtest)" build/unit-cases.log 0
     fi
 }
 
-if [ "$what" = unit ]; then
+if [ "$tier" = unit ]; then
     step "unit tests: make check"
     make_check
     show_make_check
@@ -313,12 +380,21 @@ fi
 # more of the host's work waits for it (leg_needs). Each suite's output
 # goes to its log and is shown whole, in the lanes' order, once all have
 # ended; meanwhile a line marks each suite's start and end.
-step "the brief perf run; beside it at nice 19 make check, UCX 1.22's build, the packages; then two lanes of testbed suites"
+step "$tier: the brief perf run; beside it at nice 19 make check, UCX's gtest, UCX 1.22's build, the packages; then two lanes of testbed suites"
 alone=(perf)
-host=(ucx122 ucx122_loading packages)
-lanes_a=(runner integration traffic soak mpi uct_conformance site_jobs)
-lanes_b=(selftest site chaos ucx122_plugin ucx122_select ucx122_integration
-    flood select perftest ucp_conformance)
+host=(ucx_gtest ucx122 packages ucx122_loading)
+if [ "$tier" = full ]; then
+    lanes_a=(runner integration traffic soak mpi uct_conformance site_jobs)
+    lanes_b=(selftest site chaos ucx122_plugin ucx122_select
+        ucx122_integration flood select perftest ucp_conformance)
+else
+    # the gate: full's suites less soak, chaos, perftest, UCX 1.22's
+    # selection and integration (docs/testing.md: why), the rest with
+    # their in_gate cases
+    lanes_a=(integration mpi uct_conformance site_jobs)
+    lanes_b=(selftest site flood traffic select ucx122_plugin
+        ucp_conformance runner)
+fi
 rm -f "$logs"/*.rc
 (
     renice -n 19 "$BASHPID" >/dev/null
