@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job's guest side (run by contrib/demo.sh inside the testbed):
 # two nodes, each its own host with its own Soft-RoCE device, moving data
 # over RDMA: raw verbs first, then UCX's rc_verbs (the baseline), then rvt:

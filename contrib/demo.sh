@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job: installs what is missing, builds rvt, boots the Soft-RoCE
 # testbed with two nodes and shows real RDMA traffic between them: raw
 # verbs, UCX's rc_verbs, then rvt (contrib/demo-guest.sh).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # Prepare a Debian 12 machine to build, test and run rvt:
 #  1. install the Debian packages that are missing (one dpkg-query when all

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX's own test suite (its gtest), built with `rvt` among the transports
 # it instantiates: the UCT conformance suite of issue 13
 # (test/testbed/conformance.sh runs it beside rc_verbs) and the UCP groups

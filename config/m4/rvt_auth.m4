@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_auth.m4: what the agents' handshake credentials need
 # (agent/peers/peer_auth.h).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_compiler.m4: the C++ compiler and rvt's own compile flags.
 #
 # RVT_CHECK_COMPILER

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_gtest.m4: GoogleTest for the unit tests (Debian's googletest and
 # libgtest-dev packages).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_json.m4: nlohmann/json (Debian's nlohmann-json3-dev, header only),
 # which builds the agent's status JSON (rvt-status --json).
 #

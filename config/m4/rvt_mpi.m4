@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_mpi.m4: Open MPI's compiler wrappers, for the MPI and OpenSHMEM test
 # programs (test/mpi, test/shmem; run by test/testbed/mpi.sh).
 #

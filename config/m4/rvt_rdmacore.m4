@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_rdmacore.m4: libibverbs (required) and mlx5dv (optional).
 #
 # RVT_CHECK_RDMACORE

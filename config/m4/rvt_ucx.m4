@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt_ucx.m4: the installed UCX, and the UCX source tree it was built from.
 #
 # RVT_CHECK_UCX

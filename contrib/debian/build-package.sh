@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # Debian packages of rvt from its release tarball:
 #   rvt-agent  rvtd, rvt-status, rvt-check, rvt-trace-report, man pages

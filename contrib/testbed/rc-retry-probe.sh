@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Guest script: plain-verbs RC retransmission probe between node2 (server)
 # and node1 (client), with CPU hogs on each node so that rxe's RC
 # retransmission timer fires. `make check` does not build the probe; build

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // rc_retry_probe: does Soft-RoCE (or any verbs device) duplicate, lose or
 // corrupt RC messages when its retransmission timer fires often? Plain
 // libibverbs, no rvt code. Run by contrib/testbed/rc-retry-probe.sh.

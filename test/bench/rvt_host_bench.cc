@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt_host_bench: what the agent's software path costs on real cores.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt_progress_bench: what the UCX module's progress costs a rank when it
  * has nothing to do, on the host's real cores.

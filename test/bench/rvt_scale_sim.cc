@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt_scale_sim: many nodes, in one process, with the real engine.
  *

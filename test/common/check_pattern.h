@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The verified-data pattern of the MPI and SHMEM checks (test/mpi,
  * test/shmem): every 64-bit word a program sends is a function of what the

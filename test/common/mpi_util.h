@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the MPI programs (test/mpi) share beside the pattern: a failed MPI
  * call ends the job naming the call (their communicator returns errors

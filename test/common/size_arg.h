@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sizes on the command lines of the MPI and SHMEM programs (test/mpi,
  * test/shmem): "4096", "64K", "1M", "1G" (binary multiples). Header-only,

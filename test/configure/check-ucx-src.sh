@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # configure must refuse a UCX source tree that does not match the installed
 # UCX: internal headers of another version or configuration compile fine and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libFuzzer target for every parser the agent runs on untrusted bytes:
  * attach requests, MR notices and attach replies from a client's socket,

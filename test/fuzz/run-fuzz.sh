@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the agent's wire-parser fuzz target with clang's libFuzzer, ASan and
 # UBSan, and runs it for a bounded time (RVT_FUZZ_SECONDS, default 30) from
 # a seed corpus of valid messages. Exit 77 (automake SKIP) without clang.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # The Debian packages (contrib/debian/build-package.sh) build, hold what
 # they must, install, and what they install works:

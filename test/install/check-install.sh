@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # `make install` into a DESTDIR puts each file where this build's configure
 # said, and what it installs works from there:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An agent on the loopback nic, assembled where rvtd assembles its own
  * (agent/serve/assemble.h; loopback_agent.h).

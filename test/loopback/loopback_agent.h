@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An agent on the loopback nic: what rvtd assembles around its device,
  * assembled by the same code (agent/serve/assemble.h) around a

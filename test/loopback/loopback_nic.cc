@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The in-memory NIC, its API side: the fabric, identity, QPs, posting,
  * the SRQ, polling, datagrams, sleeping and the test's hands. How WRs run

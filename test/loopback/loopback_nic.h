@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * loopback_nic: the engine's NIC (agent/device/nic.h) in memory, so the engine
  * runs in host unit tests and in a host benchmark without RDMA hardware.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The in-memory NIC, its device side: how a posted WR runs. It finds the
  * QP at the other end, checks keys and moves bytes (copy mode), takes a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt's own MPI check (issue 4): runs under mpirun across testbed nodes
  * (test/testbed/mpi-guest.sh, with pml ucx over UCX_TLS=rvt,sm,self) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * HPC kernels as an application-level benchmark, for comparing UCX
  * transports (rvt, ud_verbs with rvt, rc_verbs) by time and bandwidth:

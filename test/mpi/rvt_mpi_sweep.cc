@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Latency, bandwidth and alltoall by message size, as OSU's benchmarks
  * measure them, in one launch: the "large job as UCP sees it" section of

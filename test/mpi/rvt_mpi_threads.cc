@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt's MPI_THREAD_MULTIPLE check (issue 13): runs under mpirun with one
  * rank per node (test/testbed/mpi-guest.sh, pml ucx and osc ucx over

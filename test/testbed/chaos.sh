@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The chaos run of issue 11 in a 3-node testbed boot (chaos-guest.sh says
 # what runs and what is checked): traffic processes, then MPI jobs, while
 # a driver kills processes, takes links down and stops processes at

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The site check in the guest (check.sh): rvt-check on node 1's rxe1
 # says yes to every need, in text and JSON, and its agent leaves after;
 # a Soft-iWARP device on the same port (siw1) is refused by rvt-check and

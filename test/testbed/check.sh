@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The site check (rvt-check, check-guest.sh says what runs): on rxe every
 # need of rvt answered yes, through a real agent too; on Soft-iWARP (siw,
 # Debian's kernel module) the transport refused with its reason, by the

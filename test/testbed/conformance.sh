@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX's own UCT test suite, as a conformance suite for rvt (issue 13): the
 # generic UCT test groups, rvt beside rc_verbs on one testbed node
 # (conformance-guest.sh says what is checked). Builds the suite first

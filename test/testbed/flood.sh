@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A third node floods one agent's handshake UD QP while two nodes trade
 # verified traffic with keepalives (flood-guest.sh), in a 3-node testbed;
 # exits with the guest script's status, 1 when a check failed.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): test/testbed/idle-agent.sh says what.
 # Usage: idle-agent-guest.sh BUILD_DIR
 set -u -o pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What an idle agent costs its node (issue 41): two nodes' agents, first
 # with no peer, then after a job has connected them (a short UCP tag_bw
 # over rvt), each measured over 10 s with nothing to do: the agents' CPU

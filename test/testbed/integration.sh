@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Integration tests with real verbs (test/gtest/rvt_integration_tests, built
 # by `make check`), run on node 1 of the testbed. Prints PASS/FAIL per test
 # case; a test that skips here (no device) counts as failed, since the

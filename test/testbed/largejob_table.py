@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The large-job section's table (largejob-section.sh): reads its raw
 lines "ROUND SETTING TEST SIZE VALUE" (SETTING as NAME@E, E the estimated
 endpoints or - for rc_verbs' own setting) and prints, per test and size,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash disable=SC2016 # jq filters: single quotes on purpose
 # Helpers shared by the test scripts (test/testbed/*.sh, host and guest
 # side). Source it, then report each check with pass/fail/check and end

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): Open MPI and OpenSHMEM over rvt
 # (issue 4). One rvtd per node, started by hand so that its counters and
 # QPs can be read before, during and after the jobs; then, across node1

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Open MPI's stand-in for ssh inside the testbed (mpirun --mca
 # plm_rsh_agent THIS): the guest has no ssh, but `on N CMD` enters node N.
 #

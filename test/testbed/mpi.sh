@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Open MPI and OpenSHMEM over rvt across 2 testbed nodes x 4 processes
 # (mpi-guest.sh). Usage: test/testbed/mpi.sh [BUILD_DIR [threads]]
 # (default: build; `threads`: only the MPI_THREAD_MULTIPLE program)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # perf-ab.sh's guest side (see there): ROUNDS rounds of the 4-pair put_bw
 # over build A's rvt, build B's and rc_verbs, in one boot.
 # Usage: perf-ab-guest.sh BUILD_A BUILD_B ROUNDS SIZE ITERS (absolute paths)

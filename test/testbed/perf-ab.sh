@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Two builds of rvt in one 2-node testbed boot, alternating, on the case of
 # the perf suite that the boot's scheduling moves most: 4 pairs of UCT
 # put_bw zcopy at once (perf-guest.sh's "4 processes per node"), with the

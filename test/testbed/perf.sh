@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt beside rc_verbs in one 2-node testbed boot: the ratio table of
 # issue 10 (latency, bandwidth, 4 pairs at once) and the per-hop trace of
 # an 8-byte active message (perf-guest.sh says what runs); every figure

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): ucx_perftest over rvt, next to UCX's
 # own rc_verbs on the same rxe devices in the same run (issue 4, item 5).
 #

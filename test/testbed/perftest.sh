@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # ucx_perftest over rvt next to rc_verbs, UCT and UCP level, in a 2-node
 # testbed (perftest-guest.sh says what runs and what is checked); exits
 # with the guest script's status, 1 when a check failed.

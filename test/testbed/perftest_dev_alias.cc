@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * LD_PRELOAD shim for the server side of a UCT-level ucx_perftest between
  * two testbed nodes (test/testbed/perftest-guest.sh).

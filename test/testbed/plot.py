@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Draws a run's figures as SVG pictures, with gnuplot.
 
 Usage: test/testbed/plot.py DIR

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): UCX_PREFIX's ucx_info loads rvt from
 # the directory on UCX_PLUGIN_PATH, with no LD_PRELOAD (test/testbed/
 # plugin.sh), and that UCX's ucx_perftest runs over it. The checks:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): what each kind of verbs object costs
 # on this device, measured, for the per-node table (issue 26, item 3;
 # qp-table.sh prints the table). Prints one JSON object between the lines

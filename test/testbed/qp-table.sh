@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The device side of a node at scale (issue 26, item 3): RC QPs and the
 # memory the device holds for them, per node, for rc_verbs, ud_verbs,rvt
 # and rvt, at N in {16, 128, 1024, 10000} nodes and P in {32, 64, 128,

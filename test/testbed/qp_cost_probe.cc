@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What one verbs object costs on this device, measured (issue 26, item 3):
  * creates COUNT objects of each SPEC and prints, as one JSON object, the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The device side of a node at scale (issue 26, item 3), from a
 measurement qp-table-guest.sh made: RC and UD QPs per node, and the memory
 the device holds for them (each QP's queues, and the buffers each process

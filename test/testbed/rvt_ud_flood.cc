@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A hostile host on the fabric (test/testbed/flood-guest.sh): it opens a
  * UD QP of its own on its node's device, with the Q_Key every rvt agent

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest: the largest MPI job the guest's 2 vCPUs allow
 # (issue 26, item 4). NODES nodes (default 6) x PPN ranks (default 2) run
 # test/mpi/rvt_mpi_check's alltoall and allreduce, every word verified

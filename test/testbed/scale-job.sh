@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The largest MPI job the testbed's 2 vCPUs allow, over rvt, the
 # recommended setting and rc_verbs, every word verified, with each node's
 # QPs beside each other (scale-job-guest.sh says what runs).

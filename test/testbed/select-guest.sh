@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): UCP chooses rvt by itself when the
 # job is large (issue 26, item 5). With UCX_TLS unset, one ucx_perftest
 # pair (UCP tag_bw, a rendezvous size) between the nodes at several

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCP chooses rvt by itself when the job is large (select-guest.sh says
 # what runs): with UCX_TLS unset, the lanes of a UCP endpoint at 8, 256,
 # 257 and 4096 estimated endpoints, and at 1100 and 1150 with rc_verbs'

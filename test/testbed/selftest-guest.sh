@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Testbed self-test, run inside the guest by test/testbed/selftest.sh:
 # proves that the nodes are separate hosts as far as UCX and MPI can tell,
 # and that real RDMA crosses between them, before any rvt code is involved.

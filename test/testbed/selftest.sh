@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Testbed self-test (host side): boots the testbed with 4 nodes and runs
 # selftest-guest.sh in it. Real RDMA between nodes, before rvt exists.
 # Exits with the guest script's status (exec), 1 when a check failed.

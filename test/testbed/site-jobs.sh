@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt as a site runs it: installed from its Debian packages, jobs launched
 # by Slurm with MUNGE, each job's agents placed by the packaged prolog.
 #  1. on the host, test/install/check-deb.sh: the packages built from the

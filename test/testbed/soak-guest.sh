@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): the soak of issue 11. One agent per
 # node with K QPs, started once; then, round after round for MINUTES
 # minutes, 2 processes per node attach, register, trade writes with

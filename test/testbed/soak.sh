@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The soak of issue 11 in a 2-node testbed boot (soak-guest.sh says what
 # runs and what is checked): processes attach, register, transfer and
 # detach in a loop while each agent's memory, fds, MRs, QPs and CQs are

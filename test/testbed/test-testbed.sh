@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Tests of the testbed runner itself (host side): exit status, node
 # selection, refusal of bad arguments, and that qemu is always torn down:
 # on timeout, on interrupt and when the guest dies, the latter printing the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (3 nodes): the multi-node data-path tests of
 # rvtd (issue 3). One agent per node, started by hand with K QPs; clients
 # are test/gtest/integration/rvt_traffic_client processes.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The multi-node data-path tests of rvtd (traffic-guest.sh) in a 3-node
 # testbed; exits with the guest script's status, 1 when a check failed.
 # Usage: test/testbed/traffic.sh [BUILD_DIR]   (default: build)

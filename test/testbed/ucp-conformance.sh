@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # UCX's own UCP tests over rvt (issue 43): the UCP groups of
 # ucp-conformance-guest.sh for rc_v, rvt and ud_v,rvt on one testbed node,
 # each rvt row's pass list compared with rc_v's. Builds the suite first

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The agent's folders include only what their rules allow.
 
 Each folder of src/uct/ib/rvt/agent/ says in its README what it may

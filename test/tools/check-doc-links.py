@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Every link inside README.md and docs/*.md leads somewhere.
 
 For each Markdown link or image `[text](target)` (outside code): a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The manual pages the build made (rvtd.8, rvt-check.8, rvt-status.1) say what the
 # programs' --help says: the same options, none missing and none extra,
 # each with the default --help shows; the page is for the program and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test/testbed/plot.py, the pictures of a run: the recorded run's pictures
 # in docs/plots are what plot.py draws from the CSV files beside them (not
 # drawn by hand, nor from other figures), the tables in docs/performance.md

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test/testbed/qp_table.py, the per-node QP and memory table: on a made-up
 # measurement whose rows are known, on malformed input (a clear error, no
 # table), and against docs/performance.md (its table is the one the recorded

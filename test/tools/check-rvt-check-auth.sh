@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt-check's auth line says what rvtd --auth=auto would do on this node,
 # without a device: munged that does not answer (a socket nobody serves)
 # and no secret is a "no" quoting rvtd's refusal; a secret file of mode

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The README's two settings tables are the programs' own.
 
 - `| Variable | Default | Unit | Meaning |`: one row for every UCX_RVT_*

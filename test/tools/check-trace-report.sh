@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rvt-trace-report on a made-up ping-pong whose hop times are known: every
 # hop of the table must come out with its count and median.
 set -u

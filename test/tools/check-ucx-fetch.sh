@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # contrib/setup-deps.sh --ucx=1.22.0 finds UCX's release tarball without
 # anything beside the clone: a local copy first (RVT_UCX_TARBALL, the
 # shared copy beside the clone, the cache's), else it fetches the release

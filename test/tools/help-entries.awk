@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # A program's --help as one line per option: each "  --NAME..." entry
 # with its wrapped lines (indented 6 or more) joined by one space. Read by
 # check-man-pages.sh and check-settings-tables.py.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 #
 # The UCX this build is for loads the rvt module the way the README says:
 #  - a UCX that loads plugins (1.22): by itself, from a directory on

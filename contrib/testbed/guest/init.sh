@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # PID 1 of the testbed guest: builds the nodes' network and rxe devices,
 # starts one namespace holder per node, runs the command, powers off.
 #

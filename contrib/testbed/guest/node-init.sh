@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs in node N's fresh UTS, mount and IPC namespaces (started by init.sh)
 # and gives the node what tells one host from another: its hostname, its
 # own /tmp, /dev/shm and /run, and its own boot id, which UCX takes as the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The chaos client's checks of what arrives for it (chaos_runner.h says
  * how): every write and every active message verified on its own, and the

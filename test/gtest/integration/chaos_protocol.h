@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the chaos clients (rvt_chaos_client.cc) write into each other and
  * send each other: the card each publishes, the header of every write, the

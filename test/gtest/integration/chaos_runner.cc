@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The chaos client's run (chaos_runner.h): its steps, and the sending
  * side: cards, peers, posting, completions, timers. The checks of what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The chaos client's run (rvt_chaos_client.cc; test/testbed/chaos-guest.sh):
  * its options, what it keeps of every other client, and the runner.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * For the testbed's test programs: a client session with the agent of the
  * node they run on (the device in RXE_DEV, port 1, the job key from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the integration tests do with processes and time: start a program
  * (an agent, a receiver) in a runtime directory with its stderr to a

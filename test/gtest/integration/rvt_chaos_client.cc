@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One client process of the chaos run (test/testbed/chaos-guest.sh), where
  * peers are killed and restarted, links go down and processes are stopped

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One client process of the multi-node traffic tests (test/testbed/
  * traffic-guest.sh): it attaches to its node's rvtd through the client

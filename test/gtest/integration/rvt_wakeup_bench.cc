@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the agent's idle sleep costs (a benchmark: prints numbers, never
  * fails on them). One client sends itself an active message through its

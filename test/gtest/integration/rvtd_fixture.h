@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvtd daemon under test (real verbs, in the testbed): a fixture that
  * starts it in a runtime directory of its own, with its log, and the

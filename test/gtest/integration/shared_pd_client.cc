@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client half of test_shared_pd: a separately exec'd process (as a
  * real rvt client is) that attaches to the agent through its socket with

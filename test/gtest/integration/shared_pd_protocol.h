@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What test_shared_pd and its client process say to each other over their
  * control socketpair (test code only; the attach itself goes through the

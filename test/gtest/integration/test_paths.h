@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where the integration tests find the programs they start: next to the
  * test binary in the build tree, or where RVT_SHARED_PD_CLIENT / RVT_UCP_DEPARTURE_PEER / RVTD / RVT_STATUS say.

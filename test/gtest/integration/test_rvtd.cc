@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration test of the rvtd daemon itself (real verbs, in the testbed):
  * it starts, serves its attach socket, refuses a second agent for the same

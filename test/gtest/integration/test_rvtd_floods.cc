@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Issue 25, item 6, on real verbs: each bound of a client's share holds
  * under a flood from a real rvtd's client, and the agent keeps serving

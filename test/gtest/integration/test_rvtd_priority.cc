@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvtd --priority (agent/serve/cpu_policy.h) against a real rvtd in the
  * testbed: each mode runs as asked, says so in its log, falls back to

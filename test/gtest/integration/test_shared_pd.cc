@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration test (real verbs, run inside the testbed): the shared-PD
  * registration path rvt is built on. This process plays the agent: it owns

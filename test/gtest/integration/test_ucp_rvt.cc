@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCP over rvt, as a library user reaches it: contexts, workers and
  * endpoints of UCP's public API, with UCX_TLS=rvt alone (no self, no shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Issue 30: what a UCP application with peer error handling sees when a
  * peer process goes away, for each operation it can have outstanding.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Integration test of the UCX module (libuct_rvt.so) through UCT's public
  * API, with a real agent on a real device (the testbed): the component

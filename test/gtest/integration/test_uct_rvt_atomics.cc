@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device atomics over rvt (uct/ep_atomic.cc), through UCT's public API
  * with real agents on a real device (the testbed), over each route of

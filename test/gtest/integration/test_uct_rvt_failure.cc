@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Failures of rvt peers, through UCT's public API with real agents on a
  * real device (the testbed): an endpoint to an agent nobody runs, to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Several rvt interfaces per memory domain (uct/agent_link.h: the first
  * interface takes the MD's attachment, each further one a sibling of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCT semantics of the rvt transport, through UCT's public API with real
  * agents on a real device (the testbed), every byte checked, over each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "traffic_common.h"
 
 #include "node_session.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the testbed's traffic programs share: the traffic client
  * (rvt_traffic_client.cc: traffic-guest.sh, soak-guest.sh) and the chaos

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A UCP receiver in a process of its own, for the departure tests
  * (test_ucp_rvt_departure.cc): it opens a context and a worker (TAG, AM,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCP as the integration tests use it: a context with a worker, waiting
  * for a request while progressing two workers, and an endpoint with peer

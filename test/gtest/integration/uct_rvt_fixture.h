@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the integration tests of the UCX module (test_uct_rvt.cc,
  * test_uct_rvt_semantics.cc) share: loading the module, a private runtime

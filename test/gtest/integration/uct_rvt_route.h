@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The fixture of the UCT semantics tests (test_uct_rvt_semantics.cc,
  * test_uct_rvt_failure.cc): the test's agent, MD and interface, and an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The chaos client's account of a write that arrived wrong (test/gtest/
  * integration/chaos_checks.cc): which bytes hold what.

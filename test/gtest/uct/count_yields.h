@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sched_yield, counted on the threads that ask: the UCX module's objects
  * are linked into the binaries that include this (the uct host tests, the

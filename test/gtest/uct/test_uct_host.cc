@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The module's iface and ep on the host (uct_host_fixture.h), with the
  * assertions UCX's own UCT tests make (test/gtest/uct in UCX's tree):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What UCX logs at warning level or worse, collected for a test instead
  * of printed (the module's errors and warnings are part of what it does).

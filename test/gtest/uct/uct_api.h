@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the tests that drive the UCX module through UCT's public API share,
  * on the host (test/gtest/uct/) and in the testbed

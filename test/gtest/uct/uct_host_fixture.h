@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The UCX module on the host: its real md, iface and ep, driven through
  * UCT's public API, against a real agent (engine and attach server) on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine on the host, as rvtd runs it: each agent is the real engine
  * over a loopback_nic (test/loopback) on one shared fabric, with the real

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A stand-in for rvtd in test_launch.cc: it takes rvtd's options
  * (--daemon, --device=, --port=, --job-key=, and any other --NAME=VALUE,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the loopback_nic tests share (test_loopback_nic.cc: the data path;
  * test_loopback_faults.cc: errors and injected faults): memory registered

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine's side of the MR registry (agent/engine/mr_registry.h) for
  * tests that have no engine: runs a list of mr_actions in order as

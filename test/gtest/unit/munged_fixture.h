@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A private munged for tests: its own key, socket and files in a
  * temporary directory, stopped at the end. Needs the munge package

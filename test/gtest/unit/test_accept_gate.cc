@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the attach server's gate on accepting
  * (agent/attach/accept_gate.h), one or more per row of its table. Time is a

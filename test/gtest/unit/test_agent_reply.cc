@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * client::reply_reader: the agent answers requests in order, so an answer
  * that comes after its request was given up on is read and dropped, never

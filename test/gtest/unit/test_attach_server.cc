@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The attach path without RDMA: the agent's attach server and the client
  * library's attach(), over a real Unix socket, with /dev/null standing in

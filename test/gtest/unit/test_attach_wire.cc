@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the attach protocol's messages (common/attach_wire.h):
  * round trips, and for every way a message can be wrong, a refusal whose

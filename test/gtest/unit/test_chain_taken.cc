@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent::chain_taken: what a device took of a refused chain of work
  * requests. Counting a queued request as refused posts it twice.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client indices' rules (agent/attach/client_indices.h), one test
  * each.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of each client's share of its agent (agent/engine/client_share.h),
  * one or more per row of its table: events in, verdicts out. And the

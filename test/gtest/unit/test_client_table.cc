@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The client table's rules (agent/attach/client_table.h), one test each, with
  * no nic and no engine: real client_channels over memfd segments, the

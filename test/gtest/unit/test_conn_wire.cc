@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the agents' handshake datagrams (common/conn_wire.h):
  * round trips of each type, and for every way a datagram can be wrong, a

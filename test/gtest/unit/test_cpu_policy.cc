@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of how rvtd's loop shares a core (agent/serve/cpu_policy.h), one
  * or more per row of its table, and of --priority's values. Time is a

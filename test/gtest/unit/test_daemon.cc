@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of daemonizing (tools/daemon.h). Each test forks a "starter"
  * whose stderr is a pipe to the test; the starter calls daemonize(), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the departed-clients tables (src/uct/ib/rvt/agent/
  * departures.h): every transition of its two tables, with made-up times.

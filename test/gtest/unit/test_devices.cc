@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the sysfs device listing (client/devices.h) on a fake
  * /sys/class/infiniband: port state and rate parsing, ACTIVE ports only

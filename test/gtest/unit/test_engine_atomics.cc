@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Atomics through the engine (common/work.h, atomic_*): a client's
  * fetch-and-add and compare-and-swap reach the loopback nic as device

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Back-pressure (engine.h): a client that stops reading its inbound ring
  * makes its agent pause the senders' agents, so the agent's memory stays

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine and its clients' lives (agent/engine/engine.h, "Dead clients"),
  * through real sessions and the loopback nic (engine_fixture.h): a client

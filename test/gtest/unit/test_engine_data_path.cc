@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine's data path (agent/engine/engine.h), driven through real client
  * sessions and the loopback nic (engine_fixture.h): order per endpoint

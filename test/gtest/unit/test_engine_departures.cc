@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Departed clients (engine.h, "Departed clients"), through the real engine
  * and real sessions (engine_fixture.h): a process detaches, another takes

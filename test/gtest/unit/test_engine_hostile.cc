@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Hostile input to an agent, on the host (engine_fixture.h): handshake
  * datagrams that are garbage or come from another job's agent, sent to an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Two agents on one loopback fabric (engine_fixture.h): a connection that
  * is lost and cannot be made again within the give-up time fails its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Several attachments of one process (attach_wire.h, "Siblings"; what a
  * UCT MD with several interfaces holds), through real sessions and the

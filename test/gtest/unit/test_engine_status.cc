@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine's status JSON (rvt-status --json "data_path"), parsed with
  * nlohmann/json as any reader would: every field test/testbed reads with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Striping (agent/engine/lanes.h, "Striping"): a write with immediate flagged
  * work_stripe is split over the peer's K lanes, completes once, and its

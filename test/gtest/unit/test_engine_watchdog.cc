@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Silent QPs (engine.h): a QP that goes to the error state without the
  * completion that says so, or without any completion at all, must not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* format(): printf into a std::string, of any length. */
 #include "uct/ib/rvt/common/format.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the immediate encoding (src/uct/ib/rvt/common/imm.h):
  * the layout is a wire contract between agents, so it is pinned by known

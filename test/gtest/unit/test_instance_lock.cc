@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the agent's instance lock (agent/attach/instance_lock.h): one
  * holder at a time, within a process and across processes, the refusal

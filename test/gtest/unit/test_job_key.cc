@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of job key resolution (common/job_key.h): the precedence table
  * row by row, explicit keys used verbatim or refused (never rewritten),

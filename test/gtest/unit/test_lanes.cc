@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The lanes' rules (agent/engine/lanes.h), one test each, with no nic at all:
  * ops go in, chains and ends come out.

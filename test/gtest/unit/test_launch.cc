@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of starting the agent on demand (client/launch.h), without
  * RDMA: rvtd is test/gtest/unit/fake_rvtd (see there), found through

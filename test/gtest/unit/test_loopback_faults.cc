@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the in-memory NIC's failures (test/loopback/loopback_nic.h):
  * key and length errors complete as RC's do and take the right QPs to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the in-memory NIC's data path (test/loopback/loopback_nic.h).
  * The engine's host tests trust it to behave as verbs does, so each rule

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the clients' MR registry (agent/engine/mr_registry.h), one or
  * more per row of its table: events in, actions out, no device and no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the handshake's credentials (agent/peers/peer_auth.h): a rule
  * of the replay window per test; the job secret's HMAC and MUNGE (with a

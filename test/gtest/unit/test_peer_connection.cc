@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the per-peer connection state machine
  * (agent/peers/peer_connection.h). A `node` plays the agent around one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the loopback mode of the per-peer connection state
  * machine (agent/peers/peer_connection.h, "Loopback"): the agent's own node,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The peer table's rules (agent/peers/peer_table.h), one test each, with
  * no nic: addresses go in, placements and QP routes come out.

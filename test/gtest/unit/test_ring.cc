@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the shared-memory SPSC ring (common/ring.h): FIFO order,
  * "busy" when full, index wrap-around, detection of a producer that

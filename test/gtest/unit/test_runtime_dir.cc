@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the agent's per-user directory (common/runtime_dir.h): the
  * base chosen from XDG_RUNTIME_DIR, a directory created 0700 whatever the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Unit tests of the bound on failed credentials per sending host
  * (agent/peers/sender_gate.h), one or more per row of its table. Time is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The two ends of a client's shared segment, without an agent process or
  * RDMA: client::session (the client library) against agent::

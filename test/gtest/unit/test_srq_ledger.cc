@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent::srq_ledger: a receive buffer is on the SRQ once at most, and a
  * completion for one that is not is told apart (counted, to be dropped).

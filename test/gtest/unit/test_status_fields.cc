@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The status's two renderings from one list of fields
  * (common/status_fields.h): where each field lands in the JSON, and what

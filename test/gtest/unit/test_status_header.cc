@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The head of rvtd's status (agent/serve/status_header.h): its JSON keeps the
  * keys and order its readers know (test_rvtd.cc, test_uct_rvt_multi.cc,

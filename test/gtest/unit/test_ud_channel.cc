@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The source GID of a received handshake datagram (ud_channel.h,
  * grh_source_gid): what the engine compares with the sender a datagram

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's check of a client's work request before it may touch a
  * shared QP (agent/engine/work_check.h): everything the device would turn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The chaos client's account of a damaged write (test/gtest/integration/
  * write_damage.h): each kind of damage is named, with its byte range.

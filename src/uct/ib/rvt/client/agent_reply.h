@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Waiting for the agent's answer on the attach socket. The agent answers
  * a client's requests (peer_request, mr_release with a reply wanted) in

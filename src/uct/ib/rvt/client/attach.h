@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Attaching a process to its node's agent: the client library's first
  * call. On success the process holds the agent's verbs command fd and PD

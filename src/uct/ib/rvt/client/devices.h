@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Which RDMA devices and ports this host has, read from sysfs alone (no
  * verbs call, no device opened): what the UCX module lists as memory

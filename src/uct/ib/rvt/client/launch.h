@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The first client of a job on a node starts its agent (docs/design.md part 1:
  * "started on demand by the first client"). A client that finds no agent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Registering a process's own memory into its agent's protection domain
  * (docs/design.md part 3), and telling the agent about it: the agent keeps the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/client/session.h"
 
 #include "uct/ib/rvt/client/agent_reply.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A process's working connection to its agent: the API the UCX module (and
  * the tests) use once attached. It owns the attachment and exposes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Asking an agent what it is doing (the rvt-status tool, and tests): one
  * status request on the agent's socket, answered with JSON or text.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Parsing and building of attach messages (attach_wire.h). The parser is
  * the agent's first contact with untrusted input: it copies bytes into a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The attach protocol: what a client and its agent say over the agent's
  * Unix stream socket before any shared memory exists.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Parsing and building of the agents' handshake datagrams (conn_wire.h).
  * Datagrams arrive from the network on a UD QP that anyone on the fabric

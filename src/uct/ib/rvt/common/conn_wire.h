@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The connection handshake between agents: the UD datagrams with which two
  * rvtd instances (one per node, same uid and job key) agree on K shared RC

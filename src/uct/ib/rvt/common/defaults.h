@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Defaults that more than one part of rvt states: the agent (rvtd's
  * options, its config structs), the client library and the UCT module

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sending file descriptors with a message over a Unix stream socket
  * (SCM_RIGHTS): how the agent hands a client its verbs command fd and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * format(): printf into a std::string, checked by the compiler, so that a
  * reason can never misformat the value it names; and worth_logging(), the

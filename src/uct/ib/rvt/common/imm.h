@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt immediate encoding: the 32-bit immediate of every SEND WITH IMM and
  * RDMA WRITE WITH IMM that crosses a shared RC QP.

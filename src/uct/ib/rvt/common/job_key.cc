@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Job key resolution (see job_key.h for the precedence and the encoding).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Which job a process belongs to, as one job key (attach_wire.h:
  * 1..63 characters of [A-Za-z0-9._:+-]). The key names the agent's socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * result<T>: a value or the reason there is none. Retriable and
  * input-dependent failures travel as values, not exceptions (STYLE.md 2):

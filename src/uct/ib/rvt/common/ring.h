@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Single-producer, single-consumer rings in shared memory: the data path
  * between a client and its agent (work requests one way, completions and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's per-user directory and the names in it (runtime_dir.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The shared-memory segment an agent gives each client at attach time (a
  * memfd, passed with SCM_RIGHTS):

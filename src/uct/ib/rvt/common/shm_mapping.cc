@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/common/shm_mapping.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * shm_mapping: owner of one shared mapping of a memfd segment (unmapped on
  * destruction), and the two ways to get one: create a new segment (the

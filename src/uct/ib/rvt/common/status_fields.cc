@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The status's two renderings from one list of fields (status_fields.h).
  */

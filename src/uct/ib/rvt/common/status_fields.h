@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A status written once: one list of fields, each with its JSON place and
  * how the text for people shows it; the JSON (rvt-status --json) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's status as JSON (rvt-status --json): built with nlohmann/json,
  * written out by one function so every part is written the same way.

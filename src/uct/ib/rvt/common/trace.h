@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A per-message trace of the data path: where each message spends its
  * time between a process, its agent and the device. Off by default; when

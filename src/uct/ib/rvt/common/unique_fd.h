@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * unique_fd: sole owner of a file descriptor, closed on destruction.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's socket address, checked once: a path must fit sockaddr_un
  * (runtime_dir.h's max_socket_path), and the reason says how long it was.

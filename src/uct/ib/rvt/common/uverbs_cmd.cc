@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * REG_MR and DEREG_MR through RDMA_VERBS_IOCTL + UVERBS_METHOD_INVOKE_WRITE
  * (see uverbs_cmd.h for why). The command structs are the kernel's uAPI:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Memory registration in another process's protection domain, through the
  * kernel's generic uverbs ABI (docs/design.md part 3, the path for providers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The entries of a client's rings (ring.h): work requests from a client to
  * its agent, completions from the agent back, and inbound messages (active

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The work summary: one page, shared by an agent and all its clients (a
  * memfd passed at attach, next to the agent's wake eventfd), in which a

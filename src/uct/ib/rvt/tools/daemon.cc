@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Daemonizing with a start-up report (daemon.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Turning a program into a daemon that still tells whoever started it how
  * its start-up went, so that `rvtd --daemon` can exit 0 only once the

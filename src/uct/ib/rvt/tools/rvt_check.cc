@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt-check: whether this node's RDMA device can serve rvt, before any
  * job runs. Each need is answered yes or no, with the reason:

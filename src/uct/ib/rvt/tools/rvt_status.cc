@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt-status: what a running rvtd is doing (its clients, their memory
  * registrations, the registration mode, and what it cleaned up after

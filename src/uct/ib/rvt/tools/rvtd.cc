@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvtd: the per-node agent of one job (docs/design.md part 1). It opens the
  * device and PD, serves the attach socket, and runs the data path (the

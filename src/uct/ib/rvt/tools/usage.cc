@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/tools/usage.h"
 
 #include "rvt_config.h" /* PACKAGE_VERSION for the page's footer */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A program's command line, written once: one table of options gives the
  * parser, `--help` and the manual page, so the three cannot drift.

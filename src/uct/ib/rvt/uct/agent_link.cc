@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The MD's lazily attached connection to its agent (agent_link.h).
  */

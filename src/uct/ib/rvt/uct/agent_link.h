@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A memory domain's connection to its node agent: one attachment (one
  * client index, one set of rings), the leader, shared by the MD, which

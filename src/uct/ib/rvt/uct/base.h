@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCT's base interface and base endpoint as members of C++ objects.
  *

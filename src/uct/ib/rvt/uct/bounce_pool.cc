@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The interface's registered bounce buffers (bounce_pool.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bounce buffers for short and bcopy operations: a work request names one
  * registered local buffer, and the caller's data (an am_short payload, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvt component's methods (component.cc); rvt_module.cc puts them in
  * the component that it registers with UCX.

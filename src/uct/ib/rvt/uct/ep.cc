@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt endpoints (ep.h): creation, the operations, pending, flush, fence.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An rvt endpoint: this process's side of the endpoint (peer, destination
  * client) in the agent's sense, so its operations complete in the order

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rvt endpoints' atomic operations: 64-bit add, fetch-and-add and
  * compare-and-swap, each one work request the agent posts as an RDMA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvt interface (iface.h): configuration, attributes, addresses, open
  * and close, and UCT's ops table for the transport. The data path and

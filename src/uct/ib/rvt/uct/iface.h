@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvt interface (transport "rvt", device "<dev>:<port>"): the owner of
  * a data path of its MD's agent link: the first interface of the MD takes

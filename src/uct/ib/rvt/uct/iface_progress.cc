@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvt interface's data path (iface.h): posting work to the agent,
  * progress (completions, inbound messages, the pending queue, the agent's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvt memory domain (md.h): configuration, registration through the
  * UCS registration cache (or directly), rkey packing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The rvt memory domain: one per RDMA device with an active port (the
  * first active port; an agent serves one device:port). It registers

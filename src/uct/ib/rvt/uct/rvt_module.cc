@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where UCX meets the module: the rvt component and its one transport,
  * and their registration. The only file that knows how a UCX version

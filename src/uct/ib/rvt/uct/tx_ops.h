@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The interface's operations in flight: one slot per posted work request,
  * found again from the completion's wr_id.

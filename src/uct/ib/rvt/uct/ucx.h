@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX's internal headers as the module's C++ sees them, and the few helpers
  * every file of the module needs at the C boundary.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The differences between the UCX versions rvt builds against (1.13.1 and
  * 1.22.0), in one place. Every other file of the module writes its UCX

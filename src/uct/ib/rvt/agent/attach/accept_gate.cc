@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The attach server's gate on accepting (see accept_gate.h for the
  * table).

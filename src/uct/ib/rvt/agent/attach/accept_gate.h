@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Whether the attach server takes new connections off its listening
  * socket (attach_server.h). Two things close it:

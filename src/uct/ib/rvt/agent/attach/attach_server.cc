@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The attach server (see attach_server.h for the states and invariants).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's front door: a Unix stream socket where processes of the
  * job attach (attach_wire.h has the messages).

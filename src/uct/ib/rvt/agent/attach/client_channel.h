@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's end of one client's shared segment (common/shm_layout.h):
  * it consumes the client's work ring, produces its completion and inbound

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's client indices: which are held, and each one's generation
  * (how many times it has been given, imm.h: the immediates carry its low

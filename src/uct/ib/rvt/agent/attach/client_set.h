@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * client_set: a set of client indices (< imm::max_clients) as a bitmap,
  * walked in ascending order. The client table keeps the clients a pass must

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's clients as its data path sees them (engine.h): a record per
  * client index (its channel, generation and counters), which indices are

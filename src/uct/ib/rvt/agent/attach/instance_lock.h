@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Never two agents for the same key: an agent runs only while it holds an
  * exclusive flock() on its lock file (runtime_dir.h names it), taken

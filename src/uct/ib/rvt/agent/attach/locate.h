@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where the agent of (device, port, job) lives: the job key (given, or from
  * the environment), the device (given, or the first one), and the socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What a device took of a chain of work requests that ibv_post_send or
  * ibv_post_srq_recv refused: the requests before *bad_wr, the one it

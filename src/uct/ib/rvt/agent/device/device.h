@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's verbs device: the context and protection domain every client
  * of the agent registers its memory into, plus what a client needs to do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What every attached client is given: the agent's verbs resources
  * (device.h fills the device's part, rvtd the engine's) that the attach

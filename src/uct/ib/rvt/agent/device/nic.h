@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine's one door to the device. Everything the data path asks of
  * RDMA hardware goes through this interface: RC QPs by number (create,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The shared RC queue pairs' life cycle in verbs terms: create in INIT,
  * connect (RTR then RTS) to a peer's QP, and force into ERROR to flush.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Two RDMA netlink requests over a NETLINK_RDMA socket, as libibverbs
  * makes them: a device dump (RDMA_NLDEV_CMD_GET) finds the device's index

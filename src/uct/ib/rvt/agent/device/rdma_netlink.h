@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Facts about RDMA devices that only the kernel's RDMA netlink interface
  * tells: the uverbs driver id, which the ioctl command header must carry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/agent/device/receive_pool.h"
 
 #include "uct/ib/rvt/agent/device/chain_taken.h"

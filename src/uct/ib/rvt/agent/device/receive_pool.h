@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The node's receive buffers: one shared receive queue for every RC QP of
  * the agent, so the receive memory does not grow with the number of peers

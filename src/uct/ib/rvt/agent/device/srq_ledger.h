@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Which of the agent's receive buffers are on the SRQ (receive_pool.h).
  *

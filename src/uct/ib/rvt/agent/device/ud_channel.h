@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's handshake channel: one UD QP on which agents exchange the
  * connection datagrams of common/conn_wire.h. Datagrams may be lost; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The product's nic (nic.h): libibverbs on the agent's device. It owns the
  * verbs objects of the data path, created in this order and destroyed in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Owners for verbs objects: each pointer type destroys its object with
  * the matching ibv_ call. Declared in acquisition order in a class, they

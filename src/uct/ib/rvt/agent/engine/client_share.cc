@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Each client's bounded share of its agent (see client_share.h for the
  * bounds and the table).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Each client's bounded share of its agent: whatever one process puts in
  * its rings or asks on its socket, what the agent holds for it stays

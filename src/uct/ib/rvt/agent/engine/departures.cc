@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Departed clients (departures.h): the two tables and their transitions.
  */

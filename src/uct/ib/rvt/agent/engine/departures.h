@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Departed clients: what an agent knows about (peer, client index,
  * generation) destinations that are gone (engine.h, "Departed clients";

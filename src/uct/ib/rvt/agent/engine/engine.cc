@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The engine's life cycle, clients and main loop (engine.h); peers are in
  * engine_connect.cc, posting in engine_post.cc, the CQ in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's data path: everything between the clients' rings and the
  * device. The engine is the executor beside the pure state machines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The CQ: completions of posted ops go back to their clients; receives
  * are routed to the client the immediate names, and their buffer goes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Peers: creating them, running their connection state machines'
  * actions against verbs, the handshake datagrams, and loopback.

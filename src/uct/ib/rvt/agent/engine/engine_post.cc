@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Work in, verbs out: taking clients' requests from their rings, checking
  * them, queueing them on their endpoint's lane, and posting them within

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What rvt-status shows about the data path: clients, peers, QPs,
  * counters and the receive pool, as JSON or as text for people.

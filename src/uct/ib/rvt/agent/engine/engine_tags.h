@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * How the engine's verbs wr_ids say what completed:
  *

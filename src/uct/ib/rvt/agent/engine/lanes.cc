@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The lanes' rules (lanes.h): records, backlogs, credits, signalling,
  * striping and parking.

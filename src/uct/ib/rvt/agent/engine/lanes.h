@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's work between the clients' rings and the device: the op
  * records, each peer's K lanes (a FIFO backlog and the WRs in flight), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The clients' MRs (see mr_registry.h for the states and the table).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The one owner of the clients' MRs in the agent's PD: which client holds
  * which handle, what its work is checked against (by lkey), which of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/agent/engine/work_check.h"
 
 #include "uct/ib/rvt/common/format.h"

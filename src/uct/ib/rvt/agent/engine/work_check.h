@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Validation of one work request before the agent posts it: the request
  * came out of shared memory a client can scribble on, and the QP it goes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The handshake's credentials (peer_auth.h): MUNGE through libmunge,
  * the job secret through OpenSSL's HMAC, and the replay window.

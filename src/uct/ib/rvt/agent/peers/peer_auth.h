@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Who may become a peer: the credential on every handshake datagram
  * (common/conn_wire.h, `auth`). The UD QP that takes connection requests

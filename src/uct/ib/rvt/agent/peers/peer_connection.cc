@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The per-peer connection state machine (peer_connection.h). Each event
  * method checks the state, changes it, and appends the actions that make

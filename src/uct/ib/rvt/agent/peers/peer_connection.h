@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The connection from this agent to ONE remote agent (one remote node of
  * the job): K shared RC QPs, set up on demand over the UD handshake

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's peers: a record for each remote agent that one of its
  * clients named or whose handshake request it took, and one for its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The bound on failed credentials per sending host (sender_gate.h).
  */

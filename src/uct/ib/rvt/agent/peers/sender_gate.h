@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Whom the handshake channel still spends a credential check on
  * (engine.h, "Hostile handshakes"): a bound on failed credentials per

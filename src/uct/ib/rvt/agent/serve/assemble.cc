@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/agent/serve/assemble.h"
 
 namespace rvt::agent {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One agent from its parts, made in one place: rvtd assembles it around
  * its device's verbs_nic, the loopback agent (test/loopback/

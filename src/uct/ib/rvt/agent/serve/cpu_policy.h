@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * How rvtd's loop shares a core with the job's ranks: after each pass,
  * whether it polls again, hands its core over for a moment, pauses or

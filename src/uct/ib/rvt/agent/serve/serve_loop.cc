@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/agent/serve/serve_loop.h"
 
 #include <poll.h>

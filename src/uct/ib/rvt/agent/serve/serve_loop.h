@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The agent's loop, as rvtd runs it (and the host benchmark, to measure
  * it): the data path every pass, the attach socket as serve_pacer says

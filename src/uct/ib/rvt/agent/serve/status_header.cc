@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The head of rvtd's status, its JSON and its text from one list of
  * fields (status_header.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The head of rvtd's status (rvt-status): who the agent is and who is
  * attached to it, before the engine's part (engine.h, status). Its facts
