@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (3 nodes): a hostile host floods one agent's
 # handshake UD QP while two nodes trade verified traffic (issue 42,
 # "Bounded intake"). Agents on nodes 1 and 2 (--auth=auto: MUNGE, which
@@ -15,11 +16,14 @@
 # and AMs (test/gtest/integration/rvt_traffic_client, no --retry: a
 # failed op fails the phase), then the flood stops.
 #
-# Checks per phase (PASS/FAIL): every op completed and verified; no peer
-# lost between nodes 1 and 2 (both agents: connected, no reconnect, no QP
-# error in the phase); agent 1's CPU under CPU_BOUND CPU-seconds a second;
-# agent 1's log grew by under LOG_BOUND bytes. Then a table of the figures
-# beside each other. Timings are printed, never judged.
+# Checks per phase (PASS/FAIL): the flood ran (the flooder's success
+# line, datagrams sent, exit status 0); node 1's handshake counters moved
+# as the mode must move them, and with no flood counted no refusal
+# (verdicts.sh, handshake_verdict); every op completed and verified; no
+# peer lost between nodes 1 and 2 (both agents: connected, no reconnect,
+# no QP error in the phase); agent 1's CPU under CPU_BOUND CPU-seconds a
+# second; agent 1's log grew by under LOG_BOUND bytes. Then a table of the
+# figures beside each other. Timings are printed, never judged.
 #
 # Usage: flood-guest.sh BUILD_DIR   (environment: RVT_FLOOD_RVTD1, an
 # rvtd for node 1 instead of the build's; FLOOD_MODES, comma-separated;
@@ -28,6 +32,8 @@
 set -u
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=test/testbed/verdicts.sh
+. "$(dirname "$0")/verdicts.sh"
 build=${1:?usage: flood-guest.sh BUILD_DIR}
 rvtd=$build/src/uct/ib/rvt/tools/rvtd
 rvtd1=${RVT_FLOOD_RVTD1:-$rvtd}
@@ -115,8 +121,8 @@ link_of() {
         | "\(.state) \(.reconnects) \(.qp_errors)"' --arg g "$2"
 }
 
-# handshake_of N: node N's agent's handshake counters, one line
-hs_fields=(received malformed forged unknown_sender unauthenticated unchecked holds half_open recycled sent)
+# handshake_of N: node N's agent's handshake counters, one line, in the
+# order of verdicts.sh's hs_fields
 handshake_of() {
     agent_get "$1" '.data_path.handshake as $h
         | [$f[] | $h[.] // 0 | tostring] | join(" ")' \
@@ -126,7 +132,7 @@ handshake_of() {
 # phase NAME MODE: one phase (MODE none: no flood); appends a row to
 # $work/rows
 phase() {
-    local name=$1 mode=$2 dir=$work/$1 fpid='' pids=() n r id rc=0 p
+    local name=$1 mode=$2 dir=$work/$1 fpid='' frc='' pids=() n r id rc=0 p
     mkdir -p "$dir"
     section "$name"
     local hs0 log0 c10 c20 g0 t0 t1 t_end
@@ -156,12 +162,16 @@ phase() {
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     t1=$(date +%s.%N)
     sleep 2
+    # the flooder's exit status: `on` exits with its command's (nsenter
+    # execs the command), and the flooder exits 0 after SIGTERM, once it
+    # has printed its line; pkill finds nothing when it had ended already
     if [ -n "$fpid" ]; then
         pkill -TERM -P "$fpid"
         wait "$fpid"
+        frc=$?
     fi
     t_end=$(date +%s.%N)
-    local secs traffic_s ops cpu1 cpu2 logb hs1 flood_line
+    local secs traffic_s ops cpu1 cpu2 logb hs1 flood_line='' why
     secs=$(echo "$t_end - $t0" | bc)
     traffic_s=$(printf '%.1f' "$(echo "$t1 - $tt0" | bc)")
     local guest
@@ -174,11 +184,23 @@ phase() {
     cpu2=$(per_second "$c20" "$(cpu_of 2)" "$secs")
     logb=$(($(stat -c %s "$work/rvtd.1.log") - log0))
     hs1=$(handshake_of 1)
-    flood_line=$(grep -h '^rvt_ud_flood:' "$dir/flood.out" 2>/dev/null)
-    [ -n "$flood_line" ] && echo "$flood_line"
-    [ "$mode" != none ] && [ -z "$flood_line" ] && {
-        fail "$name: the flood did not run: $(head -c 300 "$dir/flood.out")"
-    }
+    # the flood ran only if the flooder says how much it sent, and ended
+    # well: its own error lines start with "rvt_ud_flood:" too
+    if [ "$mode" != none ]; then
+        if flood_line=$(flood_ran "$mode" "$frc" "$(cat "$dir/flood.out" 2>/dev/null)"); then
+            pass "$name: the flood ran: $flood_line"
+        else
+            fail "$name: the flood did not run: $flood_line"
+            flood_line=''
+        fi
+    fi
+    # and node 1's agent saw it, as the mode's datagrams are counted; in a
+    # phase with no flood, it refused nothing
+    if why=$(handshake_verdict "$mode" "$hs0" "$hs1"); then
+        pass "$name: node 1's handshake counters: $why"
+    else
+        fail "$name: node 1's handshake counters: $why"
+    fi
 
     if [ $rc = 0 ]; then
         pass "$name: every op completed and verified ($ops ops in $traffic_s s)"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # build, work, rvtd, module, mpirun_opts: perf-guest.sh's and lib.sh's
 # A large job as UCP sees it, a section of perf-guest.sh (sourced): where

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): a real Slurm cluster (Debian 12's
 # slurmctld on node1, slurmd on both, the testbed's munged on each with
 # one key) runs Open MPI jobs over rvt from the INSTALLED Debian packages
@@ -44,6 +45,8 @@
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=test/testbed/verdicts.sh
+. "$(dirname "$0")/verdicts.sh"
 build=${1:?usage: site-jobs-guest.sh BUILD_DIR ROOT}
 root=$PWD/${2:?usage: site-jobs-guest.sh BUILD_DIR ROOT}
 case $build in /*) ;; *) build=$PWD/$build ;; esac
@@ -413,6 +416,7 @@ ranks_of() {
 }
 
 # moving JOB: node 2's agent of job JOB has sent bytes to node 1
+# shellcheck disable=SC2317 # called by long_moving, through await
 moving() {
     on 2 timeout 10 "$rvt_status" --json --device=rxe2 --job-key="slurm.$1" 2>/dev/null |
         jq -e '[.data_path.peers[] | select(.loopback | not) | .bytes] | add // 0 | . > 0' >/dev/null
@@ -482,21 +486,37 @@ echo "salloc and sbatch jobs: $((SECONDS - t)) s"
 t=$SECONDS
 c=$(sbatch_job cancel rvt long)
 k=$(sbatch_job killed rvt long)
-ready=no
-# for 150 s at most (each look costs seconds on the emulator)
-while [ $((SECONDS - t)) -lt 150 ]; do
-    moving "$c" && moving "$k" && victims=$(ranks_of "$k" 2) && [ -n "$victims" ] &&
-        { ready=yes; break; }
-    sleep 0.5
-done
-echo "long jobs moving after $((SECONDS - t)) s: $ready"
+# long_moving: both long jobs' node-2 agents have sent bytes, and the
+# killed job's node-2 ranks are found (victims)
+# shellcheck disable=SC2317 # called by await
+long_moving() {
+    moving "$c" && moving "$k" && victims=$(ranks_of "$k" 2) && [ -n "$victims" ]
+}
+# long_ended: one of them ended (its mpirun exited, or it left the queue)
+# before it was seen moving: that can no longer come
+# shellcheck disable=SC2317 # called by await
+long_ended() {
+    grep -qs 'mpirun exit' "$work/cancel.out" "$work/killed.out" ||
+        [ -z "$(on 1 squeue -h -j "$c" 2>/dev/null)" ] ||
+        [ -z "$(on 1 squeue -h -j "$k" 2>/dev/null)" ]
+}
+# Waited for as long as it takes the loaded emulator to start them (each
+# look costs seconds), with a guard against a hang alone: a bound by the
+# clock failed on a loaded machine ("moving after 154 s: no")
+await 600 long_moving long_ended
+case $? in
+0) ready=yes awaited="both long jobs' agents carried data, node 2's ranks found, after $await_secs s" ;;
+1) ready=no awaited="a long job ended before both were seen moving, after $await_secs s" ;;
+*) ready=no awaited="both long jobs not seen moving after $await_secs s (the hang guard: 600 s)" ;;
+esac
+echo "long jobs moving: $awaited"
 [ -n "${victims:-}" ] || victims=$(ranks_of "$k" 2)
 on 1 scancel "$c"
 # shellcheck disable=SC2086 # one pid a word
 [ -n "${victims:-}" ] && kill -KILL $victims
 job_wait "$c" 60
 job_wait "$k" 90
-check "both long jobs moved data through their agents before they were cut short" [ $ready = yes ]
+check "both long jobs moved data through their agents before they were cut short ($awaited)" [ $ready = yes ]
 check "scancel: job $c ended ($(grep -h 'mpirun exit' "$work/cancel.out" 2>/dev/null || echo 'mpirun killed'))" \
     test -z "$(on 1 squeue -h -j "$c" 2>/dev/null)"
 check "node 2's ranks (${victims//$'\n'/ }) SIGKILLed mid-transfer: the job ended ($(grep -h 'mpirun exit' "$work/killed.out"))" \

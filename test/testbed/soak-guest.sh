@@ -12,13 +12,17 @@
 # other node are made in the first round and kept):
 #   - every round's traffic verified, no client left attached;
 #   - fds, MRs, QPs and CQs back to the warm-up's figures after each round;
-#   - resident memory at most RSS_BOUND_KIB above the warm-up's.
+#   - resident memory at most RSS_BOUND_KIB above the warm-up's;
+# a figure that could not be read, in the warm-up's sample or a round's,
+# is a sample off (verdicts.sh's resources_back).
 # Prints PASS:/FAIL: lines and exits 1 if any check failed.
 # Usage: soak-guest.sh BUILD_DIR MINUTES
 # shellcheck disable=SC2016 # jq filters: single quotes on purpose
 set -u
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=test/testbed/verdicts.sh
+. "$(dirname "$0")/verdicts.sh"
 build=${1:?usage: soak-guest.sh BUILD_DIR MINUTES}
 minutes=${2:?usage: soak-guest.sh BUILD_DIR MINUTES}
 K=4
@@ -79,11 +83,17 @@ while [ $SECONDS -lt $end ] || [ $rounds -le $WARMUP ]; do
             base[$n]="$rss $fds $mrs $qps $cqs"
         elif [ $rounds -gt $WARMUP ]; then
             read -r brss bfds bmrs bqps bcqs <<<"${base[$n]}"
-            growth=$((rss - brss))
-            [ $growth -gt $max_growth ] && max_growth=$growth
-            if [ "$fds $mrs $qps $cqs" != "$bfds $bmrs $bqps $bcqs" ]; then
+            # ("?": agent_sample could not read it)
+            if [[ $brss =~ ^[0-9]+$ && $rss =~ ^[0-9]+$ ]]; then
+                growth=$((rss - brss))
+                [ $growth -gt $max_growth ] && max_growth=$growth
+            else
                 bad_samples=$((bad_samples + 1))
-                echo "  node $n after round $rounds: fds mrs qps cqs $fds $mrs $qps $cqs, warm-up $bfds $bmrs $bqps $bcqs"
+                echo "  node $n after round $rounds: could not read its resident memory (/proc/PID/status): warm-up $brss, now $rss KiB"
+            fi
+            if ! why=$(resources_back "$bfds $bmrs $bqps $bcqs" "$fds $mrs $qps $cqs"); then
+                bad_samples=$((bad_samples + 1))
+                echo "  node $n after round $rounds: fds mrs qps cqs, warm-up -> now: $why"
             fi
         fi
     done
@@ -95,7 +105,7 @@ check "$rounds rounds, every one's traffic verified ($bad_rounds failed)" \
     [ "$bad_rounds" = 0 ]
 check "no client left attached after a round ($left_attached samples with one)" \
     [ "$left_attached" = 0 ]
-check "the agents' fds, MRs, QPs and CQs back to the warm-up's after every round ($bad_samples samples off)" \
+check "the agents' fds, MRs, QPs and CQs back to the warm-up's after every round, every figure read ($bad_samples samples off)" \
     [ "$bad_samples" = 0 ]
 check "the agents' resident memory grew by at most $RSS_BOUND_KIB KiB after the warm-up (most: $max_growth KiB)" \
     [ "$max_growth" -le "$RSS_BOUND_KIB" ]

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (1 node): UCX's own UCP tests (contrib/ucx-gtest.sh
 # builds them with rows `rvt` and `ud_rvt` beside UCX's `rc`) for the
 # transports rc_v, rvt and ud_v,rvt, group by group, on the node's rxe
@@ -7,10 +8,13 @@
 # exit with a backtrace instead of UCX's default freeze.
 #
 # Prints a table, per group: passed/failed/skipped and the seconds its
-# cases took (GoogleTest's own times, summed) for each transport, and one check per group and rvt transport: its pass list
-# (the test names, parameter index included, without the row's name)
-# equals rc_v's (rc_v's from an earlier run when nothing they depend on
-# has changed: lib.sh, conformance_leg). Cases that cannot pass over rvt are left out by name
+# cases took (GoogleTest's own times, summed) for each transport, and one
+# check per group and rvt transport (verdicts.sh, ucp_row_verdict): no
+# case failed, its run did not crash nor reach its time bound, no fewer
+# cases ran than passed over rc_v, and its pass list (the test names,
+# parameter index included, without the row's name) equals rc_v's (rc_v's
+# from an earlier run when nothing they depend on has changed: lib.sh,
+# conformance_leg). Cases that cannot pass over rvt are left out by name
 # (SKIP below, each with its reason); CI runs a selection of each group's
 # cases (CASES below), the same for the three transports.
 #
@@ -22,6 +26,8 @@
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=test/testbed/verdicts.sh
+. "$(dirname "$0")/verdicts.sh"
 build=${1:?usage: ucp-conformance-guest.sh BUILD_DIR GTEST GROUP...}
 gtest=${2:?usage: ucp-conformance-guest.sh BUILD_DIR GTEST GROUP...}
 shift 2
@@ -111,10 +117,11 @@ wait_agent 1 || { fail "rvtd on node 1 does not answer"; exit 1; }
 
 # run_row ROW GROUP...: ROW's cases of the GROUPs in one process; its
 # output in $logs/ROW.log, and per group the names of the passed cases
-# (GROUP.NAME/INDEX) in $work/ROW.GROUP.passed and "P F S MS" (passed,
-# failed, skipped, the cases' milliseconds) in $work/ROW.GROUP.counts. A
-# run that failed without a failed case (a crash, the time bound) counts
-# one failure more for each group. Prints the run's seconds.
+# (GROUP.NAME/INDEX) in $work/ROW.GROUP.passed and "P F S MS RC RUN_F"
+# (passed, failed, skipped, the cases' milliseconds; the run's exit status
+# and its failed cases, every group's: a crash or the time bound after a
+# group's last case shows there alone) in $work/ROW.GROUP.counts. Prints
+# the run's seconds.
 run_row() {
     local row=$1 log=$logs/$1.log rc start=$SECONDS group
     shift
@@ -135,11 +142,14 @@ run_row() {
                 ms += substr($5, 2)
                 skip = 0
             }
-            /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)/ && index($4, g) == 1 {
-                f++; skip = 0; t = $0; sub(/.*\(/, "", t); ms += t + 0
+            /^\[  FAILED  \] [^ ,]+(, where .*)? \([0-9]+ ms\)/ {
+                run_f++
+                if (index($4, g) == 1) {
+                    f++; t = $0; sub(/.*\(/, "", t); ms += t + 0
+                }
             }
             /^\[  FAILED  \]|^\[       OK \]/ { skip = 0 }
-            END { if (rc != 0 && f == 0) f = 1; print p + 0, f + 0, s + 0, ms + 0 }' \
+            END { print p + 0, f + 0, s + 0, ms + 0, rc, run_f + 0 }' \
             "$log" >"$work/$row.$group.counts"
     done
     echo $((SECONDS - start))
@@ -148,7 +158,8 @@ run_row() {
 # The reference row's results (rc_v's pass lists and counts) of the
 # groups an earlier run left in $refdir are taken from there (lib.sh,
 # conformance_leg: they do not depend on rvt); it runs the others, and
-# leaves those that failed nothing there for the next run.
+# leaves those that failed nothing, in a run that ended well, there for
+# the next run.
 refdir=$build/ucp-conformance-reference
 mkdir -p "$refdir"
 declare -A row_secs=()
@@ -169,8 +180,8 @@ for row in "${rows[@]}"; do
     [ ${#missing[@]} = 0 ] && continue
     row_secs[$row]+=", $(run_row "$row" "${missing[@]}") s"
     for group in "${missing[@]}"; do
-        read -r _ f _ _ <"$work/$row.$group.counts"
-        [ "$f" = 0 ] &&
+        read -r _ f _ _ rc run_f <"$work/$row.$group.counts"
+        [ "$f" = 0 ] && run_ended_well "$rc" "$run_f" &&
             cp "$work/$row.$group.passed" "$work/$row.$group.counts" "$refdir/"
     done
 done
@@ -181,9 +192,10 @@ echo
 for group in "$@"; do
     declare -A counts=()
     for row in "${rows[@]}"; do
-        read -r p f s ms <"$work/$row.$group.counts"
+        read -r p f s ms rc run_f <"$work/$row.$group.counts"
         counts[$row]="$p/$f/$s $(((ms + 500) / 1000))s"
         counts[$row.p]=$p
+        counts[$row.all]="$p $f $s $rc $run_f"
     done
     printf '%-34s' "$group"
     for row in "${rows[@]}"; do printf ' %-20s' "${counts[$row]}"; done
@@ -193,14 +205,13 @@ for group in "$@"; do
         differ=$(diff <(sort "$work/rc.$group.passed") \
             <(sort "$work/$row.$group.passed") | sed -n 's/^[<>] //p' |
             tr '\n' ' ')
-        if [ "${counts[$row.p]}" = 0 ]; then
-            fail "$what: nothing passed (log: $logs/$row.log)"
-        elif [ -n "$differ" ]; then
-            fail "$what: the pass lists differ in $differ(logs: $logs/rc.log, $logs/$row.log)"
+        # shellcheck disable=SC2086 # P F S RC RUN_F: one word each
+        if why=$(ucp_row_verdict ${counts[$row.all]} "${counts[rc.p]}" "$differ"); then
+            pass "$what: $why"
+        else
+            fail "$what: $why (logs: $logs/rc.log, $logs/$row.log)"
             grep -E "^\[  FAILED  \] $row/$group\..*ms\)$" "$logs/$row.log" |
                 head -12 | sed 's/^/    /'
-        else
-            pass "$what: the same ${counts[$row.p]} cases pass"
         fi
     done
     unset counts
