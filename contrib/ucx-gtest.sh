@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # UCX's own test suite (its gtest), built with `rvt` among the transports
-# it instantiates: the UCT conformance suite of issue 13
-# (test/testbed/conformance.sh runs it beside rc_verbs) and the UCP groups
-# of issue 43 (test/testbed/ucp-conformance.sh, beside rc_v).
+# it instantiates: its UCT tests (test/testbed/conformance.sh runs them
+# beside rc_verbs: docs/testing.md, "Conformance: UCX's own UCT tests")
+# and its UCP groups (test/testbed/ucp-conformance.sh, beside rc_v:
+# docs/testing.md, "Conformance: UCX's own UCP tests").
 #
 #   contrib/ucx-gtest.sh [--ucx=1.22.0]   build once (cached), print GTEST=PATH
 #

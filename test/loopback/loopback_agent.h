@@ -22,6 +22,7 @@
 #include "uct/ib/rvt/agent/attach/attach_server.h"
 #include "uct/ib/rvt/agent/engine/engine.h"
 #include "uct/ib/rvt/agent/peers/peer_auth.h"
+#include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/unique_fd.h"
@@ -46,13 +47,16 @@ struct loopback_agent_options {
     /* the handshake's credentials; null: none (agent::no_auth()), for an
      * agent that no peer ever asks */
     std::unique_ptr<peer_auth> auth{};
-    agent::engine::log_fn log = [](std::string_view) {};
+    log_fn log = [](std::string_view) {};
     /* what the grant tells clients about registering their memory */
     wire::reg_mode reg_mode = wire::reg_mode::uverbs_ioctl;
     /* attach_config's */
     uint32_t max_clients                       = 64;
     std::chrono::milliseconds index_quarantine = default_index_quarantine;
     size_t max_socket_read = attach_config{}.max_socket_read;
+    /* none: a test's clients are all one process (SO_PEERCRED), where
+     * rvtd's are a node's processes */
+    uint32_t max_siblings = imm::max_clients - 1;
 };
 
 struct loopback_agent {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rvt's own MPI check (issue 4): runs under mpirun across testbed nodes
+ * rvt's own MPI check: runs under mpirun across testbed nodes
  * (test/testbed/mpi-guest.sh, with pml ucx over UCX_TLS=rvt,sm,self) and
  * verifies every byte that MPI moves. For each message size from 8 B to
  * --max-size (8 B, then 16 B x4 up to 16 MiB):

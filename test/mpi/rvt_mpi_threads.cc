@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rvt's MPI_THREAD_MULTIPLE check (issue 13): runs under mpirun with one
+ * rvt's MPI_THREAD_MULTIPLE check: runs under mpirun with one
  * rank per node (test/testbed/mpi-guest.sh, pml ucx and osc ucx over
  * UCX_TLS=rvt,sm,self) and verifies every word. Each rank pairs with the
  * rank half the job away (on another host), and --threads threads per

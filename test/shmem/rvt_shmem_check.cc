@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rvt's own OpenSHMEM check (issue 4): runs under oshrun/mpirun with
+ * rvt's own OpenSHMEM check: runs under oshrun/mpirun with
  * spml ucx across testbed nodes (test/testbed/mpi-guest.sh) and verifies
  * every byte that SHMEM moves:
  *

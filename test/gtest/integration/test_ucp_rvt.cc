@@ -104,13 +104,14 @@ struct am_counter {
     }
 };
 
-/* Issue 30: a sender with peer error handling, connected to two
- * receivers; one receiver's worker is destroyed without closing anything
- * (as a process that dies leaves it), and the sender goes on sending to
- * both. The endpoint to the departed receiver must see its error
- * callback with a status that says the peer is gone, every request to it
- * must end (with an error), and the pair that is left must keep working,
- * every message arriving. Before, over rvt the sender hung. */
+/* A receiver that goes (docs/reliability.md, "Agent and peer death"): a
+ * sender with peer error handling, connected to two receivers; one
+ * receiver's worker is destroyed without closing anything (as a process
+ * that dies leaves it), and the sender goes on sending to both. The
+ * endpoint to the departed receiver must see its error callback with a
+ * status that says the peer is gone, every request to it must end (with
+ * an error), and the pair that is left must keep working, every message
+ * arriving. Before, over rvt the sender hung. */
 class ucp_rvt_departure :
     public ucp_rvt,
     public ::testing::WithParamInterface<bool> {

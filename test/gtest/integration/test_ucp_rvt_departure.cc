@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Issue 30: what a UCP application with peer error handling sees when a
- * peer process goes away, for each operation it can have outstanding.
+ * What a UCP application with peer error handling sees when a peer
+ * process goes away, for each operation it can have outstanding
+ * (docs/reliability.md, "Agent and peer death").
  * The receiver is a process of its own (ucp_departure_peer), on this node
  * or on another (the testbed's second rxe device, with its own agent); it
  * goes either by destroying its UCP without closing anything or by
@@ -87,8 +88,9 @@ const char *name_of(op o)
 enum class departure {
     closed,
     killed,
-    /* issue 43: one worker of the receiver's process goes, another stays
-     * (ucp_departure_peer's RVT_DEPARTURE_PEER_SIBLING) */
+    /* one worker of the receiver's process goes, another stays, as in
+     * UCX's test_ucp_peer_failure (ucp_departure_peer's
+     * RVT_DEPARTURE_PEER_SIBLING) */
     sibling_worker, /* a worker of the same context */
     sibling_context, /* a worker of a context of its own */
 };
@@ -591,9 +593,9 @@ TEST_P(ucp_rvt_departure_ops, the_endpoint_fails_and_every_request_ends)
     }
 }
 
-/* Issue 43, UCX's test_ucp_peer_failure across processes: the receiver's
- * process has two workers; one goes (destroyed, its context kept or
- * destroyed with it) and the process stays with the other. The sender's
+/* UCX's test_ucp_peer_failure across processes: the receiver's process
+ * has two workers; one goes (destroyed, its context kept or destroyed
+ * with it) and the process stays with the other. The sender's
  * endpoint to the one that went must fail as for any departure, every
  * put end, and its endpoint to the one that stays must go on working:
  * puts read back by gets, no error. Over rvt, ud_v,rvt (where the put is

@@ -16,8 +16,8 @@
  *      stdin's end (the process stays: only its UCP is gone).
  * SIGKILL is the other way to go.
  *
- * With RVT_DEPARTURE_PEER_SIBLING set (issue 43: one process, several
- * workers), a second worker stays when the first goes, as in UCX's
+ * With RVT_DEPARTURE_PEER_SIBLING set (one process, several workers), a
+ * second worker stays when the first goes, as in UCX's
  * test_ucp_peer_failure:
  *   worker   a second worker of the same context (q destroys the first
  *            worker only; the context and its mapping stay);

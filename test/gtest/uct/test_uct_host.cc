@@ -269,9 +269,10 @@ TEST_F(uct_host, pending_add_is_busy_with_room_and_dispatches_once_room_is_back)
 }
 
 /* UCP's pending callbacks free their request and answer UCS_OK: the
- * interface must not touch a request after a callback that sent (last
- * month's use after free, issue 13). Each request poisons itself, as a
- * freed one would be, then is freed. */
+ * interface must not touch a request after a callback that sent (it once
+ * read the request's link to the next one after the callback had freed
+ * it, and UCX's test_uct_pending crashed). Each request poisons itself,
+ * as a freed one would be, then is freed. */
 TEST_F(uct_host, a_pending_request_may_free_itself_once_it_sent)
 {
     struct self_freeing {

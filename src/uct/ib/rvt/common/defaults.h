@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Defaults that more than one part of rvt states: the agent (rvtd's
- * options, its config structs), the client library and the UCT module
- * (UCX config tables). Each is written here once; everyone else reads it.
+ * options, its config structs, what it grants clients), the client
+ * library and the UCT module (UCX config tables). Each is written here
+ * once; everyone else reads it.
  *
  * UCX's config tables want a default as a string: the few they need are
  * macros too (RVT_DEFAULT_*), turned into that string by RVT_QUOTE, so the
@@ -49,6 +50,10 @@ inline constexpr uint32_t am_size = RVT_DEFAULT_AM_SIZE;
  * slot; what the agent asks each RC QP to send inline), bytes (rvtd
  * --inline-size). */
 inline constexpr uint32_t inline_size = 128;
+
+/* K: the RC QPs an agent shares with each remote node, 1..conn::max_qps
+ * (rvtd --num-qps; every agent of a job has the same, conn_wire.h). */
+inline constexpr uint32_t num_qps = 4;
 
 /* See RVT_DEFAULT_CONNECT_TIMEOUT_S. */
 inline constexpr std::chrono::milliseconds connect_timeout =

@@ -1,16 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * format(): printf into a std::string, checked by the compiler, so that a
- * reason can never misformat the value it names; and worth_logging(), the
- * rule that keeps a flood of one kind of event from filling the log.
+ * reason can never misformat the value it names; worth_logging(), the
+ * rule that keeps a flood of one kind of event from filling the log; and
+ * log_fn, where a part that logs writes its lines.
  */
 #ifndef RVT_COMMON_FORMAT_H
 #define RVT_COMMON_FORMAT_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace rvt {
+
+/* Where a part of the agent (the engine, the attach server, the choice of
+ * credentials) writes a log line: one line, no newline; rvtd stamps it
+ * and writes it to its log, a test keeps or drops it. */
+using log_fn = std::function<void(std::string_view)>;
 
 [[gnu::format(printf, 1, 2)]] std::string format(const char *fmt, ...);
 

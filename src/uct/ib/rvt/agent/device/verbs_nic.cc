@@ -295,8 +295,7 @@ bool verbs_nic::to_wr(rc_entry &qpe, const nic_send &s, size_t i,
     flags |= s.fence ? unsigned{IBV_SEND_FENCE} : 0u;
     w.send_flags = flags;
     slot         = no_slot;
-    if (s.opcode == nic_opcode::atomic_fetch_add ||
-        s.opcode == nic_opcode::atomic_cmp_swp) {
+    if (is_atomic(s.opcode)) {
         return atomic_wr(qpe, s, i, w, slot, why);
     }
     if (s.inline_payload) {

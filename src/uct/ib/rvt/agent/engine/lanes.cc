@@ -39,12 +39,6 @@ void take_if(std::deque<uint32_t> &q, Take take, std::vector<uint32_t> &out)
     q.swap(keep);
 }
 
-bool is_atomic_send(const nic_send &s)
-{
-    return s.opcode == nic_opcode::atomic_fetch_add ||
-           s.opcode == nic_opcode::atomic_cmp_swp;
-}
-
 } // namespace
 
 lanes::lanes(const limits &lim) : m_lim(lim)
@@ -351,7 +345,7 @@ void lanes::signal(lane &l, std::span<nic_send> sends)
     for (size_t i = 0; i < sends.size(); ++i) {
         const bool last   = i + 1 == sends.size();
         sends[i].signaled = sends[i].signaled || last ||
-                            is_atomic_send(sends[i]) ||
+                            is_atomic(sends[i].opcode) ||
                             ++l.unsignaled >= signal_interval;
         if (sends[i].signaled) {
             l.unsignaled = 0;

@@ -476,8 +476,7 @@ result<std::string> read_secret_file(const std::string &path)
 }
 
 result<std::unique_ptr<peer_auth>>
-make_peer_auth(const auth_settings &s,
-               const std::function<void(std::string_view)> &log)
+make_peer_auth(const auth_settings &s, const log_fn &log)
 {
     const bool has_secret = !s.secret_file.empty() ||
                             s.secret_file_env.has_value() ||

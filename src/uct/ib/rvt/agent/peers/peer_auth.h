@@ -55,6 +55,7 @@
 #define RVT_AGENT_PEER_AUTH_H
 
 #include "uct/ib/rvt/common/conn_wire.h"
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/result.h"
 
 #include <array>
@@ -156,8 +157,7 @@ void take_secret_env(auth_settings &s);
  * neither fails closed, saying how to get either; only --auth=none runs
  * unauthenticated. `log` hears why auto chose what it chose. */
 result<std::unique_ptr<peer_auth>>
-make_peer_auth(const auth_settings &s,
-               const std::function<void(std::string_view)> &log);
+make_peer_auth(const auth_settings &s, const log_fn &log);
 
 /* The secret in `path`: the file must belong to this uid and be readable
  * by nobody else (mode 0600 or 0400); one trailing newline is dropped. */

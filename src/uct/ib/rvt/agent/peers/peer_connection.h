@@ -134,6 +134,7 @@
 #define RVT_AGENT_PEER_CONNECTION_H
 
 #include "uct/ib/rvt/common/conn_wire.h"
+#include "uct/ib/rvt/common/defaults.h"
 
 #include <array>
 #include <chrono>
@@ -151,7 +152,7 @@ using msec       = std::chrono::milliseconds;
 
 /* Knobs of every peer connection of one agent. */
 struct peer_config {
-    uint32_t num_qps               = 4; /* K, 1..conn::max_qps */
+    uint32_t num_qps               = defaults::num_qps; /* K <= conn::max_qps */
     msec retry_interval            = msec{250}; /* first handshake resend */
     msec max_retry_interval        = msec{2000}; /* backoff doubles up to */
     uint32_t max_handshake_retries = 8; /* resends before the peer fails */

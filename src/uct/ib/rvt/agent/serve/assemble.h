@@ -35,7 +35,7 @@ struct assembly {
     /* the device's part of what clients are granted; its agent_id is the
      * engine's */
     device_grant grant;
-    agent::engine::log_fn log;
+    log_fn log;
     /* Called once the engine is made, before the socket opens (rvtd:
      * its trace starts, its descriptor limit rises to the socket's
      * bounds); may be empty. */
