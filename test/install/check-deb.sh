@@ -6,8 +6,10 @@
 #  - build-package.sh builds rvt-agent and ucx-rvt from the release
 #    tarball and lintian finds no error (its warnings are printed);
 #  - each package's file list (dpkg -c) is exactly the expected one;
-#  - ucx-rvt depends on exactly the libucx0 installed here, and on
-#    rvt-agent; apt-get --simulate can install both on this machine;
+#  - ucx-rvt depends on the upstream release of the libucx0 installed
+#    here (any Debian revision of it, not the next release), and on
+#    rvt-agent; rvt-agent on procps, with its Slurm settings a conffile;
+#    apt-get --simulate can install both on this machine;
 #  - dpkg -i of both into a throwaway root (its own --admindir and
 #    --instdir; never the machine's own root) installs and configures them,
 #    and dpkg -L lists the module;
@@ -62,11 +64,13 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 moddir=/usr/lib/$multiarch/ucx
 files_of() { dpkg -c "$1" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort; }
 # shellcheck disable=SC2034 # read through ${!expect}
-expect_agent="/usr/bin/rvt-check
+expect_agent="/etc/slurm/rvt-slurm.conf
+/usr/bin/rvt-check
 /usr/bin/rvt-status
 /usr/bin/rvt-trace-report
 /usr/bin/rvtd
 /usr/lib/rvt/rvt-slurm
+/usr/lib/tmpfiles.d/rvt-agent.conf
 /usr/share/doc/rvt-agent/changelog.Debian.gz
 /usr/share/doc/rvt-agent/copyright
 /usr/share/man/man1/rvt-status.1.gz
@@ -91,13 +95,31 @@ for pkg in agent module; do
 done
 
 # 3. dependencies -------------------------------------------------------------
+# ucx-rvt takes Debian's revisions of the upstream UCX it was built
+# against (their security fixes), not the next release
 ucx_ver=$(dpkg-query -W -f='${Version}' libucx0)
+ucx_up=$(sed 's/^[0-9]*://; s/-[^-]*$//' <<<"$ucx_ver")
 deps=$(dpkg-deb -f "$module_deb" Depends)
-if grep -qF "libucx0 (= $ucx_ver)" <<<"$deps" &&
+min=$(grep -oE 'libucx0 \(>= [^)]+\)' <<<"$deps" | sed 's/.*>= //; s/)//')
+next=$(grep -oE 'libucx0 \(<< [^)]+\)' <<<"$deps" | sed 's/.*<< //; s/)//')
+if [ "$min" = "$ucx_up" ] && [ -n "$next" ] &&
+    dpkg --compare-versions "$ucx_ver" ge "$min" &&
+    dpkg --compare-versions "$ucx_up-1+deb12u9" lt "$next" &&
+    dpkg --compare-versions "$ucx_up.1" ge "$next" &&
     grep -qE 'rvt-agent \(= [^)]+\)' <<<"$deps"; then
-    pass "ucx-rvt depends on libucx0 (= $ucx_ver) and rvt-agent"
+    pass "ucx-rvt depends on libucx0 (>= $min), (<< $next): $ucx_ver and its Debian revisions, not the next release; and on rvt-agent"
 else
-    fail "ucx-rvt's Depends lack libucx0 (= $ucx_ver) or rvt-agent: $deps"
+    fail "ucx-rvt's Depends: expected libucx0 (>= $ucx_up), (<< the next release) and rvt-agent: $deps"
+fi
+if dpkg-deb -f "$agent_deb" Depends | grep -qw procps; then
+    pass "rvt-agent depends on procps (the prolog's pgrep)"
+else
+    fail "rvt-agent's Depends lack procps: $(dpkg-deb -f "$agent_deb" Depends)"
+fi
+if [ "$(dpkg-deb -I "$agent_deb" conffiles 2>/dev/null)" = /etc/slurm/rvt-slurm.conf ]; then
+    pass "rvt-agent's conffile: /etc/slurm/rvt-slurm.conf (a site's changes survive an upgrade)"
+else
+    fail "rvt-agent's conffiles: '$(dpkg-deb -I "$agent_deb" conffiles 2>&1)'"
 fi
 if sim=$(apt-get --simulate -o Debug::NoLocking=1 install "$agent_deb" "$module_deb" 2>&1); then
     pass "apt-get --simulate installs both here: $(grep -c '^Inst ' <<<"$sim") to install"

@@ -11,7 +11,9 @@
  *                     closes each after reading what the peer sent first
  *                     (so an attach fails at the attach step), and exits
  *                     once its socket file is gone or it has had no
- *                     connection for FAKE_RVTD_LINGER_MS (default 5000).
+ *                     connection for FAKE_RVTD_LINGER_MS (default 5000;
+ *                     with --linger=0, as rvtd: never, only when its
+ *                     socket is gone or a signal ends it).
  *                     FAKE_RVTD_DELAY_MS: a pause between lock and
  *                     listen, to widen the window of a race.
  *   held              "another agent holds it", exit 1 (the lock text)
@@ -65,7 +67,8 @@ bool still_ours(const std::string &path, ino_t ino)
     return ::lstat(path.c_str(), &st) == 0 && st.st_ino == ino;
 }
 
-int serve(const agent_paths &paths, bool daemon, const std::string &args)
+int serve(const agent_paths &paths, bool daemon, bool linger_forever,
+          const std::string &args)
 {
     auto lock = agent::instance_lock::acquire(paths.lock);
     if (!lock) {
@@ -111,7 +114,8 @@ int serve(const agent_paths &paths, bool daemon, const std::string &args)
             env_ms("FAKE_RVTD_LINGER_MS", 5000));
     auto last = std::chrono::steady_clock::now();
     while (still_ours(paths.socket, st.st_ino) &&
-           std::chrono::steady_clock::now() - last < linger) {
+           (linger_forever ||
+            std::chrono::steady_clock::now() - last < linger)) {
         pollfd pfd{sock.get(), POLLIN, 0};
         if (::poll(&pfd, 1, 100) != 1) {
             continue;
@@ -138,7 +142,7 @@ int serve(const agent_paths &paths, bool daemon, const std::string &args)
 
 int main(int argc, char **argv)
 {
-    bool daemon = false;
+    bool daemon = false, linger_forever = false;
     std::string device, job_key, args;
     int port = 1;
     for (int i = 1; i < argc; ++i) {
@@ -150,6 +154,8 @@ int main(int argc, char **argv)
             device = arg.substr(9);
         } else if (arg.starts_with("--port=")) {
             port = std::atoi(argv[i] + 7);
+        } else if (arg == "--linger=0") {
+            linger_forever = true;
         } else if (arg.starts_with("--job-key=")) {
             job_key = arg.substr(10);
         } else if (!arg.starts_with("--") ||
@@ -195,5 +201,5 @@ int main(int argc, char **argv)
         std::fflush(stdout);
         ::_exit(3);
     }
-    return serve(paths.value(), daemon, args);
+    return serve(paths.value(), daemon, linger_forever, args);
 }

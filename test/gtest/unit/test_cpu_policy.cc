@@ -87,6 +87,25 @@ TEST(cpu_policy, realtime_pauses_once_awake_for_the_busy_limit)
             << "the busy limit counts from the end of the pause";
 }
 
+/* The Slurm prolog sets SCHED_FIFO on the agent from outside (root's
+ * chrt), after rvtd started at normal priority: the busy limit must hold
+ * from then on, or the agent could keep a core from the ranks. */
+TEST(cpu_policy, a_class_given_from_outside_takes_the_realtime_rows)
+{
+    cpu_policy::settings s = realtime();
+    s.realtime             = false;
+    cpu_policy p(s, t0);
+    EXPECT_EQ(p.passed(t0 + 1000us, true), step::poll) << "normal: no limit";
+    p.class_is(true);
+    EXPECT_EQ(p.passed(t0 + 1010us, true), step::pause)
+            << "SCHED_FIFO now: awake past the busy limit, it pauses";
+    p.resumed(t0 + 1100us);
+    p.class_is(false);
+    EXPECT_EQ(p.passed(t0 + 2200us, true), step::poll)
+            << "taken away: the normal rows again";
+    EXPECT_EQ(p.passed(t0 + 2210us, false), step::yield);
+}
+
 TEST(cpu_policy, a_sleep_starts_the_busy_limit_again)
 {
     cpu_policy p(realtime(), t0);

@@ -46,6 +46,13 @@ protected:
         std::filesystem::remove_all(m_base);
     }
 
+    /* rule 2 of runtime_dir.h out of the way: the machine's /run/rvt
+     * may hold a directory of ours */
+    runtime_bases no_system_dir()
+    {
+        return {m_base + "/no-system-dir", "/tmp"};
+    }
+
     mode_t mode_of(const std::string &path)
     {
         struct stat st;
@@ -249,15 +256,16 @@ TEST(runtime_paths, socket_path_must_fit_sockaddr_un)
             << over.error();
 }
 
-/* Another user's /tmp/rvt-<uid> (here: a symbolic link where the
- * directory should be, which any user can make) does not deny rvt: the
- * refusal names what to set, and with it set every process of the job
- * finds the same directory of the user's own. */
+/* In a base of the user's own (here XDG_RUNTIME_DIR) a symbolic link where
+ * the directory should be is refused, naming what to set (no other user
+ * could have made it: a /tmp that others write to is rule 4's, below);
+ * with it set every process of the job finds the same directory of the
+ * user's own. */
 TEST_F(runtime_dir_fixture, a_taken_directory_is_refused_naming_what_to_set)
 {
     ASSERT_EQ(::symlink("/", m_dir.c_str()), 0);
     auto taken = user_runtime_dir(env_from({{"XDG_RUNTIME_DIR", m_base}}),
-                                  m_uid);
+                                  m_uid, no_system_dir());
     ASSERT_FALSE(taken.ok()) << "accepted " << taken.value();
     EXPECT_NE(taken.error().find(m_dir + " is a symbolic link"),
               std::string::npos)
@@ -271,11 +279,12 @@ TEST_F(runtime_dir_fixture, a_taken_directory_is_refused_naming_what_to_set)
     ASSERT_EQ(::mkdir(own.c_str(), 0700), 0);
     const auto env = env_from(
             {{"XDG_RUNTIME_DIR", m_base}, {"RVT_RUNTIME_DIR", own}});
-    auto dir = user_runtime_dir(env, m_uid);
+    auto dir = user_runtime_dir(env, m_uid, no_system_dir());
     ASSERT_TRUE(dir.ok()) << dir.error();
     EXPECT_EQ(dir.value(), own + "/rvt-" + std::to_string(m_uid));
     EXPECT_EQ(mode_of(dir.value()), 0700u);
-    EXPECT_EQ(user_runtime_dir(env, m_uid).value(), dir.value())
+    EXPECT_EQ(user_runtime_dir(env, m_uid, no_system_dir()).value(),
+              dir.value())
             << "another process of the job finds the same";
 }
 
@@ -295,4 +304,141 @@ TEST_F(runtime_dir_fixture, rvt_runtime_dir_not_the_users_own_is_refused)
     auto other = user_runtime_dir(env_from({{"RVT_RUNTIME_DIR", m_base}}),
                                   m_uid + 1);
     EXPECT_FALSE(other.ok()) << "another uid's base was taken";
+}
+
+/* ---- a base others may write to (/tmp): runtime_dir.h, rule 4 -------- */
+
+namespace {
+
+class shared_base_fixture : public runtime_dir_fixture {
+protected:
+    void SetUp() override
+    {
+        runtime_dir_fixture::SetUp();
+        ASSERT_EQ(::chmod(m_base.c_str(), 01777), 0);
+        m_bases.system = m_base + "/no-system-dir";
+        m_bases.shared = m_base;
+    }
+
+    result<std::string> find()
+    {
+        return user_runtime_dir(env_from({}), m_uid, m_bases);
+    }
+
+    std::string candidate(const char *hex)
+    {
+        return m_dir + "." + hex;
+    }
+
+    runtime_bases m_bases;
+};
+
+} // namespace
+
+TEST_F(shared_base_fixture, the_plain_name_is_made_when_free)
+{
+    auto dir = find();
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    EXPECT_EQ(dir.value(), m_dir);
+    EXPECT_EQ(mode_of(m_dir), 0700u);
+}
+
+/* Another user's rvt-<uid> (a symbolic link here, which anyone can make
+ * in /tmp) no longer denies rvt: a directory of the user's own is made
+ * beside it, and every later process finds that one. */
+TEST_F(shared_base_fixture, a_squatted_name_is_passed_by)
+{
+    ASSERT_EQ(::symlink("/", m_dir.c_str()), 0);
+    auto dir = find();
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    ASSERT_EQ(dir.value().size(), m_dir.size() + 17) << dir.value();
+    EXPECT_EQ(dir.value().substr(0, m_dir.size() + 1), m_dir + ".");
+    EXPECT_EQ(mode_of(dir.value()), 0700u);
+    auto again = find();
+    ASSERT_TRUE(again.ok()) << again.error();
+    EXPECT_EQ(again.value(), dir.value()) << "a later process finds the same";
+}
+
+TEST_F(shared_base_fixture, the_first_valid_in_name_order_is_taken)
+{
+    ASSERT_EQ(::symlink("/", m_dir.c_str()), 0);
+    const std::string later = candidate("0000000000000002");
+    const std::string first = candidate("0000000000000001");
+    ASSERT_EQ(::mkdir(later.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(later.c_str(), 0700), 0);
+    ASSERT_EQ(::mkdir(first.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(first.c_str(), 0700), 0);
+    auto dir = find();
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    EXPECT_EQ(dir.value(), first);
+}
+
+/* What is not a 0700 directory of the user's, and what is not named as
+ * rule 4 names them, is passed by, never taken or repaired. */
+TEST_F(shared_base_fixture, invalid_candidates_and_other_names_are_passed_by)
+{
+    const std::string open = candidate("0000000000000001");
+    ASSERT_EQ(::mkdir(open.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(open.c_str(), 0755), 0);
+    const std::string odd = m_dir + ".not-hex";
+    ASSERT_EQ(::mkdir(odd.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(odd.c_str(), 0700), 0);
+    auto dir = find();
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    EXPECT_EQ(dir.value(), m_dir);
+    EXPECT_EQ(mode_of(open), 0755u) << "not repaired";
+}
+
+/* One made while another process made an earlier-named one: the process
+ * takes the earlier and removes its own, so that the two agree. */
+TEST_F(shared_base_fixture, a_process_that_made_one_late_takes_the_first)
+{
+    ASSERT_EQ(::symlink("/", m_dir.c_str()), 0);
+    auto mine = find();
+    ASSERT_TRUE(mine.ok()) << mine.error();
+    const std::string earlier = candidate("0000000000000000");
+    ASSERT_EQ(::mkdir(earlier.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(earlier.c_str(), 0700), 0);
+    auto dir = find();
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    EXPECT_EQ(dir.value(), earlier);
+}
+
+/* ---- /run/rvt/<uid>, made by root: runtime_dir.h, rule 2 ------------- */
+
+TEST_F(runtime_dir_fixture, roots_system_directory_comes_before_tmp)
+{
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root: the system directory is root's";
+    }
+    const std::string sys = m_base + "/run-rvt";
+    ASSERT_EQ(::mkdir(sys.c_str(), 0755), 0);
+    ASSERT_EQ(::chmod(sys.c_str(), 0755), 0);
+    const std::string mine = sys + "/" + std::to_string(m_uid);
+    runtime_bases bases{sys, m_base};
+
+    /* no <uid> in it: rule 2 does not apply */
+    auto none = user_runtime_dir(env_from({}), m_uid, bases);
+    ASSERT_TRUE(none.ok()) << none.error();
+    EXPECT_EQ(none.value(), m_dir);
+
+    ASSERT_EQ(::mkdir(mine.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(mine.c_str(), 0700), 0);
+    auto dir = user_runtime_dir(env_from({}), m_uid, bases);
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    EXPECT_EQ(dir.value(), mine);
+
+    /* a wrong one there is refused, naming it */
+    ASSERT_EQ(::chmod(mine.c_str(), 0755), 0);
+    auto bad = user_runtime_dir(env_from({}), m_uid, bases);
+    ASSERT_FALSE(bad.ok()) << "accepted " << bad.value();
+    EXPECT_NE(bad.error().find(mine + " has mode 0755"), std::string::npos)
+            << bad.error();
+
+    /* a system directory others may write to is no system directory */
+    ASSERT_EQ(::chmod(mine.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(sys.c_str(), 0777), 0);
+    auto open = user_runtime_dir(env_from({}), m_uid, bases);
+    ASSERT_TRUE(open.ok()) << open.error();
+    EXPECT_EQ(open.value(), m_dir);
 }

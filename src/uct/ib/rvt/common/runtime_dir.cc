@@ -8,12 +8,17 @@
 #include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <vector>
 
 namespace rvt {
 
@@ -90,6 +95,116 @@ std::string device_error(std::string_view device)
     return {};
 }
 
+/* Whether a user other than uid may make entries in base (group or
+ * other write: /tmp), where a name can be taken before we make it. */
+bool others_may_write(const std::string &base, uid_t uid)
+{
+    struct stat st;
+    return ::stat(base.c_str(), &st) == 0 &&
+           ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != uid);
+}
+
+/* "rvt-<uid>", or "rvt-<uid>." and 16 hex digits. */
+bool is_candidate(std::string_view name, const std::string &plain)
+{
+    if (name == plain) {
+        return true;
+    }
+    if (name.size() != plain.size() + 17 || !name.starts_with(plain) ||
+        name[plain.size()] != '.') {
+        return false;
+    }
+    return std::all_of(name.begin() + plain.size() + 1, name.end(),
+                       [](char c) {
+                           return (c >= '0' && c <= '9') ||
+                                  (c >= 'a' && c <= 'f');
+                       });
+}
+
+/* The first candidate in base, in name order, that is a directory of
+ * uid's (dir_error finds nothing); empty if none. */
+std::string first_valid(const std::string &base, uid_t uid)
+{
+    const std::string plain = "rvt-" + std::to_string(uid);
+    std::vector<std::string> names;
+    if (DIR *d = ::opendir(base.c_str())) {
+        while (const dirent *e = ::readdir(d)) {
+            if (is_candidate(e->d_name, plain)) {
+                names.emplace_back(e->d_name);
+            }
+        }
+        ::closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    for (const auto &n : names) {
+        const std::string dir = base + "/" + n;
+        if (dir_error(dir, uid).empty()) {
+            return dir;
+        }
+    }
+    return {};
+}
+
+/* Rule 4 of runtime_dir.h: a base where others may make names. */
+result<std::string> claim_in_shared_base(const std::string &base, uid_t uid)
+{
+    std::string found = first_valid(base, uid);
+    if (!found.empty()) {
+        return found;
+    }
+    std::string made = base + "/rvt-" + std::to_string(uid);
+    if (::mkdir(made.c_str(), 0700) != 0) {
+        if (errno != EEXIST) {
+            return failure{"runtime directory " + made +
+                           ": mkdir failed: " + errno_text()};
+        }
+        /* taken by someone else (it was not valid above) */
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::system_clock::now().time_since_epoch());
+        made += format(".%016llx", static_cast<unsigned long long>(ns.count()));
+        if (::mkdir(made.c_str(), 0700) != 0) {
+            return failure{"runtime directory " + made +
+                           ": mkdir failed: " + errno_text()};
+        }
+    }
+    std::string err = fix_new_dir_mode(made);
+    if (!err.empty()) {
+        return failure{err};
+    }
+    found = first_valid(base, uid);
+    if (found.empty()) {
+        return failure{"runtime directory " + made +
+                       ": made, then not found valid: " + dir_error(made, uid)};
+    }
+    if (found != made) {
+        ::rmdir(made.c_str()); /* another process of ours made one first */
+    }
+    return found;
+}
+
+/* Rule 2 of runtime_dir.h: <system>/<uid> when root made it; nothing
+ * (an empty string) when the rule does not apply. */
+result<std::string> system_dir(const std::string &system, uid_t uid)
+{
+    struct stat st;
+    if (system.empty() || ::lstat(system.c_str(), &st) != 0 ||
+        !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        return std::string();
+    }
+    const std::string dir = system + "/" + std::to_string(uid);
+    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+        return std::string();
+    }
+    std::string err = dir_error(dir, uid);
+    if (!err.empty()) {
+        return failure{err + " (" + system +
+                       " is root's: its Slurm prolog or the package makes "
+                       "these)"};
+    }
+    return dir;
+}
+
 } // namespace
 
 std::string runtime_base(const env_view &env, uid_t uid)
@@ -127,7 +242,8 @@ result<std::string> ensure_runtime_dir(const std::string &base, uid_t uid)
     return dir;
 }
 
-result<std::string> user_runtime_dir(const env_view &env, uid_t uid)
+result<std::string> user_runtime_dir(const env_view &env, uid_t uid,
+                                     const runtime_bases &bases)
 {
     if (std::optional<std::string> own = env(runtime_dir_env_name)) {
         struct stat st;
@@ -141,7 +257,16 @@ result<std::string> user_runtime_dir(const env_view &env, uid_t uid)
         }
         return ensure_runtime_dir(*own, uid);
     }
-    auto dir = ensure_runtime_dir(runtime_base(env, uid), uid);
+    auto sys = system_dir(bases.system, uid);
+    if (!sys || !sys.value().empty()) {
+        return sys;
+    }
+    std::string base = runtime_base(env, uid);
+    if (base == "/tmp") {
+        base = bases.shared;
+    }
+    auto dir = others_may_write(base, uid) ? claim_in_shared_base(base, uid) :
+                                             ensure_runtime_dir(base, uid);
     if (!dir) {
         return failure{dir.error() + "; or set " + runtime_dir_env_name +
                        " (or XDG_RUNTIME_DIR) to a directory of your own, "

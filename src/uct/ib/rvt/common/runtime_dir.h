@@ -2,30 +2,48 @@
 /*
  * Where an agent's socket and lock live: one directory per user,
  *
- *   <base>/rvt-<uid>/                                 mode 0700, owned by uid
+ *   <dir>/                                            mode 0700, owned by uid
  *       <device>-<port>.<job key>.sock                the attach socket
  *       <device>-<port>.<job key>.lock                instance_lock.h
  *       <device>-<port>.<job key>.log                 a daemonized agent's
  *                                                     stdout and stderr
  *
- * base is $RVT_RUNTIME_DIR when it is set (it must be an absolute path of
- * a directory owned by uid: anything else is refused, naming it), else
- * $XDG_RUNTIME_DIR when it is set to an absolute path of a directory
- * owned by uid (systemd's per-user tmpfs), else /tmp. Every process of a
- * job (the module, the rvtd it starts, rvt-status) finds it the same way,
- * from the environment the job passes on.
+ * Every process of a job (the module, the rvtd it starts, rvt-status)
+ * finds dir the same way, from the environment the job passes on, the
+ * first of:
  *
- * The directory is what keeps other users out (SO_PEERCRED then only
- * confirms), so an existing one is trusted only if lstat() shows a real
- * directory, not a symbolic link, owned by uid, with mode exactly 0700.
- * Anything else, such as a /tmp/rvt-1000 another user created first to
- * catch our socket, is refused with the path and what is wrong; it is
- * never repaired, since repairing someone else's directory means trusting
- * it; the refusal names what to set instead (RVT_RUNTIME_DIR or
- * XDG_RUNTIME_DIR), so that another user can delay a job's start but not
- * deny rvt to a user who reads it. One we create ourselves is chmod-ed to 0700 whatever the umask. In a
- * sticky /tmp, a directory owned by uid can be neither renamed nor removed
- * by anyone else, so what lstat() saw stays true while we use it.
+ *   1. $RVT_RUNTIME_DIR/rvt-<uid> when RVT_RUNTIME_DIR is set (it must be
+ *      an absolute path of a directory owned by uid: anything else is
+ *      refused, naming it);
+ *   2. /run/rvt/<uid>, when root made it: /run/rvt a real directory owned
+ *      by root that no one else may write to (the Slurm prolog makes both,
+ *      the package's tmpfiles.d the parent), and <uid> in it. No other
+ *      user can make or replace an entry there; one that is not a 0700
+ *      directory of uid is refused;
+ *   3. $XDG_RUNTIME_DIR/rvt-<uid> when XDG_RUNTIME_DIR is an absolute
+ *      path of a directory owned by uid (systemd's per-user tmpfs);
+ *   4. in /tmp, the first (in name order) of rvt-<uid> and
+ *      rvt-<uid>.<16 hex digits> that is a real directory owned by uid
+ *      with mode 0700; when none is, rvt-<uid> is made, or, when another
+ *      user holds that name, rvt-<uid>.<the time in ns, hex> (later makes
+ *      sort later). After making one the process looks again and takes
+ *      the first valid one, removing its own if that was not it: so
+ *      processes that make theirs at once agree on one, and another user
+ *      who made rvt-<uid> first (to deny rvt, or to catch its socket)
+ *      delays nothing. In a sticky /tmp, a directory owned by uid can be
+ *      neither renamed nor removed by anyone else, so once made it is
+ *      what every later process finds. Two processes that both find
+ *      none, in the microseconds between one's choice of a name and its
+ *      mkdir, may each take their own: the later one then starts its own
+ *      agent (the job runs on, without sharing its QPs).
+ *
+ * In a base of the user's own (1 and 3, or any base no one else may
+ * write to), rvt-<uid> is the only name: what is there is trusted only if
+ * lstat() shows a real directory, not a symbolic link, owned by uid, with
+ * mode exactly 0700; anything else is refused with the path and what is
+ * wrong, never repaired (repairing someone else's directory means
+ * trusting it). One we create ourselves is chmod-ed to 0700 whatever the
+ * umask.
  *
  * Names: device 1..63 characters of [A-Za-z0-9_.-], port 1..255, job key
  * as wire::job_key_error; the socket path must fit sockaddr_un (107
@@ -58,10 +76,16 @@ result<std::string> ensure_runtime_dir(const std::string &base, uid_t uid);
 /* The variable that names the base explicitly. */
 inline constexpr const char *runtime_dir_env_name = "RVT_RUNTIME_DIR";
 
-/* The user's directory as every process of a job finds it: the base
- * from $RVT_RUNTIME_DIR, else runtime_base(), then ensure_runtime_dir();
- * a refusal says what to set. */
-result<std::string> user_runtime_dir(const env_view &env, uid_t uid);
+/* The bases of 2 and 4 above; a test names its own. */
+struct runtime_bases {
+    std::string system = "/run/rvt";
+    std::string shared = "/tmp";
+};
+
+/* The user's directory as every process of a job finds it (1 to 4
+ * above); a refusal says what to set. */
+result<std::string> user_runtime_dir(const env_view &env, uid_t uid,
+                                     const runtime_bases &bases = {});
 
 struct agent_paths {
     std::string socket;

@@ -94,4 +94,9 @@ void cpu_policy::resumed(time_point now)
     m_awake_since = now;
 }
 
+void cpu_policy::class_is(bool realtime)
+{
+    m_settings.realtime = realtime;
+}
+
 } // namespace rvt::agent

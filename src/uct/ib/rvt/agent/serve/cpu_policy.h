@@ -51,6 +51,13 @@
  *   resumed(now)  after a pause: awake_since = now (last_work kept: an
  *                 agent that paused while spinning still sleeps when its
  *                 spin is over)
+ *   class_is(realtime)
+ *                 the scheduling class the kernel reports, read when the
+ *                 loop starts and after each sleep: the realtime rows
+ *                 apply while it is SCHED_FIFO, however it got there
+ *                 (rvtd's own --priority, or root's chrt on the agent's
+ *                 pid, as the Slurm prolog sets it without raising the
+ *                 user's limits), and stop when it is taken away
  */
 #ifndef RVT_AGENT_CPU_POLICY_H
 #define RVT_AGENT_CPU_POLICY_H
@@ -103,6 +110,7 @@ public:
     step passed(time_point now, bool worked);
     void woke(time_point now, bool client);
     void resumed(time_point now);
+    void class_is(bool realtime);
 
     const settings &config() const
     {

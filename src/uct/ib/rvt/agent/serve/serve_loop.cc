@@ -49,12 +49,21 @@ bool sleep_until_woken(engine &e, attach_server &srv, std::vector<pollfd> &pfds)
            woke_it(pfds.back());
 }
 
+/* Whether the kernel runs this thread SCHED_FIFO now (cpu_policy's
+ * class_is: the flag SCHED_RESET_ON_FORK comes back or-ed in). */
+bool runs_fifo()
+{
+    const int policy = sched_getscheduler(0);
+    return policy >= 0 && (policy & ~SCHED_RESET_ON_FORK) == SCHED_FIFO;
+}
+
 } // namespace
 
 void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
                 const serve_loop_owner &owner)
 {
     cpu_policy policy(cpu, clock::now());
+    policy.class_is(runs_fifo());
     /* while busy, the socket is served as the pacer says (its comment) */
     serve_pacer pacer;
     pacer.served_at(clock::now());
@@ -108,6 +117,7 @@ void serve_loop(engine &e, attach_server &srv, const cpu_policy::settings &cpu,
         const bool by_client = sleep_until_woken(e, srv, pfds);
         e.end_sleep();
         policy.woke(clock::now(), by_client);
+        policy.class_is(runs_fifo());
         serve_clients(e, srv, owner.status);
     }
 }
