@@ -291,8 +291,7 @@ loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
     if (wr.opcode > nic_opcode::atomic_cmp_swp) {
         return "unknown opcode " + std::to_string(int(wr.opcode));
     }
-    if (wr.opcode == nic_opcode::atomic_fetch_add ||
-        wr.opcode == nic_opcode::atomic_cmp_swp) {
+    if (is_atomic(wr.opcode)) {
         if (!m_options.can_atomic) {
             return std::string("an atomic on a nic without can_atomic");
         }
@@ -491,6 +490,26 @@ loopback_stats loopback_nic::stats() const
 result<done> loopback_nic::send_datagram(const wire::conn::message &msg,
                                          const gid_bytes &gid, uint32_t qpn)
 {
+    return send_datagram_from(m_ud_qpn, msg, gid, qpn);
+}
+
+uint32_t loopback_nic::open_ud_qp()
+{
+    m_other_ud_qps.push_back(m_fabric.next_qpn());
+    return m_other_ud_qps.back();
+}
+
+result<done> loopback_nic::send_datagram_from(uint32_t src_qpn,
+                                              const wire::conn::message &msg,
+                                              const gid_bytes &gid,
+                                              uint32_t qpn)
+{
+    if (src_qpn != m_ud_qpn &&
+        std::find(m_other_ud_qps.begin(), m_other_ud_qps.end(), src_qpn) ==
+                m_other_ud_qps.end()) {
+        return failure{"loopback nic: no UD QP " + std::to_string(src_qpn) +
+                       " on this node to send from"};
+    }
     loopback_nic *to = m_fabric.find(gid);
     if (m_drop_datagrams > 0 || to == nullptr || to->m_ud_qpn != qpn ||
         to->m_datagrams.size() >= to->m_options.datagram_slots) {
@@ -502,7 +521,7 @@ result<done> loopback_nic::send_datagram(const wire::conn::message &msg,
     }
     auto &d = to->m_datagrams.emplace_back();
     std::memcpy(d.bytes.data(), &msg, sizeof(msg));
-    d.source = this->gid();
+    d.source = {this->gid(), src_qpn};
     ++m_counters.datagrams_sent;
     to->notify();
     return done{};

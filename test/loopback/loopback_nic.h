@@ -62,8 +62,11 @@
  *   UD       send_datagram puts the message's bytes on the queue of the nic
  *            with that GID and UD QPN; a wrong GID or QPN, or a full queue,
  *            loses it silently, as UD does. A datagram arrives with the
- *            sending nic's GID as its source (what a GRH says), whatever
- *            the message claims.
+ *            sending nic's GID and UD QPN as its source (what a GRH and
+ *            the completion's src_qp say), whatever the message claims.
+ *            open_ud_qp() gives the node another UD QP, as any process
+ *            may create one: send_datagram_from sends from it, and what
+ *            is sent to it is lost.
  *   Sleep    event_fd() is an eventfd; arm() is one-shot, like
  *            ibv_req_notify_cq: the first completion or datagram after it
  *            writes the fd.
@@ -107,6 +110,11 @@
  *                         still exists or not: a device that answers after
  *                         the engine gave its WRs up.
  *   drop_datagrams(n)     the next n datagrams this nic sends are lost.
+ *   open_ud_qp()          another UD QP on this node (a process's own):
+ *                         a fresh QPN of the fabric's.
+ *   send_datagram_from(q) a datagram from that QP, not the nic's: a
+ *                         process that forges what a datagram says of its
+ *                         sender, but cannot forge the source QP.
  *
  * Single-threaded, as the engine is. The fabric must outlive its nics (its
  * destructor aborts, naming the mistake, if any is left).
@@ -262,6 +270,14 @@ public:
     result<done> break_late(uint32_t qpn);
     size_t speak_late(); /* how many completions it released */
     void drop_datagrams(uint32_t n);
+    /* Another UD QP on this node (see the header comment): its QPN. */
+    uint32_t open_ud_qp();
+    /* As send_datagram, from `src_qpn`: a QP open_ud_qp() gave, or the
+     * nic's own; any other QPN fails, as a process cannot send from a QP
+     * it does not have. */
+    result<done> send_datagram_from(uint32_t src_qpn,
+                                    const wire::conn::message &msg,
+                                    const gid_bytes &gid, uint32_t qpn);
 
     /* WRs posted on the QP and not run yet (held, waiting for a receive
      * buffer, or deferred); 0 for an unknown QPN. */
@@ -399,10 +415,11 @@ private:
 
     struct datagram {
         std::array<std::byte, wire::conn::message_size> bytes;
-        gid_bytes source; /* the sending nic's GID */
+        datagram_source source; /* the sending nic's GID, its QP */
     };
     std::deque<datagram> m_datagrams;
     uint32_t m_drop_datagrams = 0;
+    std::vector<uint32_t> m_other_ud_qps; /* open_ud_qp's */
 
     nic_counters m_counters;
     loopback_stats m_stats;

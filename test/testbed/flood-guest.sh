@@ -10,7 +10,8 @@
 # Phases, in one boot: no flood, then each flood mode in turn (garbage;
 # the right shape with another job's key and a made-up credential;
 # another job's real MUNGE credentials, freshly minted; replays of one
-# valid datagram of this job), then no flood again. In each phase:
+# valid datagram of this job; requests that claim another UD QPN than
+# the QP that sends them), then no flood again. In each phase:
 # FLOOD_IDLE seconds of flood on idle connections (keepalives only),
 # then 2 clients per node on nodes 1 and 2 trade writes with immediate
 # and AMs (test/gtest/integration/rvt_traffic_client, no --retry: a
@@ -43,7 +44,7 @@ client=$build/test/gtest/integration/rvt_traffic_client
 flood=$build/test/testbed/rvt_ud_flood
 FLOOD_IDLE=${FLOOD_IDLE:-4}
 FLOOD_ROUNDS=${FLOOD_ROUNDS:-40}
-FLOOD_MODES=${FLOOD_MODES:-garbage,wrong-key,other-job,replay}
+FLOOD_MODES=${FLOOD_MODES:-garbage,wrong-key,other-job,replay,forged}
 # the bounds: a flood may take a share of the agent's core, never all of
 # it (the agent's loop at its budget: 16 datagrams a pass), and the log
 # gets a line at the 1st, 2nd, 4th, ... event of a kind: tens of lines

@@ -7,7 +7,7 @@
 #   --rvtd=PATH: node 1's agent is that rvtd (a file named rvtd) instead
 #   of the build's: a build with a bound taken out, to see the checks fail
 #   --modes=LIST: the flood modes to run, comma-separated (default
-#   garbage,wrong-key,other-job,replay); the phases without flood run
+#   garbage,wrong-key,other-job,replay,forged); the phases without flood run
 #   always
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,7 +16,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 125
 build=build
 rvtd1=
-modes=garbage,wrong-key,other-job,replay
+modes=garbage,wrong-key,other-job,replay,forged
 for a in "$@"; do
     case $a in
     --rvtd=*) rvtd1=${a#--rvtd=} ;;
@@ -36,8 +36,8 @@ if [ -n "$rvtd1" ] && [ "$(basename "$rvtd1")" != rvtd ]; then
     fail "--rvtd=$rvtd1: expected a file named rvtd (the checks find the agent by its name), e.g. build-broken/rvtd"
     exit 2
 fi
-if ! [[ $modes =~ ^(garbage|wrong-key|other-job|replay)(,(garbage|wrong-key|other-job|replay))*$ ]]; then
-    fail "--modes=$modes: expected a comma-separated list of garbage, wrong-key, other-job, replay"
+if ! [[ $modes =~ ^(garbage|wrong-key|other-job|replay|forged)(,(garbage|wrong-key|other-job|replay|forged))*$ ]]; then
+    fail "--modes=$modes: expected a comma-separated list of garbage, wrong-key, other-job, replay, forged"
     exit 2
 fi
 contrib/testbed/testbed run -n 3 -t 900 \

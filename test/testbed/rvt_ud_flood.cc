@@ -17,11 +17,15 @@
  *
  *   garbage    1024 random bytes (a quarter of them with the right magic,
  *              version, type and length, so the parser looks further)
- *   wrong-key  the right shape: a request from this host's GID and a new
- *              random UD QPN and instance each time, naming a job key of
+ *   wrong-key  the right shape: a request from this host's GID and this
+ *              QP (its real QPN, as the completion's source QP shows
+ *              it) with a new instance id each time, naming a job key of
  *              no job (--other-job-key), with a made-up credential of
  *              the agent's kind
- *   other-job  the same request with a real credential, sealed for each
+ *   forged     wrong-key's request claiming a random UD QPN, not the QP
+ *              that sends it: what a stranger sends to pass for a known
+ *              peer, or to spread its failures over made-up senders
+ *   other-job  wrong-key's request with a real credential, sealed for each
  *              datagram by this node's munged (or the job's secret: the
  *              agent's own peer_auth, --auth=auto's choice): what an agent
  *              of another job of the same user sends
@@ -72,7 +76,8 @@ enum class mode : uint8_t {
     garbage,
     wrong_key,
     other_job,
-    replay
+    replay,
+    forged
 };
 
 struct options {
@@ -137,8 +142,11 @@ mode parse_mode(std::string_view text)
     if (text == "replay") {
         return mode::replay;
     }
+    if (text == "forged") {
+        return mode::forged;
+    }
     bad_argument("--mode=" + std::string(text) +
-                 ": expected garbage, wrong-key, other-job or replay");
+                 ": expected garbage, wrong-key, other-job, replay or forged");
 }
 
 options parse(int argc, char **argv)
@@ -265,13 +273,18 @@ conn::message request_of(const options &o, const conn::sender &self,
     return conn::make_request(self, job_key, 0, 1, qps, o.am_size);
 }
 
-/* Another job's request from this host: a new UD QPN and instance each
- * time, as a host mints them freely; no credential yet. */
+/* Another job's request from this host and UD QPN (claimed: this QP's
+ * own, or with `forge` a random one), a new instance each time, as a
+ * process mints them freely; no credential yet. */
 conn::message stranger_request(const options &o, const agent::device &dev,
+                               uint32_t own_qpn, bool forge,
                                std::mt19937_64 &rng)
 {
-    return request_of(o, sender_of(dev, static_cast<uint32_t>(rng()), rng()),
-                      o.other_job_key, rng);
+    uint32_t qpn = own_qpn;
+    while (forge && (qpn & conn::qpn_mask) == (own_qpn & conn::qpn_mask)) {
+        qpn = static_cast<uint32_t>(rng());
+    }
+    return request_of(o, sender_of(dev, qpn, rng()), o.other_job_key, rng);
 }
 
 /* A credential of `kind` that no agent believes, of the right shape. */
@@ -392,11 +405,13 @@ int main(int argc, char **argv)
                 garbage(msg, rng, sent);
                 break;
             case mode::wrong_key:
-                msg = stranger_request(o, *dev.value(), rng);
+            case mode::forged:
+                msg = stranger_request(o, *dev.value(), qp.qpn(),
+                                       o.what == mode::forged, rng);
                 made_up_credential(msg, auth->kind(), rng);
                 break;
             case mode::other_job:
-                msg = stranger_request(o, *dev.value(), rng);
+                msg = stranger_request(o, *dev.value(), qp.qpn(), false, rng);
                 if (auto r = auth->seal(msg, o.to_gid); !r) {
                     ++seal_failures;
                     continue;

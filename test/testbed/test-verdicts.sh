@@ -56,42 +56,50 @@ fails "flood_ran: the success line, but exit status 143 (killed by the signal)" 
 fails "flood_ran: the success line of another mode" "no line" flood_ran replay 0 "$ok_line"
 
 echo "handshake_verdict: node 1's handshake counters over a phase"
-# received malformed forged unknown_sender unauthenticated unchecked holds half_open recycled sent
-hs0="10 0 0 0 0 0 0 0 0 12"
+# received malformed forged own_address unknown_sender unauthenticated unchecked throttled crowded holds half_open recycled sent
+hs0="10 0 0 0 0 0 0 0 0 0 0 0 12"
 passes "handshake_verdict: no flood, only node 2's handshake received" \
-    handshake_verdict none "$hs0" "14 0 0 0 0 0 0 0 0 16"
-for i in 1 2 3 4 5; do
+    handshake_verdict none "$hs0" "14 0 0 0 0 0 0 0 0 0 0 0 16"
+for i in 1 2 3 4 5 6 7 8; do
     read -r -a hs1 <<<"$hs0"
     hs1[i]=$((hs1[i] + 3))
     fails "handshake_verdict: no flood, but ${hs_fields[i]} grew" "${hs_fields[i]} grew" \
         handshake_verdict none "$hs0" "${hs1[*]}"
 done
 passes "handshake_verdict: garbage, received and malformed grew" \
-    handshake_verdict garbage "$hs0" "90010 67000 5 0 0 0 0 0 0 12"
+    handshake_verdict garbage "$hs0" "90010 67000 5 0 0 0 0 0 0 0 0 0 12"
 fails "handshake_verdict: garbage, malformed did not grow" "malformed did not grow" \
-    handshake_verdict garbage "$hs0" "90010 0 0 0 0 0 0 0 0 12"
+    handshake_verdict garbage "$hs0" "90010 0 0 0 0 0 0 0 0 0 0 0 12"
 fails "handshake_verdict: garbage, nothing received (no flood arrived)" "received no datagram" \
     handshake_verdict garbage "$hs0" "$hs0"
 passes "handshake_verdict: wrong-key, unauthenticated and unchecked grew" \
-    handshake_verdict wrong-key "$hs0" "50010 0 0 0 4 49990 1 0 0 12"
+    handshake_verdict wrong-key "$hs0" "50010 0 0 0 0 4 49990 0 0 1 0 0 12"
 passes "handshake_verdict: other-job, unchecked alone grew (its MUNGE credentials are good)" \
-    handshake_verdict other-job "$hs0" "50010 0 0 0 0 49990 1 3 0 14"
+    handshake_verdict other-job "$hs0" "50010 0 0 0 0 0 49990 0 0 1 3 0 14"
 fails "handshake_verdict: wrong-key, neither unauthenticated nor unchecked grew" \
-    "neither unauthenticated nor unchecked grew" handshake_verdict wrong-key "$hs0" "50010 0 0 0 0 0 0 0 0 12"
+    "neither unauthenticated nor unchecked grew" handshake_verdict wrong-key "$hs0" "50010 0 0 0 0 0 0 0 0 0 0 0 12"
 fails "handshake_verdict: other-job, neither unauthenticated nor unchecked grew" \
-    "neither unauthenticated nor unchecked grew" handshake_verdict other-job "$hs0" "50010 0 0 0 0 0 0 1 0 12"
+    "neither unauthenticated nor unchecked grew" handshake_verdict other-job "$hs0" "50010 0 0 0 0 0 0 0 0 0 1 0 12"
+passes "handshake_verdict: wrong-key, the sender's checks throttled" \
+    handshake_verdict wrong-key "$hs0" "50010 0 0 0 0 0 0 49990 0 1 0 0 12"
+passes "handshake_verdict: forged, forged grew, no credential checked" \
+    handshake_verdict forged "$hs0" "50010 0 50000 0 0 0 0 0 0 0 0 0 12"
+fails "handshake_verdict: forged, forged did not grow" "a forged flood must grow forged" \
+    handshake_verdict forged "$hs0" "50010 0 0 0 0 4 49990 0 0 1 0 0 12"
+fails "handshake_verdict: forged, but credentials were checked" "a forged flood must grow forged" \
+    handshake_verdict forged "$hs0" "50010 0 40000 0 0 10000 0 0 0 0 0 0 12"
 passes "handshake_verdict: replay, received grew" \
-    handshake_verdict replay "$hs0" "70010 0 0 0 69000 0 0 1 0 13"
+    handshake_verdict replay "$hs0" "70010 0 0 0 0 69000 0 0 0 0 1 0 13"
 fails "handshake_verdict: replay, nothing received" "received no datagram" \
     handshake_verdict replay "$hs0" "$hs0"
 fails "handshake_verdict: the counters after the phase could not be read" "could not be read" \
     handshake_verdict none "$hs0" ""
 fails "handshake_verdict: the counters before the phase could not be read" "could not be read" \
-    handshake_verdict garbage "" "90010 67000 5 0 0 0 0 0 0 12"
+    handshake_verdict garbage "" "90010 67000 5 0 0 0 0 0 0 0 0 0 12"
 fails "handshake_verdict: a counter that is no number" "no number" \
-    handshake_verdict none "$hs0" "10 0 0 null 0 0 0 0 0 12"
+    handshake_verdict none "$hs0" "10 0 0 0 null 0 0 0 0 0 0 0 12"
 fails "handshake_verdict: a mode it has no rule for" "no rule" \
-    handshake_verdict flood-of-the-future "$hs0" "90010 67000 5 0 0 0 0 0 0 12"
+    handshake_verdict flood-of-the-future "$hs0" "90010 67000 5 0 0 0 0 0 0 0 0 0 12"
 
 # ---- ucp-conformance-guest.sh --------------------------------------------
 echo "ucp_row_verdict: P F S STATUS RUN_FAILED REF_PASSED DIFFER"

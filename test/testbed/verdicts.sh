@@ -54,25 +54,29 @@ flood_ran() {
 # hs_fields: the handshake counters of an agent's status (rvt-status
 # --json, .data_path.handshake) that flood-guest.sh's handshake_of reads,
 # in the order of its line
-hs_fields=(received malformed forged unknown_sender unauthenticated unchecked holds half_open recycled sent)
+hs_fields=(received malformed forged own_address unknown_sender unauthenticated unchecked throttled crowded holds half_open recycled sent)
 
 # handshake_verdict MODE BEFORE AFTER: node 1's handshake counters over a
 # phase of flood-guest.sh, BEFORE and AFTER it (handshake_of's lines, in
 # hs_fields' order), judged for the phase's MODE (none: no flood). What
 # each counter counts is engine::on_datagram's (engine_connect.cc):
-#   none       no refusal of any kind: malformed, forged, unknown_sender,
-#              unauthenticated and unchecked did not grow (nodes 1 and 2
-#              only handshake with each other, with good credentials)
+#   none       no refusal of any kind (the refusals below and own_address
+#              did not grow: nodes 1 and 2 only handshake with each
+#              other, with good credentials)
 #   garbage    received and malformed grew: three quarters of its
 #              datagrams are random bytes, which wire::conn::parse refuses
-#   wrong-key  received grew, and unauthenticated + unchecked: each
-#   other-job  datagram is a request from a stranger (a new UD QPN) with
-#              another job's key, so a failure for its host's sender gate
-#              before the credential is looked at; wrong-key's made-up
-#              credential fails the check (unauthenticated), other-job's
-#              real MUNGE credential passes it, but after the gate's
-#              failures (sender_gate_config::max_failures, 4 in 10 s) the
-#              host is held and what it sends is refused unchecked
+#   wrong-key  received grew, and unauthenticated + unchecked + throttled
+#   other-job  + crowded: each datagram is a request from the flooder's QP
+#              (its real QPN, a new instance each time) with another
+#              job's key; wrong-key's made-up credential fails the check
+#              (unauthenticated), other-job's real MUNGE credential
+#              passes it and is refused for its key; after the sender
+#              gate's failures the sender (GID and QP) is held and what it
+#              sends is refused unchecked, and its checks are bounded by
+#              its bucket (throttled)
+#   forged     received and forged grew, unauthenticated did not: a claim
+#              of another QPN than the completion's source QP is dropped
+#              before any credential is looked at
 #   replay     received grew, nothing more: what becomes of the copies
 #              is not certain (the first is taken as a half-open peer; the
 #              copies are then that peer's, refused by MUNGE's replay
@@ -96,12 +100,12 @@ handshake_verdict() {
         fi
         delta[${hs_fields[i]}]=$((hs_after[i] - hs_before[i]))
     done
-    for d in received malformed forged unknown_sender unauthenticated unchecked; do
+    for d in received malformed forged own_address unknown_sender unauthenticated unchecked throttled crowded; do
         text+=("$d +${delta[$d]}")
     done
     case $mode in
     none)
-        for d in malformed forged unknown_sender unauthenticated unchecked; do
+        for d in malformed forged own_address unknown_sender unauthenticated unchecked throttled crowded; do
             [ "${delta[$d]}" -gt 0 ] && grew+=("$d")
         done
         if [ ${#grew[@]} -gt 0 ]; then
@@ -111,7 +115,7 @@ handshake_verdict() {
         echo "no refusal: ${text[*]}"
         return 0
         ;;
-    garbage | wrong-key | other-job | replay) ;;
+    garbage | wrong-key | other-job | replay | forged) ;;
     *)
         echo "no rule for flood mode '$mode'"
         return 1
@@ -127,8 +131,14 @@ handshake_verdict() {
     fi
     case $mode in
     wrong-key | other-job)
-        if [ $((delta[unauthenticated] + delta[unchecked])) -le 0 ]; then
+        if [ $((delta[unauthenticated] + delta[unchecked] + delta[throttled] + delta[crowded])) -le 0 ]; then
             echo "neither unauthenticated nor unchecked grew in a $mode flood: ${text[*]}"
+            return 1
+        fi
+        ;;
+    forged)
+        if [ "${delta[forged]}" -le 0 ] || [ "${delta[unauthenticated]}" -gt 0 ]; then
+            echo "a forged flood must grow forged and no credential check (unauthenticated): ${text[*]}"
             return 1
         fi
         ;;

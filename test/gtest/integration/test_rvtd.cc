@@ -196,7 +196,8 @@ TEST_F(rvtd_test,
         eventually(
                 [&] {
                     ch.value()->poll(
-                            [&](std::span<const std::byte> b, const auto &) {
+                            [&](std::span<const std::byte> b,
+                                const agent::datagram_source &) {
                                 auto m = conn::parse(b);
                                 if (m.ok()) {
                                     got.push_back(m.value());
@@ -247,12 +248,13 @@ TEST_F(rvtd_test,
     EXPECT_STREQ(refused[0].job_key, "other.job");
 }
 
-/* Issue 25, item 2, on real verbs: a client announces its neighbour's MR
- * as it is (handle, keys and range, which QUERY_MR on the shared command
- * fd would tell it). The agent refuses it, naming the holder; the thief's
- * SEND from the neighbour's memory and its READ into it complete invalid,
- * nothing arrives and the neighbour's bytes are unchanged; the thief's
- * own MR is accepted and its own SEND arrives. */
+/* A neighbour's MR announced as one's own, on real verbs
+ * (docs/reliability.md, "Hostile input"): a client announces its
+ * neighbour's MR as it is (handle, keys and range, which QUERY_MR on the
+ * shared command fd would tell it). The agent refuses it, naming the
+ * holder; the thief's SEND from the neighbour's memory and its READ into
+ * it complete invalid, nothing arrives and the neighbour's bytes are
+ * unchanged; the thief's own MR is accepted and its own SEND arrives. */
 TEST_F(rvtd_test,
        a_forged_announcement_is_refused_and_the_neighbours_bytes_never_leave)
 {

@@ -17,6 +17,7 @@
 #include "uct/ib/rvt/common/conn_wire.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace engine_test {
 namespace {
@@ -273,7 +274,7 @@ TEST_F(hostile, a_datagram_naming_a_real_peer_from_another_node_is_dropped)
 }
 
 /* A flood of well-formed requests from new addresses (one node, every
- * datagram with its own UD QPN): at most max_half_open of them hold a
+ * datagram from a UD QP of its own): at most max_half_open of them hold a
  * peer at once, the rest are answered busy and counted; the half-open
  * peers that fail give their entries to the next new addresses; and a
  * real peer connects and is served all along. */
@@ -294,25 +295,24 @@ TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
     const agent::gid_bytes a_gid = a.nic->gid();
     const uint32_t a_ud          = a.nic->ud_qpn();
     std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
-    uint32_t next_qpn = 0x100;
-    /* n requests, each from a new address (whose answers are lost: no QP
-     * has that number) */
+    /* n requests, each from a new address: a UD QP of its own (whose
+     * answers are lost: the loopback nic keeps none) */
     auto flood = [&](int n) {
         for (int i = 0; i < n; ++i) {
             conn::sender s{};
             const agent::gid_bytes i_gid = intruder.gid();
             std::memcpy(s.gid, i_gid.data(), conn::gid_size);
             s.instance_id = 0x1badd00d;
-            s.ud_qpn      = next_qpn++;
+            s.ud_qpn      = intruder.open_ud_qp();
             s.uid         = getuid();
-            EXPECT_TRUE(
-                    intruder.send_datagram(sealed_by_member(conn::make_request(
-                                                                    s, job_key,
-                                                                    0, 1, qps,
-                                                                    256),
-                                                            a_gid),
-                                           a_gid, a_ud)
-                            .ok());
+            EXPECT_TRUE(intruder.send_datagram_from(
+                                        s.ud_qpn,
+                                        sealed_by_member(conn::make_request(
+                                                                 s, job_key, 0,
+                                                                 1, qps, 256),
+                                                         a_gid),
+                                        a_gid, a_ud)
+                                .ok());
         }
         a.pump();
     };
@@ -478,6 +478,7 @@ TEST_F(hostile, a_forged_announcement_is_refused_naming_the_values)
               "this client never said it would register " +
                       std::to_string(size) + " bytes at " + thief_a +
                       " (no mr_intent)");
+    uint64_t refusals = 1; /* the agent's so far: the one above */
     for (const forgery &f : forgeries) {
         thief.intend(f.addr, f.length); /* so that only the lie is refused */
         r = thief.announce_raw(f.mr, f.addr, f.length);
@@ -486,11 +487,15 @@ TEST_F(hostile, a_forged_announcement_is_refused_naming_the_values)
                   static_cast<uint32_t>(wire::announce_status::refused))
                 << f.why;
         EXPECT_EQ(std::string(r.value().reason), f.why);
+        /* logged at the agent's 1st, 2nd, 4th, ... refused announcement
+         * (engine.h, "Log lines"); the answer names it every time */
+        ++refusals;
         EXPECT_EQ(a.logged("client index " + std::to_string(thief.index()) +
                            " announced MR handle " +
                            std::to_string(f.mr.handle) + ": " + f.why +
-                           ": refused"),
-                  1u)
+                           ": refused (" + std::to_string(refusals) +
+                           " so far)"),
+                  worth_logging(refusals) ? 1u : 0u)
                 << f.why;
     }
     /* the agent's pool cannot be released by it either */
@@ -698,9 +703,6 @@ TEST_F(hostile, a_client_naming_lkeys_beyond_its_share_is_refused)
     EXPECT_EQ(a.engine->check_books(), "");
 }
 
-/* A client that asks for peers without end: the agent makes at most
- * max-client-peers for it (asking for one it has costs nothing), refuses
- * the next naming the bound, and makes them for other clients still. */
 /* A job on more nodes than the agent's peer table holds: the request for
  * one more is refused, naming the setting that raises it. */
 TEST_F(hostile, a_peer_beyond_the_table_is_refused_naming_max_peers)
@@ -720,6 +722,10 @@ TEST_F(hostile, a_peer_beyond_the_table_is_refused_naming_max_peers)
             << r.error();
 }
 
+/* A client that asks for peers without end: the agent makes at most
+ * max-client-peers for its process (asking for one it has costs nothing),
+ * and refuses the next naming the bound, whichever attachment of the
+ * process asks. */
 TEST_F(hostile, a_client_asking_for_peers_beyond_its_share_is_refused)
 {
     agent_options o;
@@ -741,19 +747,23 @@ TEST_F(hostile, a_client_asking_for_peers_beyond_its_share_is_refused)
     }
     auto refused = ask(c, *nodes[3]);
     ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.error().find("3 peers made for this client: expected "
-                                   "fewer than max-client-peers (3) to make "
-                                   "another"),
+    EXPECT_NE(refused.error().find("3 peers made for this process (pid " +
+                                   std::to_string(getpid()) +
+                                   "): expected fewer than max-client-peers "
+                                   "(3) to make another"),
               std::string::npos)
             << refused.error();
     EXPECT_TRUE(ask(c, *nodes[0]).ok()) << "one it has";
     EXPECT_NE(peer(c, a), ~0u) << "the node's own";
+    /* `other` is this process's too: the share is the process's
+     * (client_share.h, "peers"); another process has its own
+     * (test_engine_shares.cc, process_share.*) */
     auto theirs = ask(other, *nodes[3]);
-    EXPECT_TRUE(theirs.ok()) << theirs.error();
-    EXPECT_EQ(json_number(a.status(), "refused_peers"), 1u);
-    EXPECT_EQ(a.logged("peer request refused"), 1u);
-    EXPECT_EQ(a.engine->status_json()["peers"].size(), 5u)
-            << "the node's own and 4";
+    EXPECT_FALSE(theirs.ok()) << "another attachment of the process made one";
+    EXPECT_EQ(json_number(a.status(), "refused_peers"), 2u);
+    EXPECT_EQ(a.logged("peer request refused"), 2u);
+    EXPECT_EQ(a.engine->status_json()["peers"].size(), 4u)
+            << "the node's own and 3";
 }
 
 /* The work ring's tail is the agent's index, in memory the client can
@@ -984,6 +994,16 @@ private:
     size_t &m_checks;
 };
 
+/* quick_peers() (or `o`), its credential checks counted in `checks` */
+agent_options counted(size_t &checks, agent_options o = quick_peers())
+{
+    o.auth = [&checks] {
+        return std::make_unique<counted_auth>(
+                agent::secret_auth(fixture_secret).value(), checks);
+    };
+    return o;
+}
+
 /* Garbage faster than the agent takes it: a pass handles one budget of
  * datagrams (engine_config::datagrams_per_pass), so the clients' work
  * goes on while the flood is drained; every one is counted, and the log
@@ -1031,20 +1051,17 @@ TEST_F(hostile, a_flood_of_garbage_is_taken_a_budget_a_pass_and_work_goes_on)
 }
 
 /* Datagrams of the right shape that fail: another job's key (with a good
- * credential), a guessed secret. Each host gets max_failures credential
- * checks, then its datagrams are dropped unchecked for the hold; the
- * job's own peers are served, and a new one connects. */
-TEST_F(hostile, right_shaped_floods_cost_a_few_credential_checks_per_host)
+ * credential), a guessed secret, each from a UD QP of its sender's own.
+ * Each sender gets max_failures credential checks, then its datagrams are
+ * dropped unchecked for the hold; the job's own peers are served, and a
+ * new one connects. */
+TEST_F(hostile, right_shaped_floods_cost_a_few_credential_checks_per_sender)
 {
-    size_t checks           = 0;
-    agent_options o         = quick_peers();
-    o.nic.datagram_slots    = 4096;
-    o.engine.senders.hold   = 60s;
-    o.engine.senders.window = 60s;
-    o.auth                  = [&checks] {
-        return std::make_unique<counted_auth>(
-                agent::secret_auth(fixture_secret).value(), checks);
-    };
+    size_t checks                   = 0;
+    agent_options o                 = counted(checks);
+    o.nic.datagram_slots            = 4096;
+    o.engine.senders.hold           = 60s;
+    o.engine.senders.window         = 60s;
     auto [a, b, ca, cb, to_b, to_a] = connect_two(o);
     (void)to_a;
     const uint32_t max_f = agent::sender_gate_config{}.max_failures;
@@ -1059,13 +1076,13 @@ TEST_F(hostile, right_shaped_floods_cost_a_few_credential_checks_per_host)
         conn::message wrong_key = stranger_request(other_job, a);
         std::memset(wrong_key.job_key, 0, sizeof(wrong_key.job_key));
         std::strcpy(wrong_key.job_key, "other.job");
-        wrong_key.src.ud_qpn = static_cast<uint32_t>(0x100 + i); /* minted */
+        wrong_key.src.instance_id = 0x100 + i; /* minted */
         ASSERT_TRUE(other_job
                             .send_datagram(sealed_by_member(wrong_key, a_gid),
                                            a_gid, a.nic->ud_qpn())
                             .ok());
-        conn::message guessed = stranger_request(guesser, a);
-        guessed.src.ud_qpn    = static_cast<uint32_t>(0x100 + i);
+        conn::message guessed   = stranger_request(guesser, a);
+        guessed.src.instance_id = 0x100 + i;
         ASSERT_TRUE(guess.value()->seal(guessed, a_gid).ok());
         ASSERT_TRUE(
                 guesser.send_datagram(guessed, a_gid, a.nic->ud_qpn()).ok());
@@ -1074,7 +1091,7 @@ TEST_F(hostile, right_shaped_floods_cost_a_few_credential_checks_per_host)
         return json_number(a.status(), "unchecked") == 2 * (flood - max_f);
     })) << a.status();
     EXPECT_EQ(checks - checked_before, 2 * max_f)
-            << "credential checks spent on the two hosts";
+            << "credential checks spent on the two senders";
     EXPECT_EQ(json_number(a.status(), "holds"), 2u);
     EXPECT_EQ(a.logged("failed " + std::to_string(max_f) +
                        " checks within 60000 ms: its datagrams go unchecked "
@@ -1159,6 +1176,414 @@ TEST_F(hostile, agents_with_munge_connect_and_serve)
     EXPECT_EQ(a.logged("its credential is of kind secret: this agent "
                        "demands munge"),
               1u);
+}
+
+/* ---- whose datagrams cost a check (sender_gate.h) ------------------- */
+
+/* Where the agent at `n` is, as a datagram names its sender. */
+conn::sender sender_of(const agent_node &n)
+{
+    conn::sender s{};
+    const agent::gid_bytes g = n.nic->gid();
+    std::memcpy(s.gid, g.data(), conn::gid_size);
+    s.instance_id = n.engine->address().agent_id;
+    s.ud_qpn      = n.nic->ud_qpn();
+    s.uid         = getuid();
+    return s;
+}
+
+/* A process on b's node, with a UD QP of its own, the public Q_Key and
+ * b's agent's address (it travels in the clear), names b's agent as the
+ * sender of a disconnect and of a request for a new connection. The GID
+ * is the packet's own, but the sending QP is not b's agent's: both are
+ * dropped as forged before any credential check, and the connection
+ * never noticed. */
+TEST_F(hostile, a_datagram_naming_another_qp_of_its_node_is_dropped_unchecked)
+{
+    size_t checks                   = 0;
+    auto [a, b, ca, cb, to_b, to_a] = connect_two(counted(checks));
+    expect_serving(ca, cb, to_b, to_a, 1);
+    const size_t before = checks;
+
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint64_t a_id          = a.engine->address().agent_id;
+    const uint32_t mine          = b.nic->open_ud_qp();
+    const conn::sender as_b      = sender_of(b);
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    ASSERT_TRUE(b.nic->send_datagram_from(mine,
+                                          conn::make_disconnect(as_b, job_key,
+                                                                a_id),
+                                          a_gid, a_ud)
+                        .ok());
+    ASSERT_TRUE(
+            b.nic->send_datagram_from(mine,
+                                      conn::make_request(as_b, job_key, a_id,
+                                                         1000000, qps, 256),
+                                      a_gid, a_ud)
+                    .ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "forged") == 2;
+    })) << a.status();
+    EXPECT_EQ(checks, before) << "a forged datagram cost a credential check";
+    EXPECT_EQ(a.logged("UD QP " + std::to_string(mine) +
+                       " names its sender's UD QPN " +
+                       std::to_string(b.nic->ud_qpn()) + ": dropped"),
+              2u);
+    EXPECT_EQ(json_number(a.status(), "unauthenticated"), 0u);
+    run_for(50ms);
+    expect_serving(ca, cb, to_b, to_a, 2);
+    const auto status = a.engine->status_json();
+    for (const auto &p : status["peers"]) {
+        EXPECT_EQ(p["reconnects"], 0u) << "peer " << p["index"];
+        EXPECT_EQ(p["state"], "connected") << "peer " << p["index"];
+    }
+}
+
+/* A datagram that names the agent itself as its sender (its GID and UD
+ * QPN, as the agent's own QP would send it) is no peer's: the node's own
+ * peer is loopback, and never handshakes. Dropped unchecked and counted;
+ * the node's own peer goes on. */
+TEST_F(hostile, a_datagram_naming_the_agent_itself_is_dropped_unchecked)
+{
+    size_t checks                = 0;
+    agent_node &a                = add_agent(counted(checks));
+    test_client &ca              = attach(a);
+    const uint32_t me            = peer(ca, a);
+    const size_t before          = checks;
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const conn::sender as_a      = sender_of(a);
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    ASSERT_TRUE(
+            a.nic->send_datagram(sealed_by_member(
+                                         conn::make_request(
+                                                 as_a, job_key, 0, 1, qps,
+                                                 agent_options{}.caps.slot_size),
+                                         a_gid),
+                                 a_gid, a.nic->ud_qpn())
+                    .ok());
+    ASSERT_TRUE(a.nic->send_datagram(sealed_by_member(conn::make_disconnect(
+                                                              as_a, job_key,
+                                                              as_a.instance_id),
+                                                      a_gid),
+                                     a_gid, a.nic->ud_qpn())
+                        .ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "own_address") == 2;
+    })) << a.status();
+    EXPECT_EQ(checks, before) << "checked";
+    EXPECT_EQ(a.logged("names this agent as its sender: dropped"), 2u);
+    EXPECT_EQ(json_number(a.status(), "forged"), 0u);
+    EXPECT_EQ(a.engine->status_json()["peers"].size(), 1u);
+    ca.post(ca.am(me, ca, 1, 1));
+    ASSERT_TRUE(run_until([&] { return ca.inbound.size() == 1; }));
+    EXPECT_EQ(ca.done[0].status,
+              static_cast<uint32_t>(completion_status::success));
+}
+
+/* A user on b's node, with a UD QP of its own, sends a's agent requests
+ * of another job (with a good credential) until it is held. What is held
+ * is that QP, not b's node: b's agent, another sender on the same node,
+ * connects and is served meanwhile. */
+TEST_F(hostile, one_senders_wrong_keys_do_not_hold_another_sender_on_its_node)
+{
+    size_t checks           = 0;
+    agent_options o         = counted(checks);
+    o.engine.senders.hold   = 60s;
+    o.engine.senders.window = 60s;
+    agent_node &a           = add_agent(o);
+    agent_node &b           = add_agent(quick_peers());
+    const uint32_t max_f    = agent::sender_gate_config{}.max_failures;
+
+    const uint32_t mine          = b.nic->open_ud_qp();
+    const agent::gid_bytes a_gid = a.nic->gid();
+    conn::sender user            = sender_of(b);
+    user.ud_qpn                  = mine;
+    user.instance_id             = 0xbad;
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    for (uint32_t i = 0; i < 2 * max_f; ++i) {
+        ASSERT_TRUE(
+                b.nic->send_datagram_from(
+                             mine,
+                             sealed_by_member(
+                                     conn::make_request(
+                                             user, "other.job", 0, 1 + i, qps,
+                                             agent_options{}.caps.slot_size),
+                                     a_gid),
+                             a_gid, a.nic->ud_qpn())
+                        .ok());
+    }
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unchecked") == max_f;
+    })) << a.status();
+    EXPECT_EQ(json_number(a.status(), "holds"), 1u);
+    EXPECT_EQ(a.logged("sender " + agent::gid_text(b.nic->gid()) + " UD QP " +
+                       std::to_string(mine) + " failed"),
+              1u);
+
+    /* b's agent, on the same node, connects to a and is served */
+    test_client &ca     = attach(a);
+    test_client &cb     = attach(b);
+    const uint32_t to_a = peer(cb, a);
+    cb.post(cb.am(to_a, ca, 1, 1));
+    ASSERT_TRUE(run_until([&] { return ca.inbound.size() == 1; }))
+            << a.status() << b.status();
+    EXPECT_EQ(json_number(a.status(), "unchecked"), max_f)
+            << "b's agent was refused unchecked";
+    EXPECT_EQ(json_number(a.status(), "holds"), 1u);
+}
+
+/* A held sender's hold ends after its time: its requests are dropped
+ * unchecked while it runs, and believed and answered after it. */
+TEST_F(hostile, a_held_senders_hold_ends_after_its_time)
+{
+    agent_options o         = quick_peers();
+    o.engine.senders.hold   = 300ms;
+    o.engine.senders.window = 60s;
+    agent_node &a           = add_agent(o);
+    const uint32_t max_f    = agent::sender_gate_config{}.max_failures;
+    loopback_nic member(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    /* a request of this job, or another's, attempt `seq` */
+    const auto request = [&](uint32_t seq, const char *key) {
+        conn::message m = stranger_request(member, a);
+        std::memset(m.job_key, 0, sizeof(m.job_key));
+        std::strcpy(m.job_key, key);
+        m.hdr.seq = seq;
+        return sealed_by_member(m, a_gid);
+    };
+    for (uint32_t i = 0; i < max_f; ++i) {
+        ASSERT_TRUE(member.send_datagram(request(1 + i, "other.job"), a_gid,
+                                         a.nic->ud_qpn())
+                            .ok());
+    }
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "holds") == 1;
+    })) << a.status();
+    const auto held_at = steady::now();
+    run_for(20ms);
+    EXPECT_EQ(received(member).size(), max_f) << "each answered wrong_job_key";
+
+    /* held: this job's request goes unchecked and unanswered */
+    ASSERT_TRUE(
+            member.send_datagram(request(100, job_key), a_gid, a.nic->ud_qpn())
+                    .ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unchecked") == 1;
+    })) << a.status();
+    ASSERT_LT(steady::now() - held_at, 300ms) << "too slow to see the hold";
+    EXPECT_TRUE(received(member).empty());
+
+    /* after it: believed and answered */
+    run_for(300ms);
+    ASSERT_TRUE(
+            member.send_datagram(request(101, job_key), a_gid, a.nic->ud_qpn())
+                    .ok());
+    std::vector<conn::message> answers;
+    ASSERT_TRUE(run_until([&] {
+        auto got = received(member);
+        answers.insert(answers.end(), got.begin(), got.end());
+        return !answers.empty();
+    })) << a.status();
+    EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
+    EXPECT_EQ(json_number(a.status(), "unchecked"), 1u);
+}
+
+/* A peer is gated as any sender: copies of the request that made it
+ * (replays, each refused by the credential's replay check) cost
+ * max_failures checks, then the sender is held; before, each copy cost
+ * one. */
+TEST_F(hostile, replays_of_the_datagram_that_made_a_peer_cost_a_few_checks)
+{
+    size_t checks        = 0;
+    agent_options o      = counted(checks);
+    o.nic.datagram_slots = 4096;
+    agent_node &a        = add_agent(o);
+    const uint32_t max_f = agent::sender_gate_config{}.max_failures;
+    loopback_nic member(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const conn::message req      = sealed_by_member(stranger_request(member, a),
+                                                    a_gid);
+    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    std::vector<conn::message> answers;
+    ASSERT_TRUE(run_until([&] {
+        auto got = received(member);
+        answers.insert(answers.end(), got.begin(), got.end());
+        return !answers.empty();
+    })) << a.status();
+    ASSERT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
+    const size_t before = checks;
+
+    constexpr uint64_t copies = 100;
+    for (uint64_t i = 0; i < copies; ++i) {
+        ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    }
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unchecked") == copies - max_f;
+    })) << a.status();
+    EXPECT_EQ(checks - before, max_f);
+    EXPECT_EQ(json_number(a.status(), "unauthenticated"), max_f);
+    EXPECT_EQ(a.logged("replayed: this credential was seen before"), 3u)
+            << "logged at the 1st, 2nd and 4th";
+}
+
+/* A sender whose credentials are good (a member of the job, or an agent
+ * gone wrong) still gets at most its bucket of checks: `burst` at once,
+ * then one a refill; the rest are dropped unchecked, counted and logged. */
+TEST_F(hostile, a_senders_checks_beyond_its_bucket_are_refused_unchecked)
+{
+    size_t checks        = 0;
+    agent_options o      = counted(checks, agent_options{}); /* 250 ms */
+    o.nic.datagram_slots = 4096;
+    agent_node &a        = add_agent(o);
+    const agent::sender_gate_config gate{};
+    loopback_nic member(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    constexpr uint64_t sent      = 64;
+    const auto started           = steady::now();
+    for (uint64_t i = 0; i < sent; ++i) { /* the same request, sealed anew */
+        ASSERT_TRUE(member.send_datagram(
+                                  sealed_by_member(stranger_request(member, a),
+                                                   a_gid),
+                                  a_gid, a.nic->ud_qpn())
+                            .ok());
+    }
+    ASSERT_TRUE(run_until([&] {
+        return a.nic->counters().datagrams_received == sent;
+    })) << a.status();
+    const auto refills = (steady::now() - started) / gate.refill;
+    EXPECT_GE(checks, gate.burst);
+    EXPECT_LE(checks, gate.burst + static_cast<uint64_t>(refills));
+    EXPECT_EQ(json_number(a.status(), "throttled"), sent - checks);
+    EXPECT_EQ(json_number(a.status(), "unauthenticated"), 0u);
+    EXPECT_GE(a.logged("dropped unchecked: its sender used its 16 credential "
+                       "checks (one more each 250 ms"),
+              1u);
+}
+
+/* A request from a new instance at a peer's address (GID and UD QPN) is a
+ * new sender: a reply or disconnect from it is dropped unchecked as from
+ * an unknown sender; its request is gated as a new sender's and, once
+ * believed, goes to that peer's connection (a restarted agent). */
+TEST_F(hostile, a_new_instance_at_a_peers_address_is_a_new_sender)
+{
+    size_t checks = 0;
+    agent_node &a = add_agent(counted(checks));
+    loopback_nic member(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const conn::message req      = sealed_by_member(stranger_request(member, a),
+                                                    a_gid);
+    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    std::vector<conn::message> answers;
+    ASSERT_TRUE(run_until([&] {
+        auto got = received(member);
+        answers.insert(answers.end(), got.begin(), got.end());
+        return !answers.empty();
+    })) << a.status();
+    ASSERT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
+    const size_t before = checks;
+
+    conn::sender reborn = req.src;
+    reborn.instance_id  = 0x6157;
+    std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
+    const conn::terms terms{static_cast<uint16_t>(qps.size()),
+                            agent_options{}.caps.slot_size};
+    conn::message ours   = req;
+    ours.src             = sender_of(a);
+    ours.dst_instance_id = reborn.instance_id;
+    ASSERT_TRUE(
+            member.send_datagram(sealed_by_member(
+                                         conn::make_reply(reborn, ours, 0,
+                                                          conn::status::accepted,
+                                                          terms, qps),
+                                         a_gid),
+                                 a_gid, a.nic->ud_qpn())
+                    .ok());
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "unknown_sender") == 1;
+    })) << a.status();
+    EXPECT_EQ(checks, before) << "checked as the known peer's";
+
+    /* its request: believed, and taken as the peer's restart */
+    conn::message again = stranger_request(member, a);
+    again.src           = reborn;
+    ASSERT_TRUE(member.send_datagram(sealed_by_member(again, a_gid), a_gid,
+                                     a.nic->ud_qpn())
+                        .ok());
+    answers.clear();
+    ASSERT_TRUE(run_until([&] {
+        auto got = received(member);
+        answers.insert(answers.end(), got.begin(), got.end());
+        return !answers.empty();
+    })) << a.status();
+    EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
+    EXPECT_EQ(answers[0].dst_instance_id, reborn.instance_id);
+    EXPECT_EQ(checks, before + 1);
+    EXPECT_EQ(a.engine->status_json()["peers"].size(), 2u)
+            << "the node's own, and the restarted peer's record";
+}
+
+/* Credential checks that take long end the pass that makes them: with
+ * pass_time 2 ms and a check of at least 1 ms, a pass takes at most 2 of
+ * 10 datagrams, each from a sender of its own; the rest wait in the UD
+ * QP's queue for the next passes, and the client's work goes on. */
+TEST_F(hostile, slow_credential_checks_end_their_pass_early)
+{
+    class slow_auth final : public agent::peer_auth {
+    public:
+        explicit slow_auth(size_t &checks) : m_checks(checks)
+        {
+        }
+        conn::auth_kind kind() const override
+        {
+            return conn::auth_kind::secret;
+        }
+        std::string describe() const override
+        {
+            return "slow";
+        }
+        result<done> seal(conn::message &, const agent::gid_array &) override
+        {
+            return done{};
+        }
+        result<done>
+        check(const conn::message &, const agent::gid_array &) override
+        {
+            ++m_checks;
+            std::this_thread::sleep_for(1ms);
+            return failure{"slow and wrong"};
+        }
+
+    private:
+        size_t &m_checks;
+    };
+    size_t checks              = 0;
+    agent_options o            = quick_peers();
+    o.engine.senders.pass_time = 2ms;
+    o.auth        = [&checks] { return std::make_unique<slow_auth>(checks); };
+    agent_node &a = add_agent(o);
+    loopback_nic strangers(fabric);
+    constexpr uint32_t sent = 10;
+    auto guess = agent::secret_auth("a guessed secret, long enough");
+    for (uint32_t i = 0; i < sent; ++i) {
+        conn::message m = stranger_request(strangers, a);
+        m.src.ud_qpn    = strangers.open_ud_qp();
+        ASSERT_TRUE(guess.value()->seal(m, a.nic->gid()).ok());
+        ASSERT_TRUE(strangers
+                            .send_datagram_from(m.src.ud_qpn, m, a.nic->gid(),
+                                                a.nic->ud_qpn())
+                            .ok());
+    }
+    a.pump();
+    EXPECT_GE(checks, 1u);
+    EXPECT_LE(checks, 2u) << "the pass went on past its time";
+    EXPECT_EQ(a.nic->counters().datagrams_received, checks)
+            << "what the pass had no time for was taken from the queue";
+    EXPECT_EQ(json_number(a.status(), "passes_cut"), 1u);
+    EXPECT_EQ(a.logged("credential checks took 2000 us or more in one pass"),
+              1u);
+    ASSERT_TRUE(run_until([&] { return checks == sent; })) << a.status();
+    EXPECT_EQ(json_number(a.status(), "unauthenticated"), sent);
 }
 
 } // namespace

@@ -372,9 +372,9 @@ TEST_F(loopback_pair, datagrams_reach_the_nic_with_that_gid_and_qpn_or_are_lost)
 {
     start();
     std::vector<uint32_t> seen;
-    std::vector<rvt::agent::gid_bytes> sources;
+    std::vector<rvt::agent::datagram_source> sources;
     auto deliver = [&](std::span<const std::byte> bytes,
-                       const rvt::agent::gid_bytes &source) {
+                       const rvt::agent::datagram_source &source) {
         sources.push_back(source);
         ASSERT_EQ(bytes.size(), conn::message_size);
         conn::message m;
@@ -401,14 +401,51 @@ TEST_F(loopback_pair, datagrams_reach_the_nic_with_that_gid_and_qpn_or_are_lost)
     EXPECT_EQ(seen, (std::vector<uint32_t>{1}));
     EXPECT_EQ(b->poll_datagrams(deliver, 16), 1u);
     EXPECT_EQ(seen, (std::vector<uint32_t>{1, 6}));
-    /* each arrives from its sender's GID, whatever it claims */
-    EXPECT_EQ(sources, (std::vector<rvt::agent::gid_bytes>{a->gid(), a->gid(),
-                                                           a->gid()}));
+    /* each arrives from its sender's GID and UD QP, whatever it claims */
+    const rvt::agent::datagram_source from_a{a->gid(), a->ud_qpn()};
+    EXPECT_EQ(sources, (std::vector<rvt::agent::datagram_source>{from_a, from_a,
+                                                                 from_a}));
     EXPECT_EQ(b->poll_datagrams(deliver, 16), 0u);
     EXPECT_EQ(a->counters().datagrams_sent, 3u);
     EXPECT_EQ(a->counters().datagrams_dropped, 4u);
     EXPECT_EQ(b->counters().datagrams_received, 2u);
     EXPECT_EQ(a->counters().datagrams_received, 1u);
+}
+
+/* Another UD QP on a's node, as any process may open one: what it sends
+ * arrives from its own QPN, and it cannot send from a QP it does not
+ * have (the nic's own is a's, any other node's is not). */
+TEST_F(loopback_pair, a_datagram_arrives_from_the_ud_qp_that_sent_it)
+{
+    start();
+    const uint32_t mine = a->open_ud_qp();
+    EXPECT_NE(mine, a->ud_qpn());
+    EXPECT_NE(mine, b->ud_qpn());
+    std::vector<rvt::agent::datagram_source> sources;
+    auto deliver = [&](std::span<const std::byte>,
+                       const rvt::agent::datagram_source &source) {
+        sources.push_back(source);
+    };
+    ASSERT_TRUE(a->send_datagram_from(mine, datagram(1), b->gid(), b->ud_qpn())
+                        .ok());
+    ASSERT_TRUE(a->send_datagram_from(a->ud_qpn(), datagram(2), b->gid(),
+                                      b->ud_qpn())
+                        .ok());
+    auto r = a->send_datagram_from(b->ud_qpn(), datagram(3), b->gid(),
+                                   b->ud_qpn());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error(), "loopback nic: no UD QP " +
+                                 std::to_string(b->ud_qpn()) +
+                                 " on this node to send from");
+    EXPECT_EQ(b->poll_datagrams(deliver, 16), 2u);
+    EXPECT_EQ(sources,
+              (std::vector<rvt::agent::datagram_source>{{a->gid(), mine},
+                                                        {a->gid(),
+                                                         a->ud_qpn()}}));
+    /* what is sent to it is lost */
+    ASSERT_TRUE(b->send_datagram(datagram(4), a->gid(), mine).ok());
+    EXPECT_EQ(a->poll_datagrams(deliver, 16), 0u);
+    EXPECT_EQ(b->counters().datagrams_dropped, 1u);
 }
 
 TEST_F(loopback_pair, an_armed_nic_wakes_once_on_a_completion_or_datagram)

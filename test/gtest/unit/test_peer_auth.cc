@@ -15,7 +15,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -382,6 +385,56 @@ TEST_F(munge, a_credential_of_another_munge_key_is_refused)
     conn::message m = request();
     ASSERT_TRUE(stranger.value()->seal(m, node_b).ok());
     expect_refused(b.value()->check(m, node_b), "munged refused");
+}
+
+/* What one credential check costs on this host, for the sender gate's
+ * per-pass time (sender_gate_config::pass_time): printed, not judged. A
+ * MUNGE check of a good credential and of its replay (each a round trip
+ * to munged), and the secret's HMAC. */
+TEST_F(munge, what_a_check_costs_is_printed)
+{
+    using clock = std::chrono::steady_clock;
+    auto a      = munge_auth(m_munged.socket());
+    auto b      = munge_auth(m_munged.socket());
+    auto s      = secret_auth(the_secret);
+    ASSERT_TRUE(a.ok() && b.ok() && s.ok());
+    constexpr int n = 200;
+    std::vector<conn::message> munged(n), hmac(n);
+    for (int i = 0; i < n; ++i) {
+        munged[i]         = request();
+        munged[i].hdr.seq = static_cast<uint32_t>(1 + i);
+        hmac[i]           = munged[i];
+        ASSERT_TRUE(a.value()->seal(munged[i], node_b).ok());
+        ASSERT_TRUE(s.value()->seal(hmac[i], node_b).ok());
+    }
+    /* each check of `ms` by `auth`, which must say `believed`: the
+     * median, mean and longest, microseconds */
+    const auto time = [&](peer_auth &auth, const std::vector<conn::message> &ms,
+                          bool believed) {
+        std::vector<double> us;
+        double sum = 0;
+        for (const auto &m : ms) {
+            const auto t0 = clock::now();
+            const bool ok = auth.check(m, node_b).ok();
+            us.push_back(
+                    std::chrono::duration<double, std::micro>(clock::now() - t0)
+                            .count());
+            sum += us.back();
+            EXPECT_EQ(ok, believed);
+        }
+        std::sort(us.begin(), us.end());
+        return std::array<double, 3>{us[us.size() / 2],
+                                     sum / static_cast<double>(us.size()),
+                                     us.back()};
+    };
+    const auto good   = time(*b.value(), munged, true);
+    const auto replay = time(*b.value(), munged, false);
+    const auto secret = time(*s.value(), hmac, true);
+    std::printf("[   cost   ] one credential check here, %d each, median / "
+                "mean / longest: munge %.0f / %.0f / %.0f us, a munge replay "
+                "%.0f / %.0f / %.0f us, secret %.1f / %.1f / %.1f us\n",
+                n, good[0], good[1], good[2], replay[0], replay[1], replay[2],
+                secret[0], secret[1], secret[2]);
 }
 
 TEST_F(munge, auto_picks_munge_when_munged_answers)

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 
 namespace rvt::agent {
@@ -45,7 +46,8 @@ protected:
         return a;
     }
 
-    std::unique_ptr<peer_connection> connection(bool loopback)
+    std::unique_ptr<peer_connection>
+    connection(bool loopback, const peer_address &at = {})
     {
         cfg.am_size = 8192;
         if (loopback) {
@@ -56,7 +58,7 @@ protected:
         self.self.instance_id = 1;
         self.self.ud_qpn      = 0x40;
         self.job_key          = "job.1";
-        return std::make_unique<peer_connection>(cfg, self, peer_address{});
+        return std::make_unique<peer_connection>(cfg, self, at);
     }
 
     /* a peer a client resolved, as the engine makes it (client 1) */
@@ -113,6 +115,38 @@ TEST_F(peer_table_test, a_known_address_is_placed_at_its_peer)
     /* the UD QPN is part of the address */
     EXPECT_EQ(t->find(address(1, 0x41)), nullptr);
     EXPECT_EQ(t->place_client(address(1, 0x41)).kind, kind::fresh);
+}
+
+/* Whom a handshake datagram speaks for (find_sender): a peer at its GID
+ * and UD QPN whose connection knows its instance, or none yet; never the
+ * node's own. */
+TEST_F(peer_table_test, a_datagram_speaks_for_a_peer_of_its_instance_only)
+{
+    /* a client's peer, its instance not known yet: any instance */
+    add(address(1));
+    wire::agent_address reborn = address(1);
+    reborn.agent_id            = 999;
+    EXPECT_EQ(t->find_sender(address(1)), &t->at(1));
+    EXPECT_EQ(t->find_sender(reborn), &t->at(1));
+
+    /* one whose connection knows its instance */
+    const wire::agent_address two = address(2);
+    peer_address at{};
+    std::memcpy(at.gid.data(), two.gid, at.gid.size());
+    at.ud_qpn      = two.ud_qpn;
+    at.instance_id = two.agent_id;
+    t->add(t->place_request(two), two, false, connection(false, at));
+    EXPECT_EQ(t->find_sender(two), &t->at(2));
+    reborn          = two;
+    reborn.agent_id = 999;
+    EXPECT_EQ(t->find_sender(reborn), nullptr)
+            << "a new instance is a new sender";
+    EXPECT_EQ(t->find(reborn), &t->at(2)) << "at that peer's address";
+    EXPECT_EQ(t->place_request(reborn).kind, kind::known);
+
+    /* the node's own is no sender's */
+    EXPECT_EQ(t->find(address(0)), &t->at(0));
+    EXPECT_EQ(t->find_sender(address(0)), nullptr);
 }
 
 TEST_F(peer_table_test, requests_are_answered_busy_at_the_half_open_bound)

@@ -26,6 +26,7 @@
 #include "uct/ib/rvt/common/result.h"
 
 #include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,6 +57,14 @@ enum class nic_opcode : uint8_t {
     atomic_fetch_add,
     atomic_cmp_swp,
 };
+
+/* Whether op is one of the atomics above (common/work.h's is_atomic is
+ * the same question of a client's work_op). */
+inline constexpr bool is_atomic(nic_opcode op)
+{
+    return op == nic_opcode::atomic_fetch_add ||
+           op == nic_opcode::atomic_cmp_swp;
+}
 
 /*
  * A send work request as the engine builds it.
@@ -157,6 +166,20 @@ struct nic_mr {
     uint64_t length;
 };
 
+/* Where a handshake datagram came from, as the receiving device tells
+ * it: the packet's source GID (the GRH's SGID; RoCE v2 over IPv4: the IP
+ * source address, ud_channel.h, grh_source_gid) and the UD QP that sent
+ * it (the completion's src_qp, which the sending device writes from the
+ * QP the process posted on: a process can send only from QPs of its own,
+ * and never from another process's, such as an agent's). */
+struct datagram_source {
+    gid_bytes gid{};
+    uint32_t qpn = 0;
+
+    friend auto
+    operator<=>(const datagram_source &, const datagram_source &) = default;
+};
+
 struct nic_counters {
     uint32_t receive_buffers = 0; /* in the pool */
     uint32_t receives_posted = 0; /* of those, on the SRQ now */
@@ -228,11 +251,11 @@ public:
 
     /* Handshake datagrams: one out (a failure is for the log: the
      * handshake retries), and up to `max` of those that arrived (the rest
-     * wait for the next call), still to be parsed, with the GID each came
-     * from (the packet's source address, which the network layer set,
-     * not what the datagram says of itself); returns how many. */
+     * wait for the next call), still to be parsed, with where each came
+     * from (datagram_source: what the network and the sending device
+     * set, not what the datagram says of itself); returns how many. */
     using datagram_fn = std::function<void(std::span<const std::byte>,
-                                           const gid_bytes &source)>;
+                                           const datagram_source &source)>;
     virtual result<done> send_datagram(const wire::conn::message &msg,
                                        const gid_bytes &gid, uint32_t qpn) = 0;
     virtual size_t poll_datagrams(const datagram_fn &deliver, size_t max)  = 0;

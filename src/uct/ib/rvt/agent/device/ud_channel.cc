@@ -217,6 +217,13 @@ size_t ud_channel::poll(
                                  const std::array<uint8_t, 16> &)> &deliver,
         size_t max)
 {
+    return poll([&](std::span<const std::byte> bytes,
+                    const datagram_source &from) { deliver(bytes, from.gid); },
+                max);
+}
+
+size_t ud_channel::poll(const nic::datagram_fn &deliver, size_t max)
+{
     ibv_wc wc[16];
     size_t received = 0;
     while (received < max) {
@@ -237,9 +244,13 @@ size_t ud_channel::poll(
             if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
                 ++m_received;
                 const std::byte *at = m_buffers.data() + slot * recv_size;
+                const datagram_source from{
+                        grh_source_gid(
+                                std::span<const std::byte, grh_size>(at,
+                                                                     grh_size)),
+                        wc[i].src_qp & wire::conn::qpn_mask};
                 deliver(std::span(at + grh_size, wc[i].byte_len - grh_size),
-                        grh_source_gid(std::span<const std::byte, grh_size>(
-                                at, grh_size)));
+                        from);
             }
             (void)post_recv(slot);
         }

@@ -9,6 +9,7 @@
 #define RVT_AGENT_UD_CHANNEL_H
 
 #include "uct/ib/rvt/agent/device/device.h"
+#include "uct/ib/rvt/agent/device/nic.h"
 #include "uct/ib/rvt/agent/device/verbs_ptr.h"
 #include "uct/ib/rvt/common/conn_wire.h"
 #include "uct/ib/rvt/common/result.h"
@@ -60,8 +61,12 @@ public:
      * is empty (the rest wait in it for the next call, their buffers
      * still taken: once all recv_slots are, the device drops what comes);
      * `deliver` gets the bytes of each received datagram (the GRH
-     * stripped), still to be parsed, and the GID it came from
-     * (grh_source_gid). Returns how many datagrams were received. */
+     * stripped), still to be parsed, and where it came from: the GID
+     * (grh_source_gid) and the sending QP (the completion's src_qp).
+     * Returns how many datagrams were received. */
+    size_t poll(const nic::datagram_fn &deliver, size_t max);
+    /* The same, telling only the GID: for tools that only reap
+     * (test/testbed/rvt_ud_flood). */
     size_t
     poll(const std::function<void(std::span<const std::byte>,
                                   const std::array<uint8_t, 16> &)> &deliver,

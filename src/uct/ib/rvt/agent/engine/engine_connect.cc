@@ -34,6 +34,12 @@ gid_bytes gid_key(const uint8_t (&gid)[16])
     return k;
 }
 
+/* A datagram's source, for the log. */
+std::string sender_text(const datagram_source &from)
+{
+    return gid_text(from.gid) + " UD QP " + std::to_string(from.qpn);
+}
+
 } // namespace
 
 /* How this agent names itself in its datagrams. */
@@ -360,11 +366,11 @@ engine::peer *engine::admit(const wire::conn::message &request,
     return nullptr;
 }
 
-void engine::sender_failed(const gid_bytes &from, time_point now)
+void engine::sender_failed(const datagram_source &from, time_point now)
 {
     if (m_senders.failed(from, now)) {
         const sender_gate_config &c = m_senders.config();
-        m_log("handshake: host " + gid_text(from) + " failed " +
+        m_log("handshake: sender " + sender_text(from) + " failed " +
               std::to_string(c.max_failures) + " checks within " +
               std::to_string(c.window.count()) +
               " ms: its datagrams go unchecked for " +
@@ -373,26 +379,77 @@ void engine::sender_failed(const gid_bytes &from, time_point now)
     }
 }
 
+bool engine::gate_admits(const datagram_source &from, bool known,
+                         time_point now)
+{
+    const sender_gate_config &c = m_senders.config();
+    switch (m_senders.admit(from, known, now)) {
+    case sender_gate::verdict::check:
+        return true;
+    case sender_gate::verdict::held: /* counted; its hold was logged */
+        return false;
+    case sender_gate::verdict::throttled:
+        if (worth_logging(m_senders.throttled())) {
+            m_log("handshake datagram from " + sender_text(from) +
+                  " dropped unchecked: its sender used its " +
+                  std::to_string(c.burst) +
+                  " credential checks (one more each " +
+                  std::to_string(c.refill.count()) + " ms; " +
+                  std::to_string(m_senders.throttled()) + " so far)");
+        }
+        return false;
+    case sender_gate::verdict::crowded:
+        if (worth_logging(m_senders.crowded())) {
+            m_log("handshake datagram from " + sender_text(from) +
+                  " dropped unchecked: it is no peer's, and every one of the " +
+                  std::to_string(m_senders.remembered()) +
+                  " senders this agent remembers is held (" +
+                  std::to_string(m_senders.crowded()) + " so far)");
+        }
+        return false;
+    }
+    return false;
+}
+
 /* The cheap checks, then the credential ("Bounded intake", engine.h). */
 void engine::on_datagram(std::span<const std::byte> bytes,
-                         const gid_bytes &from, time_point now)
+                         const datagram_source &from, time_point now)
 {
     auto msg = wire::conn::parse(bytes);
     if (!msg) {
         if (worth_logging(++m_totals.malformed)) {
             m_log("handshake datagram refused: " + msg.error() + " (from " +
-                  gid_text(from) + ", " + std::to_string(m_totals.malformed) +
-                  " so far)");
+                  gid_text(from.gid) + ", " +
+                  std::to_string(m_totals.malformed) + " so far)");
         }
         return;
     }
     const auto &src = msg.value().src;
-    if (std::memcmp(src.gid, from.data(), from.size()) != 0) {
+    if (std::memcmp(src.gid, from.gid.data(), from.gid.size()) != 0) {
         /* a node speaks for itself only */
         if (worth_logging(++m_totals.forged_datagrams)) {
-            m_log("handshake datagram from " + gid_text(from) +
+            m_log("handshake datagram from " + gid_text(from.gid) +
                   " names its sender " + gid_text(src.gid) + ": dropped (" +
                   std::to_string(m_totals.forged_datagrams) + " so far)");
+        }
+        return;
+    }
+    if (src.ud_qpn == m_nic.ud_qpn() && gid_key(src.gid) == m_nic.gid()) {
+        /* this agent never sends to itself: its own peer is loopback */
+        if (worth_logging(++m_totals.own_address)) {
+            m_log("handshake datagram from " + sender_text(from) +
+                  " names this agent as its sender: dropped (" +
+                  std::to_string(m_totals.own_address) + " so far)");
+        }
+        return;
+    }
+    if (src.ud_qpn != from.qpn) {
+        /* ... and a UD QP for itself only: not for the agent beside it */
+        if (worth_logging(++m_totals.forged_datagrams)) {
+            m_log("handshake datagram from " + sender_text(from) +
+                  " names its sender's UD QPN " + std::to_string(src.ud_qpn) +
+                  ": dropped (" + std::to_string(m_totals.forged_datagrams) +
+                  " so far)");
         }
         return;
     }
@@ -400,33 +457,36 @@ void engine::on_datagram(std::span<const std::byte> bytes,
     std::memcpy(sender.gid, src.gid, 16);
     sender.ud_qpn      = src.ud_qpn;
     sender.agent_id    = src.instance_id;
-    peer *p            = m_peers.find(sender);
+    peer *p            = m_peers.find_sender(sender);
     const bool request = msg.value().hdr.type ==
                          static_cast<uint16_t>(wire::conn::msg_type::request);
     if (p == nullptr && !request) {
         if (worth_logging(++m_totals.unknown_datagrams)) {
             m_log("handshake datagram (type " +
                   std::to_string(msg.value().hdr.type) + ") from " +
-                  gid_text(from) + " UD QPN " + std::to_string(src.ud_qpn) +
-                  ", which is no peer: dropped (" +
+                  sender_text(from) + ", which is no peer: dropped (" +
                   std::to_string(m_totals.unknown_datagrams) + " so far)");
         }
         return;
     }
-    /* a peer we have is always heard: a stranger on its node cannot cut
-     * it off; anyone else only while its host is not held */
-    if (p == nullptr && !m_senders.admit(from, now)) {
+    /* every sender, our peers too, within its bucket and while it is not
+     * held; a stranger on a peer's node is a sender of its own (its own
+     * UD QP), so it cannot cut that peer off */
+    if (!gate_admits(from, p != nullptr, now)) {
         return;
     }
     const bool our_job = std::strncmp(msg.value().job_key, m_job_key.c_str(),
                                       sizeof(msg.value().job_key)) == 0;
-    if (p == nullptr && !our_job) {
+    if (!our_job) {
         sender_failed(from, now); /* before the credential costs anything */
     }
-    if (auto ok = check_datagram(*m_auth, msg.value(), m_nic.gid()); !ok) {
+    const auto started = std::chrono::steady_clock::now();
+    auto ok            = check_datagram(*m_auth, msg.value(), m_nic.gid());
+    m_senders.checked(std::chrono::steady_clock::now() - started);
+    if (!ok) {
         /* no answer: it would teach a stranger something, and could be
          * forged as easily */
-        if (our_job || p != nullptr) {
+        if (our_job) {
             sender_failed(from, now);
         }
         if (worth_logging(++m_totals.unauthenticated)) {
@@ -434,8 +494,7 @@ void engine::on_datagram(std::span<const std::byte> bytes,
                   std::string(wire::conn::to_string(
                           static_cast<wire::conn::msg_type>(
                                   msg.value().hdr.type))) +
-                  ") from " + gid_text(from) + " UD QPN " +
-                  std::to_string(src.ud_qpn) + " dropped: " + ok.error() +
+                  ") from " + sender_text(from) + " dropped: " + ok.error() +
                   " (" + std::to_string(m_totals.unauthenticated) + " so far)");
         }
         return;
@@ -443,13 +502,39 @@ void engine::on_datagram(std::span<const std::byte> bytes,
     if (our_job) {
         m_senders.passed(from);
     }
-    if (p == nullptr) {
+    if (p == nullptr) { /* new, or a new instance at a peer's address */
         p = admit(msg.value(), sender);
         if (p == nullptr) {
             return;
         }
     }
     run(*p, p->conn->on_message(now, msg.value()), now);
+}
+
+/* One datagram at a time, so that what a pass has no time left for
+ * stays in the UD QP's receive queue ("Bounded intake", engine.h). */
+bool engine::take_datagrams(time_point now)
+{
+    const nic::datagram_fn deliver = [&](std::span<const std::byte> b,
+                                         const datagram_source &from) {
+        on_datagram(b, from, now);
+    };
+    const uint64_t cut_before = m_senders.passes_cut();
+    m_senders.pass_started();
+    uint32_t taken = 0;
+    while (taken < m_cfg.datagrams_per_pass && m_senders.pass_open() &&
+           m_nic.poll_datagrams(deliver, 1) > 0) {
+        ++taken;
+    }
+    if (m_senders.passes_cut() > cut_before &&
+        worth_logging(m_senders.passes_cut())) {
+        m_log("handshake: credential checks took " +
+              std::to_string(m_senders.config().pass_time.count()) +
+              " us or more in one pass after " + std::to_string(taken) +
+              " datagrams: the rest wait for the next pass (" +
+              std::to_string(m_senders.passes_cut()) + " times so far)");
+    }
+    return taken > 0;
 }
 
 /* A pass looks at the peers' timers only when the earliest may be due

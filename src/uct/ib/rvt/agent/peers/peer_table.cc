@@ -146,6 +146,16 @@ peer_table::peer *peer_table::find(const wire::agent_address &a)
     return it != m_by_addr.end() ? m_peers[it->second].get() : nullptr;
 }
 
+peer_table::peer *peer_table::find_sender(const wire::agent_address &a)
+{
+    peer *p = find(a);
+    if (p == nullptr || p->loopback) {
+        return nullptr;
+    }
+    const uint64_t known = p->conn->peer().instance_id;
+    return known == 0 || known == a.agent_id ? p : nullptr;
+}
+
 bool peer_table::recyclable(const peer &p) const
 {
     return !p.loopback && unconfirmed(p) &&

@@ -57,6 +57,13 @@
  *   confirm(p)        p confirmed
  *   use(p, c)         c is one of p's users
  *   client_gone(c)    c is no peer's user any more
+ *
+ * Lookups: find(a) is the peer at a's GID and UD QPN. find_sender(a),
+ * whom a handshake datagram naming sender a speaks for: that peer only if
+ * it is not the node's own and the peer instance its connection knows
+ * (peer_connection::peer) is a's, or none yet; a new instance at a known
+ * address is a new sender (the engine gates it as one, and takes its
+ * request to that peer's connection once its credential is believed).
  */
 #ifndef RVT_AGENT_PEER_TABLE_H
 #define RVT_AGENT_PEER_TABLE_H
@@ -182,6 +189,9 @@ public:
 
     /* the peer at `a`, or nullptr */
     peer *find(const wire::agent_address &a);
+    /* the peer a datagram from sender `a` speaks for ("Lookups" above), or
+     * nullptr */
+    peer *find_sender(const wire::agent_address &a);
     peer &at(uint32_t index)
     {
         return *m_peers[index];
