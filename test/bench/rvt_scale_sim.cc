@@ -176,6 +176,9 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     agent::engine_config cfg;
     cfg.peers.num_qps = o.qps;
     cfg.max_peers     = std::max<uint32_t>(cfg.max_peers, n + 16);
+    /* one process is every node's first client, and makes each node's
+     * every peer: its share is the table (client_share.h, "peers") */
+    cfg.share.peers = cfg.max_peers;
 
     const uint64_t heap0 = heap_in_use();
     std::vector<std::unique_ptr<node>> nodes;

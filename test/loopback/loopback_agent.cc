@@ -41,6 +41,7 @@ make_loopback_agent(loopback_fabric &fabric, loopback_agent_options o)
                       layout.value()};
     cfg.index_quarantine = o.index_quarantine;
     cfg.max_socket_read  = o.max_socket_read;
+    cfg.max_siblings     = o.max_siblings;
     auto auth            = o.auth ? std::move(o.auth) : no_auth();
 
     auto made = assemble(*a.nic, {.attach = cfg,

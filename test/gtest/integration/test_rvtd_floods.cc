@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Issue 25, item 6, on real verbs: each bound of a client's share holds
- * under a flood from a real rvtd's client, and the agent keeps serving
- * its other clients, its descriptors and memory bounded (docs/reliability.md,
- * "A bounded share for every client"). The rules themselves are tested on
- * the loopback nic (test_engine_hostile.cc, client_share_test,
- * accept_gate_test); here the agent is the daemon a site runs.
+ * A bounded share for every client, on real verbs: each bound of a
+ * client's share holds under a flood from a real rvtd's client, and the
+ * agent keeps serving its other clients, its descriptors and memory
+ * bounded (docs/reliability.md, "Trust model: who may become a peer").
+ * The rules themselves are tested on the loopback nic
+ * (test_engine_hostile.cc, client_share_test, accept_gate_test); here the
+ * agent is the daemon a site runs.
  *
  * Environment: RXE_DEV (device); skips without one.
  */
@@ -388,33 +389,65 @@ TEST_F(rvtd_flood, lkeys_over_a_clients_share_are_refused_and_the_others_served)
     expect_bounded(before, footprint_of(agent));
 }
 
-/* A client asks for peers without end (--max-client-peers=3): the fourth
- * is refused naming the bound, one it has costs nothing, and a neighbour
- * still gets the one refused to it. */
+/* A process asks for peers without end (--max-client-peers=3): the fourth
+ * is refused naming the bound, whichever of its attachments asks (the
+ * share is the process's), one it has costs nothing, and a neighbour (a
+ * process of its own) still gets the one refused to it. */
 TEST_F(rvtd_flood, peers_over_a_clients_share_are_refused_and_the_others_made)
 {
     start_serving({"--max-client-peers=3"});
-    auto good  = open_session();
-    auto flood = open_session();
-    ASSERT_TRUE(good && flood);
+    auto flood  = open_session();
+    auto second = open_session(); /* the same process again */
+    ASSERT_TRUE(flood && second);
     silent_nodes nodes(m_dev, 4);
     for (size_t i = 0; i < 3; ++i) {
         auto r = flood->connect_peer(nodes[i]);
         ASSERT_TRUE(r.ok()) << r.error();
     }
-    auto refused = flood->connect_peer(nodes[3]);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.error().find("3 peers made for this client: expected "
-                                   "fewer than max-client-peers (3) to make "
-                                   "another"),
-              std::string::npos)
-            << refused.error();
+    const std::string bound = "3 peers made for this process (pid " +
+                              std::to_string(getpid()) +
+                              "): expected fewer than max-client-peers (3) "
+                              "to make another";
+    for (client::session *s : {flood.get(), second.get()}) {
+        auto refused = s->connect_peer(nodes[3]);
+        ASSERT_FALSE(refused.ok());
+        EXPECT_NE(refused.error().find(bound), std::string::npos)
+                << refused.error();
+    }
     EXPECT_TRUE(flood->connect_peer(nodes[0]).ok()) << "one it has";
-    auto theirs = good->connect_peer(nodes[3]);
-    EXPECT_TRUE(theirs.ok()) << (theirs.ok() ? "" : theirs.error());
-    EXPECT_EQ(data_path()["share"]["refused_peers"], 1u);
-    const uint32_t good_self = own_node(*good);
-    EXPECT_TRUE(served(*good, good_self, 1));
+    /* a neighbour: another process attaches and asks (no verbs in it) */
+    const wire::agent_address fourth = nodes[3];
+    int pfd[2];
+    ASSERT_EQ(pipe(pfd), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        close(pfd[0]);
+        std::string said;
+        auto at = client::attach(m_socket, test::job_key, 30s);
+        if (!at.ok()) {
+            said = "attach: " + at.error();
+        } else if (auto s = client::session::open(std::move(at).value());
+                   !s.ok()) {
+            said = "session: " + s.error();
+        } else {
+            auto p = s.value()->connect_peer(fourth);
+            said   = p.ok() ? "made" : p.error();
+        }
+        (void)!write(pfd[1], said.data(), said.size());
+        _exit(0);
+    }
+    close(pfd[1]);
+    std::string theirs;
+    char buf[512];
+    for (ssize_t n; (n = read(pfd[0], buf, sizeof(buf))) > 0;) {
+        theirs.append(buf, static_cast<size_t>(n));
+    }
+    close(pfd[0]);
+    waitpid(child, nullptr, 0);
+    EXPECT_EQ(theirs, "made");
+    EXPECT_EQ(data_path()["share"]["refused_peers"], 2u);
+    const uint32_t self = own_node(*second);
+    EXPECT_TRUE(served(*second, self, 1));
 }
 
 /* A client writes its socket as fast as the agent will take it, for 3 s,

@@ -13,6 +13,7 @@
 #include "uct/ib/rvt/client/registration.h"
 #include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/common/fd_passing.h"
+#include "uct/ib/rvt/common/imm.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -410,7 +411,7 @@ protected:
     std::vector<std::vector<uint32_t>> m_detached_mrs;
     /* the MRs: what the agent's device is asked to deregister (by the
      * registry's actions) and what it answers (m_dereg; default: done) */
-    agent::mr_registry m_mrs{4, 0ms};
+    agent::mr_registry m_mrs{imm::max_clients, 0ms};
     std::vector<uint32_t> m_deregistered;
     std::function<result<uint32_t>(uint32_t)> m_dereg;
     bool m_ring_busy = false; /* what the registry is told of the ring */
@@ -657,6 +658,101 @@ TEST_F(attach_fixture, a_forged_sibling_request_is_refused_naming_the_value)
                                            " generation " + std::to_string(lg) +
                                            " is not attached");
     expect_still_serving();
+}
+
+/* One process (by SO_PEERCRED) holds at most 1 + max-client-siblings
+ * attachments at once, its siblings and its further leaders alike
+ * (attach_server.h, "Attachments of one process"): the next is refused
+ * (agent_full) naming the bound and the value, another process still
+ * attaches, and one of its own that ends makes room for another. */
+TEST_F(attach_fixture, a_process_holds_at_most_max_client_siblings_more)
+{
+    const uint32_t siblings = agent::attach_config{}.max_siblings;
+    ASSERT_EQ(siblings, 16u) << "rvtd's default";
+    start(siblings + 4);
+    const std::string path = m_dir + "/agent.sock";
+    auto l                 = client::attach(path, "job.1");
+    ASSERT_TRUE(l.ok()) << l.error();
+    const wire::leader_ref ref{l.value().client_index,
+                               l.value().client_generation};
+    std::vector<client::attachment> mine;
+    for (uint32_t i = 0; i < siblings; ++i) {
+        auto s = client::attach(path, "job.1", 5000ms, ref);
+        ASSERT_TRUE(s.ok()) << "sibling " << i << ": " << s.error();
+        mine.push_back(std::move(s).value());
+    }
+    const std::string held = "pid " + std::to_string(getpid()) + " holds " +
+                             std::to_string(siblings + 1) +
+                             " attachments of this agent: expected at most "
+                             "1 + max-client-siblings (" +
+                             std::to_string(siblings) + ")";
+    auto one_more = client::attach(path, "job.1", 5000ms, ref);
+    ASSERT_FALSE(one_more.ok()) << "a process took more than its share";
+    EXPECT_NE(one_more.error().find("agent full"), std::string::npos)
+            << one_more.error();
+    EXPECT_NE(one_more.error().find(held), std::string::npos)
+            << one_more.error();
+    auto leader = client::attach(path, "job.1");
+    ASSERT_FALSE(leader.ok()) << "a second leader is one more attachment";
+    EXPECT_NE(leader.error().find(held), std::string::npos) << leader.error();
+
+    const auto [buf, child] = in_child([&] {
+        auto a = client::attach(path, "job.1");
+        return a.ok() ? std::string("ACCEPTED") : a.error();
+    });
+    EXPECT_EQ(std::string(buf), "ACCEPTED") << "another process's share";
+
+    mine.pop_back(); /* one of its siblings ends: room for another */
+    ASSERT_TRUE(eventually([&] { return m_detached.size() == 2; }));
+    auto again = client::attach(path, "job.1", 5000ms, ref);
+    EXPECT_TRUE(again.ok()) << again.error();
+    std::lock_guard g(m_lock);
+    EXPECT_NE(m_log.find("refused client pid " + std::to_string(getpid())),
+              std::string::npos)
+            << m_log;
+}
+
+/* Whatever clients do at the socket, the log gets a line at the 1st, 2nd,
+ * 4th, ... time of each kind (format.h, worth_logging): refusals of each
+ * status, attaches, departures; each line counts them. */
+TEST_F(attach_fixture, lines_clients_cause_are_logged_at_the_1st_2nd_4th)
+{
+    start();
+    const std::string path = m_dir + "/agent.sock";
+    for (int i = 0; i < 20; ++i) {
+        auto a = client::attach(path, "job.2");
+        ASSERT_FALSE(a.ok());
+    }
+    for (int i = 0; i < 20; ++i) {
+        auto a = client::attach(path, "job.1");
+        ASSERT_TRUE(a.ok()) << a.error();
+        a = failure{"closed"};
+        ASSERT_TRUE(eventually([&] {
+            return m_detached.size() == static_cast<size_t>(i + 1);
+        }));
+    }
+    const char junk[] = "GET / HTTP/1.1\r\n\r\n";
+    for (int i = 0; i < 3; ++i) {
+        expect_refused(raw_exchange(std::as_bytes(std::span(junk))),
+                       wire::attach_status::bad_message, "bad magic");
+    }
+    std::lock_guard g(m_lock);
+    auto lines = [&](const std::string &needle) {
+        size_t n = 0;
+        for (size_t at = 0; (at = m_log.find(needle, at)) != std::string::npos;
+             ++at) {
+            ++n;
+        }
+        return n;
+    };
+    EXPECT_EQ(lines("wrong job key"), 5u) << "20: the 1st, 2nd, 4th, 8th and "
+                                             "16th\n"
+                                          << m_log;
+    EXPECT_EQ(lines("(16 so far)"), 3u) << m_log;
+    EXPECT_EQ(lines(" attached as index "), 5u) << m_log;
+    EXPECT_EQ(lines(") is gone"), 5u) << m_log;
+    EXPECT_EQ(lines("bad magic"), 2u) << "a kind of its own: 1st, 2nd\n"
+                                      << m_log;
 }
 
 TEST_F(attach_fixture, wrong_job_key_is_refused_with_both_keys)

@@ -495,6 +495,35 @@ TEST_F(mr_registry_test, two_dead_holders_of_one_index_are_cleaned_apart)
     expect_deregister(reg.tick(t0 + 2 * grace), 0, 5);
 }
 
+/* Each note says what it is about (mr_note): a client can cause every
+ * kind, and the engine logs each kind at its 1st, 2nd, 4th, ... note
+ * (engine.h, "Log lines"). */
+TEST_F(mr_registry_test, each_note_says_what_it_is_about)
+{
+    using rvt::agent::mr_note;
+    auto about = [](const mr_actions &acts) {
+        const mr_actions notes = only(acts, mr_action_kind::note);
+        EXPECT_EQ(notes.size(), 1u);
+        for (const auto &a : acts) {
+            if (a.kind != mr_action_kind::note) {
+                EXPECT_EQ(a.about, mr_note::none) << "only notes have one";
+            }
+        }
+        return notes.empty() ? mr_note::none : notes[0].about;
+    };
+    EXPECT_EQ(about(reg.announced(0, mr(5), device_mr{}, true)),
+              mr_note::announcement);
+    announce(0, 6);
+    EXPECT_EQ(about(reg.release_requested(1, 6, true, false)),
+              mr_note::release);
+    reg.attached(2);
+    reg.joined(2, 0);
+    EXPECT_EQ(about(reg.intended(2, 0x1000, 4096)), mr_note::intent);
+    reg.client_gone(1, 1, 0);
+    EXPECT_TRUE(reg.tick(t0).empty());
+    EXPECT_EQ(about(reg.tick(t0 + grace)), mr_note::departure);
+}
+
 TEST_F(mr_registry_test, a_dead_client_without_mrs_is_noted_and_dropped)
 {
     reg.client_gone(1, 1, 0);

@@ -145,7 +145,8 @@ enum class attach_status : uint32_t {
     bad_version   = 2, /* protocol version not spoken by this agent */
     wrong_uid     = 3, /* the agent serves one user */
     wrong_job_key = 4, /* the agent serves one job */
-    agent_full    = 5, /* every client index is in use */
+    agent_full    = 5, /* every client index is in use, or the process
+                          holds all it may (max-client-siblings) */
     agent_error   = 6, /* the agent could not set the client up */
     bad_sibling   = 7, /* the named leader is not attached, has another
                           generation, is a sibling, or is another process */

@@ -24,6 +24,7 @@
 #include "uct/ib/rvt/agent/serve/cpu_policy.h"
 #include "uct/ib/rvt/agent/serve/serve_loop.h"
 #include "uct/ib/rvt/agent/serve/status_header.h"
+#include "uct/ib/rvt/tools/capped_log.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
 #include "uct/ib/rvt/common/defaults.h"
@@ -34,6 +35,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -86,9 +88,11 @@ struct options {
     long max_client_ops   = defaults::share.ops;
     long max_client_lkeys = defaults::share.lkeys;
     long max_client_peers = defaults::share.peers;
+    long max_siblings     = defaults::attach.max_siblings;
     long max_peers        = defaults::engine.max_peers;
     long max_unattached   = defaults::attach.max_unattached;
     long max_socket_read  = static_cast<long>(defaults::attach.max_socket_read);
+    long max_log_size     = static_cast<long>(tools::default_max_log_size);
     long work_ring        = rvt::defaults::work_ring;
     long compl_ring       = rvt::defaults::completion_ring;
     long inbound_ring     = rvt::defaults::inbound_ring;
@@ -116,9 +120,8 @@ struct options {
     bool daemon = false;
 };
 
-/* The one place each option's name, default and meaning are written:
- * parsing, --help and the manual page rvtd(8) all come from here
- * (tools/usage.h). */
+/* `v` as a whole number from lo to hi into `out`; else the error that
+ * names the option and the range. */
 std::string
 set_long(long &out, std::string_view v, long lo, long hi, const char *name)
 {
@@ -177,6 +180,9 @@ tools::option text(const char *name, const char *value, const char *dflt,
             }};
 }
 
+/* The one place each option's name and meaning are written, with its
+ * default as --help shows it (a number's from struct options): parsing,
+ * --help and the manual page rvtd(8) all come from here (tools/usage.h). */
 std::vector<tools::option> option_table(options &o)
 {
     return {
@@ -210,9 +216,17 @@ std::vector<tools::option> option_table(options &o)
                    "complete with no_resource",
                    &options::max_client_lkeys, 2, 1 << 24),
             number(o, "max-client-peers",
-                   "peers the agent makes for one client while it is "
-                   "attached; more are refused",
-                   &options::max_client_peers, 1, 1 << 24),
+                   "peers the agent makes at one process's requests (all its "
+                   "attachments), each counted until its record is reused "
+                   "for another address; more are refused; 0: half of "
+                   "--max-peers, the rest left for the job's other processes",
+                   &options::max_client_peers, 0, 1 << 24),
+            number(o, "max-client-siblings",
+                   "attachments one process may hold beyond its first (a "
+                   "sibling for each UCT interface after a memory domain's "
+                   "first, a leader for each further memory domain); one more "
+                   "is refused, naming this bound",
+                   &options::max_siblings, 0, imm::max_clients - 1),
             number(o, "max-peers",
                    "remote nodes this agent connects to at once; a client's "
                    "request for one more is refused, naming this bound",
@@ -225,6 +239,11 @@ std::vector<tools::option> option_table(options &o)
                    "bytes read from one client's socket per pass of the "
                    "loop; the rest waits for the next pass",
                    &options::max_socket_read, wire::max_message_size, 1 << 24),
+            number(o, "max-log-size",
+                   "bytes the log file may reach; a line that would take it "
+                   "past them truncates it, and it starts again with a line "
+                   "saying so and what the agent serves",
+                   &options::max_log_size, 65536, 1L << 40),
             number(o, "work-ring",
                    "work requests per client ring (power of two)",
                    &options::work_ring, 2, 1 << 24),
@@ -358,7 +377,8 @@ const tools::program_doc doc = {
 
 volatile std::sig_atomic_t g_stop = 0;
 
-void log_line(std::string_view line)
+/* A log line as rvtd writes it: when, who, the message. */
+std::string framed(std::string_view message)
 {
     /* a daemon's stderr is its log file: say when */
     char when[32]   = "";
@@ -367,8 +387,22 @@ void log_line(std::string_view line)
     if (localtime_r(&now, &tm) != nullptr) {
         std::strftime(when, sizeof(when), "%F %T ", &tm);
     }
-    std::fprintf(stderr, "%srvtd[%d]: %.*s\n", when, getpid(), (int)line.size(),
-                 line.data());
+    return when + std::string("rvtd[") + std::to_string(getpid()) +
+           "]: " + std::string(message) + "\n";
+}
+
+/* stderr, which --daemon points at the log file, under --max-log-size
+ * (tools/capped_log.h) once run() has set it */
+std::optional<tools::capped_log> g_log;
+
+void log_line(std::string_view line)
+{
+    if (g_log) {
+        g_log->write(line);
+        return;
+    }
+    const std::string l = framed(line);
+    std::fwrite(l.data(), 1, l.size(), stderr);
     std::fflush(stderr);
 }
 
@@ -594,20 +628,22 @@ agent::attach_config attach_settings(const options &opt,
                               std::chrono::milliseconds(5000)};
     acfg.max_unattached  = static_cast<uint32_t>(opt.max_unattached);
     acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
+    acfg.max_siblings    = static_cast<uint32_t>(opt.max_siblings);
     return acfg;
 }
 
 void log_serving(const options &opt, const agent::agent_location &loc,
                  const agent::device &d, const agent::engine &e)
 {
-    log_line("serving job '" + loc.job_key + "' (from " + loc.job_key_source +
-             ") on " + loc.device + ":" + std::to_string(opt.port) + " at " +
-             loc.paths.socket + ", uverbs driver id " +
-             std::to_string(d.driver_id()) + ", PD handle " +
-             std::to_string(d.pd()->handle) + ", UD QPN " +
-             std::to_string(e.address().ud_qpn) + ", GID index " +
-             std::to_string(d.gid_index()) + ", " +
-             std::to_string(e.num_qps()) + " RC QPs per peer");
+    /* kept: a log that restarts at its cap still names its agent */
+    g_log->write_kept("serving job '" + loc.job_key + "' (from " +
+                      loc.job_key_source + ") on " + loc.device + ":" +
+                      std::to_string(opt.port) + " at " + loc.paths.socket +
+                      ", uverbs driver id " + std::to_string(d.driver_id()) +
+                      ", PD handle " + std::to_string(d.pd()->handle) +
+                      ", UD QPN " + std::to_string(e.address().ud_qpn) +
+                      ", GID index " + std::to_string(d.gid_index()) + ", " +
+                      std::to_string(e.num_qps()) + " RC QPs per peer");
 }
 
 /* What the agent's loop serves, and rvt-status describes. */
@@ -662,6 +698,8 @@ int serve_until_done(const options &opt, const agent_parts &a)
 
 int run(const options &opt)
 {
+    g_log.emplace(STDERR_FILENO, static_cast<uint64_t>(opt.max_log_size),
+                  framed);
     auto loc = agent::locate(agent::named_or_first_device(opt.device),
                              static_cast<int>(opt.port), opt.job_key);
     if (!loc) {
@@ -747,6 +785,16 @@ int run(const options &opt)
 
 int main(int argc, char **argv)
 {
+    /* No process of the user it runs as may trace it or read its memory
+     * (ptrace, /proc/PID/mem): it holds the job's credentials and
+     * registrations, and may run SCHED_FIFO, which the user may not
+     * (docs/reliability.md, "Hostile input"). This also means no core
+     * dump: docs/operations.md says how to debug it. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+        std::fprintf(stderr, "rvtd: prctl(PR_SET_DUMPABLE, 0): %s\n",
+                     std::strerror(errno));
+        return 1;
+    }
     options opt;
     const auto table = option_table(opt);
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {

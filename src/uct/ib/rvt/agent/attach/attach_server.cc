@@ -295,11 +295,13 @@ void attach_server::close_siblings_of_closed(std::vector<bool> &closed)
             const connection &sib = *m_conns[j];
             if (!closed[j] && sib.attached &&
                 sib.client.leader == leader.client.index) {
-                m_log("attach server: " + who(sib) + " (index " +
-                      std::to_string(sib.client.index) +
-                      "): its leader index " +
-                      std::to_string(leader.client.index) +
-                      " is gone: detaching it");
+                log_counted(lines_of(line_kind::leader_gone), [&] {
+                    return "attach server: " + who(sib) + " (index " +
+                           std::to_string(sib.client.index) +
+                           "): its leader index " +
+                           std::to_string(leader.client.index) +
+                           " is gone: detaching it";
+                });
                 closed[j] = true;
             }
         }
@@ -320,8 +322,10 @@ void attach_server::drop_closed(const std::vector<bool> &closed)
             m_gate.settled();
             continue;
         }
-        m_log("attach server: " + who(conn) + " (index " +
-              std::to_string(conn.client.index) + ") is gone");
+        log_counted(lines_of(line_kind::gone), [&] {
+            return "attach server: " + who(conn) + " (index " +
+                   std::to_string(conn.client.index) + ") is gone";
+        });
         m_events.push_back({attach_event_kind::detached, &conn.client});
         m_indices.free(conn.client.index, clock::now());
         conn.attached = false;
@@ -348,8 +352,10 @@ void attach_server::watch(connection &conn)
     ev.events   = want;
     ev.data.ptr = &conn;
     if (epoll_ctl(m_epoll.get(), EPOLL_CTL_MOD, conn.sock.get(), &ev) != 0) {
-        m_log("attach server: epoll_ctl MOD for " + who(conn) +
-              " failed: " + errno_text());
+        log_counted(lines_of(line_kind::epoll), [&] {
+            return "attach server: epoll_ctl MOD for " + who(conn) +
+                   " failed: " + errno_text();
+        });
         conn.broken = true; /* unwatched: close it rather than lose it */
         return;
     }
@@ -369,8 +375,11 @@ void attach_server::watch_all()
             0) {
             m_listener_watched = want;
         } else {
-            m_log("attach server: epoll_ctl MOD for the listener failed: " +
-                  errno_text());
+            log_counted(lines_of(line_kind::epoll), [&] {
+                return "attach server: epoll_ctl MOD for the listener "
+                       "failed: " +
+                       errno_text();
+            });
         }
     }
     for (const auto &c : m_conns) {
@@ -387,7 +396,9 @@ bool attach_server::wait_events(int timeout_ms)
                                  static_cast<int>(events.size()), timeout_ms);
         if (n < 0) {
             if (errno != EINTR) {
-                m_log("attach server: epoll_wait failed: " + errno_text());
+                log_counted(lines_of(line_kind::epoll), [&] {
+                    return "attach server: epoll_wait failed: " + errno_text();
+                });
             }
             return listener_ready;
         }
@@ -420,7 +431,9 @@ void attach_server::accept_all()
                 }
             } else if (errno != EAGAIN && errno != EWOULDBLOCK &&
                        errno != EINTR) {
-                m_log("attach server: accept failed: " + errno_text());
+                log_counted(lines_of(line_kind::accept), [&] {
+                    return "attach server: accept failed: " + errno_text();
+                });
             }
             return;
         }
@@ -428,7 +441,9 @@ void attach_server::accept_all()
         socklen_t len = sizeof(conn->peer);
         if (getsockopt(sock.get(), SOL_SOCKET, SO_PEERCRED, &conn->peer,
                        &len) != 0) {
-            m_log("attach server: SO_PEERCRED failed: " + errno_text());
+            log_counted(lines_of(line_kind::accept), [&] {
+                return "attach server: SO_PEERCRED failed: " + errno_text();
+            });
             continue;
         }
         conn->sock     = std::move(sock);
@@ -438,7 +453,9 @@ void attach_server::accept_all()
         ev.data.ptr = conn.get();
         if (epoll_ctl(m_epoll.get(), EPOLL_CTL_ADD, conn->sock.get(), &ev) !=
             0) {
-            m_log("attach server: epoll_ctl ADD failed: " + errno_text());
+            log_counted(lines_of(line_kind::accept), [&] {
+                return "attach server: epoll_ctl ADD failed: " + errno_text();
+            });
             continue; /* closed: its client sees the connection end */
         }
         conn->watched = EPOLLIN;
@@ -460,9 +477,11 @@ bool attach_server::service(connection &conn, size_t most)
     }
     if (n <= 0) {
         if (!conn.attached && !conn.buf.empty()) {
-            m_log("attach server: " + who(conn) + " hung up after " +
-                  std::to_string(conn.buf.size()) +
-                  " bytes of an attach request");
+            log_counted(lines_of(line_kind::hung_up), [&] {
+                return "attach server: " + who(conn) + " hung up after " +
+                       std::to_string(conn.buf.size()) +
+                       " bytes of an attach request";
+            });
         }
         return false; /* EOF or error: gone */
     }
@@ -577,7 +596,27 @@ attach_server::refusal_of(const connection &conn,
             return attach_refusal{wire::attach_status::bad_sibling, why};
         }
     }
+    if (std::string why = attachments_error(conn); !why.empty()) {
+        return attach_refusal{wire::attach_status::agent_full, why};
+    }
     return std::nullopt;
+}
+
+std::string attach_server::attachments_error(const connection &conn) const
+{
+    /* "Attachments of one process": by SO_PEERCRED, as siblings are */
+    const auto held = static_cast<uint64_t>(
+            std::count_if(m_conns.begin(), m_conns.end(), [&](const auto &c) {
+                return c->attached && c->peer.pid == conn.peer.pid;
+            }));
+    if (held <= m_config.max_siblings) {
+        return {};
+    }
+    return "pid " + std::to_string(conn.peer.pid) + " holds " +
+           std::to_string(held) +
+           " attachments of this agent: expected at most 1 + "
+           "max-client-siblings (" +
+           std::to_string(m_config.max_siblings) + ")";
 }
 
 namespace {
@@ -678,8 +717,10 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     auto sent       = send_with_fds(conn.sock.get(),
                                     std::as_bytes(std::span(&rep, 1)), fds);
     if (!sent) {
-        m_log("attach server: reply to " + who(conn) +
-              " failed: " + sent.error());
+        log_counted(lines_of(line_kind::reply_failed), [&] {
+            return "attach server: reply to " + who(conn) +
+                   " failed: " + sent.error();
+        });
         return false;
     }
     m_indices.give(index); /* generation, as the reply said */
@@ -688,10 +729,13 @@ bool attach_server::answer(connection &conn, std::span<const std::byte> msg)
     conn.client = {index,           conn.peer.pid, std::move(segment.map),
                    std::move(wake), generation,    leader};
     conn.buf.clear();
-    m_log("attach server: " + who(conn) + " attached as index " +
-          std::to_string(index) + " generation " +
-          std::to_string(imm::wire_generation(generation)) +
-          (leader ? ", a sibling of index " + std::to_string(*leader) : ""));
+    log_counted(lines_of(line_kind::attached), [&] {
+        return "attach server: " + who(conn) + " attached as index " +
+               std::to_string(index) + " generation " +
+               std::to_string(imm::wire_generation(generation)) +
+               (leader ? ", a sibling of index " + std::to_string(*leader) :
+                         "");
+    });
     m_events.push_back({attach_event_kind::attached, &conn.client});
     return true;
 }
@@ -702,8 +746,10 @@ bool attach_server::take_notices(connection &conn)
     while (conn.buf.size() >= sizeof(wire::msg_header)) {
         auto hdr = wire::parse_header(conn.buf);
         if (!hdr) {
-            m_log("attach server: " + who(conn) + ": " + hdr.error() +
-                  ": detaching it");
+            log_counted(lines_of(line_kind::malformed), [&] {
+                return "attach server: " + who(conn) + ": " + hdr.error() +
+                       ": detaching it";
+            });
             return false;
         }
         const size_t len = hdr.value().length;
@@ -724,8 +770,10 @@ bool attach_server::take_notices(connection &conn)
                     wire::parse_retire_notice(std::span(conn.buf).first(len),
                                               wire::msg_type::retire_address);
             if (!retire) {
-                m_log("attach server: " + who(conn) + ": " + retire.error() +
-                      ": detaching it");
+                log_counted(lines_of(line_kind::malformed), [&] {
+                    return "attach server: " + who(conn) + ": " +
+                           retire.error() + ": detaching it";
+                });
                 return false;
             }
             m_events.push_back({.kind   = attach_event_kind::retired,
@@ -735,8 +783,10 @@ bool attach_server::take_notices(connection &conn)
         }
         auto notice = wire::parse_mr_notice(std::span(conn.buf).first(len));
         if (!notice) {
-            m_log("attach server: " + who(conn) + ": " + notice.error() +
-                  ": detaching it");
+            log_counted(lines_of(line_kind::malformed), [&] {
+                return "attach server: " + who(conn) + ": " + notice.error() +
+                       ": detaching it";
+            });
             return false;
         }
         m_events.push_back({.kind   = attach_event_kind::mr_notice,
@@ -760,7 +810,9 @@ attach_server::connection *attach_server::attached_at(uint32_t index)
 void attach_server::detach(uint32_t index, const std::string &why)
 {
     if (connection *c = attached_at(index)) {
-        m_log("attach server: " + who(*c) + ": " + why + ": detaching it");
+        log_counted(lines_of(line_kind::detached), [&] {
+            return "attach server: " + who(*c) + ": " + why + ": detaching it";
+        });
         c->broken = true;
     }
 }
@@ -820,12 +872,15 @@ bool attach_server::send_reply(connection &conn,
         return false;
     }
     if (conn.pending() > m_config.max_pending_output) {
-        m_log("attach server: " + who(conn) + ": " +
-              std::to_string(conn.pending()) + " bytes of output pending (" +
-              std::string(what) + " of " + std::to_string(reply.size()) +
-              " bytes added), more than the limit of " +
-              std::to_string(m_config.max_pending_output) +
-              ": dropping the connection");
+        log_counted(lines_of(line_kind::output_limit), [&] {
+            return "attach server: " + who(conn) + ": " +
+                   std::to_string(conn.pending()) +
+                   " bytes of output pending (" + std::string(what) + " of " +
+                   std::to_string(reply.size()) +
+                   " bytes added), more than the limit of " +
+                   std::to_string(m_config.max_pending_output) +
+                   ": dropping the connection";
+        });
         return false;
     }
     return true;
@@ -844,9 +899,11 @@ bool attach_server::flush(connection &conn)
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             return true;
         } else if (n < 0 && errno != EINTR) {
-            m_log("attach server: " + who(conn) + ": cannot send " +
-                  output_what(conn) + ": " + errno_text() +
-                  ": dropping the connection");
+            log_counted(lines_of(line_kind::send_failed), [&] {
+                return "attach server: " + who(conn) + ": cannot send " +
+                       output_what(conn) + ": " + errno_text() +
+                       ": dropping the connection";
+            });
             return false;
         }
     }
@@ -864,11 +921,13 @@ bool attach_server::timed_out(const connection &conn)
     if (waited < m_config.reply_timeout) {
         return false;
     }
-    m_log("attach server: " + who(conn) +
-          ": too slow a reader: " + output_what(conn) +
-          " still pending after " + std::to_string(waited.count()) +
-          " ms (limit " + std::to_string(m_config.reply_timeout.count()) +
-          " ms): dropping the connection");
+    log_counted(lines_of(line_kind::slow_reader), [&] {
+        return "attach server: " + who(conn) +
+               ": too slow a reader: " + output_what(conn) +
+               " still pending after " + std::to_string(waited.count()) +
+               " ms (limit " + std::to_string(m_config.reply_timeout.count()) +
+               " ms): dropping the connection";
+    });
     return true;
 }
 
@@ -884,8 +943,10 @@ bool attach_server::take_peer_request(connection &conn,
 {
     auto req = wire::parse_peer_request(msg);
     if (!req) {
-        m_log("attach server: " + who(conn) + ": " + req.error() +
-              ": detaching it");
+        log_counted(lines_of(line_kind::malformed), [&] {
+            return "attach server: " + who(conn) + ": " + req.error() +
+                   ": detaching it";
+        });
         return false;
     }
     m_events.push_back({.kind   = attach_event_kind::peer_request,
@@ -1018,8 +1079,13 @@ std::string attach_server::sibling_error(const connection &conn,
 bool attach_server::refuse(connection &conn, wire::attach_status status,
                            const std::string &reason)
 {
-    m_log("attach server: refused " + who(conn) + ": " +
-          std::string(wire::to_string(status)) + ": " + reason);
+    /* each status a kind of its own ("Log lines") */
+    const auto kind = std::min<size_t>(static_cast<size_t>(status),
+                                       m_refusals.size() - 1);
+    log_counted(m_refusals[kind], [&] {
+        return "attach server: refused " + who(conn) + ": " +
+               std::string(wire::to_string(status)) + ": " + reason;
+    });
     wire::attach_reply rep = wire::make_refusal(status, reason);
     (void)send_with_fds(conn.sock.get(), std::as_bytes(std::span(&rep, 1)), {});
     return false;

@@ -41,6 +41,19 @@
  *                     detached event after the leader's. Its MRs are the
  *                     leader's (mr_registry.h, "Groups").
  *
+ * Attachments of one process: at most 1 + attach_config::max_siblings
+ * attachments with one SO_PEERCRED pid at once (rvtd
+ * --max-client-siblings), its leaders and their siblings alike; the next
+ * is refused (agent_full), naming the bound and the value, so that no
+ * process can take the indices the job's other processes need.
+ *
+ * Log lines: each line a client or an outsider can cause (a refusal, by
+ * its status; an attach; a departure; a malformed message; a reader that
+ * is slow, gone or holds too much output; an accept or epoll failure) is
+ * logged at the 1st, 2nd, 4th, ... time of its kind (format.h,
+ * worth_logging), its count at the end ("(12 so far)"); rvt-status shows
+ * who is attached now.
+ *
  * Bounded intake (docs/reliability.md, "Hostile input"): at most
  * max_unattached connections are accepted and not attached at once, and
  * an accept that finds no descriptor stops accepting until a connection
@@ -101,6 +114,7 @@
 #include "uct/ib/rvt/agent/attach/client_indices.h"
 #include "uct/ib/rvt/agent/device/device_grant.h"
 #include "uct/ib/rvt/common/attach_wire.h"
+#include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
@@ -110,6 +124,7 @@
 #include <sys/epoll.h>
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -125,6 +140,11 @@ namespace rvt::agent {
 /* attach_config::index_quarantine's default (engine.h checks it against
  * the departure memory) */
 inline constexpr std::chrono::milliseconds default_index_quarantine{1000};
+/* attach_config::max_siblings's default (rvtd --max-client-siblings): a
+ * rank with 17 UCP workers (an interface each: the first on its memory
+ * domain's attachment, the others siblings), and no process more than 17
+ * of the 512 indices. */
+inline constexpr uint32_t default_max_client_siblings = 16;
 
 struct attach_config {
     std::string socket_path;
@@ -152,6 +172,9 @@ struct attach_config {
     /* With no descriptor to accept with: how long before trying again if
      * none of the server's connections closes first. */
     std::chrono::milliseconds accept_retry{100};
+    /* Attachments one process may hold beyond its first ("Attachments of
+     * one process" above). */
+    uint32_t max_siblings = default_max_client_siblings;
 };
 
 /* Descriptors: an attached client holds two of the agent's (its socket
@@ -262,8 +285,6 @@ using attach_events = std::vector<attach_event>;
 
 class attach_server {
 public:
-    using log_fn = std::function<void(std::string_view)>;
-
     /* Validates the config and binds the socket (an existing socket file
      * is replaced: the caller holds the agent lock, so it is stale). */
     static result<std::unique_ptr<attach_server>>
@@ -400,6 +421,36 @@ private:
     /* Empty if `req` may attach as a sibling of the leader it names. */
     std::string sibling_error(const connection &conn,
                               const wire::attach_request &req) const;
+    /* Empty if conn's process may hold one attachment more ("Attachments
+     * of one process"). */
+    std::string attachments_error(const connection &conn) const;
+    /* "Log lines": the kinds, and line() logged at the 1st, 2nd, 4th, ...
+     * event of its kind (`count`), the count after it */
+    enum class line_kind : uint8_t {
+        attached,
+        gone,
+        leader_gone,
+        hung_up,
+        malformed,
+        detached,
+        reply_failed,
+        output_limit,
+        send_failed,
+        slow_reader,
+        accept,
+        epoll,
+    };
+    static constexpr size_t num_line_kinds = 12;
+    uint64_t &lines_of(line_kind k)
+    {
+        return m_lines[static_cast<size_t>(k)];
+    }
+    template<class Line> void log_counted(uint64_t &count, Line &&line)
+    {
+        if (worth_logging(++count)) {
+            m_log(line() + " (" + std::to_string(count) + " so far)");
+        }
+    }
     std::string who(const connection &conn) const;
     /* "Events": what epoll watches follows what each socket is waited
      * for (EPOLLIN unless answering, EPOLLOUT while output is pending; the
@@ -425,6 +476,9 @@ private:
     uint64_t m_next_ticket = 1; /* status_request tickets */
     attach_events m_events; /* what the current call returns */
     client_indices m_indices;
+    /* "Log lines": events of each kind so far, refusals by status */
+    std::array<uint64_t, num_line_kinds> m_lines{};
+    std::array<uint64_t, wire::attach_status_limit> m_refusals{};
 };
 
 } // namespace rvt::agent

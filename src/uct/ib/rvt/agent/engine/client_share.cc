@@ -7,6 +7,8 @@
 
 #include "uct/ib/rvt/common/format.h"
 
+#include <algorithm>
+
 namespace rvt::agent {
 
 std::string_view to_string(share_bound b)
@@ -39,10 +41,14 @@ std::string_view setting_of(share_bound b)
     return "none";
 }
 
-share_limits resolve(share_limits limits, uint32_t completion_capacity)
+share_limits
+resolve(share_limits limits, uint32_t completion_capacity, uint32_t max_peers)
 {
     if (limits.ops == 0) {
         limits.ops = completion_capacity;
+    }
+    if (limits.peers == 0) {
+        limits.peers = std::max(max_peers / 2, 1u);
     }
     return limits;
 }
@@ -60,7 +66,8 @@ std::string config_error(const share_limits &limits)
                       limits.lkeys);
     }
     if (limits.peers == 0) {
-        return "client share: max-client-peers 0: expected at least 1";
+        return "client share: max-client-peers 0: expected at least 1 (0 "
+               "stands for half of max-peers until resolved)";
     }
     return {};
 }
@@ -79,9 +86,9 @@ std::string share_verdict::text() const
                       "this one: expected at most %s (%u)",
                       v, setting.c_str(), limit);
     case share_bound::peers:
-        return format("%llu peers made for this client: expected fewer than "
-                      "%s (%u) to make another",
-                      v, setting.c_str(), limit);
+        return format("%llu peers made for this process (pid %d): expected "
+                      "fewer than %s (%u) to make another",
+                      v, static_cast<int>(pid), setting.c_str(), limit);
     case share_bound::none:
         break;
     }
@@ -101,9 +108,15 @@ void client_share::attached(uint32_t index)
 share_verdict client_share::refuse(uint32_t index, share_bound b,
                                    uint64_t value, uint32_t limit)
 {
-    const uint64_t count = ++m_clients[index].refused[slot(b)];
-    ++m_refused[slot(b)];
-    return {b, value, limit, count, worth_logging(count)};
+    ++m_clients[index].refused[slot(b)];
+    const uint64_t count = ++m_refused[slot(b)];
+    share_verdict v;
+    v.refused = b;
+    v.value   = value;
+    v.limit   = limit;
+    v.count   = count;
+    v.log     = worth_logging(count);
+    return v;
 }
 
 share_verdict client_share::take_op(uint32_t index, uint64_t lkeys)
@@ -127,14 +140,44 @@ void client_share::op_done(uint32_t index)
     }
 }
 
-share_verdict client_share::make_peer(uint32_t index)
+void client_share::release(uint32_t record)
 {
-    client &c = m_clients[index];
-    if (c.peers >= m_limits.peers) {
-        return refuse(index, share_bound::peers, c.peers, m_limits.peers);
+    auto it = m_charges.find(record);
+    if (it == m_charges.end()) {
+        return;
     }
-    ++c.peers;
+    auto owner = m_charged.find(it->second.pid);
+    if (owner != m_charged.end() && --owner->second == 0) {
+        m_charged.erase(owner);
+    }
+    m_charges.erase(it);
+}
+
+share_verdict client_share::make_peer(uint32_t index, pid_t pid,
+                                      uint32_t record,
+                                      const wire::agent_address &addr)
+{
+    /* a record of its own that the new one replaces is no longer its */
+    auto old            = m_charges.find(record);
+    const bool replaces = old != m_charges.end() && old->second.pid == pid;
+    const uint32_t n    = peers_charged(pid) - (replaces ? 1 : 0);
+    if (n >= m_limits.peers) {
+        share_verdict v = refuse(index, share_bound::peers, n, m_limits.peers);
+        v.pid           = pid;
+        return v;
+    }
+    release(record);
+    m_charges[record] = {pid, addr};
+    ++m_charged[pid];
     return {};
+}
+
+void client_share::peer_is(uint32_t record, const wire::agent_address &addr)
+{
+    auto it = m_charges.find(record);
+    if (it != m_charges.end() && !(it->second.addr == addr)) {
+        release(record);
+    }
 }
 
 } // namespace rvt::agent

@@ -27,14 +27,21 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_agent_id(agent_id),
     m_log(std::move(log)),
     m_auth(std::move(auth)),
-    m_senders(cfg.senders),
+    m_senders([&cfg] {
+        /* a peer resending its request at the handshake's pace never
+         * runs dry (sender_gate.h) */
+        sender_gate_config g = cfg.senders;
+        g.refill             = std::min(g.refill, cfg.peers.retry_interval);
+        return g;
+    }()),
     m_peers({cfg.max_peers, cfg.max_half_open},
             [this](uint32_t index) { return m_lanes.holds_nothing(index); }),
     m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
              n.control_buffer()}),
     m_clients(layout, cfg.full_scan_period),
     m_mrs(imm::max_clients, cfg.dead_client_grace),
-    m_share(resolve(cfg.share, layout.caps.completion), imm::max_clients),
+    m_share(resolve(cfg.share, layout.caps.completion, cfg.max_peers),
+            imm::max_clients),
     m_departures(cfg.departure_memory)
 {
 }
@@ -61,7 +68,7 @@ engine::create(nic &n, const engine_config &cfg, const shm_layout &layout,
                        "--auth=none)"};
     }
     if (std::string e = config_error(
-                resolve(cfg.share, layout.caps.completion));
+                resolve(cfg.share, layout.caps.completion, cfg.max_peers));
         !e.empty()) {
         return failure{e};
     }
@@ -219,7 +226,10 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
                        " peers, its maximum (rvtd --max-peers)"};
     }
     if (where.kind != peer_table::place_kind::known) {
-        const share_verdict share = m_share.make_peer(c.index);
+        /* charged to its process (client_share.h, "peers") */
+        settle_peer_charges();
+        const share_verdict share = m_share.make_peer(c.index, c.pid,
+                                                      where.index, remote);
         if (!share.admitted()) {
             if (share.log) {
                 m_log("client index " + std::to_string(c.index) +
@@ -240,15 +250,24 @@ result<uint32_t> engine::resolve_peer(const attached_client &c,
     return p->index;
 }
 
+void engine::settle_peer_charges()
+{
+    /* a handshake request may have taken a charged record (admit) */
+    if (m_peers.recycled() == m_recycles_settled) {
+        return;
+    }
+    m_recycles_settled = m_peers.recycled();
+    for (const auto &p : m_peers) {
+        m_share.peer_is(p->index, p->addr);
+    }
+}
+
 bool engine::progress(time_point now)
 {
     bool busy = poll_cq(now) > 0;
     post_ready(); /* what the completions freed credit for */
-    busy |= m_nic.poll_datagrams(
-                    [&](std::span<const std::byte> b, const gid_bytes &from) {
-                        on_datagram(b, from, now);
-                    },
-                    m_cfg.datagrams_per_pass) > 0;
+    busy |= take_datagrams(now);
+    settle_peer_charges(); /* what they recycled: one compare, usually */
     const bool took = take_clients_work(now);
     busy |= took;
     post_ready();
@@ -401,7 +420,8 @@ bool engine::run_mrs(mr_actions acts)
             }
             break;
         case mr_action_kind::note:
-            m_log(a.text);
+            log_counted(m_mr_notes[static_cast<size_t>(a.about)],
+                        [&] { return a.text; });
             break;
         case mr_action_kind::find_unannounced:
             sweep = true; /* alone in tick's list: the caller sweeps */
@@ -451,9 +471,11 @@ void engine::sweep_unannounced()
                            .events);
         }
     }
-    m_log("looked up " + std::to_string(bound + 1) +
-          " handles for MRs of departed clients: " +
-          std::to_string(found.size()) + " it did not know");
+    log_counted(m_totals.sweeps, [&] {
+        return "looked up " + std::to_string(bound + 1) +
+               " handles for MRs of departed clients: " +
+               std::to_string(found.size()) + " it did not know";
+    });
     run_mrs(m_mrs.unannounced(found));
 }
 

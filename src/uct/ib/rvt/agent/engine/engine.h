@@ -23,9 +23,13 @@
  *   docs/design.md part 4.
  * Hostile handshakes: peer_table.h, "Half-open"; docs/design.md part 6.
  * Bounded intake: sender_gate.h; docs/design.md part 6.
- * Shares: client_share.h, attach_server.h (max_socket_read);
- *   docs/design.md part 4.
+ * Shares: client_share.h, attach_server.h (max_socket_read,
+ *   max_siblings); docs/design.md part 4.
  * Which clients a pass visits: client_table.h, "Which clients a pass visits".
+ * Log lines: each line a client can cause (an invalid request, a refusal,
+ *   a pause, an MR notice's note, a departure heard of) is logged at the
+ *   1st, 2nd, 4th, ... time of its kind (format.h, worth_logging), with
+ *   its count; docs/operations.md, "The agent's log".
  * Striping: lanes.h, "Striping"; docs/design.md part 4.
  * Single-threaded: rvtd's loop calls progress(), and sleeps between calls
  * when prepare_sleep() allows (serve_loop.h).
@@ -108,7 +112,8 @@ struct engine_config {
     std::chrono::microseconds full_scan_period{1000};
     /* handshake datagrams handled per pass ("Bounded intake" above) */
     uint32_t datagrams_per_pass = 16;
-    /* failed credentials per sending host (sender_gate.h) */
+    /* credential checks per sender and per pass (sender_gate.h); its
+     * refill is lowered to peers.retry_interval */
     sender_gate_config senders;
 };
 
@@ -117,8 +122,6 @@ std::string gid_text(std::span<const uint8_t, 16> gid);
 
 class engine {
 public:
-    using log_fn = std::function<void(std::string_view)>;
-
     /* Everything the engine asks of the device goes through `n` (nic.h),
      * which must outlive the engine. */
     static result<std::unique_ptr<engine>>
@@ -278,10 +281,16 @@ private:
     void peer_failed(peer &p, const std::string &reason);
     result<uint32_t> create_loopback_qp(peer &p, uint32_t psn);
     /* A datagram from `from` failed a check, or named another job: its
-     * host's count (sender_gate.h), and a hold logged. */
-    void sender_failed(const gid_bytes &from, time_point now);
-    void on_datagram(std::span<const std::byte> bytes, const gid_bytes &from,
-                     time_point now);
+     * sender's count (sender_gate.h), and a hold logged. */
+    void sender_failed(const datagram_source &from, time_point now);
+    /* Whether the gate lets a datagram from `from` cost a check; what it
+     * refuses is logged. */
+    bool gate_admits(const datagram_source &from, bool known, time_point now);
+    void on_datagram(std::span<const std::byte> bytes,
+                     const datagram_source &from, time_point now);
+    /* Takes up to datagrams_per_pass datagrams, while the pass's checks
+     * have time left (sender_gate.h); true if any came. */
+    bool take_datagrams(time_point now);
     void qp_failed(peer &p, const std::string &reason, time_point now);
     void check_drained(peer &p, time_point now);
     void destroy_all_qps(peer &p);
@@ -327,6 +336,19 @@ private:
     void tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
     void destination_gone(peer &p, uint32_t index, uint8_t generation,
                           time_point now);
+
+    /* engine.cc: the records the peer table recycled since the last look
+     * release their charges (client_share.h, peer_is) */
+    void settle_peer_charges();
+    /* engine.cc: logs line() at the 1st, 2nd, 4th, ... time of its kind
+     * (`count`: format.h, worth_logging), its count after it: each line a
+     * client can cause ("Log lines" above) */
+    template<class Line> void log_counted(uint64_t &count, Line &&line)
+    {
+        if (worth_logging(++count)) {
+            m_log(line() + " (" + std::to_string(count) + " so far)");
+        }
+    }
 
     /* engine.cc: the pass over the clients */
     /* Takes work from the clients a pass visits (client_table::to_visit,
@@ -377,6 +399,9 @@ private:
     client_table m_clients;
     mr_registry m_mrs;
     client_share m_share;
+    uint64_t m_recycles_settled = 0; /* m_peers.recycled() at the last look */
+    /* the MR registry's notes logged, by kind (mr_note) */
+    std::array<uint64_t, num_mr_notes> m_mr_notes{};
     departures m_departures;
     time_point m_next_watch{}; /* watch_lanes() is due */
     bool m_served_clients = false; /* by the last progress() */
@@ -411,14 +436,19 @@ private:
         uint64_t pauses           = 0; /* of our clients (back-pressure) */
         uint64_t resumes          = 0;
         /* hostile handshakes (see above) and corrupt clients */
-        uint64_t malformed         = 0; /* refused by the parser */
-        uint64_t forged_datagrams  = 0; /* claimed GID is not the source */
+        uint64_t malformed = 0; /* refused by the parser */
+        /* the sender it names is not its source (GID, UD QP) */
+        uint64_t forged_datagrams  = 0;
+        uint64_t own_address       = 0; /* names this agent as its sender */
         uint64_t unknown_datagrams = 0; /* not a request, unknown sender */
         uint64_t unauthenticated   = 0; /* credential refused (peer_auth) */
         uint64_t unsealed          = 0; /* our credential could not be made */
         uint64_t half_open_refused = 0; /* answered busy at the cap */
         uint64_t table_full        = 0; /* max_peers reached: dropped */
         uint64_t corrupt_detached  = 0; /* clients whose ring broke */
+        /* requests refused by check_work (each client's: its `invalid`) */
+        uint64_t invalid_requests = 0;
+        uint64_t sweeps           = 0; /* sweep_unannounced() */
         /* send completions for ops the watchdog had given up on */
         uint64_t late_completions = 0;
         /* delivered to clients over the agent's life, gone ones included:

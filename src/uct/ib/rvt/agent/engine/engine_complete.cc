@@ -154,12 +154,13 @@ void engine::on_receive(const nic_completion &wc, time_point now)
             } else if (d->op == imm::control_op::client_gone) {
                 if (p->loopback) {
                     /* never sent on loopback QPs: forged or confused */
-                    ++m_totals.bad_controls;
-                    m_log("client_gone for client " +
-                          std::to_string(d->subject) + " generation " +
-                          std::to_string(d->generation) +
-                          " on a loopback QP, where this agent sends "
-                          "none: dropped");
+                    log_counted(m_totals.bad_controls, [&] {
+                        return "client_gone for client " +
+                               std::to_string(d->subject) + " generation " +
+                               std::to_string(d->generation) +
+                               " on a loopback QP, where this agent sends "
+                               "none: dropped";
+                    });
                 } else {
                     destination_gone(*p, d->subject, d->generation, now);
                 }
@@ -254,10 +255,13 @@ void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
     if (!m_departures.gone(p.index, index, generation, now)) {
         return; /* a repeat */
     }
-    ++m_totals.gone_heard;
-    m_log("peer " + std::to_string(p.index) + ": its client " +
-          std::to_string(index) + " generation " + std::to_string(generation) +
-          " is gone: endpoints to it fail");
+    /* a remote client's departure: its process can attach and leave
+     * without end */
+    log_counted(m_totals.gone_heard, [&] {
+        return "peer " + std::to_string(p.index) + ": its client " +
+               std::to_string(index) + " generation " +
+               std::to_string(generation) + " is gone: endpoints to it fail";
+    });
     inbound_message m{};
     m.kind       = static_cast<uint8_t>(inbound_kind::client_gone);
     m.peer       = p.index;

@@ -56,10 +56,10 @@ bool engine::admit_work(uint32_t index, client_state &c, const work_request &wr,
 {
     if (!why.empty()) {
         ++c.invalid;
-        if (c.invalid <= 8) {
-            m_log("client index " + std::to_string(index) +
-                  ": request refused: " + why);
-        }
+        log_counted(m_totals.invalid_requests, [&] {
+            return "client index " + std::to_string(index) +
+                   ": request refused: " + why;
+        });
         refuse_work(index, c, wr, completion_status::invalid, 0);
         return false;
     }
@@ -286,11 +286,12 @@ void engine::set_paused(uint32_t index, bool paused)
     client_state &c = m_clients[index];
     c.paused        = paused;
     ++(paused ? m_totals.pauses : m_totals.resumes);
-    if (paused) {
+    if (paused && worth_logging(m_totals.pauses)) {
         m_log("client index " + std::to_string(index) + ": " +
               std::to_string(c.channel ? c.channel->inbound_waiting() : 0) +
               " inbound entries wait for room in its ring: peers told to "
-              "pause sending to it");
+              "pause sending to it (" +
+              std::to_string(m_totals.pauses) + " pauses so far)");
     }
     const uint32_t immediate =
             imm::encode_control(paused ? imm::control_op::pause :

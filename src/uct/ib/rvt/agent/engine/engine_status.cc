@@ -91,7 +91,9 @@ std::vector<status_field> engine::client_status(uint32_t i) const
             {"", "held", row, "ops held", "", m_share.held(i)},
             {"", "lkeys", row, "lkeys", "",
              m_mrs.lkeys_with(i, work_request{})},
-            {"", "peers_made", row, "peers made", "", m_share.peers_made(i)}};
+            /* its process's (client_share.h, "peers") */
+            {"", "peers_made", row, "peers made for its process", "",
+             m_share.peers_charged(c.who != nullptr ? c.who->pid : 0)}};
 }
 
 /* Every fact the status shows, in the JSON's order: the one list both
@@ -163,11 +165,19 @@ std::vector<status_field> engine::status_fields() const
             {hs, "dropped", hs, "dropped", "", nc.datagrams_dropped},
             {hs, "malformed", hs, "refused malformed", "", m_totals.malformed},
             {hs, "forged", hs, "refused forged", "", m_totals.forged_datagrams},
+            {hs, "own_address", hs, "refused naming this agent", "",
+             m_totals.own_address},
             {hs, "unknown_sender", hs, "refused from unknown senders", "",
              m_totals.unknown_datagrams},
-            {hs, "unchecked", hs, "refused unchecked (host held)", "",
+            {hs, "unchecked", hs, "refused unchecked (sender held)", "",
              m_senders.held_back()},
-            {hs, "holds", hs, "hosts held", "", m_senders.holds()},
+            {hs, "holds", hs, "senders held", "", m_senders.holds()},
+            {hs, "throttled", hs, "refused unchecked (sender's checks used)",
+             "", m_senders.throttled()},
+            {hs, "crowded", hs, "refused unchecked (every sender held)", "",
+             m_senders.crowded()},
+            {hs, "passes_cut", hs, "passes whose checks took their time", "",
+             m_senders.passes_cut()},
             {hs, "half_open", hs, "half-open now", "", m_peers.half_open()},
             {hs, "half_open_refused", hs, "refused half-open", "",
              m_totals.half_open_refused},

@@ -53,9 +53,9 @@ mr_registry::mr_registry(uint32_t max_clients,
 {
 }
 
-mr_action mr_registry::note(std::string text)
+mr_action mr_registry::note(mr_note about, std::string text)
 {
-    return {mr_action_kind::note, 0, 0, std::move(text)};
+    return {mr_action_kind::note, 0, 0, std::move(text), about};
 }
 
 void mr_registry::attached(uint32_t index)
@@ -148,8 +148,10 @@ mr_actions mr_registry::announced(uint32_t index, const client_mr &mr,
 {
     mr_actions out;
     if (std::string why = announce_error(index, mr, device); !why.empty()) {
-        out.push_back(note(client_text(index) + " announced " +
-                           handle_text(mr.handle) + ": " + why + ": refused"));
+        out.push_back(
+                note(mr_note::announcement, client_text(index) + " announced " +
+                                                    handle_text(mr.handle) +
+                                                    ": " + why + ": refused"));
         if (answer) {
             out.push_back({mr_action_kind::answer_announce, index, mr.handle,
                            std::move(why)});
@@ -170,18 +172,22 @@ mr_actions mr_registry::intended(uint32_t index, uint64_t addr, uint64_t length)
 {
     client &c = m_clients[index];
     if (c.leader) {
-        return {note(client_text(index) + " is about to register " +
-                     region_text(addr, length) +
-                     ", but it is a sibling of "
-                     "index " +
-                     std::to_string(*c.leader) + ", which registers: ignored")};
+        return {note(mr_note::intent, client_text(index) +
+                                              " is about to register " +
+                                              region_text(addr, length) +
+                                              ", but it is a sibling of "
+                                              "index " +
+                                              std::to_string(*c.leader) +
+                                              ", which registers: ignored")};
     }
     if (c.intents.size() >= max_intents) {
-        return {note(client_text(index) + " is about to register " +
-                     region_text(addr, length) + " with " +
-                     std::to_string(max_intents) +
-                     " registrations not announced yet: ignored (if it "
-                     "dies before announcing it, the MR stays registered)")};
+        return {note(
+                mr_note::intent,
+                client_text(index) + " is about to register " +
+                        region_text(addr, length) + " with " +
+                        std::to_string(max_intents) +
+                        " registrations not announced yet: ignored (if it "
+                        "dies before announcing it, the MR stays registered)")};
     }
     c.intents.push_back({addr, length});
     return {};
@@ -267,8 +273,9 @@ mr_actions mr_registry::on_notice(uint32_t index, const wire::mr_notice &notice,
 void mr_registry::refuse(uint32_t index, uint32_t handle, bool answer,
                          std::string reason, mr_actions &out)
 {
-    out.push_back(note(client_text(index) + " released " + handle_text(handle) +
-                       ": " + reason));
+    out.push_back(note(mr_note::release, client_text(index) + " released " +
+                                                 handle_text(handle) + ": " +
+                                                 reason));
     if (answer) {
         out.push_back({mr_action_kind::answer_release, index, handle,
                        std::move(reason)});
@@ -396,8 +403,10 @@ void mr_registry::collect_due(mr_actions &out)
             return false;
         }
         if (g.handles.empty()) {
-            out.push_back(note(client_text(g.index) +
-                               " is gone: deregistered 0 of its 0 MRs"));
+            out.push_back(
+                    note(mr_note::departure,
+                         client_text(g.index) +
+                                 " is gone: deregistered 0 of its 0 MRs"));
             return true;
         }
         for (uint32_t handle : g.handles) {
@@ -470,7 +479,8 @@ void mr_registry::adopt(std::span<const client_mr> found, const intent &key,
                              " unannounced MR(s) of " +
                              region_text(key.addr, key.length);
     if (live > 0 || owners > 1 || found.size() > count(owner->intents)) {
-        out.push_back(note(what + ": more than one client (live or gone) "
+        out.push_back(note(mr_note::departure,
+                           what + ": more than one client (live or gone) "
                                   "meant to register that: left registered"));
         return;
     }
@@ -485,11 +495,13 @@ void mr_registry::adopt(std::span<const client_mr> found, const intent &key,
         owner->handles.push_back(mr.handle);
         take_one(owner->intents, key);
         ++m_counters.unannounced;
-        out.push_back(note(client_text(owner->index) + " registered " +
-                           handle_text(mr.handle) + " (" +
-                           region_text(key.addr, key.length) +
-                           ") and died before announcing it: it goes with "
-                           "the client's other MRs"));
+        out.push_back(
+                note(mr_note::departure,
+                     client_text(owner->index) + " registered " +
+                             handle_text(mr.handle) + " (" +
+                             region_text(key.addr, key.length) +
+                             ") and died before announcing it: it goes with "
+                             "the client's other MRs"));
     }
 }
 
@@ -507,7 +519,8 @@ mr_registry::deregistered(uint32_t handle, const result<uint32_t> &outcome)
     forget(handle, r);
     if (!outcome) {
         ++m_counters.leaked;
-        out.push_back(note(client_text(r.index) + ": " + outcome.error()));
+        out.push_back(note(mr_note::device,
+                           client_text(r.index) + ": " + outcome.error()));
     }
     if (r.gone) {
         finish_gone(r, outcome, out);
@@ -549,9 +562,10 @@ void mr_registry::finish_gone(const record &r, const result<uint32_t> &outcome,
     if (--g->left > 0) {
         return;
     }
-    out.push_back(note(client_text(g->index) + " is gone: deregistered " +
-                       std::to_string(g->freed) + " of its " +
-                       std::to_string(g->handles.size()) + " MRs"));
+    out.push_back(note(mr_note::departure,
+                       client_text(g->index) + " is gone: deregistered " +
+                               std::to_string(g->freed) + " of its " +
+                               std::to_string(g->handles.size()) + " MRs"));
     m_gone.erase(g);
 }
 

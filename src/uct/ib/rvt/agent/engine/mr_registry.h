@@ -275,17 +275,31 @@ enum class mr_action_kind : uint8_t {
     answer_announce, /* send client `index` an mr_registered_reply for
                         `handle`: accepted if `text` is empty, else
                         refused with `text` as the reason */
-    note, /* a line for the agent's log: `text` */
+    note, /* a line for the agent's log: `text`, of kind `about` */
     find_unannounced, /* look up the MRs of the agent's PD it may not know
                          of, read what every client has sent, then call
                          unannounced() with the MRs found (see "Intents") */
 };
+
+/* What a note is about. A client can cause each kind (an announcement,
+ * a release, an intent it sends; its departure), so the engine logs each
+ * kind at its 1st, 2nd, 4th, ... note (format.h, worth_logging). */
+enum class mr_note : uint8_t {
+    none, /* not a note */
+    announcement, /* an announcement refused */
+    release, /* a release refused */
+    intent, /* an intent ignored */
+    departure, /* what a gone client's MRs came to */
+    device, /* the device refused a deregistration */
+};
+inline constexpr size_t num_mr_notes = 6;
 
 struct mr_action {
     mr_action_kind kind;
     uint32_t index  = 0;
     uint32_t handle = 0;
     std::string text;
+    mr_note about = mr_note::none; /* a note's kind */
 };
 using mr_actions = std::vector<mr_action>;
 
@@ -488,7 +502,7 @@ private:
     void forget(uint32_t handle, const record &r);
     void finish_gone(const record &r, const result<uint32_t> &outcome,
                      mr_actions &out);
-    static mr_action note(std::string text);
+    static mr_action note(mr_note about, std::string text);
 
     std::chrono::milliseconds m_grace;
     std::vector<client> m_clients; /* by index */
