@@ -105,7 +105,7 @@ next=$(grep -oE 'libucx0 \(<< [^)]+\)' <<<"$deps" | sed 's/.*<< //; s/)//')
 if [ "$min" = "$ucx_up" ] && [ -n "$next" ] &&
     dpkg --compare-versions "$ucx_ver" ge "$min" &&
     dpkg --compare-versions "$ucx_up-1+deb12u9" lt "$next" &&
-    dpkg --compare-versions "$ucx_up.1" ge "$next" &&
+    dpkg --compare-versions "${next%\~}" ge "$next" &&
     grep -qE 'rvt-agent \(= [^)]+\)' <<<"$deps"; then
     pass "ucx-rvt depends on libucx0 (>= $min), (<< $next): $ucx_ver and its Debian revisions, not the next release; and on rvt-agent"
 else

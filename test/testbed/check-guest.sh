@@ -124,7 +124,10 @@ check "rvt-check --device=nosuch0: exit 1, naming the devices there are" \
 # input"): its /proc entries are root's, so the user's other processes
 # can neither ptrace it nor read its memory or environment
 key=nodump.$$
-on 1 setpriv --reuid=65534 --regid=65534 --clear-groups -- env -i \
+# (root gives it the locked-memory limit a site gives its users: the
+# agent registers its receive pool)
+on 1 prlimit --memlock=unlimited:unlimited setpriv --reuid=65534 \
+    --regid=65534 --clear-groups -- env -i \
     PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/ "$tools/rvtd" --device=rxe1 \
     --job-key=$key --linger=0 --auth=none >"$work/nobody.log" 2>&1 &
 apid=
