@@ -434,7 +434,8 @@ int main(int argc, char **argv)
     const double secs =
             std::chrono::duration<double>(clock::now() - start).count();
     static constexpr const char *names[] = {"garbage", "wrong-key", "other-job",
-                                            "replay"};
+                                            "replay", "forged"};
+    static_assert(std::size(names) == static_cast<size_t>(mode::forged) + 1);
     std::printf("rvt_ud_flood: %s: %llu datagrams in %.1f s (%.0f/s), %llu "
                 "not sent (send queue full), %llu answers received",
                 names[static_cast<int>(o.what)],
