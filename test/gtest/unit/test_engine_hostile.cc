@@ -73,6 +73,19 @@ struct two_nodes {
 
 class hostile : public engine_fixture {
 protected:
+    /* What arrives at `member` (a node that runs no agent) once something
+     * does; empty if nothing came within run_until's limit. */
+    std::vector<conn::message> answers_at(loopback_nic &member)
+    {
+        std::vector<conn::message> answers;
+        (void)run_until([&] {
+            auto got = received(member);
+            answers.insert(answers.end(), got.begin(), got.end());
+            return !answers.empty();
+        });
+        return answers;
+    }
+
     /* `a` with `a_options`, b as quick_peers() */
     two_nodes connect_two(const agent_options &a_options = quick_peers())
     {
@@ -945,12 +958,8 @@ TEST_F(hostile, a_replayed_request_is_refused)
      * second is what an eavesdropper would replay */
     conn::message req = sealed_by_member(stranger_request(member, a), a_gid);
     ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
-    std::vector<conn::message> answers;
-    ASSERT_TRUE(run_until([&] {
-        auto got = received(member);
-        answers.insert(answers.end(), got.begin(), got.end());
-        return !answers.empty();
-    })) << a.status();
+    std::vector<conn::message> answers = answers_at(member);
+    ASSERT_FALSE(answers.empty()) << a.status();
     EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
 
     ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
@@ -1379,12 +1388,8 @@ TEST_F(hostile, a_held_senders_hold_ends_after_its_time)
     ASSERT_TRUE(
             member.send_datagram(request(101, job_key), a_gid, a.nic->ud_qpn())
                     .ok());
-    std::vector<conn::message> answers;
-    ASSERT_TRUE(run_until([&] {
-        auto got = received(member);
-        answers.insert(answers.end(), got.begin(), got.end());
-        return !answers.empty();
-    })) << a.status();
+    std::vector<conn::message> answers = answers_at(member);
+    ASSERT_FALSE(answers.empty()) << a.status();
     EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
     EXPECT_EQ(json_number(a.status(), "unchecked"), 1u);
 }
@@ -1405,12 +1410,8 @@ TEST_F(hostile, replays_of_the_datagram_that_made_a_peer_cost_a_few_checks)
     const conn::message req      = sealed_by_member(stranger_request(member, a),
                                                     a_gid);
     ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
-    std::vector<conn::message> answers;
-    ASSERT_TRUE(run_until([&] {
-        auto got = received(member);
-        answers.insert(answers.end(), got.begin(), got.end());
-        return !answers.empty();
-    })) << a.status();
+    std::vector<conn::message> answers = answers_at(member);
+    ASSERT_FALSE(answers.empty()) << a.status();
     ASSERT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
     const size_t before = checks;
 
@@ -1474,12 +1475,8 @@ TEST_F(hostile, a_new_instance_at_a_peers_address_is_a_new_sender)
     const conn::message req      = sealed_by_member(stranger_request(member, a),
                                                     a_gid);
     ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
-    std::vector<conn::message> answers;
-    ASSERT_TRUE(run_until([&] {
-        auto got = received(member);
-        answers.insert(answers.end(), got.begin(), got.end());
-        return !answers.empty();
-    })) << a.status();
+    std::vector<conn::message> answers = answers_at(member);
+    ASSERT_FALSE(answers.empty()) << a.status();
     ASSERT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
     const size_t before = checks;
 
@@ -1510,12 +1507,8 @@ TEST_F(hostile, a_new_instance_at_a_peers_address_is_a_new_sender)
     ASSERT_TRUE(member.send_datagram(sealed_by_member(again, a_gid), a_gid,
                                      a.nic->ud_qpn())
                         .ok());
-    answers.clear();
-    ASSERT_TRUE(run_until([&] {
-        auto got = received(member);
-        answers.insert(answers.end(), got.begin(), got.end());
-        return !answers.empty();
-    })) << a.status();
+    answers = answers_at(member);
+    ASSERT_FALSE(answers.empty()) << a.status();
     EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
     EXPECT_EQ(answers[0].dst_instance_id, reborn.instance_id);
     EXPECT_EQ(checks, before + 1);
