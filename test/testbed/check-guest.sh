@@ -6,7 +6,8 @@
 # by rvtd at start, each naming iWARP; a device that does not exist is
 # named with the devices there are; rvt-check --listen on node 2 and
 # --peer on node 1 move 64 KiB each way over the agents' shared RC QPs,
-# every byte checked, and --peer with nobody listening says so.
+# every byte checked, and --peer with nobody listening says so; rvtd
+# run by an ordinary user cannot be read by the user's other processes.
 # Usage: check-guest.sh BUILD_DIR
 set -u
 # shellcheck source=test/testbed/lib.sh
@@ -117,6 +118,35 @@ on 1 "$tools/rvt-check" --device=nosuch0 >"$work/nosuch.txt" 2>&1
 rc=$?
 check "rvt-check --device=nosuch0: exit 1, naming the devices there are" \
     sh -c "[ $rc = 1 ] && grep -qE '^  no   device +nosuch0 does not open \(devices here: .*rxe1' '$work/nosuch.txt'"
+
+# ---- an ordinary user's agent: no other process of the user reads it ---
+# rvtd makes itself non-dumpable at start (docs/reliability.md, "Hostile
+# input"): the files in its /proc entry are root's, so the user's other
+# processes can neither ptrace it nor read its memory or environment.
+# (/proc/PID itself stays the task's euid whatever its dumpable flag: the
+# kernel's task_dump_owner leaves the world-readable directories as they
+# were, so `ps` and stat-based tools still see the owner.)
+key=nodump.$$
+# (root gives it the locked-memory limit a site gives its users: the
+# agent registers its receive pool)
+on 1 prlimit --memlock=unlimited:unlimited setpriv --reuid=65534 \
+    --regid=65534 --clear-groups -- env -i \
+    PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/ "$tools/rvtd" --device=rxe1 \
+    --job-key=$key --linger=0 --auth=none >"$work/nobody.log" 2>&1 &
+apid=
+for _ in $(seq 100); do
+    apid=$(pgrep -u 65534 -f "rvtd .*--job-key=$key" | head -n 1)
+    [ -n "$apid" ] && grep -q 'serving job' "$work/nobody.log" && break
+    sleep 0.1
+done
+if [ -n "$apid" ] && grep -q 'serving job' "$work/nobody.log"; then
+    owner=$(stat -c %u "/proc/$apid/environ")
+    check "rvtd run by uid 65534 is not dumpable: its /proc/PID/environ is root's (uid $owner), its environment unreadable by the user" \
+        sh -c "[ '$owner' = 0 ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups -- cat /proc/$apid/environ >/dev/null 2>&1"
+    kill "$apid"
+else
+    fail "rvtd as uid 65534 on rxe1 did not serve: $(tail -n 3 "$work/nobody.log")"
+fi
 
 rm -rf "$work"
 finish check
