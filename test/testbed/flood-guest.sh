@@ -17,6 +17,15 @@
 # and AMs (test/gtest/integration/rvt_traffic_client, no --retry: a
 # failed op fails the phase), then the flood stops.
 #
+# Then the host-hold attack (always run): a user on node 3 sends
+# wrong-key datagrams to node 1's agent from their own UD QP, which the
+# agent's sender gate holds (agent/peers/sender_gate.h), and while it is
+# held a new agent of the job starts on that same node and a fifth client
+# on it trades with the four: the hold is the flooder's QP's, not the
+# host's, so the new agent connects and every op completes. Beside it the
+# same join with no flood ("node 3 joins"), for the figures. Each join is
+# a new agent (a new instance), so the second is also a restarted peer.
+#
 # Checks per phase (PASS/FAIL): the flood ran (the flooder's success
 # line, datagrams sent, exit status 0); node 1's handshake counters moved
 # as the mode must move them, and with no flood counted no refusal
@@ -130,10 +139,13 @@ handshake_of() {
         --argjson f "$(printf '%s\n' "${hs_fields[@]}" | jq -R . | jq -s -c .)"
 }
 
-# phase NAME MODE: one phase (MODE none: no flood); appends a row to
-# $work/rows
+# phase NAME MODE [join]: one phase (MODE none: no flood); with `join`,
+# after the idle flood an agent of the job starts on node 3 and a fifth
+# client runs there, and node 3's agent must connect to node 1's; appends
+# a row to $work/rows
 phase() {
-    local name=$1 mode=$2 dir=$work/$1 fpid='' frc='' pids=() n r id rc=0 p
+    local name=$1 mode=$2 join=${3:-} dir=$work/$1 fpid='' frc='' pids=() n r id rc=0 p
+    local clients=4 a3='' gid3=''
     mkdir -p "$dir"
     section "$name"
     local hs0 log0 c10 c20 g0 t0 t1 t_end
@@ -150,16 +162,33 @@ phase() {
         fpid=$!
     fi
     sleep "$FLOOD_IDLE"
+    if [ -n "$join" ]; then
+        clients=5
+        on 3 bash -c "exec $rvtd --device=\$RXE_DEV --linger=600 \
+            --keepalive-ms=1000 --reconnect-ms=500 --give-up-ms=60000" \
+            >"$dir/rvtd.3.log" 2>&1 &
+        a3=$!
+        if wait_agent 3 20; then
+            gid3=$(agent_get 3 .data_path.gid)
+        else
+            fail "$name: node 3's new agent does not answer: $(tail -n 3 "$dir/rvtd.3.log")"
+        fi
+    fi
     local tt0
     tt0=$(date +%s.%N)
     for n in 1 2; do
         for r in 0 1; do
             id=$(((n - 1) * 2 + r))
-            on "$n" "$client" --dir="$dir" --id=$id --clients=4 \
+            on "$n" "$client" --dir="$dir" --id=$id --clients=$clients \
                 --rounds="$FLOOD_ROUNDS" --size=16384 >"$dir/out.$id" 2>&1 &
             pids+=($!)
         done
     done
+    if [ -n "$join" ]; then
+        on 3 "$client" --dir="$dir" --id=4 --clients=$clients \
+            --rounds="$FLOOD_ROUNDS" --size=16384 >"$dir/out.4" 2>&1 &
+        pids+=($!)
+    fi
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     t1=$(date +%s.%N)
     sleep 2
@@ -229,6 +258,24 @@ phase() {
     else
         fail "$name: a peer was lost between nodes 1 and 2"
     fi
+    # the new agent on node 3 reached node 1's, each side connected (its
+    # traffic above completing is the other half), and then it goes
+    if [ -n "$join" ]; then
+        local l31='' l13=''
+        # (node 1 may still hold the record of node 3's agent of the
+        # phase before, on its way out: any of its records at that GID
+        # that is connected will do)
+        [ -n "$gid3" ] && l31=$(link_of 3 "$gid1") &&
+            l13=$(agent_get 1 '[.data_path.peers[] | select(.gid == $g)
+                | .state] | join(",")' --arg g "$gid3")
+        if [ "${l31%% *}" = connected ] && [[ ,$l13, == *,connected,* ]]; then
+            pass "$name: node 3's new agent and node 1's connected ($l31 / $l13)"
+        else
+            fail "$name: node 3's new agent and node 1's: '${l31:-none}' / '${l13:-none}', expected connected"
+        fi
+        for p in $(agent_pids 3); do kill "$p"; done
+        wait "$a3"
+    fi
     if [ "$cpu1" != '?' ] &&
         awk -v c="$cpu1" -v b="$CPU_BOUND" 'BEGIN { exit !(c <= b) }'; then
         pass "$name: agent 1's CPU $cpu1 CPU-s/s (bound $CPU_BOUND)"
@@ -255,6 +302,8 @@ for m in ${FLOOD_MODES//,/ }; do
     phase "flood $m" "$m"
 done
 phase "no flood again" none
+phase "node 3 joins" none join
+phase "node 3 joins, its user holding a QP" wrong-key join
 
 section "figures (node 1's agent; handshake counters are the phase's)"
 {

@@ -7,7 +7,8 @@
 #   --rvtd=PATH: node 1's agent is that rvtd (a file named rvtd) instead
 #   of the build's: a build with a bound taken out, to see the checks fail
 #   --modes=LIST: the flood modes to run, comma-separated (default
-#   garbage,wrong-key,other-job,replay,forged); the phases without flood run
+#   garbage,wrong-key,other-job,replay,forged); the phases without flood,
+#   and node 3 joining with and without its user's held flood, run
 #   always
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
