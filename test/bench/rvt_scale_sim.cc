@@ -172,7 +172,7 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     nopt.receive_size    = caps.slot_size;
     nopt.memory          = agent::testing::memory_mode::none;
     nopt.max_inline      = caps.inline_size;
-    nopt.datagram_slots  = 64;
+    nopt.datagram_slots  = agent::ud_receive_depth; /* the device's */
     agent::engine_config cfg;
     cfg.peers.num_qps = o.qps;
     cfg.max_peers     = std::max<uint32_t>(cfg.max_peers, n + 16);

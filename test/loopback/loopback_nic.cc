@@ -112,6 +112,7 @@ loopback_nic::loopback_nic(loopback_fabric &fabric,
     m_options(options),
     m_node(fabric.next_node()),
     m_ud_qpn(fabric.next_qpn()),
+    m_ud_qkey(wire::conn::random_qkey()),
     m_event_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
     m_receive_memory(size_t{options.receive_buffers} * options.receive_size),
     m_on_srq(options.receive_buffers)
@@ -153,6 +154,11 @@ gid_bytes loopback_nic::gid() const
 uint32_t loopback_nic::ud_qpn() const
 {
     return m_ud_qpn;
+}
+
+uint32_t loopback_nic::ud_qkey() const
+{
+    return m_ud_qkey;
 }
 
 bool loopback_nic::can_read() const
@@ -488,9 +494,10 @@ loopback_stats loopback_nic::stats() const
 /* ---- datagrams ------------------------------------------------------- */
 
 result<done> loopback_nic::send_datagram(const wire::conn::message &msg,
-                                         const gid_bytes &gid, uint32_t qpn)
+                                         const gid_bytes &gid, uint32_t qpn,
+                                         uint32_t qkey)
 {
-    return send_datagram_from(m_ud_qpn, msg, gid, qpn);
+    return send_datagram_from(m_ud_qpn, msg, gid, qpn, qkey);
 }
 
 uint32_t loopback_nic::open_ud_qp()
@@ -502,7 +509,7 @@ uint32_t loopback_nic::open_ud_qp()
 result<done> loopback_nic::send_datagram_from(uint32_t src_qpn,
                                               const wire::conn::message &msg,
                                               const gid_bytes &gid,
-                                              uint32_t qpn)
+                                              uint32_t qpn, uint32_t qkey)
 {
     if (src_qpn != m_ud_qpn &&
         std::find(m_other_ud_qps.begin(), m_other_ud_qps.end(), src_qpn) ==
@@ -510,8 +517,19 @@ result<done> loopback_nic::send_datagram_from(uint32_t src_qpn,
         return failure{"loopback nic: no UD QP " + std::to_string(src_qpn) +
                        " on this node to send from"};
     }
+    if ((qkey & wire::qkey_controlled) != 0) {
+        /* the sending QP's own: the nic's, or none an agent has */
+        qkey = src_qpn == m_ud_qpn ? m_ud_qkey : 0;
+    }
     loopback_nic *to = m_fabric.find(gid);
-    if (m_drop_datagrams > 0 || to == nullptr || to->m_ud_qpn != qpn ||
+    const bool lost  = m_drop_datagrams > 0 || to == nullptr ||
+                      to->m_ud_qpn != qpn;
+    /* the receiving device's check, before a receive buffer is taken */
+    const bool wrong_qkey = !lost && to->m_ud_qkey != qkey;
+    if (wrong_qkey) {
+        ++to->m_stats.datagrams_qkey_dropped;
+    }
+    if (lost || wrong_qkey ||
         to->m_datagrams.size() >= to->m_options.datagram_slots) {
         if (m_drop_datagrams > 0) {
             --m_drop_datagrams;

@@ -60,13 +60,22 @@
  *            entry beyond it is kept but counted as an overflow (on a real
  *            device the CQ would be lost), and tests assert there is none.
  *   UD       send_datagram puts the message's bytes on the queue of the nic
- *            with that GID and UD QPN; a wrong GID or QPN, or a full queue,
- *            loses it silently, as UD does. A datagram arrives with the
- *            sending nic's GID and UD QPN as its source (what a GRH and
- *            the completion's src_qp say), whatever the message claims.
- *            open_ud_qp() gives the node another UD QP, as any process
- *            may create one: send_datagram_from sends from it, and what
- *            is sent to it is lost.
+ *            with that GID and UD QPN; a wrong GID or QPN, or a full queue
+ *            (datagram_slots waiting), loses it silently, as UD does.
+ *            Each nic's UD QP has a random Q_Key of its own
+ *            (wire::conn::random_qkey, as rvtd's): a datagram naming
+ *            another is lost BEFORE it takes a slot, as a device drops
+ *            it before it takes a receive buffer, and counted in the
+ *            receiver's stats().datagrams_qkey_dropped (a test's view:
+ *            the agent never sees a device's). A Q_Key with the high bit
+ *            set means the sending QP's own (IBA: a "controlled" Q_Key):
+ *            the nic's own UD QP's, none for open_ud_qp's QPs. A
+ *            datagram arrives with the sending nic's GID and UD QPN as its
+ *            source (what a GRH and the completion's src_qp say),
+ *            whatever the message claims. open_ud_qp() gives the node
+ *            another UD QP, as any process may create one:
+ *            send_datagram_from sends from it, and what is sent to it is
+ *            lost.
  *   Sleep    event_fd() is an eventfd; arm() is one-shot, like
  *            ibv_req_notify_cq: the first completion or datagram after it
  *            writes the fd.
@@ -114,7 +123,9 @@
  *                         a fresh QPN of the fabric's.
  *   send_datagram_from(q) a datagram from that QP, not the nic's: a
  *                         process that forges what a datagram says of its
- *                         sender, but cannot forge the source QP.
+ *                         sender, but cannot forge the source QP; it
+ *                         names a Q_Key of its choice, which must be the
+ *                         receiver's for it to arrive.
  *
  * Single-threaded, as the engine is. The fabric must outlive its nics (its
  * destructor aborts, naming the mistake, if any is left).
@@ -154,8 +165,9 @@ struct loopback_options {
     bool can_atomic          = true; /* 64-bit atomics */
     memory_mode memory       = memory_mode::copy;
     bool execute_on_post     = true; /* false: WRs run at the next poll() */
-    uint32_t datagram_slots  = 64; /* datagrams waiting; more are lost */
-    uint32_t max_inline      = 256; /* bytes an inline WR may carry */
+    /* datagrams waiting; more are lost: the device's UD receive queue */
+    uint32_t datagram_slots = ud_receive_depth;
+    uint32_t max_inline     = 256; /* bytes an inline WR may carry */
 };
 
 /* What register_memory returns: verbs' MR handle and keys. */
@@ -172,6 +184,9 @@ struct loopback_stats {
     uint64_t cq_overflows = 0; /* completions beyond the CQ's capacity */
     uint64_t rnr_waits    = 0; /* times a WR found no receive buffer */
     uint64_t mr_queries   = 0; /* query_client_mr calls (QUERY_MRs) */
+    /* datagrams to this nic's UD QP that named another Q_Key: lost
+     * before they took a slot */
+    uint64_t datagrams_qkey_dropped = 0;
 };
 
 class loopback_nic;
@@ -220,6 +235,7 @@ public:
     /* nic.h */
     gid_bytes gid() const override;
     uint32_t ud_qpn() const override;
+    uint32_t ud_qkey() const override;
     bool can_read() const override;
     bool can_atomic() const override;
     uint32_t sq_depth() const override;
@@ -245,7 +261,8 @@ public:
     result<done> repost(std::span<const uint32_t> buffers) override;
     /* A datagram that is lost counts as dropped, not sent. */
     result<done> send_datagram(const wire::conn::message &msg,
-                               const gid_bytes &gid, uint32_t qpn) override;
+                               const gid_bytes &gid, uint32_t qpn,
+                               uint32_t qkey) override;
     size_t poll_datagrams(const datagram_fn &deliver, size_t max) override;
     int event_fd() const override;
     bool arm() override;
@@ -275,9 +292,9 @@ public:
     /* As send_datagram, from `src_qpn`: a QP open_ud_qp() gave, or the
      * nic's own; any other QPN fails, as a process cannot send from a QP
      * it does not have. */
-    result<done> send_datagram_from(uint32_t src_qpn,
-                                    const wire::conn::message &msg,
-                                    const gid_bytes &gid, uint32_t qpn);
+    result<done>
+    send_datagram_from(uint32_t src_qpn, const wire::conn::message &msg,
+                       const gid_bytes &gid, uint32_t qpn, uint32_t qkey);
 
     /* WRs posted on the QP and not run yet (held, waiting for a receive
      * buffer, or deferred); 0 for an unknown QPN. */
@@ -396,6 +413,7 @@ private:
     const loopback_options m_options;
     const uint32_t m_node;
     const uint32_t m_ud_qpn;
+    const uint32_t m_ud_qkey;
     unique_fd m_event_fd;
     bool m_armed = false;
 

@@ -90,10 +90,14 @@ for n in 1 2; do
 done
 gid1=$(agent_get 1 .data_path.gid)
 qpn1=$(agent_get 1 .data_path.ud_qpn)
+# its Q_Key: the flooder is a user who knows the agent's address (a
+# process of a job that talks to it has it); with another the device
+# drops every datagram before the agent sees one
+qkey1=$(agent_get 1 .data_path.ud_qkey)
 k=$(agent_get 1 .data_path.num_qps)
 am=$(agent_get 1 .data_path.am_size)
 gid2=$(agent_get 2 .data_path.gid)
-echo "target: node 1's agent, GID $gid1, UD QPN $qpn1 (K $k, AM size $am)"
+echo "target: node 1's agent, GID $gid1, UD QPN $qpn1, Q_Key $qkey1 (K $k, AM size $am)"
 
 # cpu_of N: node N's agent's CPU time so far, in clock ticks; "?" when
 # its process is not found (then the CPU check fails)
@@ -157,7 +161,7 @@ phase() {
     t0=$(date +%s.%N)
     if [ "$mode" != none ]; then
         on 3 bash -c "exec $flood --device=\$RXE_DEV --to-gid=$gid1 \
-            --to-qpn=$qpn1 --mode=$mode --num-qps=$k --am-size=$am \
+            --to-qpn=$qpn1 --to-qkey=$qkey1 --mode=$mode --num-qps=$k --am-size=$am \
             --seconds=600" >"$dir/flood.out" 2>&1 &
         fpid=$!
     fi

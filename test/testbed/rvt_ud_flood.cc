@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A hostile host on the fabric (test/testbed/flood-guest.sh): it opens a
- * UD QP of its own on its node's device, with the Q_Key every rvt agent
- * uses (the agent's own ud_channel, so the Q_Key and the datagram's
- * layout are the real ones), and sends datagrams to one agent's handshake
- * UD QP as fast as the device takes them, until the time is up or it is
+ * UD QP of its own on its node's device (the agent's own ud_channel, with
+ * a random Q_Key of its own, so the datagram's layout is the real one),
+ * and sends datagrams to one agent's handshake UD QP, naming that QP's
+ * Q_Key, as fast as the device takes them, until the time is up or it is
  * told to stop (SIGTERM, SIGINT). Then it prints what it sent.
  *
- *   rvt_ud_flood --device=NAME --to-gid=GID --to-qpn=N --mode=MODE
- *       [--port=1] [--gid-index=-1] [--seconds=60] [--job-key=KEY]
- *       [--other-job-key=KEY] [--num-qps=4] [--am-size=8192]
- *       [--munge-socket=PATH]
+ *   rvt_ud_flood --device=NAME --to-gid=GID --to-qpn=N --to-qkey=N
+ *       --mode=MODE [--port=1] [--gid-index=-1] [--seconds=60]
+ *       [--job-key=KEY] [--other-job-key=KEY] [--num-qps=4]
+ *       [--am-size=8192] [--munge-socket=PATH]
  *
- * GID and UD QPN are the agent's `address` in rvt-status (`gid`, `ud_qpn`
- * in --json). Modes, each what issue 42 names:
+ * GID, UD QPN and Q_Key are the agent's `address` in rvt-status (`gid`,
+ * `ud_qpn`, `ud_qkey` in --json): what every process of a job that talks
+ * to the agent has in its UCT address, so each mode is a user of the
+ * job's fabric who knows that address; without the Q_Key the receiving
+ * device drops every datagram before the agent could see it
+ * (common/attach_wire.h, "Q_Keys"). Modes, each what issue 42 names:
  *
  *   garbage    1024 random bytes (a quarter of them with the right magic,
  *              version, type and length, so the parser looks further)
@@ -86,6 +90,7 @@ struct options {
     int gid_index = -1;
     agent::gid_array to_gid{};
     uint32_t to_qpn  = 0;
+    uint32_t to_qkey = 0;
     mode what        = mode::garbage;
     uint32_t seconds = 60;
     std::string job_key;
@@ -97,7 +102,8 @@ struct options {
 
 constexpr const char *usage =
         "usage: rvt_ud_flood --device=NAME --to-gid=GID --to-qpn=N "
-        "--mode=garbage|wrong-key|other-job|replay\n"
+        "--to-qkey=N\n"
+        "       --mode=garbage|wrong-key|other-job|replay|forged\n"
         "       [--port=1] [--gid-index=-1] [--seconds=60] [--job-key=KEY]\n"
         "       [--other-job-key=KEY] [--num-qps=4] [--am-size=8192]\n"
         "       [--munge-socket=PATH]\n";
@@ -183,6 +189,8 @@ options parse(int argc, char **argv)
             have_gid = true;
         } else if (name == "--to-qpn") {
             o.to_qpn = number(name, val, conn::min_qpn, conn::qpn_mask);
+        } else if (name == "--to-qkey") {
+            o.to_qkey = number(name, val, 1, ~wire::qkey_controlled);
         } else if (name == "--mode") {
             o.what    = parse_mode(val);
             have_mode = true;
@@ -205,9 +213,9 @@ options parse(int argc, char **argv)
     if (o.device.empty()) {
         bad_argument("--device is required (the node's device, e.g. rxe3)");
     }
-    if (!have_gid || o.to_qpn == 0) {
-        bad_argument("--to-gid and --to-qpn are required: the agent's "
-                     "address (rvt-status: gid, ud_qpn)");
+    if (!have_gid || o.to_qpn == 0 || o.to_qkey == 0) {
+        bad_argument("--to-gid, --to-qpn and --to-qkey are required: the "
+                     "agent's address (rvt-status: gid, ud_qpn, ud_qkey)");
     }
     if (!have_mode) {
         bad_argument("--mode is required");
@@ -249,16 +257,18 @@ uint64_t random_u64()
     return v;
 }
 
-/* A sender as the agent's own datagrams name it: this device's GID, and
- * a UD QPN and instance id of the caller's choice. */
-conn::sender
-sender_of(const agent::device &dev, uint32_t ud_qpn, uint64_t instance)
+/* A sender as the agent's own datagrams name it: this device's GID, a UD
+ * QPN and instance id of the caller's choice, and this QP's Q_Key (where
+ * the agent's answers reach it). */
+conn::sender sender_of(const agent::device &dev, uint32_t ud_qpn,
+                       uint32_t ud_qkey, uint64_t instance)
 {
     conn::sender s{};
     std::memcpy(s.gid, dev.gid().raw, sizeof(s.gid));
     s.instance_id = instance == 0 ? 1 : instance;
     s.ud_qpn      = ud_qpn & conn::qpn_mask;
     s.uid         = static_cast<uint32_t>(getuid());
+    s.ud_qkey     = ud_qkey;
     return s;
 }
 
@@ -277,14 +287,15 @@ conn::message request_of(const options &o, const conn::sender &self,
  * own, or with `forge` a random one), a new instance each time, as a
  * process mints them freely; no credential yet. */
 conn::message stranger_request(const options &o, const agent::device &dev,
-                               uint32_t own_qpn, bool forge,
+                               uint32_t own_qpn, uint32_t own_qkey, bool forge,
                                std::mt19937_64 &rng)
 {
     uint32_t qpn = own_qpn;
     while (forge && (qpn & conn::qpn_mask) == (own_qpn & conn::qpn_mask)) {
         qpn = static_cast<uint32_t>(rng());
     }
-    return request_of(o, sender_of(dev, qpn, rng()), o.other_job_key, rng);
+    return request_of(o, sender_of(dev, qpn, own_qkey, rng()), o.other_job_key,
+                      rng);
 }
 
 /* A credential of `kind` that no agent believes, of the right shape. */
@@ -353,7 +364,8 @@ int main(int argc, char **argv)
     if (!channel) {
         die("ibv_create_comp_channel failed");
     }
-    auto ud = agent::ud_channel::create(*dev.value(), channel.get());
+    auto ud = agent::ud_channel::create(*dev.value(), channel.get(),
+                                        conn::random_qkey());
     if (!ud) {
         die(ud.error());
     }
@@ -377,7 +389,9 @@ int main(int argc, char **argv)
     conn::message msg{};
     /* replay: one datagram of this job, from this QP, sealed once */
     if (o.what == mode::replay) {
-        msg = request_of(o, sender_of(*dev.value(), qp.qpn(), random_u64()),
+        msg = request_of(o,
+                         sender_of(*dev.value(), qp.qpn(), qp.qkey(),
+                                   random_u64()),
                          o.job_key, rng);
         if (auto r = auth->seal(msg, o.to_gid); !r) {
             die("sealing the datagram to replay: " + r.error());
@@ -406,12 +420,13 @@ int main(int argc, char **argv)
                 break;
             case mode::wrong_key:
             case mode::forged:
-                msg = stranger_request(o, *dev.value(), qp.qpn(),
+                msg = stranger_request(o, *dev.value(), qp.qpn(), qp.qkey(),
                                        o.what == mode::forged, rng);
                 made_up_credential(msg, auth->kind(), rng);
                 break;
             case mode::other_job:
-                msg = stranger_request(o, *dev.value(), qp.qpn(), false, rng);
+                msg = stranger_request(o, *dev.value(), qp.qpn(), qp.qkey(),
+                                       false, rng);
                 if (auto r = auth->seal(msg, o.to_gid); !r) {
                     ++seal_failures;
                     continue;
@@ -424,7 +439,7 @@ int main(int argc, char **argv)
                 must_parse(msg, "the first datagram");
                 checked = true;
             }
-            if (!qp.send(msg, to_gid, o.to_qpn)) {
+            if (!qp.send(msg, to_gid, o.to_qpn, o.to_qkey)) {
                 ++full;
                 break; /* the send queue is full: reap, then go on */
             }

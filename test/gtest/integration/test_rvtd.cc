@@ -149,6 +149,7 @@ TEST_F(rvtd_test, bad_options_are_refused_naming_them)
 
 /* The handshake on the wire, as a member of the job would speak it (a UD
  * QP of the test's own, MUNGE credentials from this node's munged): a
+ * request naming another Q_Key than the agent's never reaches it; a
  * request with the right key and uid and no credential is dropped
  * unanswered; a sealed request is answered; the same datagram sent again, as an
  * eavesdropper would replay it, is dropped unanswered and counted; and a
@@ -168,13 +169,15 @@ TEST_F(rvtd_test,
     };
     const auto before = status()["data_path"];
     ASSERT_EQ(before["auth"], "munge") << "the testbed runs munged";
-    const uint32_t agent_qpn = before["ud_qpn"];
-    const uint32_t k         = before["num_qps"];
-    const uint32_t am        = before["am_size"];
+    const uint32_t agent_qpn  = before["ud_qpn"];
+    const uint32_t agent_qkey = before["ud_qkey"];
+    const uint32_t k          = before["num_qps"];
+    const uint32_t am         = before["am_size"];
 
     auto dev = agent::device::open(m_dev, 1);
     ASSERT_TRUE(dev.ok()) << dev.error();
-    auto ch = agent::ud_channel::create(*dev.value(), nullptr);
+    auto ch = agent::ud_channel::create(*dev.value(), nullptr,
+                                        conn::random_qkey());
     ASSERT_TRUE(ch.ok()) << ch.error();
     auto auth = agent::munge_auth("");
     ASSERT_TRUE(auth.ok()) << auth.error();
@@ -185,8 +188,9 @@ TEST_F(rvtd_test,
 
     conn::sender self{};
     std::memcpy(self.gid, gid.data(), 16);
-    self.ud_qpn = ch.value()->qpn();
-    self.uid    = getuid();
+    self.ud_qpn  = ch.value()->qpn();
+    self.uid     = getuid();
+    self.ud_qkey = ch.value()->qkey(); /* where the agent answers */
     std::vector<conn::qp_info> qps;
     for (uint32_t i = 0; i < k; ++i) {
         qps.push_back({0x100 + i, i});
@@ -210,11 +214,24 @@ TEST_F(rvtd_test,
         return got;
     };
 
+    /* a good request naming the Q_Key every agent had before it was its
+     * run's own ("RVTQ"): the device drops it, and the agent never sees
+     * it */
+    self.instance_id        = 0x7e55;
+    conn::message other_key = conn::make_request(self, test::job_key, 0, 1, qps,
+                                                 am);
+    ASSERT_TRUE(auth.value()->seal(other_key, gid).ok());
+    ASSERT_NE(agent_qkey, 0x52565451u);
+    ASSERT_TRUE(ch.value()->send(other_key, to, agent_qpn, 0x52565451).ok());
+    EXPECT_TRUE(answers(2s).empty()) << "a request to another Q_Key was "
+                                        "answered";
+    EXPECT_EQ(status()["data_path"]["handshake"]["received"], 0u);
+
     /* the right key and uid, no credential: dropped unanswered */
     self.instance_id         = 0x7e56;
     const conn::message bare = conn::make_request(self, test::job_key, 0, 1,
                                                   qps, am);
-    ASSERT_TRUE(ch.value()->send(bare, to, agent_qpn).ok());
+    ASSERT_TRUE(ch.value()->send(bare, to, agent_qpn, agent_qkey).ok());
     EXPECT_TRUE(answers(2s).empty()) << "a request with no credential was "
                                         "answered";
     EXPECT_EQ(status()["data_path"]["handshake"]["unauthenticated"], 1u);
@@ -222,13 +239,13 @@ TEST_F(rvtd_test,
     self.instance_id  = 0x7e57;
     conn::message req = conn::make_request(self, test::job_key, 0, 1, qps, am);
     ASSERT_TRUE(auth.value()->seal(req, gid).ok());
-    ASSERT_TRUE(ch.value()->send(req, to, agent_qpn).ok());
+    ASSERT_TRUE(ch.value()->send(req, to, agent_qpn, agent_qkey).ok());
     auto first = answers(3s);
     ASSERT_EQ(first.size(), 1u) << slurp(m_log);
     EXPECT_EQ(first[0].status, static_cast<uint16_t>(conn::status::accepted));
 
     /* the same bytes again */
-    ASSERT_TRUE(ch.value()->send(req, to, agent_qpn).ok());
+    ASSERT_TRUE(ch.value()->send(req, to, agent_qpn, agent_qkey).ok());
     EXPECT_TRUE(answers(2s).empty()) << "the replay was answered";
     EXPECT_EQ(status()["data_path"]["handshake"]["unauthenticated"], 2u);
     EXPECT_NE(slurp(m_log).find("munged refused its credential"),
@@ -240,7 +257,7 @@ TEST_F(rvtd_test,
     self.instance_id    = 0x7e58;
     conn::message other = conn::make_request(self, "other.job", 0, 1, qps, am);
     ASSERT_TRUE(auth.value()->seal(other, gid).ok());
-    ASSERT_TRUE(ch.value()->send(other, to, agent_qpn).ok());
+    ASSERT_TRUE(ch.value()->send(other, to, agent_qpn, agent_qkey).ok());
     auto refused = answers(3s);
     ASSERT_EQ(refused.size(), 1u) << slurp(m_log);
     EXPECT_EQ(refused[0].status,

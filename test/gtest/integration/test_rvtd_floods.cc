@@ -115,7 +115,8 @@ public:
         EXPECT_TRUE(d.ok()) << d.error();
         m_dev = std::move(d).value();
         for (size_t i = 0; i < count; ++i) {
-            auto ch = agent::ud_channel::create(*m_dev, nullptr);
+            auto ch = agent::ud_channel::create(*m_dev, nullptr,
+                                                wire::conn::random_qkey());
             EXPECT_TRUE(ch.ok()) << ch.error();
             m_channels.push_back(std::move(ch).value());
         }
@@ -126,6 +127,7 @@ public:
         wire::agent_address where{};
         std::memcpy(where.gid, m_dev->gid().raw, sizeof(where.gid));
         where.ud_qpn   = m_channels.at(i)->qpn();
+        where.ud_qkey  = m_channels.at(i)->qkey();
         where.agent_id = 0x5eed0 + i;
         return where;
     }

@@ -141,6 +141,7 @@ protected:
         /* no data path here: any well-formed address will do */
         grant.address.gid[15]  = 1;
         grant.address.ud_qpn   = 2;
+        grant.address.ud_qkey  = 0x5eed;
         grant.address.agent_id = 42;
         m_wake.reset(eventfd(0, EFD_CLOEXEC));
         ASSERT_TRUE(m_wake);

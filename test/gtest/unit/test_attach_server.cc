@@ -50,6 +50,7 @@ wire::agent_address test_address()
     a.gid[11]  = 0xff;
     a.gid[15]  = 1;
     a.ud_qpn   = 17;
+    a.ud_qkey  = 0x5eed;
     a.agent_id = 0xabcdef;
     return a;
 }

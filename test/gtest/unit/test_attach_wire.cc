@@ -32,6 +32,7 @@ wire::agent_address good_address()
     a.gid[12]  = 198;
     a.gid[15]  = 1;
     a.ud_qpn   = 0x11;
+    a.ud_qkey  = 0x5eed1234;
     a.agent_id = 0x1234;
     return a;
 }
@@ -79,6 +80,8 @@ TEST(attach_wire, replies_round_trip)
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r.value().client_index, 7u);
     EXPECT_EQ(r.value().shm_size, 1u << 20);
+    EXPECT_EQ(r.value().address, good_address());
+    EXPECT_EQ(r.value().address.ud_qkey, 0x5eed1234u);
 
     auto refusal = wire::make_refusal(wire::attach_status::wrong_job_key,
                                       "job key 'a' is not this agent's 'b'");
@@ -233,6 +236,10 @@ TEST(attach_wire, accepted_reply_fields_are_checked)
     rep.address.ud_qpn = 1;
     expect_refused(wire::parse_attach_reply(bytes_of(rep)), "UD QPN 1");
 
+    rep                 = accepted_reply();
+    rep.address.ud_qkey = 0;
+    expect_refused(wire::parse_attach_reply(bytes_of(rep)), "Q_Key 0x0");
+
     rep          = accepted_reply();
     rep.features = wire::agent_feature_atomic64;
     EXPECT_TRUE(wire::parse_attach_reply(bytes_of(rep)).ok());
@@ -270,10 +277,21 @@ TEST(attach_wire, agent_addresses_are_checked)
     a.agent_id = 0;
     EXPECT_NE(wire::agent_address_error(a).find("agent id 0"),
               std::string::npos);
-    a          = good_address();
-    a.reserved = 5;
-    EXPECT_NE(wire::agent_address_error(a).find("reserved field 0x5"),
-              std::string::npos);
+    /* the Q_Key where the reserved word was: 0 and a controlled one
+     * (high bit set) are no agent's */
+    a         = good_address();
+    a.ud_qkey = 0;
+    EXPECT_NE(wire::agent_address_error(a).find("Q_Key 0x0: expected 1 to "
+                                                "0x7fffffff"),
+              std::string::npos)
+            << wire::agent_address_error(a);
+    a.ud_qkey = 0x80000001;
+    EXPECT_NE(wire::agent_address_error(a).find("Q_Key 0x80000001"),
+              std::string::npos)
+            << wire::agent_address_error(a);
+    a.ud_qkey = 0x7fffffff;
+    EXPECT_EQ(wire::agent_address_error(a), "");
+    EXPECT_EQ(offsetof(wire::agent_address, ud_qkey), 20u);
 }
 
 TEST(attach_wire, peer_messages_round_trip_and_are_checked)
@@ -282,6 +300,7 @@ TEST(attach_wire, peer_messages_round_trip_and_are_checked)
     auto r   = wire::parse_peer_request(bytes_of(req));
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r.value().peer, good_address());
+    EXPECT_EQ(r.value().peer.ud_qkey, 0x5eed1234u);
 
     req.peer.agent_id = 0;
     expect_refused(wire::parse_peer_request(bytes_of(req)), "agent id 0");

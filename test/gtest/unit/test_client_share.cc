@@ -52,6 +52,7 @@ protected:
         rvt::wire::agent_address a{};
         a.gid[15]  = 1;
         a.ud_qpn   = n;
+        a.ud_qkey  = 0x1234;
         a.agent_id = 0x5eed;
         return a;
     }

@@ -32,6 +32,7 @@ conn::sender sender_a()
     s.instance_id = 0x1122334455667788;
     s.ud_qpn      = 0x11;
     s.uid         = 1000;
+    s.ud_qkey     = 0x1234abcd;
     return s;
 }
 
@@ -41,6 +42,7 @@ conn::sender sender_b()
     s.gid[15]      = 0x0b;
     s.instance_id  = 0x99;
     s.ud_qpn       = 0xabcdef;
+    s.ud_qkey      = 0x7fffffff; /* the largest an agent may have */
     return s;
 }
 
@@ -89,6 +91,8 @@ TEST(conn_wire, request_round_trips)
     EXPECT_EQ(m.src.instance_id, 0x1122334455667788u);
     EXPECT_EQ(m.src.ud_qpn, 0x11u);
     EXPECT_EQ(m.src.uid, 1000u);
+    EXPECT_EQ(m.src.ud_qkey, 0x1234abcdu);
+    EXPECT_EQ(m.src.reserved, 0u);
     EXPECT_EQ(std::memcmp(m.src.gid, sender_a().gid, conn::gid_size), 0);
     EXPECT_STREQ(m.job_key, "slurm.77.0");
     ASSERT_EQ(m.num_qps, 4u);
@@ -118,6 +122,8 @@ TEST(conn_wire, replies_round_trip)
     EXPECT_EQ(r.value().hdr.seq, 9u);
     EXPECT_EQ(r.value().ack_seq, 3u);
     EXPECT_EQ(r.value().dst_instance_id, sender_a().instance_id);
+    /* the replier's own Q_Key, where an answer to it must go */
+    EXPECT_EQ(r.value().src.ud_qkey, 0x7fffffffu);
     EXPECT_EQ(r.value().status, 0u);
     EXPECT_EQ(r.value().num_qps, 4u);
     EXPECT_EQ(r.value().qps[3], (conn::qp_info{0x23, 8}));
@@ -209,7 +215,7 @@ TEST(conn_wire, credentials_are_checked_for_shape)
     m.auth.nonce[3]  = 1;
     ASSERT_TRUE(conn::parse(bytes_of(m)).ok());
     m.auth.length = 0xffff;
-    expect_refused(m, "credential of 65535 bytes: at most 728 fit");
+    expect_refused(m, "credential of 65535 bytes: at most 720 fit");
     m.auth.length   = conn::hmac_size;
     m.auth.reserved = 2;
     expect_refused(m, "auth reserved field 0x2");
@@ -273,6 +279,53 @@ TEST(conn_wire, sender_is_checked)
     expect_refused(bad, "UD QPN 0x1000000");
     bad.src.ud_qpn = 1; /* QP1, the GSI QP */
     expect_refused(bad, "UD QPN 0x1");
+}
+
+/* The sender's Q_Key is where an answer goes: a controlled one (high bit
+ * set) would make the answering device use its own QP's Q_Key, and is no
+ * agent's; 0 is no agent's either; the word after it is reserved. */
+TEST(conn_wire, sender_q_key_is_checked)
+{
+    auto bad        = good_request();
+    bad.src.ud_qkey = 0x80000000;
+    expect_refused(bad, "sender Q_Key 0x80000000: expected 1 to 0x7fffffff");
+    bad.src.ud_qkey = 0xd2565451;
+    expect_refused(bad, "sender Q_Key 0xd2565451");
+    bad.src.ud_qkey = 0;
+    expect_refused(bad, "sender Q_Key 0x0");
+
+    bad              = good_request();
+    bad.src.reserved = 0x10;
+    expect_refused(bad, "sender reserved field 0x10: expected 0");
+
+    /* the same in a reply and a disconnect */
+    auto reply = good_reply();
+    reply.src.ud_qkey |= 0x80000000;
+    expect_refused(reply, "sender Q_Key 0xffffffff");
+    auto bye         = conn::make_disconnect(sender_a(), "k", 0x99);
+    bye.src.reserved = 1;
+    expect_refused(bye, "sender reserved field 0x1");
+}
+
+/* The credential gave the sender its 8 bytes: a datagram is still 1024. */
+TEST(conn_wire, the_q_key_fits_in_the_same_datagram)
+{
+    EXPECT_EQ(sizeof(conn::sender), 40u);
+    EXPECT_EQ(conn::max_credential, 720u);
+    EXPECT_EQ(sizeof(conn::message), conn::message_size);
+    EXPECT_EQ(conn::protocol_version, 4u);
+}
+
+TEST(conn_wire, random_q_keys_are_valid_and_differ)
+{
+    uint32_t first = conn::random_qkey();
+    bool differ    = false;
+    for (int i = 0; i < 1000; ++i) {
+        const uint32_t k = conn::random_qkey();
+        ASSERT_TRUE(rvt::wire::qkey_valid(k)) << std::hex << k;
+        differ = differ || k != first;
+    }
+    EXPECT_TRUE(differ) << "1000 Q_Keys, all 0x" << std::hex << first;
 }
 
 TEST(conn_wire, job_key_is_checked)

@@ -170,11 +170,12 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
     loopback_nic intruder(fabric);
     const agent::gid_bytes a_gid = a.nic->gid();
     const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint32_t a_qkey        = a.nic->ud_qkey();
 
     /* 256 bytes of garbage */
     conn::message junk;
     std::memset(&junk, 0xa5, sizeof(junk));
-    ASSERT_TRUE(intruder.send_datagram(junk, a_gid, a_ud).ok());
+    ASSERT_TRUE(intruder.send_datagram(junk, a_gid, a_ud, a_qkey).ok());
     /* the intruder's own address */
     conn::sender self{};
     const agent::gid_bytes i_gid = intruder.gid();
@@ -182,12 +183,14 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
     self.instance_id = 0x1badd00d;
     self.ud_qpn      = intruder.ud_qpn();
     self.uid         = getuid();
+    self.ud_qkey     = intruder.ud_qkey();
     std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
     /* a reply to a request a never sent, from a node it does not know yet */
     const uint32_t am = agent_options{}.caps.slot_size;
     const conn::terms terms{static_cast<uint16_t>(qps.size()), am};
-    conn::message asked = conn::make_request({{}, 100, a_ud, getuid()}, job_key,
-                                             self.instance_id, 1, qps, am);
+    conn::message asked =
+            conn::make_request({{}, 100, a_ud, getuid(), a_qkey, 0}, job_key,
+                               self.instance_id, 1, qps, am);
     std::memcpy(asked.src.gid, a_gid.data(), conn::gid_size);
     ASSERT_TRUE(intruder.send_datagram(
                                 sealed_by_member(
@@ -195,7 +198,7 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
                                                          conn::status::accepted,
                                                          terms, qps),
                                         a_gid),
-                                a_gid, a_ud)
+                                a_gid, a_ud, a_qkey)
                         .ok());
 
     /* then a well-formed request from another job's agent (of the same
@@ -206,7 +209,7 @@ TEST_F(hostile, garbage_and_foreign_handshakes_are_refused_and_serving_goes_on)
                                            conn::make_request(self, "other.job",
                                                               0, 1, qps, am),
                                            a_gid),
-                                   a_gid, a_ud)
+                                   a_gid, a_ud, a_qkey)
                     .ok());
     std::vector<conn::message> answers;
     ASSERT_TRUE(run_until([&] {
@@ -255,6 +258,7 @@ TEST_F(hostile, a_datagram_naming_a_real_peer_from_another_node_is_dropped)
     loopback_nic intruder(fabric);
     const agent::gid_bytes a_gid = a.nic->gid();
     const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint32_t a_qkey        = a.nic->ud_qkey();
     const uint64_t a_id          = a.engine->address().agent_id;
     conn::sender as_b{};
     const agent::gid_bytes b_gid = b.nic->gid();
@@ -262,14 +266,15 @@ TEST_F(hostile, a_datagram_naming_a_real_peer_from_another_node_is_dropped)
     as_b.instance_id = b.engine->address().agent_id;
     as_b.ud_qpn      = b.nic->ud_qpn();
     as_b.uid         = getuid();
+    as_b.ud_qkey     = b.nic->ud_qkey();
     ASSERT_TRUE(
             intruder.send_datagram(conn::make_disconnect(as_b, job_key, a_id),
-                                   a_gid, a_ud)
+                                   a_gid, a_ud, a_qkey)
                     .ok());
     std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
     ASSERT_TRUE(intruder.send_datagram(conn::make_request(as_b, job_key, a_id,
                                                           1000000, qps, 256),
-                                       a_gid, a_ud)
+                                       a_gid, a_ud, a_qkey)
                         .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "forged") == 2;
@@ -307,6 +312,7 @@ TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
     loopback_nic intruder(fabric);
     const agent::gid_bytes a_gid = a.nic->gid();
     const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint32_t a_qkey        = a.nic->ud_qkey();
     std::vector<conn::qp_info> qps(a.engine->num_qps(), {0x1234, 1});
     /* n requests, each from a new address: a UD QP of its own (whose
      * answers are lost: the loopback nic keeps none) */
@@ -318,13 +324,14 @@ TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
             s.instance_id = 0x1badd00d;
             s.ud_qpn      = intruder.open_ud_qp();
             s.uid         = getuid();
+            s.ud_qkey     = intruder.ud_qkey();
             EXPECT_TRUE(intruder.send_datagram_from(
                                         s.ud_qpn,
                                         sealed_by_member(conn::make_request(
                                                                  s, job_key, 0,
                                                                  1, qps, 256),
                                                          a_gid),
-                                        a_gid, a_ud)
+                                        a_gid, a_ud, a_qkey)
                                 .ok());
         }
         a.pump();
@@ -362,6 +369,8 @@ TEST_F(hostile, a_flood_of_new_addresses_cannot_fill_the_peer_table)
     EXPECT_GT(json_number(a.status(), "half_open_refused"), 4u)
             << "b's first request came while 4 were half-open: it was "
                "answered busy, and retried";
+    /* that answer went where b's request said b is reached */
+    EXPECT_EQ(b.nic->stats().datagrams_qkey_dropped, 0u);
 }
 
 TEST_F(hostile, a_write_to_a_deregistered_rkey_fails_its_sender_only)
@@ -572,6 +581,7 @@ wire::agent_address address_of(const loopback_nic &silent)
     const agent::gid_bytes gid = silent.gid();
     std::memcpy(where.gid, gid.data(), sizeof(where.gid));
     where.ud_qpn   = silent.ud_qpn();
+    where.ud_qkey  = silent.ud_qkey();
     where.agent_id = 0x5eed;
     return where;
 }
@@ -909,6 +919,7 @@ conn::message stranger_request(loopback_nic &from, agent_node &to)
     self.instance_id = 0x5157;
     self.ud_qpn      = from.ud_qpn();
     self.uid         = getuid();
+    self.ud_qkey     = from.ud_qkey();
     std::vector<conn::qp_info> qps(to.engine->num_qps(), {0x1234, 1});
     return conn::make_request(self, job_key, 0, 1, qps,
                               agent_options{}.caps.slot_size);
@@ -927,11 +938,15 @@ TEST_F(hostile, a_stranger_with_the_key_and_uid_but_no_credential_gets_nothing)
     const agent::gid_bytes a_gid = a.nic->gid();
     /* no credential at all, then one made with a guessed secret */
     conn::message bare = stranger_request(intruder, a);
-    ASSERT_TRUE(intruder.send_datagram(bare, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(intruder.send_datagram(bare, a_gid, a.nic->ud_qpn(),
+                                       a.nic->ud_qkey())
+                        .ok());
     conn::message guessed = stranger_request(intruder, a);
     auto guess            = agent::secret_auth("a guessed secret, long enough");
     ASSERT_TRUE(guess.value()->seal(guessed, a_gid).ok());
-    ASSERT_TRUE(intruder.send_datagram(guessed, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(intruder.send_datagram(guessed, a_gid, a.nic->ud_qpn(),
+                                       a.nic->ud_qkey())
+                        .ok());
 
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unauthenticated") == 2;
@@ -949,6 +964,47 @@ TEST_F(hostile, a_stranger_with_the_key_and_uid_but_no_credential_gets_nothing)
     EXPECT_TRUE(am_arrives(ca, cb, to_b, 2));
 }
 
+/* The agent's UD QP has a Q_Key of its run's own, which only its address
+ * tells: a datagram naming another (the fixed one every agent had before,
+ * "RVTQ", or a guess) is dropped by the device before it takes a receive
+ * slot, so the engine never sees it, and a flood of them, twice the
+ * receive queue's depth, leaves room for the request that names it, which
+ * is believed and answered at the Q_Key it names. */
+TEST_F(hostile, a_datagram_naming_another_q_key_never_reaches_the_agent)
+{
+    agent_node &a = add_agent(quick_peers());
+    loopback_nic member(fabric);
+    const agent::gid_bytes a_gid = a.nic->gid();
+    const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint32_t a_qkey        = a.nic->ud_qkey();
+    constexpr uint32_t old_qkey  = 0x52565451; /* "RVTQ" */
+    ASSERT_NE(a_qkey, old_qkey) << "a 1 in 2^31 draw: run again";
+    const conn::message req = sealed_by_member(stranger_request(member, a),
+                                               a_gid);
+    ASSERT_TRUE(member.send_datagram(req, a_gid, a_ud, old_qkey).ok());
+    constexpr uint32_t flood = 2 * agent::ud_receive_depth;
+    for (uint32_t i = 0; i < flood; ++i) {
+        const uint32_t guess = a_qkey ^ (1 + i % 0x7fff);
+        ASSERT_TRUE(member.send_datagram(req, a_gid, a_ud, guess).ok());
+    }
+    run_for(30ms);
+    EXPECT_EQ(a.nic->stats().datagrams_qkey_dropped, 1 + flood);
+    EXPECT_EQ(a.nic->counters().datagrams_received, 0u);
+    EXPECT_EQ(a.engine->status_json()["handshake"]["received"], 0u)
+            << a.status();
+    EXPECT_EQ(a.logged("handshake datagram"), 0u) << "the agent saw one";
+    EXPECT_TRUE(received(member).empty());
+
+    ASSERT_TRUE(member.send_datagram(req, a_gid, a_ud, a_qkey).ok());
+    const std::vector<conn::message> answers = answers_at(member);
+    ASSERT_EQ(answers.size(), 1u) << a.status();
+    EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
+    EXPECT_EQ(answers[0].src.ud_qkey, a_qkey);
+    EXPECT_EQ(a.engine->status_json()["handshake"]["received"], 1u);
+    EXPECT_EQ(member.stats().datagrams_qkey_dropped, 0u)
+            << "the answer named another Q_Key than the request's";
+}
+
 TEST_F(hostile, a_replayed_request_is_refused)
 {
     agent_node &a = add_agent(quick_peers());
@@ -957,12 +1013,16 @@ TEST_F(hostile, a_replayed_request_is_refused)
     /* a good request, as a member of the job sends it, sent twice: the
      * second is what an eavesdropper would replay */
     conn::message req = sealed_by_member(stranger_request(member, a), a_gid);
-    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(
+            member.send_datagram(req, a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
+                    .ok());
     std::vector<conn::message> answers = answers_at(member);
     ASSERT_FALSE(answers.empty()) << a.status();
     EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
 
-    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(
+            member.send_datagram(req, a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
+                    .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unauthenticated") == 1;
     })) << a.status();
@@ -1031,7 +1091,8 @@ TEST_F(hostile, a_flood_of_garbage_is_taken_a_budget_a_pass_and_work_goes_on)
     std::memset(&junk, 0xa5, sizeof(junk));
     constexpr uint64_t flood = 4000;
     for (uint64_t i = 0; i < flood; ++i) {
-        ASSERT_TRUE(intruder.send_datagram(junk, a.nic->gid(), a.nic->ud_qpn())
+        ASSERT_TRUE(intruder.send_datagram(junk, a.nic->gid(), a.nic->ud_qpn(),
+                                           a.nic->ud_qkey())
                             .ok());
     }
     const uint64_t before = a.nic->counters().datagrams_received;
@@ -1088,13 +1149,15 @@ TEST_F(hostile, right_shaped_floods_cost_a_few_credential_checks_per_sender)
         wrong_key.src.instance_id = 0x100 + i; /* minted */
         ASSERT_TRUE(other_job
                             .send_datagram(sealed_by_member(wrong_key, a_gid),
-                                           a_gid, a.nic->ud_qpn())
+                                           a_gid, a.nic->ud_qpn(),
+                                           a.nic->ud_qkey())
                             .ok());
         conn::message guessed   = stranger_request(guesser, a);
         guessed.src.instance_id = 0x100 + i;
         ASSERT_TRUE(guess.value()->seal(guessed, a_gid).ok());
-        ASSERT_TRUE(
-                guesser.send_datagram(guessed, a_gid, a.nic->ud_qpn()).ok());
+        ASSERT_TRUE(guesser.send_datagram(guessed, a_gid, a.nic->ud_qpn(),
+                                          a.nic->ud_qkey())
+                            .ok());
     }
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unchecked") == 2 * (flood - max_f);
@@ -1177,7 +1240,7 @@ TEST_F(hostile, agents_with_munge_connect_and_serve)
     const agent::gid_bytes a_gid = a.nic->gid();
     ASSERT_TRUE(other.send_datagram(sealed_by_member(stranger_request(other, a),
                                                      a_gid),
-                                    a_gid, a.nic->ud_qpn())
+                                    a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                         .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unauthenticated") == 1;
@@ -1198,12 +1261,14 @@ conn::sender sender_of(const agent_node &n)
     s.instance_id = n.engine->address().agent_id;
     s.ud_qpn      = n.nic->ud_qpn();
     s.uid         = getuid();
+    s.ud_qkey     = n.nic->ud_qkey();
     return s;
 }
 
-/* A process on b's node, with a UD QP of its own, the public Q_Key and
- * b's agent's address (it travels in the clear), names b's agent as the
- * sender of a disconnect and of a request for a new connection. The GID
+/* A process on b's node, with a UD QP of its own, a's address (its
+ * Q_Key too: a process of a job that talks to a has it) and b's agent's
+ * (it travels in the clear), names b's agent as the sender of a
+ * disconnect and of a request for a new connection. The GID
  * is the packet's own, but the sending QP is not b's agent's: both are
  * dropped as forged before any credential check, and the connection
  * never noticed. */
@@ -1216,6 +1281,7 @@ TEST_F(hostile, a_datagram_naming_another_qp_of_its_node_is_dropped_unchecked)
 
     const agent::gid_bytes a_gid = a.nic->gid();
     const uint32_t a_ud          = a.nic->ud_qpn();
+    const uint32_t a_qkey        = a.nic->ud_qkey();
     const uint64_t a_id          = a.engine->address().agent_id;
     const uint32_t mine          = b.nic->open_ud_qp();
     const conn::sender as_b      = sender_of(b);
@@ -1223,13 +1289,13 @@ TEST_F(hostile, a_datagram_naming_another_qp_of_its_node_is_dropped_unchecked)
     ASSERT_TRUE(b.nic->send_datagram_from(mine,
                                           conn::make_disconnect(as_b, job_key,
                                                                 a_id),
-                                          a_gid, a_ud)
+                                          a_gid, a_ud, a_qkey)
                         .ok());
     ASSERT_TRUE(
             b.nic->send_datagram_from(mine,
                                       conn::make_request(as_b, job_key, a_id,
                                                          1000000, qps, 256),
-                                      a_gid, a_ud)
+                                      a_gid, a_ud, a_qkey)
                     .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "forged") == 2;
@@ -1269,13 +1335,13 @@ TEST_F(hostile, a_datagram_naming_the_agent_itself_is_dropped_unchecked)
                                                  as_a, job_key, 0, 1, qps,
                                                  agent_options{}.caps.slot_size),
                                          a_gid),
-                                 a_gid, a.nic->ud_qpn())
+                                 a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                     .ok());
     ASSERT_TRUE(a.nic->send_datagram(sealed_by_member(conn::make_disconnect(
                                                               as_a, job_key,
                                                               as_a.instance_id),
                                                       a_gid),
-                                     a_gid, a.nic->ud_qpn())
+                                     a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                         .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "own_address") == 2;
@@ -1319,7 +1385,7 @@ TEST_F(hostile, one_senders_wrong_keys_do_not_hold_another_sender_on_its_node)
                                              user, "other.job", 0, 1 + i, qps,
                                              agent_options{}.caps.slot_size),
                                      a_gid),
-                             a_gid, a.nic->ud_qpn())
+                             a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                         .ok());
     }
     ASSERT_TRUE(run_until([&] {
@@ -1363,7 +1429,7 @@ TEST_F(hostile, a_held_senders_hold_ends_after_its_time)
     };
     for (uint32_t i = 0; i < max_f; ++i) {
         ASSERT_TRUE(member.send_datagram(request(1 + i, "other.job"), a_gid,
-                                         a.nic->ud_qpn())
+                                         a.nic->ud_qpn(), a.nic->ud_qkey())
                             .ok());
     }
     ASSERT_TRUE(run_until([&] {
@@ -1374,9 +1440,9 @@ TEST_F(hostile, a_held_senders_hold_ends_after_its_time)
     EXPECT_EQ(received(member).size(), max_f) << "each answered wrong_job_key";
 
     /* held: this job's request goes unchecked and unanswered */
-    ASSERT_TRUE(
-            member.send_datagram(request(100, job_key), a_gid, a.nic->ud_qpn())
-                    .ok());
+    ASSERT_TRUE(member.send_datagram(request(100, job_key), a_gid,
+                                     a.nic->ud_qpn(), a.nic->ud_qkey())
+                        .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unchecked") == 1;
     })) << a.status();
@@ -1385,9 +1451,9 @@ TEST_F(hostile, a_held_senders_hold_ends_after_its_time)
 
     /* after it: believed and answered */
     run_for(300ms);
-    ASSERT_TRUE(
-            member.send_datagram(request(101, job_key), a_gid, a.nic->ud_qpn())
-                    .ok());
+    ASSERT_TRUE(member.send_datagram(request(101, job_key), a_gid,
+                                     a.nic->ud_qpn(), a.nic->ud_qkey())
+                        .ok());
     std::vector<conn::message> answers = answers_at(member);
     ASSERT_FALSE(answers.empty()) << a.status();
     EXPECT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
@@ -1409,7 +1475,9 @@ TEST_F(hostile, replays_of_the_datagram_that_made_a_peer_cost_a_few_checks)
     const agent::gid_bytes a_gid = a.nic->gid();
     const conn::message req      = sealed_by_member(stranger_request(member, a),
                                                     a_gid);
-    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(
+            member.send_datagram(req, a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
+                    .ok());
     std::vector<conn::message> answers = answers_at(member);
     ASSERT_FALSE(answers.empty()) << a.status();
     ASSERT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
@@ -1417,7 +1485,9 @@ TEST_F(hostile, replays_of_the_datagram_that_made_a_peer_cost_a_few_checks)
 
     constexpr uint64_t copies = 100;
     for (uint64_t i = 0; i < copies; ++i) {
-        ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+        ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn(),
+                                         a.nic->ud_qkey())
+                            .ok());
     }
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unchecked") == copies - max_f;
@@ -1446,7 +1516,7 @@ TEST_F(hostile, a_senders_checks_beyond_its_bucket_are_refused_unchecked)
         ASSERT_TRUE(member.send_datagram(
                                   sealed_by_member(stranger_request(member, a),
                                                    a_gid),
-                                  a_gid, a.nic->ud_qpn())
+                                  a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                             .ok());
     }
     ASSERT_TRUE(run_until([&] {
@@ -1474,7 +1544,9 @@ TEST_F(hostile, a_new_instance_at_a_peers_address_is_a_new_sender)
     const agent::gid_bytes a_gid = a.nic->gid();
     const conn::message req      = sealed_by_member(stranger_request(member, a),
                                                     a_gid);
-    ASSERT_TRUE(member.send_datagram(req, a_gid, a.nic->ud_qpn()).ok());
+    ASSERT_TRUE(
+            member.send_datagram(req, a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
+                    .ok());
     std::vector<conn::message> answers = answers_at(member);
     ASSERT_FALSE(answers.empty()) << a.status();
     ASSERT_EQ(answers[0].status, static_cast<uint16_t>(conn::status::accepted));
@@ -1494,7 +1566,7 @@ TEST_F(hostile, a_new_instance_at_a_peers_address_is_a_new_sender)
                                                           conn::status::accepted,
                                                           terms, qps),
                                          a_gid),
-                                 a_gid, a.nic->ud_qpn())
+                                 a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                     .ok());
     ASSERT_TRUE(run_until([&] {
         return json_number(a.status(), "unknown_sender") == 1;
@@ -1505,7 +1577,7 @@ TEST_F(hostile, a_new_instance_at_a_peers_address_is_a_new_sender)
     conn::message again = stranger_request(member, a);
     again.src           = reborn;
     ASSERT_TRUE(member.send_datagram(sealed_by_member(again, a_gid), a_gid,
-                                     a.nic->ud_qpn())
+                                     a.nic->ud_qpn(), a.nic->ud_qkey())
                         .ok());
     answers = answers_at(member);
     ASSERT_FALSE(answers.empty()) << a.status();
@@ -1564,7 +1636,8 @@ TEST_F(hostile, slow_credential_checks_end_their_pass_early)
         ASSERT_TRUE(guess.value()->seal(m, a.nic->gid()).ok());
         ASSERT_TRUE(strangers
                             .send_datagram_from(m.src.ud_qpn, m, a.nic->gid(),
-                                                a.nic->ud_qpn())
+                                                a.nic->ud_qpn(),
+                                                a.nic->ud_qkey())
                             .ok());
     }
     a.pump();

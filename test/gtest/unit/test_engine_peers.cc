@@ -104,6 +104,69 @@ TEST_F(engine_fixture, a_lost_peer_fails_ops_tells_clients_and_connects_again)
     EXPECT_EQ(cb.ams_by_sender()[ca.id], (std::vector<uint32_t>{0, 4}));
 }
 
+/* Each agent's handshake UD QP has a random Q_Key of its own, carried in
+ * its address (what a client is given at attach, and its UCT address
+ * names) and in every datagram it sends. a's client names b by b's
+ * address: a's request names b's Q_Key. b has no client that wants a: it
+ * knows a from that request alone, and answers at the Q_Key the request
+ * names. c's client names a by an address with a stale Q_Key: c's
+ * requests are lost at a's device and c gives up; a's request to c still
+ * connects them, c answering where the request says, and c's client is
+ * served on that connection. */
+TEST_F(engine_fixture, agents_connect_at_the_q_keys_of_address_and_request)
+{
+    agent_node &a   = add_agent(quick_peers());
+    agent_node &b   = add_agent(quick_peers());
+    agent_node &c   = add_agent(quick_peers());
+    test_client &ca = attach(a);
+    test_client &cb = attach(b);
+    test_client &cc = attach(c);
+    EXPECT_NE(a.nic->ud_qkey(), b.nic->ud_qkey());
+    EXPECT_EQ(a.engine->address().ud_qkey, a.nic->ud_qkey());
+    EXPECT_EQ(ca.session->agent_address().ud_qkey, a.nic->ud_qkey());
+
+    const uint32_t to_b = peer(ca, b);
+    ca.post(ca.am(to_b, cb, 1, 0));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 1 && cb.inbound.size() == 1;
+    })) << a.status()
+        << b.status();
+    EXPECT_EQ(ca.count(completion_status::success), 1u);
+    EXPECT_EQ(a.nic->stats().datagrams_qkey_dropped, 0u);
+    EXPECT_EQ(b.nic->stats().datagrams_qkey_dropped, 0u);
+
+    wire::agent_address stale = a.engine->address();
+    stale.ud_qkey ^= 0x5a5a;
+    auto r = while_serving([&] { return cc.session->connect_peer(stale); });
+    ASSERT_TRUE(r.ok()) << r.error();
+    const uint32_t c_to_a = r.value();
+    ASSERT_TRUE(run_until([&] {
+        return a.nic->stats().datagrams_qkey_dropped > 0;
+    })) << "c's request to the stale Q_Key was not dropped at a's device";
+
+    /* unanswered, c gives up (its client is told) ... */
+    ASSERT_TRUE(run_until([&] { return has_peer_failed(cc, c_to_a); }))
+            << c.status();
+    const size_t told = cc.inbound.size();
+    /* ... and a's request makes the connection: c answers it where it
+     * says, a connects at the reply */
+    const uint32_t a_to_c = peer(ca, c);
+    ca.post(ca.am(a_to_c, cc, 2, 1));
+    ASSERT_TRUE(run_until([&] {
+        return ca.done.size() == 2 && cc.inbound.size() == told + 1;
+    })) << a.status()
+        << c.status();
+    EXPECT_EQ(ca.count(completion_status::success), 2u);
+    cc.post(cc.am(c_to_a, ca, 3, 2));
+    ASSERT_TRUE(run_until([&] {
+        return cc.done.size() == 1 && ca.ams_by_sender().count(cc.id) == 1;
+    })) << a.status()
+        << c.status();
+    EXPECT_EQ(cc.count(completion_status::success), 1u);
+    EXPECT_EQ(c.nic->stats().datagrams_qkey_dropped, 0u)
+            << "c was answered at another Q_Key than its own";
+}
+
 /* A connection lost while another lane's op has run but not yet been
  * polled: the flush finds nothing left on that lane, and the op comes back
  * done, not flushed. The drain must end there, as it does at a flushed

@@ -39,6 +39,7 @@ wire::agent_address silent_address(const loopback_nic &silent)
     const agent::gid_bytes gid = silent.gid();
     std::memcpy(where.gid, gid.data(), sizeof(where.gid));
     where.ud_qpn   = silent.ud_qpn();
+    where.ud_qkey  = silent.ud_qkey();
     where.agent_id = 0x5eed;
     return where;
 }
@@ -226,6 +227,7 @@ TEST_F(process_share, a_peers_charge_ends_when_its_record_is_recycled)
         s.instance_id = 0x1badd00d;
         s.ud_qpn      = intruder.open_ud_qp();
         s.uid         = getuid();
+        s.ud_qkey     = intruder.ud_qkey();
         ASSERT_TRUE(
                 intruder.send_datagram_from(
                                 s.ud_qpn,
@@ -233,7 +235,7 @@ TEST_F(process_share, a_peers_charge_ends_when_its_record_is_recycled)
                                                                     0, 1, qps,
                                                                     256),
                                                  a_gid),
-                                a_gid, a.nic->ud_qpn())
+                                a_gid, a.nic->ud_qpn(), a.nic->ud_qkey())
                         .ok());
     }
     ASSERT_TRUE(run_until([&] {

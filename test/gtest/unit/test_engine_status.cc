@@ -57,7 +57,7 @@ TEST_F(engine_status, the_json_has_every_field_with_its_type)
 
     const json s = json::parse(a.status());
     expect_fields(s, {"gid"}, &json::is_string, "a string");
-    expect_counters(s, {"ud_qpn", "num_qps", "rc_qps", "misrouted",
+    expect_counters(s, {"ud_qpn", "ud_qkey", "num_qps", "rc_qps", "misrouted",
                         "bad_immediates", "clients_gone", "mrs_cleaned",
                         "mrs_released", "mrs_leaked", "mrs_deferred",
                         "releases_waiting", "gone_waiting", "wakeups", "pauses",
@@ -68,6 +68,10 @@ TEST_F(engine_status, the_json_has_every_field_with_its_type)
     expect_counters(s["delivered"], {"am", "writes", "write_bytes"});
     expect_counters(s["handshake"], {"sent", "received", "dropped"});
     EXPECT_EQ(s["num_qps"], a.engine->num_qps());
+    /* what rvt-status tells the agent's user of its address, as
+     * test/testbed/flood-guest.sh reads it for rvt_ud_flood */
+    EXPECT_EQ(s["ud_qkey"], a.nic->ud_qkey());
+    EXPECT_EQ(s["ud_qkey"], a.engine->address().ud_qkey);
 
     /* this node's own (loopback) peer, and b */
     ASSERT_TRUE(s["peers"].is_array()) << s;

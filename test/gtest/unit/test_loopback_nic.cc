@@ -47,6 +47,13 @@ TEST(loopback_fabric, gives_each_nic_its_own_gid_and_handshake_qpn)
     EXPECT_NE(a.gid(), b.gid());
     EXPECT_NE(a.ud_qpn(), b.ud_qpn());
     EXPECT_GE(a.ud_qpn(), conn::min_qpn);
+    /* and its own random Q_Key, as each rvtd run has */
+    EXPECT_TRUE(rvt::wire::qkey_valid(a.ud_qkey())) << a.ud_qkey();
+    EXPECT_TRUE(rvt::wire::qkey_valid(b.ud_qkey())) << b.ud_qkey();
+    EXPECT_NE(a.ud_qkey(), b.ud_qkey());
+    /* the device's UD receive queue */
+    EXPECT_EQ(loopback_options{}.datagram_slots, rvt::agent::ud_receive_depth);
+    EXPECT_EQ(rvt::agent::ud_receive_depth, 512u);
     EXPECT_NE(a.gid(), rvt::agent::gid_bytes{});
     EXPECT_EQ(a.counters().receive_buffers, 5u);
     EXPECT_EQ(a.counters().receives_posted, 5u);
@@ -382,16 +389,30 @@ TEST_F(loopback_pair, datagrams_reach_the_nic_with_that_gid_and_qpn_or_are_lost)
         EXPECT_EQ(m.hdr.magic, conn::magic);
         seen.push_back(m.hdr.seq);
     };
-    ASSERT_TRUE(a->send_datagram(datagram(1), b->gid(), b->ud_qpn()).ok());
-    ASSERT_TRUE(a->send_datagram(datagram(2), b->gid(), b->ud_qpn() + 1).ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(1), b->gid(), b->ud_qpn(), b->ud_qkey())
+                    .ok());
+    ASSERT_TRUE(a->send_datagram(datagram(2), b->gid(), b->ud_qpn() + 1,
+                                 b->ud_qkey())
+                        .ok());
     rvt::agent::gid_bytes nowhere = b->gid();
     nowhere[15] ^= 0x80;
-    ASSERT_TRUE(a->send_datagram(datagram(3), nowhere, b->ud_qpn()).ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(3), nowhere, b->ud_qpn(), b->ud_qkey())
+                    .ok());
     a->drop_datagrams(2);
-    ASSERT_TRUE(a->send_datagram(datagram(4), b->gid(), b->ud_qpn()).ok());
-    ASSERT_TRUE(a->send_datagram(datagram(5), b->gid(), b->ud_qpn()).ok());
-    ASSERT_TRUE(a->send_datagram(datagram(6), b->gid(), b->ud_qpn()).ok());
-    ASSERT_TRUE(a->send_datagram(datagram(7), a->gid(), a->ud_qpn()).ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(4), b->gid(), b->ud_qpn(), b->ud_qkey())
+                    .ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(5), b->gid(), b->ud_qpn(), b->ud_qkey())
+                    .ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(6), b->gid(), b->ud_qpn(), b->ud_qkey())
+                    .ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(7), a->gid(), a->ud_qpn(), a->ud_qkey())
+                    .ok());
 
     EXPECT_EQ(a->poll_datagrams(deliver, 16), 1u);
     EXPECT_EQ(seen, std::vector<uint32_t>{7});
@@ -426,13 +447,14 @@ TEST_F(loopback_pair, a_datagram_arrives_from_the_ud_qp_that_sent_it)
                        const rvt::agent::datagram_source &source) {
         sources.push_back(source);
     };
-    ASSERT_TRUE(a->send_datagram_from(mine, datagram(1), b->gid(), b->ud_qpn())
+    ASSERT_TRUE(a->send_datagram_from(mine, datagram(1), b->gid(), b->ud_qpn(),
+                                      b->ud_qkey())
                         .ok());
     ASSERT_TRUE(a->send_datagram_from(a->ud_qpn(), datagram(2), b->gid(),
-                                      b->ud_qpn())
+                                      b->ud_qpn(), b->ud_qkey())
                         .ok());
     auto r = a->send_datagram_from(b->ud_qpn(), datagram(3), b->gid(),
-                                   b->ud_qpn());
+                                   b->ud_qpn(), b->ud_qkey());
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error(), "loopback nic: no UD QP " +
                                  std::to_string(b->ud_qpn()) +
@@ -443,9 +465,83 @@ TEST_F(loopback_pair, a_datagram_arrives_from_the_ud_qp_that_sent_it)
                                                         {a->gid(),
                                                          a->ud_qpn()}}));
     /* what is sent to it is lost */
-    ASSERT_TRUE(b->send_datagram(datagram(4), a->gid(), mine).ok());
+    ASSERT_TRUE(
+            b->send_datagram(datagram(4), a->gid(), mine, a->ud_qkey()).ok());
     EXPECT_EQ(a->poll_datagrams(deliver, 16), 0u);
     EXPECT_EQ(b->counters().datagrams_dropped, 1u);
+}
+
+/* A UD QP takes only datagrams that name its Q_Key: any other is lost
+ * before it takes one of the receiver's datagram slots, as a device
+ * drops it before it takes a receive buffer, so a flood of them, however
+ * long, leaves every slot to a sender that knows the Q_Key. A controlled
+ * Q_Key (high bit set) means the sending QP's own: a process's QP cannot
+ * borrow the agent's. */
+TEST_F(loopback_pair, a_datagram_naming_another_q_key_never_takes_a_slot)
+{
+    loopback_options o;
+    o.datagram_slots = 4;
+    start(o);
+    const uint32_t right = b->ud_qkey();
+    const uint32_t mine  = a->open_ud_qp();
+    uint32_t wrong       = right ^ 1;
+    uint32_t sent_wrong  = 0;
+    ASSERT_TRUE(b->arm());
+    for (uint32_t i = 0; i < 3 * o.datagram_slots; ++i, ++sent_wrong) {
+        ASSERT_TRUE(a->send_datagram(datagram(100 + i), b->gid(), b->ud_qpn(),
+                                     wrong)
+                            .ok());
+        wrong = (wrong + 0x10001) & 0x7fffffff;
+        wrong = wrong == right ? 1 : wrong;
+    }
+    /* the Q_Key every agent had before they were random ("RVTQ") */
+    if (right != 0x52565451) {
+        ASSERT_TRUE(a->send_datagram(datagram(200), b->gid(), b->ud_qpn(),
+                                     0x52565451)
+                            .ok());
+        ++sent_wrong;
+    }
+    /* controlled: a's QP's own, and a process's QP has no agent's */
+    ASSERT_TRUE(a->send_datagram(datagram(201), b->gid(), b->ud_qpn(),
+                                 rvt::wire::qkey_controlled)
+                        .ok());
+    ASSERT_TRUE(a->send_datagram_from(mine, datagram(202), b->gid(),
+                                      b->ud_qpn(),
+                                      rvt::wire::qkey_controlled | right)
+                        .ok());
+    sent_wrong += 2;
+    EXPECT_EQ(b->stats().datagrams_qkey_dropped, sent_wrong);
+    EXPECT_EQ(a->counters().datagrams_dropped, sent_wrong);
+    EXPECT_EQ(a->counters().datagrams_sent, 0u);
+    EXPECT_FALSE(readable(b->event_fd())) << "a datagram that was lost woke b";
+    b->disarm();
+
+    /* every slot is still free for those that name it */
+    for (uint32_t i = 0; i < o.datagram_slots; ++i) {
+        ASSERT_TRUE(a->send_datagram_from(i % 2 == 0 ? mine : a->ud_qpn(),
+                                          datagram(1 + i), b->gid(),
+                                          b->ud_qpn(), right)
+                            .ok());
+    }
+    std::vector<uint32_t> seen;
+    const auto deliver = [&](std::span<const std::byte> bytes, const auto &) {
+        conn::message m;
+        std::memcpy(&m, bytes.data(), sizeof(m));
+        seen.push_back(m.hdr.seq);
+    };
+    EXPECT_EQ(b->poll_datagrams(deliver, 64), o.datagram_slots);
+    EXPECT_EQ(seen, (std::vector<uint32_t>{1, 2, 3, 4}));
+    EXPECT_EQ(b->counters().datagrams_received, o.datagram_slots);
+    EXPECT_EQ(b->stats().datagrams_qkey_dropped, sent_wrong);
+    EXPECT_EQ(a->stats().datagrams_qkey_dropped, 0u);
+
+    /* a controlled Q_Key from the nic's own QP is its own Q_Key */
+    ASSERT_TRUE(a->send_datagram(datagram(9), a->gid(), a->ud_qpn(),
+                                 rvt::wire::qkey_controlled)
+                        .ok());
+    seen.clear();
+    EXPECT_EQ(a->poll_datagrams(deliver, 64), 1u);
+    EXPECT_EQ(seen, std::vector<uint32_t>{9});
 }
 
 TEST_F(loopback_pair, an_armed_nic_wakes_once_on_a_completion_or_datagram)
@@ -469,7 +565,9 @@ TEST_F(loopback_pair, an_armed_nic_wakes_once_on_a_completion_or_datagram)
     EXPECT_EQ(drain(*b).size(), 1u);
 
     ASSERT_TRUE(b->arm());
-    ASSERT_TRUE(a->send_datagram(datagram(1), b->gid(), b->ud_qpn()).ok());
+    ASSERT_TRUE(
+            a->send_datagram(datagram(1), b->gid(), b->ud_qpn(), b->ud_qkey())
+                    .ok());
     EXPECT_TRUE(readable(fd)) << "a datagram wakes it too";
     post_ok(*a, qa, {send_imm(3, {}, 3)});
     uint64_t events = 0;

@@ -45,6 +45,7 @@ conn::message request()
     s.instance_id                 = 7;
     s.ud_qpn                      = 0x11;
     s.uid                         = getuid();
+    s.ud_qkey                     = 0x1234;
     std::vector<conn::qp_info> qs = {{0x20, 1}, {0x21, 2}};
     return conn::make_request(s, "slurm.5", 0, 1, qs, 8192);
 }
@@ -354,6 +355,11 @@ TEST_F(munge, a_sealed_datagram_is_believed_once)
     EXPECT_EQ(m.auth.kind, static_cast<uint16_t>(conn::auth_kind::munge));
     EXPECT_EQ(std::string(reinterpret_cast<char *>(m.auth.credential), 6),
               "MUNGE:");
+    /* it fits the datagram's 720 bytes with room to spare */
+    EXPECT_LT(m.auth.length, conn::max_credential / 2);
+    std::printf("a MUNGE credential of the binding digest: %u bytes (room "
+                "for %zu)\n",
+                m.auth.length, conn::max_credential);
     EXPECT_TRUE(check_datagram(*b.value(), m, node_b).ok());
     expect_refused(b.value()->check(m, node_b), "Replayed credential");
 }

@@ -42,6 +42,9 @@ make_sender(uint8_t last_gid_byte, uint32_t ud_qpn, uint64_t instance)
     s.instance_id = instance;
     s.ud_qpn      = ud_qpn;
     s.uid         = 1000;
+    /* a Q_Key of each agent run's own */
+    s.ud_qkey = 0x50000000u | uint32_t{last_gid_byte} << 16 |
+                static_cast<uint32_t>(instance & 0xffff);
     return s;
 }
 
@@ -50,6 +53,7 @@ rvt::agent::peer_address address_of(const conn::sender &s)
     rvt::agent::peer_address a;
     std::copy(std::begin(s.gid), std::end(s.gid), a.gid.begin());
     a.ud_qpn      = s.ud_qpn;
+    a.ud_qkey     = s.ud_qkey;
     a.instance_id = s.instance_id;
     return a;
 }
@@ -201,6 +205,9 @@ struct node {
     {
         EXPECT_EQ(d.dest.ud_qpn, self.ud_qpn)
                 << name << " got a datagram for another UD QPN";
+        /* a device drops what names another Q_Key: nothing may */
+        EXPECT_EQ(d.dest.ud_qkey, self.ud_qkey)
+                << name << " got a datagram naming another Q_Key";
         run(now, pc.on_message(now, d.msg));
     }
     datagram take()
@@ -360,6 +367,11 @@ TEST(peer_config, constructor_refuses_bad_config_and_identity)
     zero.instance_id = 0;
     EXPECT_THROW(peer_connection({}, {zero, "job.1"}, address_of(sender_b())),
                  std::invalid_argument);
+    conn::sender controlled = sender_a();
+    controlled.ud_qkey      = 0x80000000;
+    EXPECT_THROW(peer_connection({}, {controlled, "job.1"},
+                                 address_of(sender_b())),
+                 std::invalid_argument);
     EXPECT_NO_THROW(
             peer_connection({}, {sender_a(), "job.1"}, address_of(sender_b())));
 }
@@ -402,6 +414,8 @@ TEST_F(pair_fixture, normal_connect)
     EXPECT_EQ(req.dst_instance_id, 0u); /* not known yet */
     EXPECT_EQ(req.num_qps, 4u);
     EXPECT_EQ(a.outbox.front().dest.ud_qpn, sender_b().ud_qpn);
+    EXPECT_EQ(a.outbox.front().dest.ud_qkey, sender_b().ud_qkey);
+    EXPECT_EQ(req.src.ud_qkey, sender_a().ud_qkey);
 
     b.receive(t0, a.take()); /* passive: creates, connects, replies */
     EXPECT_EQ(b.pc.state(), peer_state::connected);
@@ -615,6 +629,59 @@ TEST(crossed_requests, request_during_qp_creation_is_answered_instead)
     EXPECT_EQ(a.pc.counters().requests_sent, 0u);
 }
 
+/* B (the higher) knew A by an address with a stale Q_Key: its requests
+ * are lost at A's device. A's request, which B ignores as crossed, still
+ * tells B where A is reached, so B's next resend reaches A, which answers:
+ * connected at the first retry, not after B's give-up time. */
+TEST(crossed_requests, the_higher_learns_the_q_key_from_a_request_it_ignores)
+{
+    conn::sender stale = sender_a();
+    stale.ud_qkey ^= 0x100;
+    node a{"A", sender_a(), sender_b()};
+    node b{"B", sender_b(), stale};
+    a.connect(t0);
+    b.connect(t0);
+    ASSERT_EQ(b.type_of_next(), request_type);
+    EXPECT_EQ(b.take().dest.ud_qkey, stale.ud_qkey) << "A's device drops it";
+    b.receive(t0, a.take());
+    EXPECT_NE(b.pc.last_ignored().find("crossed"), std::string::npos)
+            << b.pc.last_ignored();
+    EXPECT_EQ(b.pc.peer().ud_qkey, sender_a().ud_qkey);
+
+    const time_point t1 = t0 + msec{300}; /* past the first retry */
+    b.tick(t1);
+    ASSERT_EQ(b.type_of_next(), request_type);
+    EXPECT_EQ(b.outbox.front().dest.ud_qkey, sender_a().ud_qkey);
+    a.tick(t1);
+    exchange(a, b, t1);
+    expect_paired(a, b);
+}
+
+/* A busy refusal tells the Q_Key the peer is reached at, as an
+ * acceptance does: the retry after it goes there. */
+TEST(peer_q_key, a_reply_tells_where_the_peer_is_reached)
+{
+    conn::sender stale = sender_b();
+    stale.ud_qkey ^= 0x100;
+    node a{"A", sender_a(), stale};
+    node b{"B", sender_b(), sender_a()};
+    a.connect(t0);
+    datagram req = a.take();
+    EXPECT_EQ(req.dest.ud_qkey, stale.ud_qkey);
+    const conn::message busy = conn::make_reply(sender_b(), req.msg, 0,
+                                                conn::status::busy, {4, 8192},
+                                                {});
+    a.run(t0, a.pc.on_message(t0, busy));
+    EXPECT_EQ(a.pc.state(), peer_state::waiting);
+    EXPECT_EQ(a.pc.peer().ud_qkey, sender_b().ud_qkey);
+    const time_point t1 = t0 + msec{2000}; /* past the reconnect delay */
+    a.tick(t1);
+    ASSERT_EQ(a.type_of_next(), request_type);
+    EXPECT_EQ(a.outbox.front().dest.ud_qkey, sender_b().ud_qkey);
+    exchange(a, b, t1);
+    expect_paired(a, b);
+}
+
 /* ---- failures and recovery ------------------------------------------ */
 
 TEST_F(pair_fixture, qp_error_flushes_fails_ops_and_reconnects)
@@ -747,6 +814,10 @@ TEST_F(pair_fixture, peer_restart_tears_down_and_reconnects)
     EXPECT_EQ(a.pc.peer().instance_id, 0xb2b2u);
     ASSERT_EQ(a.type_of_next(), reply_type);
     EXPECT_EQ(a.outbox.front().dest.ud_qpn, 0x77u); /* the new UD QP */
+    /* ... and its Q_Key, which the request named: the old one's would be
+     * dropped by B2's device */
+    EXPECT_NE(b2.self.ud_qkey, sender_b().ud_qkey);
+    EXPECT_EQ(a.outbox.front().dest.ud_qkey, b2.self.ud_qkey);
     exchange(a, b2, t1);
     expect_paired(a, b2);
     EXPECT_EQ(a.creates, 2);

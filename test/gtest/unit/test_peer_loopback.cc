@@ -75,6 +75,7 @@ conn::message some_request()
     s.instance_id = 0x1234;
     s.ud_qpn      = 0x40;
     s.uid         = 1000;
+    s.ud_qkey     = 0x1234;
     auto qps      = qp_set(0x500, 4);
     return conn::make_request(s, "job.1", 0, 1, qps, 8192);
 }
@@ -179,6 +180,7 @@ TEST(peer_loopback, factory_makes_an_idle_loopback_peer)
     conn::sender self{};
     self.instance_id = 1;
     self.ud_qpn      = 0x40;
+    self.ud_qkey     = 0x1234;
     peer_connection remote({}, {self, "job.1"}, {});
     EXPECT_FALSE(remote.is_loopback());
 

@@ -42,6 +42,7 @@ protected:
         a.gid[0]   = 0xfe;
         a.gid[15]  = last;
         a.ud_qpn   = ud_qpn;
+        a.ud_qkey  = 0x1000 + last;
         a.agent_id = 100 + last;
         return a;
     }
@@ -57,6 +58,7 @@ protected:
         local_agent self{};
         self.self.instance_id = 1;
         self.self.ud_qpn      = 0x40;
+        self.self.ud_qkey     = 0x5eed;
         self.job_key          = "job.1";
         return std::make_unique<peer_connection>(cfg, self, at);
     }
@@ -147,6 +149,26 @@ TEST_F(peer_table_test, a_datagram_speaks_for_a_peer_of_its_instance_only)
     /* the node's own is no sender's */
     EXPECT_EQ(t->find(address(0)), &t->at(0));
     EXPECT_EQ(t->find_sender(address(0)), nullptr);
+}
+
+/* The Q_Key says how a peer is reached, not who it is: an address that
+ * differs from a peer's in its Q_Key alone is that peer (the GID, UD QPN
+ * and instance decide, as above). */
+TEST_F(peer_table_test, the_q_key_is_no_part_of_a_peers_identity)
+{
+    const wire::agent_address two = address(2);
+    peer_address at{};
+    std::memcpy(at.gid.data(), two.gid, at.gid.size());
+    at.ud_qpn      = two.ud_qpn;
+    at.ud_qkey     = two.ud_qkey;
+    at.instance_id = two.agent_id;
+    t->add(t->place_request(two), two, false, connection(false, at));
+    wire::agent_address other_key = two;
+    other_key.ud_qkey             = two.ud_qkey + 1;
+    EXPECT_EQ(t->find(other_key), &t->at(1));
+    EXPECT_EQ(t->find_sender(other_key), &t->at(1));
+    EXPECT_EQ(t->place_request(other_key).kind, kind::known);
+    EXPECT_EQ(t->place_client(other_key).kind, kind::known);
 }
 
 TEST_F(peer_table_test, requests_are_answered_busy_at_the_half_open_bound)

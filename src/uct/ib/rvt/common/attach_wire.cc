@@ -229,9 +229,10 @@ std::string agent_address_error(const agent_address &a)
     if (a.agent_id == 0) {
         return "agent address with agent id 0: expected the agent's id";
     }
-    if (a.reserved != 0) {
-        return format("agent address reserved field 0x%x: expected 0",
-                      a.reserved);
+    if (!qkey_valid(a.ud_qkey)) {
+        return format("agent address Q_Key 0x%x: expected 1 to 0x7fffffff "
+                      "(not 0, high bit clear)",
+                      a.ud_qkey);
     }
     return {};
 }

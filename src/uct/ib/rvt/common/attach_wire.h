@@ -55,8 +55,10 @@ inline constexpr uint32_t magic = 0x41545652; /* "RVTA" */
  * agent's work summary (work_summary.h); 11: the reply's reserved word is the
  * path MTU; 12: a client may retire its address (retire_address); 13:
  * the reply's features say when the agent does not authenticate its
- * peers (agent_feature_unauthenticated) */
-inline constexpr uint16_t protocol_version = 13;
+ * peers (agent_feature_unauthenticated); 14: the agent address carries
+ * the handshake UD QP's Q_Key (agent_address::ud_qkey) where it had a
+ * reserved zero word */
+inline constexpr uint16_t protocol_version = 14;
 /* Upper bound on any message, so a reader can size its buffer. */
 inline constexpr uint32_t max_message_size = 4096;
 inline constexpr size_t job_key_size       = 64; /* incl. terminating NUL */
@@ -165,17 +167,40 @@ enum class reg_mode : uint32_t {
     in_process = 3,
 };
 
+/*
+ * Q_Keys (InfiniBand Architecture, 10.2.4): a UD QP takes a datagram only
+ * when the Q_Key the sender's work request names is the QP's own; the
+ * device drops any other before it takes a receive buffer, and the
+ * process never sees it. A Q_Key with its high bit set is "controlled":
+ * an unprivileged process may not give its QP one, and in a send work
+ * request it means "my QP's own Q_Key". An agent's handshake UD QP has
+ * 31 random bits, never 0, chosen once per agent run
+ * (conn::random_qkey): only who knows the agent's address (below) can
+ * put a datagram in its receive queue.
+ */
+inline constexpr uint32_t qkey_controlled = 1u << 31;
+
+/* Whether `qkey` can be an agent's handshake Q_Key (not 0, not
+ * controlled). */
+constexpr bool qkey_valid(uint32_t qkey)
+{
+    return qkey != 0 && (qkey & qkey_controlled) == 0;
+}
+
 /* Where other agents reach an agent: what a UCT iface address names. */
 struct agent_address {
     uint8_t gid[16]; /* the agent's port GID (RoCE: IPv4-mapped) */
     uint32_t ud_qpn; /* its handshake UD QP */
-    uint32_t reserved; /* zero */
+    /* that QP's Q_Key (qkey_valid): what a datagram to it must name, so
+     * the address is what lets a sender reach the agent at all */
+    uint32_t ud_qkey;
     uint64_t agent_id; /* random per agent run, never 0 */
 
     friend bool
     operator==(const agent_address &, const agent_address &) = default;
 };
-static_assert(sizeof(agent_address) == 32);
+static_assert(sizeof(agent_address) == 32 &&
+              offsetof(agent_address, ud_qkey) == 20);
 
 /* attach_reply::features: what the agent's device does beyond the data
  * path every agent has. */
@@ -393,7 +418,8 @@ parse_retire_notice(std::span<const std::byte> bytes, msg_type type);
 retire_notice make_retire_notice(msg_type type);
 
 /* Empty when `a` can name an agent (non-zero GID, QPN in 2..2^24-1,
- * agent id set, reserved zero), else what is wrong with it. */
+ * a Q_Key that qkey_valid takes, agent id set), else what is wrong with
+ * it. */
 std::string agent_address_error(const agent_address &a);
 
 result<status_request> parse_status_request(std::span<const std::byte> bytes);

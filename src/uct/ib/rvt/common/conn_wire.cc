@@ -10,11 +10,13 @@
 
 #include "uct/ib/rvt/common/format.h"
 
+#include <sys/random.h>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 
 namespace rvt::wire::conn {
@@ -60,6 +62,14 @@ std::string check_sender(const sender &src)
     }
     if (src.instance_id == 0) {
         return "sender instance id 0: expected a non-zero random id";
+    }
+    if (!qkey_valid(src.ud_qkey)) {
+        return format("sender Q_Key 0x%x: expected 1 to 0x7fffffff (not 0, "
+                      "high bit clear: a controlled Q_Key is no agent's)",
+                      src.ud_qkey);
+    }
+    if (src.reserved != 0) {
+        return format("sender reserved field 0x%x: expected 0", src.reserved);
     }
     return check_qpn("sender UD QPN", src.ud_qpn);
 }
@@ -354,6 +364,18 @@ message make_disconnect(const sender &self, std::string_view job_key,
                         uint64_t dst_instance_id)
 {
     return make_base(msg_type::disconnect, self, job_key, dst_instance_id, 0);
+}
+
+uint32_t random_qkey()
+{
+    uint32_t v = 0;
+    while (!qkey_valid(v)) {
+        if (getrandom(&v, sizeof(v), 0) != sizeof(v)) {
+            v = std::random_device{}();
+        }
+        v &= ~qkey_controlled;
+    }
+    return v;
 }
 
 std::string_view to_string(status s)

@@ -70,8 +70,10 @@ static_assert(std::endian::native == std::endian::little,
 
 inline constexpr uint32_t magic = 0x43545652; /* "RVTC" */
 /* 2: the immediates carry the destination's generation (imm.h);
- * 3: 1024 bytes, with the AM size and a credential */
-inline constexpr uint16_t protocol_version = 3;
+ * 3: 1024 bytes, with the AM size and a credential;
+ * 4: the sender says its handshake Q_Key (sender::ud_qkey), and the
+ * credential has 8 bytes fewer for it */
+inline constexpr uint16_t protocol_version = 4;
 inline constexpr size_t message_size       = 1024;
 inline constexpr size_t gid_size           = 16;
 /* K, the number of shared RC QPs per pair of agents: 1..max_qps. */
@@ -132,6 +134,11 @@ struct sender {
     uint64_t instance_id; /* random per agent run, never 0 */
     uint32_t ud_qpn; /* the sender's handshake UD QP, 24 bits */
     uint32_t uid; /* the user the agent serves */
+    /* that UD QP's Q_Key (wire::qkey_valid: not 0, high bit clear), which
+     * an answer must name to reach it; an address, not an identity: a
+     * peer is still its GID, UD QPN and instance id */
+    uint32_t ud_qkey;
+    uint32_t reserved; /* 0 */
 };
 
 struct qp_info {
@@ -148,7 +155,9 @@ struct auth_block {
     uint32_t reserved; /* 0 */
     uint64_t issued_us; /* secret: sender's CLOCK_REALTIME, microseconds */
     uint8_t nonce[nonce_size]; /* secret: random per datagram */
-    uint8_t credential[728]; /* munge: its text; secret: the HMAC */
+    /* munge: its text (about 190 bytes for the 32-byte digest, MUNGE's
+     * defaults); secret: the HMAC */
+    uint8_t credential[720];
 };
 inline constexpr size_t max_credential = sizeof(auth_block::credential);
 
@@ -178,18 +187,20 @@ struct message {
 
 /* The layout is a contract between agents built separately. */
 static_assert(sizeof(header) == 16 && alignof(header) == 4);
-static_assert(sizeof(sender) == 32 && offsetof(sender, instance_id) == 16 &&
-              offsetof(sender, ud_qpn) == 24);
+static_assert(sizeof(sender) == 40 && offsetof(sender, instance_id) == 16 &&
+              offsetof(sender, ud_qpn) == 24 && offsetof(sender, uid) == 28 &&
+              offsetof(sender, ud_qkey) == 32 &&
+              offsetof(sender, reserved) == 36);
 static_assert(sizeof(qp_info) == 8);
 static_assert(offsetof(message, src) == 16);
-static_assert(offsetof(message, dst_instance_id) == 48);
-static_assert(offsetof(message, job_key) == 56);
-static_assert(offsetof(message, ack_seq) == 120);
-static_assert(offsetof(message, num_qps) == 124);
-static_assert(offsetof(message, status) == 126);
-static_assert(offsetof(message, qps) == 128);
-static_assert(offsetof(message, am_size) == 256);
-static_assert(offsetof(message, auth) == 264);
+static_assert(offsetof(message, dst_instance_id) == 56);
+static_assert(offsetof(message, job_key) == 64);
+static_assert(offsetof(message, ack_seq) == 128);
+static_assert(offsetof(message, num_qps) == 132);
+static_assert(offsetof(message, status) == 134);
+static_assert(offsetof(message, qps) == 136);
+static_assert(offsetof(message, am_size) == 264);
+static_assert(offsetof(message, auth) == 272);
 static_assert(sizeof(auth_block) == 32 + max_credential &&
               offsetof(auth_block, credential) == 32);
 static_assert(sizeof(message) == message_size && alignof(message) == 8);
@@ -221,6 +232,10 @@ message make_reply(const sender &self, const message &request, uint32_t own_seq,
                    std::span<const qp_info> qps);
 message make_disconnect(const sender &self, std::string_view job_key,
                         uint64_t dst_instance_id);
+
+/* A handshake Q_Key for this agent run: 31 random bits, never 0
+ * (wire::qkey_valid), from getrandom. */
+uint32_t random_qkey();
 
 std::string_view to_string(status s);
 std::string_view to_string(auth_kind k);

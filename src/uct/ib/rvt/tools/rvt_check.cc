@@ -258,7 +258,8 @@ void check_qps(report &r, const agent::device &dev)
                                "; the agent stages the rest in its own "
                                "memory)"));
     }
-    auto ud = agent::ud_channel::create(dev, nullptr);
+    auto ud = agent::ud_channel::create(dev, nullptr,
+                                        wire::conn::random_qkey());
     r.add("ud_qp", static_cast<bool>(ud),
           ud ? "the handshake's UD QP" : ud.error());
     r.add("atomics", dev.can_atomic(),

@@ -27,6 +27,7 @@
 #include "uct/ib/rvt/tools/capped_log.h"
 #include "uct/ib/rvt/tools/daemon.h"
 #include "uct/ib/rvt/tools/usage.h"
+#include "uct/ib/rvt/common/conn_wire.h"
 #include "uct/ib/rvt/common/defaults.h"
 #include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/shm_layout.h"
@@ -532,11 +533,13 @@ uint64_t new_agent_id()
     return agent_id;
 }
 
-/* The device's QPs, SRQ and CQ, sized by the options. */
+/* The device's QPs, SRQ and CQ, sized by the options; the handshake UD
+ * QP with this run's Q_Key. */
 agent::verbs_nic_config
-nic_config(const options &opt, const shm_capacities &caps)
+nic_config(const options &opt, const shm_capacities &caps, uint32_t ud_qkey)
 {
     agent::verbs_nic_config ncfg;
+    ncfg.ud_qkey          = ud_qkey;
     ncfg.qp.sq_depth      = static_cast<uint32_t>(opt.sq_depth);
     ncfg.qp.timeout       = static_cast<uint8_t>(opt.qp_timeout);
     ncfg.srq_size         = static_cast<uint32_t>(opt.srq_size);
@@ -739,9 +742,12 @@ int run(const options &opt)
         start_failed(layout.error());
         return 2;
     }
+    /* this run: its id, and its handshake UD QP's Q_Key, which only its
+     * address tells (common/attach_wire.h, "Q_Keys") */
     const uint64_t agent_id = new_agent_id();
+    const uint32_t ud_qkey  = wire::conn::random_qkey();
     agent::device &d        = *dev.value();
-    auto nic = agent::verbs_nic::create(d, nic_config(opt, caps));
+    auto nic = agent::verbs_nic::create(d, nic_config(opt, caps, ud_qkey));
     if (!nic) {
         return start_failed(nic.error());
     }

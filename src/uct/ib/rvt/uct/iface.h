@@ -9,12 +9,13 @@
  *
  * Addresses (CONNECT_TO_IFACE; no endpoint address):
  *   device address  16 bytes: the agent's port GID
- *   iface address   36 bytes, packed: wire::agent_address of the agent,
- *                   then this process's client index on it (16 bits) and
- *                   its generation (imm.h; 8 bits), and a zero byte: a
- *                   stale address (its process gone, the index maybe
- *                   someone else's) reaches nobody, and its endpoints
- *                   fail (inbound client_gone)
+ *   iface address   36 bytes, packed: wire::agent_address of the agent
+ *                   (GID, UD QPN, the Q_Key its datagrams must name, its
+ *                   id), then this process's client index on it (16
+ *                   bits) and its generation (imm.h; 8 bits), and a zero
+ *                   byte: a stale address (its process gone, the index
+ *                   maybe someone else's) reaches nobody, and its
+ *                   endpoints fail (inbound client_gone)
  *
  * Progress, one call: the completion ring (user completions, bounce
  * buffers back, endpoint flushes, failures), then the inbound ring (active

@@ -180,6 +180,13 @@ struct datagram_source {
     operator<=>(const datagram_source &, const datagram_source &) = default;
 };
 
+/* Handshake datagrams that may wait in the UD QP's receive queue for the
+ * engine to take them (a pass takes engine_config::datagrams_per_pass);
+ * the device drops what comes while all are taken. 512 of 1064 bytes (the
+ * GRH and the datagram) each: about 0.5 MiB registered. Only a sender who
+ * knows the agent's address (its Q_Key) can fill them. */
+inline constexpr uint32_t ud_receive_depth = 512;
+
 struct nic_counters {
     uint32_t receive_buffers = 0; /* in the pool */
     uint32_t receives_posted = 0; /* of those, on the SRQ now */
@@ -196,9 +203,12 @@ class nic {
 public:
     virtual ~nic() = default;
 
-    /* Identity: where peers reach this agent (GID, handshake QPN). */
-    virtual gid_bytes gid() const   = 0;
-    virtual uint32_t ud_qpn() const = 0;
+    /* Identity: where peers reach this agent (GID, handshake QPN, and
+     * that QP's Q_Key: 31 random bits of this agent run,
+     * wire::qkey_valid, which a datagram to it must name). */
+    virtual gid_bytes gid() const    = 0;
+    virtual uint32_t ud_qpn() const  = 0;
+    virtual uint32_t ud_qkey() const = 0;
     /* Whether QPs may do RDMA READ (responder resources exist). */
     virtual bool can_read() const = 0;
     /* Whether QPs may do the atomic opcodes (the device's atomic_cap). */
@@ -249,16 +259,19 @@ public:
     /* Gives buffers back to the SRQ, with one doorbell. */
     virtual result<done> repost(std::span<const uint32_t> buffers) = 0;
 
-    /* Handshake datagrams: one out (a failure is for the log: the
-     * handshake retries), and up to `max` of those that arrived (the rest
-     * wait for the next call), still to be parsed, with where each came
-     * from (datagram_source: what the network and the sending device
-     * set, not what the datagram says of itself); returns how many. */
+    /* Handshake datagrams: one out to the UD QP (gid, qpn) whose Q_Key is
+     * `qkey` (a datagram naming another is dropped by the receiving
+     * device, unseen; a failure is for the log: the handshake retries),
+     * and up to `max` of those that arrived (the rest wait for the next
+     * call), still to be parsed, with where each came from
+     * (datagram_source: what the network and the sending device set, not
+     * what the datagram says of itself); returns how many. */
     using datagram_fn = std::function<void(std::span<const std::byte>,
                                            const datagram_source &source)>;
     virtual result<done> send_datagram(const wire::conn::message &msg,
-                                       const gid_bytes &gid, uint32_t qpn) = 0;
-    virtual size_t poll_datagrams(const datagram_fn &deliver, size_t max)  = 0;
+                                       const gid_bytes &gid, uint32_t qpn,
+                                       uint32_t qkey)                     = 0;
+    virtual size_t poll_datagrams(const datagram_fn &deliver, size_t max) = 0;
 
     /* Sleeping: fd is readable once arm() was called and a completion or
      * datagram arrived; one event per arm(), as ibv_req_notify_cq. arm()

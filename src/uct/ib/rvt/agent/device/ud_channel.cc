@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include "uct/ib/rvt/agent/device/ud_channel.h"
 
+#include "uct/ib/rvt/common/format.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -13,15 +15,17 @@ namespace {
 /* wr_id of a UD work request: the slot, with the top bit for sends. */
 constexpr uint64_t send_flag = uint64_t{1} << 63;
 
-/* The well-known Q_Key of rvt's handshake QPs ("RVTQ"). */
-constexpr uint32_t rvt_qkey = 0x52565451;
-
 } // namespace
 
 result<std::unique_ptr<ud_channel>>
-ud_channel::create(const device &dev, ibv_comp_channel *channel)
+ud_channel::create(const device &dev, ibv_comp_channel *channel, uint32_t qkey)
 {
-    std::unique_ptr<ud_channel> ch(new ud_channel(dev));
+    if (!wire::qkey_valid(qkey)) {
+        return failure{format("UD channel: Q_Key 0x%x: expected 1 to "
+                              "0x7fffffff (not 0, high bit clear)",
+                              qkey)};
+    }
+    std::unique_ptr<ud_channel> ch(new ud_channel(dev, qkey));
     ch->m_buffers.resize(recv_slots * recv_size +
                          send_slots * wire::conn::message_size);
     ch->m_send_busy.assign(send_slots, false);
@@ -55,7 +59,7 @@ ud_channel::create(const device &dev, ibv_comp_channel *channel)
     attr.qp_state   = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num   = dev.port();
-    attr.qkey       = rvt_qkey;
+    attr.qkey       = qkey;
     int err         = ibv_modify_qp(ch->m_qp.get(), &attr,
                                     IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                             IBV_QP_QKEY);
@@ -133,7 +137,8 @@ ibv_ah *ud_channel::ah_for(const uint8_t (&gid)[16])
 }
 
 result<done> ud_channel::send(const wire::conn::message &msg,
-                              const uint8_t (&gid)[16], uint32_t qpn)
+                              const uint8_t (&gid)[16], uint32_t qpn,
+                              uint32_t qkey)
 {
     uint32_t slot = send_slots;
     for (uint32_t i = 0; i < send_slots; ++i) {
@@ -165,7 +170,7 @@ result<done> ud_channel::send(const wire::conn::message &msg,
     wr.send_flags        = IBV_SEND_SIGNALED;
     wr.wr.ud.ah          = ah;
     wr.wr.ud.remote_qpn  = qpn;
-    wr.wr.ud.remote_qkey = rvt_qkey;
+    wr.wr.ud.remote_qkey = qkey;
     ibv_send_wr *bad     = nullptr;
     int err              = ibv_post_send(m_qp.get(), &wr, &bad);
     if (err != 0) {

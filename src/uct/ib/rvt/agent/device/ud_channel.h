@@ -4,6 +4,11 @@
  * connection datagrams of common/conn_wire.h. Datagrams may be lost; the
  * connection state machine retries, so a full send ring here drops the
  * datagram instead of waiting.
+ *
+ * Its Q_Key is the agent run's (common/attach_wire.h, "Q_Keys"): the
+ * device drops a datagram that names another before it takes one of the
+ * ud_receive_depth receive buffers (nic.h), and a send names the
+ * receiver's.
  */
 #ifndef RVT_AGENT_UD_CHANNEL_H
 #define RVT_AGENT_UD_CHANNEL_H
@@ -38,24 +43,30 @@ grh_source_gid(std::span<const std::byte, grh_size> grh);
 
 class ud_channel {
 public:
-    /* Its own CQ, notified through `channel`. */
+    /* Its own CQ, notified through `channel`; its QP's Q_Key `qkey`
+     * (wire::qkey_valid, else a failure naming it). */
     static result<std::unique_ptr<ud_channel>>
-    create(const device &dev, ibv_comp_channel *channel);
+    create(const device &dev, ibv_comp_channel *channel, uint32_t qkey);
     ~ud_channel();
 
     uint32_t qpn() const
     {
         return m_qp->qp_num;
     }
+    uint32_t qkey() const
+    {
+        return m_qkey;
+    }
     ibv_cq *cq() const
     {
         return m_cq.get();
     }
 
-    /* Queues one datagram; a failure (no free send slot, no AH) is
-     * returned for the log, and the handshake's retry covers it. */
+    /* Queues one datagram to (gid, qpn), naming the receiving QP's Q_Key
+     * `qkey`; a failure (no free send slot, no AH) is returned for the
+     * log, and the handshake's retry covers it. */
     result<done> send(const wire::conn::message &msg, const uint8_t (&gid)[16],
-                      uint32_t qpn);
+                      uint32_t qpn, uint32_t qkey);
 
     /* Handles completions until `max` datagrams were received or the CQ
      * is empty (the rest wait in it for the next call, their buffers
@@ -92,17 +103,18 @@ public:
     }
 
 private:
-    static constexpr uint32_t recv_slots = 64;
+    static constexpr uint32_t recv_slots = ud_receive_depth;
     static constexpr uint32_t send_slots = 64;
     static constexpr size_t recv_size    = grh_size + wire::conn::message_size;
 
-    ud_channel(const device &dev) : m_dev(dev)
+    ud_channel(const device &dev, uint32_t qkey) : m_dev(dev), m_qkey(qkey)
     {
     }
     result<done> post_recv(uint32_t slot);
     ibv_ah *ah_for(const uint8_t (&gid)[16]);
 
     const device &m_dev;
+    const uint32_t m_qkey;
     std::vector<std::byte> m_buffers; /* recv slots, then send slots */
     verbs::mr_ptr m_mr;
     verbs::cq_ptr m_cq;

@@ -106,7 +106,7 @@ verbs_nic::create(device &dev, const verbs_nic_config &cfg)
         return failure{pool.error()};
     }
     n->m_pool = std::move(pool).value();
-    auto ud   = ud_channel::create(dev, n->m_channel.get());
+    auto ud   = ud_channel::create(dev, n->m_channel.get(), cfg.ud_qkey);
     if (!ud) {
         return failure{ud.error()};
     }
@@ -486,11 +486,12 @@ result<done> verbs_nic::silence(uint32_t qpn, ibv_qp *qp)
 }
 
 result<done> verbs_nic::send_datagram(const wire::conn::message &msg,
-                                      const gid_bytes &gid, uint32_t qpn)
+                                      const gid_bytes &gid, uint32_t qpn,
+                                      uint32_t qkey)
 {
     uint8_t raw[16];
     std::memcpy(raw, gid.data(), sizeof(raw));
-    return m_ud->send(msg, raw, qpn);
+    return m_ud->send(msg, raw, qpn, qkey);
 }
 
 bool verbs_nic::arm()

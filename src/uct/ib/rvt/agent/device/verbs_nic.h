@@ -43,6 +43,9 @@ struct verbs_nic_config {
      * ever delivered, not even the flushes: a QP that fails silently, as
      * Debian 12's rxe can (engine.h, "Silent QPs"). */
     uint32_t fault_silent_qps = 0;
+    /* the handshake UD QP's Q_Key (wire::qkey_valid; create() refuses
+     * another): rvtd's is random, once per run (wire::conn::random_qkey) */
+    uint32_t ud_qkey = 0;
 };
 
 class verbs_nic final : public nic {
@@ -55,6 +58,10 @@ public:
     uint32_t ud_qpn() const override
     {
         return m_ud->qpn();
+    }
+    uint32_t ud_qkey() const override
+    {
+        return m_ud->qkey();
     }
     bool can_read() const override
     {
@@ -101,7 +108,8 @@ public:
     }
 
     result<done> send_datagram(const wire::conn::message &msg,
-                               const gid_bytes &gid, uint32_t qpn) override;
+                               const gid_bytes &gid, uint32_t qpn,
+                               uint32_t qkey) override;
     size_t poll_datagrams(const datagram_fn &deliver, size_t max) override
     {
         return m_ud->poll(deliver, max);

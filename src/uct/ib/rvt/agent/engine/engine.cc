@@ -113,6 +113,7 @@ wire::agent_address engine::address() const
     const gid_bytes gid = m_nic.gid();
     std::memcpy(a.gid, gid.data(), sizeof(a.gid));
     a.ud_qpn   = m_nic.ud_qpn();
+    a.ud_qkey  = m_nic.ud_qkey();
     a.agent_id = m_agent_id;
     return a;
 }

@@ -263,8 +263,8 @@ private:
     wire::conn::sender self_sender() const;
     /* Seals `msg` (peer_auth) and sends it; a failure is logged, and the
      * handshake's retry covers it. */
-    void
-    send_sealed(wire::conn::message msg, const gid_bytes &to, uint32_t ud_qpn);
+    void send_sealed(wire::conn::message msg, const gid_bytes &to,
+                     uint32_t ud_qpn, uint32_t ud_qkey);
     void run(peer &p, actions acts, time_point now);
     void run_one(peer &p, const action &a, time_point now);
     /* A completion or receive from `p`: its connection hears of it

@@ -51,6 +51,7 @@ wire::conn::sender engine::self_sender() const
     self.instance_id = m_agent_id;
     self.ud_qpn      = m_nic.ud_qpn();
     self.uid         = getuid();
+    self.ud_qkey     = m_nic.ud_qkey();
     return self;
 }
 
@@ -68,6 +69,7 @@ engine::peer &engine::add_peer(peer_table::placement where,
         peer_address at{};
         std::memcpy(at.gid.data(), addr.gid, 16);
         at.ud_qpn      = addr.ud_qpn;
+        at.ud_qkey     = addr.ud_qkey;
         at.instance_id = addr.agent_id;
         conn = std::make_unique<peer_connection>(m_cfg.peers, self, at);
     }
@@ -105,7 +107,7 @@ result<uint32_t> engine::create_loopback_qp(peer &p, uint32_t psn)
 }
 
 void engine::send_sealed(wire::conn::message msg, const gid_bytes &to,
-                         uint32_t ud_qpn)
+                         uint32_t ud_qpn, uint32_t ud_qkey)
 {
     if (auto s = m_auth->seal(msg, to); !s) {
         if (worth_logging(++m_totals.unsealed)) {
@@ -115,7 +117,7 @@ void engine::send_sealed(wire::conn::message msg, const gid_bytes &to,
         }
         return;
     }
-    if (auto r = m_nic.send_datagram(msg, to, ud_qpn); !r) {
+    if (auto r = m_nic.send_datagram(msg, to, ud_qpn, ud_qkey); !r) {
         m_log("handshake datagram to " + gid_text(to) + ": " + r.error());
     }
 }
@@ -167,7 +169,7 @@ void engine::run_one(peer &p, const action &a, time_point now)
         if (!a.reason.empty()) { /* a refusal, and why */
             m_log("peer " + std::to_string(p.index) + ": " + a.reason);
         }
-        send_sealed(a.msg, a.dest.gid, a.dest.ud_qpn);
+        send_sealed(a.msg, a.dest.gid, a.dest.ud_qpn, a.dest.ud_qkey);
         return;
     case action_kind::send_keepalive:
         post_keepalive(p);
@@ -352,7 +354,7 @@ engine::peer *engine::admit(const wire::conn::message &request,
         }
         send_sealed(wire::conn::make_reply(self_sender(), request, 0,
                                            wire::conn::status::busy, {}, {}),
-                    gid_key(from.gid), from.ud_qpn);
+                    gid_key(from.gid), from.ud_qpn, from.ud_qkey);
         return nullptr;
     case peer_table::place_kind::full:
         if (worth_logging(++m_totals.table_full)) {
@@ -453,9 +455,13 @@ void engine::on_datagram(std::span<const std::byte> bytes,
         }
         return;
     }
+    /* how to answer it, should it become a peer: its Q_Key is what it
+     * says (its device took the datagram whatever its own is), and no
+     * part of which peer it is */
     wire::agent_address sender{};
     std::memcpy(sender.gid, src.gid, 16);
     sender.ud_qpn      = src.ud_qpn;
+    sender.ud_qkey     = src.ud_qkey;
     sender.agent_id    = src.instance_id;
     peer *p            = m_peers.find_sender(sender);
     const bool request = msg.value().hdr.type ==

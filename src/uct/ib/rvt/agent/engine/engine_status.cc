@@ -118,6 +118,7 @@ std::vector<status_field> engine::status_fields() const
     std::vector<status_field> f = {
             {"", "gid", "address", "GID", "", gid_text(address().gid)},
             {"", "ud_qpn", "address", "UD QPN", "", m_nic.ud_qpn()},
+            {"", "ud_qkey", "address", "Q_Key", "", m_nic.ud_qkey()},
             {"", "num_qps", "address", "RC QPs per peer", "",
              m_cfg.peers.num_qps},
             {"", "am_size", "address", "largest AM", "bytes",

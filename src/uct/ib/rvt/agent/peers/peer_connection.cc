@@ -32,6 +32,7 @@ peer_address address_of(const conn::sender &s)
     peer_address a;
     std::copy(std::begin(s.gid), std::end(s.gid), a.gid.begin());
     a.ud_qpn      = s.ud_qpn;
+    a.ud_qkey     = s.ud_qkey;
     a.instance_id = s.instance_id;
     return a;
 }
@@ -159,6 +160,10 @@ peer_connection::peer_connection(const peer_config &cfg, local_agent self,
                         m_self.self.ud_qpn > conn::qpn_mask)) {
         err = format("local UD QPN 0x%x: expected a 24-bit QPN",
                      m_self.self.ud_qpn);
+    }
+    if (err.empty() && !wire::qkey_valid(m_self.self.ud_qkey)) {
+        err = format("local Q_Key 0x%x: expected 1 to 0x7fffffff",
+                     m_self.self.ud_qkey);
     }
     if (!err.empty()) {
         throw std::invalid_argument("peer_connection: " + err);
@@ -580,6 +585,11 @@ actions peer_connection::on_request(time_point now, const message &req)
         }
     }
 
+    /* the Q_Key its request names is where it is reached now (an address
+     * from a client may have been stale), even while we ignore this one
+     * and our own requests, resent, are what connects us */
+    m_peer.ud_qkey = req.src.ud_qkey;
+
     switch (m_state) {
     case peer_state::idle:
     case peer_state::failed:
@@ -652,7 +662,8 @@ actions peer_connection::on_reply(time_point now, const message &rep)
     }
 
     actions out;
-    auto verdict = static_cast<conn::status>(rep.status);
+    m_peer.ud_qkey = rep.src.ud_qkey; /* where it is reached now */
+    auto verdict   = static_cast<conn::status>(rep.status);
     if (verdict == conn::status::busy) {
         enter_waiting(now, out);
         return out;
@@ -756,7 +767,8 @@ void peer_connection::answer(time_point now, const message &req, actions &out)
     if (m_peer.instance_id != req.src.instance_id) {
         forget_peer_instance(req.src.instance_id);
     }
-    m_peer.ud_qpn = req.src.ud_qpn;
+    m_peer.ud_qpn  = req.src.ud_qpn;
+    m_peer.ud_qkey = req.src.ud_qkey;
     std::copy_n(req.qps, m_cfg.num_qps, m_peer_qps.begin());
 
     action a   = qp_action(action_kind::connect_qps);

@@ -175,10 +175,14 @@ struct local_agent {
     std::string job_key; /* must pass wire::job_key_error */
 };
 
-/* Where the peer agent is; instance_id 0 until it is known. */
+/* Where the peer agent is; instance_id 0 until it is known. ud_qkey is
+ * what a datagram to its UD QP must name (from its address, then from
+ * what its datagrams say of their sender): how it is reached, never who
+ * it is. */
 struct peer_address {
     std::array<uint8_t, wire::conn::gid_size> gid{};
     uint32_t ud_qpn      = 0;
+    uint32_t ud_qkey     = 0;
     uint64_t instance_id = 0;
 
     friend bool
@@ -212,7 +216,8 @@ enum class action_kind : uint8_t {
     flush_qps, /* local QPs -> ERROR: every posted op completes flushed and
                   is reported to its client as failed (reason); call
                   drained() after the last one */
-    send_message, /* post msg on the UD QP to (dest.gid, dest.ud_qpn) */
+    send_message, /* post msg on the UD QP to (dest.gid, dest.ud_qpn),
+                     naming dest.ud_qkey */
     send_keepalive, /* post a control SEND (imm::control_op::keepalive) on
                        local QP 0 */
     report_connected, /* post the ops queued while not connected */
