@@ -669,7 +669,7 @@ TEST_F(attach_fixture, a_forged_sibling_request_is_refused_naming_the_value)
 TEST_F(attach_fixture, a_process_holds_at_most_max_client_siblings_more)
 {
     const uint32_t siblings = agent::attach_config{}.max_siblings;
-    ASSERT_EQ(siblings, 16u) << "rvtd's default";
+    ASSERT_EQ(siblings, 127u) << "rvtd's default";
     start(siblings + 4);
     const std::string path = m_dir + "/agent.sock";
     auto l                 = client::attach(path, "job.1");

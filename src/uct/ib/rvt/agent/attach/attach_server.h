@@ -140,11 +140,13 @@ namespace rvt::agent {
 /* attach_config::index_quarantine's default (engine.h checks it against
  * the departure memory) */
 inline constexpr std::chrono::milliseconds default_index_quarantine{1000};
-/* attach_config::max_siblings's default (rvtd --max-client-siblings): a
- * rank with 17 UCP workers (an interface each: the first on its memory
- * domain's attachment, the others siblings), and no process more than 17
- * of the 512 indices. */
-inline constexpr uint32_t default_max_client_siblings = 16;
+/* attach_config::max_siblings's default (rvtd --max-client-siblings): no
+ * process more than a quarter of the 512 indices (128 attachments), and
+ * room for what UCX itself opens: its test_uct_peer_failure_multiple
+ * holds 65 interfaces in one process, each on a memory domain of its own
+ * (a leader each), and a rank with many UCP workers an interface each
+ * (the first on its memory domain's attachment, the others siblings). */
+inline constexpr uint32_t default_max_client_siblings = 127;
 
 struct attach_config {
     std::string socket_path;
