@@ -27,10 +27,39 @@
  *              handshake datagrams and control sends (keepalives) per
  *              agent per second
  *
+ * With --star, the storm is on one agent instead (a job's first
+ * collective, whose root every rank reaches at once, or an alltoall's
+ * start as one rank sees it): in the first round every other node's
+ * first client asks its agent for node 0 (the hub), and the hub's first
+ * client asks the hub for every other node (a spoke), all at once; then
+ * every agent passes until each spoke and the hub are connected both
+ * ways. Printed, for each N:
+ *
+ *   storm      seconds and rounds until then (looked at every 8 rounds
+ *              once every spoke's nic has QPs connected to the hub's, and
+ *              else in at most a tenth of the time),
+ *              or until every pair left is failed at both ends (a
+ *              failed peer has no timer: nothing starts it again but a
+ *              client asking anew, which this one does not); the CPU
+ *              time that took, and the hub's passes' share of it (what a
+ *              loaded host's scheduling does not change)
+ *   datagrams  handshake datagrams sent per spoke-hub pair, lost, and
+ *              answered busy
+ *   bad pairs  spokes and the hub not connected both ways, and peers held
+ *              twice: both must be 0
+ *   per peer   the heap the storm added per peer (the hub's N - 1 and
+ *              each spoke's one)
+ *   hub        every refusal the hub counted (its status's handshake and
+ *              share counters; "-": this engine has no such counter), and
+ *              the spokes' refusals, summed
+ *
  * Figures are printed, never judged, except the bad pairs, which make the
  * program exit 1. Usage:
  *   rvt_scale_sim [--nodes=N,N,...] [--clients=C] [--qps=K] [--idle=S]
- *                 [--seed=X]
+ *                 [--seed=X] [--star] [--limit=S] [--ud-slots=D]
+ * --limit: the seconds a storm may take before its bad pairs are counted
+ * (600). --ud-slots: the datagrams that may wait at a nic, more are lost
+ * (as many as rvtd's UD QP has receive buffers: nic.h, ud_receive_depth).
  */
 #include "test/loopback/loopback_agent.h"
 #include "uct/ib/rvt/client/attach.h"
@@ -38,22 +67,27 @@
 
 #include <malloc.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -71,6 +105,11 @@ struct options {
     unsigned qps     = 4;
     double idle      = 2.0; /* seconds of the idle measurement */
     unsigned seed    = 1;
+    bool star        = false; /* the storm on one agent (see the top) */
+    unsigned limit   = 600; /* seconds a storm may take */
+    /* datagrams waiting at a nic, more are lost: as many as rvtd's UD QP
+     * has receive buffers (nic.h, ud_receive_depth) */
+    unsigned ud_slots = agent::ud_receive_depth;
 };
 
 [[noreturn]] void die(const std::string &why)
@@ -116,9 +155,16 @@ options parse(int argc, char **argv)
             o.idle = std::strtod(v4, nullptr);
         } else if (const char *v5 = value("seed")) {
             o.seed = number(v5, "seed", 0, ~0u);
+        } else if (const char *v6 = value("limit")) {
+            o.limit = number(v6, "limit", 1, 86400);
+        } else if (const char *v7 = value("ud-slots")) {
+            o.ud_slots = number(v7, "ud-slots", 1, 65536);
+        } else if (a == "--star") {
+            o.star = true;
         } else {
             die("unknown argument '" + a +
-                "' (--nodes=N,N,... --clients=C --qps=K --idle=S --seed=X)");
+                "' (--nodes=N,N,... --clients=C --qps=K --idle=S --seed=X "
+                "--star --limit=S --ud-slots=D)");
         }
     }
     return o;
@@ -161,18 +207,39 @@ uint64_t at(const nlohmann::ordered_json &j, const char *a, const char *b)
     return j.at(a).at(b).get<uint64_t>();
 }
 
-row simulate(unsigned n, const options &o, const std::string &dir)
-{
-    row r{};
-    r.nodes = n;
+/* N agents on one fabric, C clients attached to each, and the heap each
+ * node and client added. The fabric outlives the nodes (declared first). */
+struct cluster {
     agent::testing::loopback_fabric fabric;
+    std::vector<std::unique_ptr<node>> nodes;
+    double per_node = 0, per_client = 0; /* bytes */
+
+    cluster(unsigned n, const options &o, const std::string &dir);
+    ~cluster()
+    {
+        for (auto &nd : nodes) {
+            nd->clients.clear();
+        }
+    }
+    /* one pass of every agent */
+    void pump()
+    {
+        const auto now = clock_type::now();
+        for (auto &nd : nodes) {
+            nd->pump(now);
+        }
+    }
+};
+
+cluster::cluster(unsigned n, const options &o, const std::string &dir)
+{
     const shm_capacities caps{64, 64, 16, 256, 64};
     agent::testing::loopback_options nopt;
     nopt.receive_buffers = 1024; /* rvtd's --srq-size */
     nopt.receive_size    = caps.slot_size;
     nopt.memory          = agent::testing::memory_mode::none;
     nopt.max_inline      = caps.inline_size;
-    nopt.datagram_slots  = agent::ud_receive_depth; /* the device's */
+    nopt.datagram_slots  = o.ud_slots;
     agent::engine_config cfg;
     cfg.peers.num_qps = o.qps;
     cfg.max_peers     = std::max<uint32_t>(cfg.max_peers, n + 16);
@@ -181,7 +248,6 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     cfg.share.peers = cfg.max_peers;
 
     const uint64_t heap0 = heap_in_use();
-    std::vector<std::unique_ptr<node>> nodes;
     for (unsigned i = 0; i < n; ++i) {
         auto nd    = std::make_unique<node>();
         nd->socket = dir + "/agent" + std::to_string(i) + ".sock";
@@ -204,14 +270,8 @@ row simulate(unsigned n, const options &o, const std::string &dir)
         nodes.push_back(std::move(nd));
     }
     const uint64_t heap1 = heap_in_use();
-    r.per_node           = static_cast<double>(heap1 - heap0) / n;
+    per_node             = static_cast<double>(heap1 - heap0) / n;
 
-    auto pump = [&] {
-        const auto now = clock_type::now();
-        for (auto &nd : nodes) {
-            nd->pump(now);
-        }
-    };
     /* a call that waits for an agent's answer, beside the pump */
     auto serving = [&](auto call) {
         auto f = std::async(std::launch::async, call);
@@ -235,7 +295,19 @@ row simulate(unsigned n, const options &o, const std::string &dir)
         }
     }
     const uint64_t heap2 = heap_in_use();
-    r.per_client         = static_cast<double>(heap2 - heap1) / (n * o.clients);
+    per_client           = static_cast<double>(heap2 - heap1) / (n * o.clients);
+}
+
+row simulate(unsigned n, const options &o, const std::string &dir)
+{
+    row r{};
+    r.nodes = n;
+    cluster cl(n, o, dir);
+    auto &nodes          = cl.nodes;
+    auto pump            = [&] { cl.pump(); };
+    r.per_node           = cl.per_node;
+    r.per_client         = cl.per_client;
+    const uint64_t heap2 = heap_in_use();
 
     /* the storm: each node's first client wants every other node, in an
      * order of its own, one more per round */
@@ -279,7 +351,7 @@ row simulate(unsigned n, const options &o, const std::string &dir)
         pump();
     }
     r.rounds         = n - 1;
-    const auto limit = started + 600s;
+    const auto limit = started + std::chrono::seconds(o.limit);
     while (clock_type::now() < limit) {
         pump();
         if (++r.rounds % 64 == 0 && all_connected()) {
@@ -353,10 +425,264 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     r.pass_us         = spent * 1e6 / (double(passes) * n);
     r.datagrams_per_s = double(sent1 - sent0) / spent / n;
     r.controls_per_s  = double(fabric_ops(nodes) - ops0) / spent / n;
-    for (auto &nd : nodes) {
-        nd->clients.clear();
+    return r;
+}
+
+/* CPU time of this process or thread, seconds. */
+double cpu_seconds(clockid_t which)
+{
+    timespec ts{};
+    clock_gettime(which, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+/* A counter of the status, or nothing when this engine has none. */
+std::optional<uint64_t>
+counter(const nlohmann::ordered_json &j, const char *a, const char *b)
+{
+    const auto s = j.find(a);
+    if (s == j.end() || !s->contains(b)) {
+        return std::nullopt;
+    }
+    return s->at(b).get<uint64_t>();
+}
+
+/* Every refusal an agent counts (engine_status.cc): a datagram not
+ * believed, not checked or not answered, a peer not made. passes_cut
+ * refuses nothing (the rest of the pass's datagrams wait) but is a
+ * budget reached, so it is here too. */
+constexpr std::pair<const char *, const char *> refusals[] = {
+        {"handshake", "unauthenticated"}, {"handshake", "unsealed"},
+        {"handshake", "malformed"},       {"handshake", "forged"},
+        {"handshake", "own_address"},     {"handshake", "unknown_sender"},
+        {"handshake", "unchecked"},       {"handshake", "holds"},
+        {"handshake", "throttled"},       {"handshake", "crowded"},
+        {"handshake", "passes_cut"},      {"handshake", "half_open_refused"},
+        {"handshake", "table_full"},      {"share", "refused_peers"}};
+constexpr size_t num_refusals = std::size(refusals);
+
+struct star_row {
+    unsigned nodes;
+    double storm_s;
+    uint64_t rounds;
+    /* the CPU time the storm took (this whole process, the checks
+     * between rounds too), and the hub's passes' share of it */
+    double cpu_s, hub_cpu_s;
+    uint64_t sent, lost, busy; /* all agents' */
+    uint64_t bad_pairs, doubled;
+    double per_peer; /* bytes */
+    std::array<std::optional<uint64_t>, num_refusals> hub; /* refusals[] */
+    uint64_t spokes_refused; /* refusals[] but passes_cut, summed */
+    /* the bad pairs: "the hub's peer's state/the spoke's" -> how many,
+     * and a last error of each side's peers */
+    std::map<std::string, unsigned> bad_states;
+    std::string hub_error, spoke_error;
+};
+
+/* The storm on one agent (--star, see the top): node 0 is the hub. */
+star_row star(unsigned n, const options &o, const std::string &dir)
+{
+    star_row r{};
+    r.nodes = n;
+    cluster cl(n, o, dir);
+    auto &nodes          = cl.nodes;
+    const uint64_t heap0 = heap_in_use();
+    std::vector<std::string> gid(n);
+    for (unsigned i = 0; i < n; ++i) {
+        gid[i] = agent::gid_text(nodes[i]->nic->gid());
+    }
+    auto first = [&](unsigned i) -> const agent::attached_client & {
+        return *nodes[i]->server->client(nodes[i]->clients[0]->client_index());
+    };
+    /* agent i's peers (not its own node): GID -> state and last error;
+     * a GID seen twice counts in *doubled */
+    struct seen {
+        std::string state, error;
+    };
+    auto peers_of = [&](unsigned i, uint64_t *doubled) {
+        const auto s = nodes[i]->engine->status_json();
+        std::map<std::string, seen> to;
+        for (const auto &p : s.at("peers")) {
+            if (p.at("loopback").get<bool>()) {
+                continue;
+            }
+            const bool again =
+                    !to.emplace(p.at("gid").get<std::string>(),
+                                seen{p.at("state").get<std::string>(),
+                                     p.at("last_error").get<std::string>()})
+                             .second;
+            if (again && doubled != nullptr) {
+                ++*doubled;
+            }
+        }
+        return to;
+    };
+    auto state_of = [](const std::map<std::string, seen> &peers,
+                       const std::string &g) {
+        const auto it = peers.find(g);
+        return it == peers.end() ? seen{"none", ""} : it->second;
+    };
+    /* Where the storm is: every pair connected both ways (done); every
+     * pair connected both ways or failed at both ends, which nothing
+     * starts again but a new request for the peer (settled); else
+     * running. Spokes seen connected both ways are not looked at again
+     * (the verdict below looks at every one). */
+    enum class storm {
+        running,
+        done,
+        settled
+    };
+    std::vector<unsigned> waiting; /* spokes not seen connected yet */
+    for (unsigned i = 1; i < n; ++i) {
+        waiting.push_back(i);
+    }
+    auto where = [&] {
+        const auto at_hub = peers_of(0, nullptr);
+        bool settled      = true;
+        std::erase_if(waiting, [&](unsigned i) {
+            const std::string h = state_of(at_hub, gid[i]).state;
+            if (h != "connected" && h != "failed") {
+                settled = false;
+                return false;
+            }
+            const std::string sp = state_of(peers_of(i, nullptr), gid[0]).state;
+            settled &= sp == h;
+            return h == "connected" && sp == "connected";
+        });
+        return waiting.empty() ? storm::done :
+               settled         ? storm::settled :
+                                 storm::running;
+    };
+
+    const auto started = clock_type::now();
+    for (unsigned i = 1; i < n; ++i) {
+        auto p = nodes[i]->engine->resolve_peer(first(i),
+                                                nodes[0]->engine->address());
+        if (!p) {
+            die("spoke " + std::to_string(i) + ": " + p.error());
+        }
+    }
+    for (unsigned i = 1; i < n; ++i) {
+        auto p = nodes[0]->engine->resolve_peer(first(0),
+                                                nodes[i]->engine->address());
+        if (!p) {
+            die("the hub, for spoke " + std::to_string(i) + ": " + p.error());
+        }
+    }
+    const auto limit    = started + std::chrono::seconds(o.limit);
+    const double cpu0   = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    const auto hub_pass = [&](clock_type::time_point now) {
+        const double t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+        nodes[0]->pump(now);
+        r.hub_cpu_s += cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - t0;
+    };
+    /* A look takes the hub's status (milliseconds at 1000 peers), while
+     * no agent passes: it is taken when every spoke's nic has its QPs
+     * connected to the hub's (which a spoke does once the hub answered
+     * it: cheap to see), and else in at most a tenth of the time (for a
+     * storm that settles with pairs failed). */
+    const auto hub_gid = nodes[0]->nic->gid();
+    auto next_look     = started;
+    auto nics_ready    = [&] {
+        for (unsigned i = 1; i < n; ++i) {
+            if (nodes[i]->nic->qps_to(hub_gid).size() < o.qps) {
+                return false;
+            }
+        }
+        return true;
+    };
+    while (clock_type::now() < limit) {
+        const auto now = clock_type::now();
+        hub_pass(now);
+        for (unsigned i = 1; i < n; ++i) {
+            nodes[i]->pump(now);
+        }
+        if (++r.rounds % 8 != 0 ||
+            (clock_type::now() < next_look && !nics_ready())) {
+            continue;
+        }
+        const auto looked = clock_type::now();
+        if (where() != storm::running) {
+            break;
+        }
+        next_look = clock_type::now() + 9 * (clock_type::now() - looked);
+    }
+    r.storm_s =
+            std::chrono::duration<double>(clock_type::now() - started).count();
+    r.cpu_s    = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    r.per_peer = static_cast<double>(heap_in_use() - heap0) / (2.0 * (n - 1));
+
+    /* the verdict: every spoke and the hub connected both ways, no
+     * address twice */
+    const auto at_hub = peers_of(0, &r.doubled);
+    for (unsigned i = 1; i < n; ++i) {
+        const seen h  = state_of(at_hub, gid[i]);
+        const seen sp = state_of(peers_of(i, &r.doubled), gid[0]);
+        if (h.state == "connected" && sp.state == "connected") {
+            continue;
+        }
+        ++r.bad_pairs;
+        ++r.bad_states[h.state + "/" + sp.state];
+        if (r.hub_error.empty()) {
+            r.hub_error = h.error;
+        }
+        if (r.spoke_error.empty()) {
+            r.spoke_error = sp.error;
+        }
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        const auto s = nodes[i]->engine->status_json();
+        r.sent += at(s, "handshake", "sent");
+        r.lost += at(s, "handshake", "dropped");
+        r.busy += at(s, "handshake", "half_open_refused");
+        for (size_t k = 0; k < num_refusals; ++k) {
+            const auto v = counter(s, refusals[k].first, refusals[k].second);
+            if (i == 0) {
+                r.hub[k] = v;
+            } else if (v &&
+                       std::strcmp(refusals[k].second, "passes_cut") != 0) {
+                r.spokes_refused += *v;
+            }
+        }
     }
     return r;
+}
+
+void print_star(const star_row &r)
+{
+    char storm[48], dg[32], lb[48], bad[32], mem[32];
+    std::snprintf(storm, sizeof(storm), "%.2f, %llu", r.storm_s,
+                  (unsigned long long)r.rounds);
+    char cpu[48];
+    std::snprintf(cpu, sizeof(cpu), "%.2f, %.0f ms", r.cpu_s,
+                  r.hub_cpu_s * 1e3);
+    std::snprintf(dg, sizeof(dg), "%.2f", double(r.sent) / (r.nodes - 1));
+    std::snprintf(lb, sizeof(lb), "%llu, %llu", (unsigned long long)r.lost,
+                  (unsigned long long)r.busy);
+    std::snprintf(bad, sizeof(bad), "%llu+%llu",
+                  (unsigned long long)r.bad_pairs,
+                  (unsigned long long)r.doubled);
+    std::snprintf(mem, sizeof(mem), "%.1f K", r.per_peer / 1024);
+    std::printf("  %-6u %-16s %-18s %-18s %-12s %-10s %-9s\n", r.nodes, storm,
+                cpu, dg, lb, bad, mem);
+    std::string hub;
+    for (size_t k = 0; k < num_refusals; ++k) {
+        hub += std::string(k == 0 ? "" : " ") + refusals[k].second + "=" +
+               (r.hub[k] ? std::to_string(*r.hub[k]) : "-");
+    }
+    std::printf("         hub refused: %s\n", hub.c_str());
+    std::printf("         spokes refused, summed: %llu\n",
+                (unsigned long long)r.spokes_refused);
+    if (r.bad_pairs > 0) {
+        std::string states;
+        for (const auto &[k, v] : r.bad_states) {
+            states += " " + k + "=" + std::to_string(v);
+        }
+        std::printf("         bad pairs, the hub's peer/the spoke's:%s; "
+                    "last errors: the hub's '%s', a spoke's '%s'\n",
+                    states.c_str(), r.hub_error.c_str(), r.spoke_error.c_str());
+    }
+    std::fflush(stdout);
 }
 
 } // namespace
@@ -375,6 +701,29 @@ int main(int argc, char **argv)
         die(std::string("mkdtemp: ") + std::strerror(errno));
     }
     const std::string dir = tmpl;
+    if (o.star) {
+        std::printf("rvt_scale_sim: N agents on one loopback fabric (the real "
+                    "engine and attach server), %u clients each, K = %u; "
+                    "every agent's first client and agent 0's at once "
+                    "(--star)\n",
+                    o.clients, o.qps);
+        std::printf("  %-6s %-16s %-18s %-18s %-12s %-10s %-9s\n", "nodes",
+                    "storm s, rounds", "CPU s, the hub's", "datagrams per pair",
+                    "lost, busy", "bad pairs", "per peer");
+        bool bad = false;
+        for (unsigned n : o.nodes) {
+            const star_row r = star(n, o, dir);
+            print_star(r);
+            bad |= r.bad_pairs != 0 || r.doubled != 0;
+        }
+        std::filesystem::remove_all(dir);
+        if (bad) {
+            std::printf("FAIL: spokes and the hub not connected both ways, "
+                        "or a peer held twice\n");
+            return 1;
+        }
+        return 0;
+    }
     std::printf("rvt_scale_sim: N agents on one loopback fabric (the real "
                 "engine and attach server), %u clients each, K = %u; an "
                 "all-to-all connection storm, then %.1f s idle\n",
