@@ -124,6 +124,23 @@ pack one; b1=$(sha256sum <"$d/cache/testbed/initramfs.gz")
 pack two; [ "$(k)" != "$k0" ] && echo new contents
 rm -rf "$d"
 EOF
+# keep_reference: a run keeps each complete reference row (its .counts
+# written) in the cache, whatever rvt's rows did; an unfinished row (no
+# .counts) is not kept, and a cached row is not overwritten
+lib_expect "lib.sh: keep_reference keeps complete reference rows only" 0 \
+    $'a kept\nb not kept\nc left as it was' <<'EOF'
+d=$(mktemp -d); mkdir -p "$d/ref" "$d/cache"
+echo "3 0 1" >"$d/ref/rc_verbs.a.counts"; echo x >"$d/ref/rc_verbs.a.passed"
+: >"$d/ref/rc_verbs.a.skipped"
+echo x >"$d/ref/rc_verbs.b.passed"
+echo old >"$d/cache/rc_verbs.c.counts"; echo new >"$d/ref/rc_verbs.c.counts"
+keep_reference "$d/ref" "$d/cache"
+[ -f "$d/cache/rc_verbs.a.counts" ] && [ -f "$d/cache/rc_verbs.a.passed" ] &&
+    [ -f "$d/cache/rc_verbs.a.skipped" ] && echo a kept
+[ ! -e "$d/cache/rc_verbs.b.passed" ] && echo b not kept
+[ "$(cat "$d/cache/rc_verbs.c.counts")" = old ] && echo c left as it was
+rm -rf "$d"
+EOF
 chaos_out=$(test/testbed/chaos.sh --qp-timeout 40 /nonexistent 2>&1)
 chaos_rc=$?
 if [ "$chaos_rc" = 2 ] &&
