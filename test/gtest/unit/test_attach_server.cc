@@ -80,7 +80,7 @@ protected:
     {
         agent::attach_config cfg{m_dir + "/agent.sock",
                                  "job.1",
-                                 getuid(),
+                                 m_agent_uid,
                                  max_clients,
                                  shm_layout::make({64, 128, 32, 256}).value(),
                                  timeout,
@@ -379,6 +379,7 @@ protected:
     std::chrono::milliseconds m_accept_retry =
             agent::attach_config{}.accept_retry;
     bool m_threaded = true; /* false: the test runs run_once() */
+    uid_t m_agent_uid = getuid(); /* the user the agent serves */
     std::string m_dir;
     /* Connects `sock` to the agent's socket. */
     bool connect_to_agent(int sock) const
@@ -786,6 +787,105 @@ TEST_F(attach_fixture, another_users_process_is_refused)
     EXPECT_NE(std::string(buf).find("uid 65534: this agent serves uid 0"),
               std::string::npos)
             << buf;
+    expect_still_serving();
+}
+
+/* Becomes `uid` (group too) in a child and asks for the status and to
+ * attach: what each got ("status: ..." and "attach: ..." lines). */
+static std::string as_user_ask(const std::string &socket, uid_t uid)
+{
+    int pfd[2];
+    EXPECT_EQ(pipe(pfd), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+        std::string msg;
+        if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) {
+            msg = "setresuid failed";
+        } else {
+            auto st = client::query_status(socket, false);
+            msg     = "status: " + (st.ok() ? "ANSWERED " + st.value() :
+                                              st.error());
+            auto a  = client::attach(socket, "job.1");
+            msg += "\nattach: " + (a.ok() ? std::string("ACCEPTED") :
+                                             a.error());
+        }
+        (void)!write(pfd[1], msg.data(), msg.size());
+        _exit(0);
+    }
+    close(pfd[1]);
+    std::string out;
+    char buf[512];
+    for (ssize_t n; (n = read(pfd[0], buf, sizeof(buf))) > 0;) {
+        out.append(buf, static_cast<size_t>(n));
+    }
+    close(pfd[0]);
+    waitpid(child, nullptr, 0);
+    return out;
+}
+
+/* Root may read any agent's status (rvt-status --all), never attach to
+ * another user's; a third user gets neither, and each refusal names the
+ * uids. */
+TEST_F(attach_fixture, root_reads_another_users_status_and_may_not_attach)
+{
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root to become another user";
+    }
+    m_agent_uid = 65534;
+    serve_status("{\"of\": 65534}");
+    start();
+    chmod(m_dir.c_str(), 0755);
+    chmod((m_dir + "/agent.sock").c_str(), 0777);
+    const std::string sock = m_dir + "/agent.sock";
+
+    auto st = client::query_status(sock, false);
+    ASSERT_TRUE(st.ok()) << st.error();
+    EXPECT_EQ(st.value(), "{\"of\": 65534}");
+    auto a = client::attach(sock, "job.1");
+    ASSERT_FALSE(a.ok());
+    EXPECT_NE(a.error().find("uid 0: this agent serves uid 65534"),
+              std::string::npos)
+            << a.error();
+
+    /* its own user: both */
+    const std::string own = as_user_ask(sock, 65534);
+    EXPECT_NE(own.find("status: ANSWERED {\"of\": 65534}"), std::string::npos)
+            << own;
+    EXPECT_NE(own.find("attach: ACCEPTED"), std::string::npos) << own;
+
+    /* another user: neither, named */
+    const std::string other = as_user_ask(sock, 65533);
+    EXPECT_NE(other.find("status: status of agent at " + sock +
+                         ": refused: uid 65533: this agent answers uid "
+                         "65534 and root"),
+              std::string::npos)
+            << other;
+    EXPECT_NE(other.find("attach: "), std::string::npos) << other;
+    EXPECT_NE(other.find("uid 65533: this agent serves uid 65534"),
+              std::string::npos)
+            << other;
+    std::lock_guard g(m_lock);
+    EXPECT_NE(m_log.find("uid 65533: this agent answers uid 65534 and root"),
+              std::string::npos)
+            << m_log;
+}
+
+/* The agent's own user is no root here: another user's status request is
+ * refused as its attach is. */
+TEST_F(attach_fixture, another_users_status_request_is_refused)
+{
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root to become another user";
+    }
+    start();
+    chmod(m_dir.c_str(), 0755);
+    chmod((m_dir + "/agent.sock").c_str(), 0777);
+    const std::string out = as_user_ask(m_dir + "/agent.sock", 65534);
+    EXPECT_NE(out.find("refused: uid 65534: this agent answers uid 0"),
+              std::string::npos)
+            << out;
+    EXPECT_NE(out.find("uid 65534: this agent serves uid 0"), std::string::npos)
+            << out;
     expect_still_serving();
 }
 

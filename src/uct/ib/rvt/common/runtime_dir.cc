@@ -16,8 +16,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
 #include <vector>
 
 namespace rvt {
@@ -304,6 +308,160 @@ result<agent_paths> make_agent_paths(const std::string &dir,
                        " (use a shorter runtime directory or job key)"};
     }
     return paths;
+}
+
+std::optional<agent_name> parse_socket_name(std::string_view name)
+{
+    constexpr std::string_view ext = ".sock";
+    if (!name.ends_with(ext)) {
+        return std::nullopt;
+    }
+    const std::string_view stem = name.substr(0, name.size() - ext.size());
+    /* <device>-<port>.<job key>: the first '-' followed by a port and a
+     * '.' that leaves a valid device and job key */
+    for (size_t dash = stem.find('-'); dash != std::string_view::npos;
+         dash = stem.find('-', dash + 1)) {
+        const size_t dot = stem.find('.', dash + 1);
+        if (dot == std::string_view::npos) {
+            break;
+        }
+        const std::string_view device = stem.substr(0, dash);
+        const std::string_view port   = stem.substr(dash + 1, dot - dash - 1);
+        const std::string_view key    = stem.substr(dot + 1);
+        int p                         = 0;
+        const auto [end, ec] =
+                std::from_chars(port.data(), port.data() + port.size(), p);
+        if (ec != std::errc() || end != port.data() + port.size() ||
+            port.empty() || port[0] == '0' || p < 1 || p > 255 ||
+            !device_error(device).empty() || key.empty() ||
+            !wire::job_key_error(key).empty()) {
+            continue;
+        }
+        return agent_name{std::string(device), p, std::string(key)};
+    }
+    return std::nullopt;
+}
+
+std::vector<std::string> default_node_bases()
+{
+    return {"/run/rvt", "/run/user", "/tmp"};
+}
+
+namespace {
+
+/* A uid as a directory name says it: digits, no leading zero. */
+std::optional<uid_t> uid_named(std::string_view digits)
+{
+    unsigned long long v = 0;
+    const auto [end, ec] =
+            std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (digits.empty() || ec != std::errc() ||
+        end != digits.data() + digits.size() ||
+        (digits.size() > 1 && digits[0] == '0') ||
+        v > static_cast<unsigned long long>(static_cast<uid_t>(-1) - 1)) {
+        return std::nullopt;
+    }
+    return static_cast<uid_t>(v);
+}
+
+/* rule 2's base: root's, a real directory no one else may write to */
+bool roots_own(const std::string &base)
+{
+    struct stat st;
+    return ::lstat(base.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+           st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+/* the uid of "rvt-<uid>" or "rvt-<uid>.<16 hex>" */
+std::optional<uid_t> candidate_uid(std::string_view name)
+{
+    if (!name.starts_with("rvt-")) {
+        return std::nullopt;
+    }
+    std::string_view rest = name.substr(4);
+    const std::string_view digits = rest.substr(0, rest.find('.'));
+    auto uid = uid_named(digits);
+    if (uid && is_candidate(name, "rvt-" + std::to_string(*uid))) {
+        return uid;
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+node_runtime_dirs find_runtime_dirs(const std::vector<std::string> &bases,
+                                    std::optional<uid_t> only,
+                                    size_t max_entries)
+{
+    node_runtime_dirs out;
+    std::set<std::pair<dev_t, ino_t>> seen;
+    const auto add = [&](uid_t uid, const std::string &dir) {
+        struct stat st;
+        if ((only && *only != uid) || !dir_error(dir, uid).empty() ||
+            ::lstat(dir.c_str(), &st) != 0 ||
+            !seen.insert({st.st_dev, st.st_ino}).second) {
+            return;
+        }
+        out.dirs.push_back({uid, dir});
+    };
+    for (const std::string &base : bases) {
+        struct stat st;
+        if (base.empty() || base[0] != '/' || ::lstat(base.c_str(), &st) != 0 ||
+            !S_ISDIR(st.st_mode)) {
+            continue; /* none here (or a link: not followed) */
+        }
+        const bool system = roots_own(base);
+        /* the shared shape's candidates of each uid, to take the first
+         * valid in name order */
+        std::map<uid_t, std::vector<std::string>> candidates;
+        std::vector<std::pair<uid_t, std::string>> numbered;
+        DIR *d = ::opendir(base.c_str());
+        if (d == nullptr) {
+            out.notes.push_back(base + ": cannot read it: " + errno_text());
+            continue;
+        }
+        size_t read = 0;
+        while (const dirent *e = ::readdir(d)) {
+            if (++read > max_entries) {
+                out.notes.push_back(base + ": read only its first " +
+                                    std::to_string(max_entries) +
+                                    " entries");
+                break;
+            }
+            const std::string_view name = e->d_name;
+            if (auto uid = uid_named(name)) {
+                numbered.emplace_back(*uid, std::string(name));
+            } else if (auto cuid = candidate_uid(name)) {
+                candidates[*cuid].emplace_back(name);
+            }
+        }
+        ::closedir(d);
+        for (const auto &[uid, name] : numbered) {
+            const std::string dir = base + "/" + name;
+            if (system) {
+                add(uid, dir);
+            }
+            /* rule 3: /run/user/<uid> a real directory of uid's */
+            if (::lstat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                st.st_uid == uid) {
+                add(uid, dir + "/rvt-" + std::to_string(uid));
+            }
+        }
+        for (auto &[uid, names] : candidates) {
+            std::sort(names.begin(), names.end());
+            for (const std::string &n : names) {
+                if (dir_error(base + "/" + n, uid).empty()) {
+                    add(uid, base + "/" + n);
+                    break;
+                }
+            }
+        }
+    }
+    std::sort(out.dirs.begin(), out.dirs.end(),
+              [](const auto &a, const auto &b) {
+                  return std::tie(a.uid, a.dir) < std::tie(b.uid, b.dir);
+              });
+    return out;
 }
 
 } // namespace rvt

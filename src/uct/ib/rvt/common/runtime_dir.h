@@ -58,8 +58,10 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rvt {
 
@@ -98,6 +100,49 @@ struct agent_paths {
 result<agent_paths> make_agent_paths(const std::string &dir,
                                      std::string_view device, int port,
                                      std::string_view job_key);
+
+/* What an agent's socket name says: make_agent_paths's names read back.
+ * A name may read more than one way (a device with "-1." in it): this
+ * is the one with the shortest device. Nothing when the name is none of
+ * an agent's. */
+struct agent_name {
+    std::string device;
+    int port = 0;
+    std::string job_key;
+};
+std::optional<agent_name> parse_socket_name(std::string_view name);
+
+/* Every user's runtime directory on the node, as an administrator finds
+ * them (rvt-status --all), from outside and without making anything:
+ * each base is read once, and each of its entries is taken as one of
+ * the shapes above, never through a symbolic link (lstat, and each
+ * directory checked as rule 4 checks: a real directory, owned by the uid
+ * its name says, mode 0700):
+ *
+ *   <base>/<uid>              as /run/rvt (rule 2): only when the base is
+ *                             root's and no one else may write to it
+ *   <base>/<uid>/rvt-<uid>    as /run/user's $XDG_RUNTIME_DIR (rule 3):
+ *                             <base>/<uid> a real directory of uid's
+ *   <base>/rvt-<uid>[.<hex>]  as /tmp (rule 4; and a base named by
+ *                             RVT_RUNTIME_DIR, rule 1): the first valid
+ *                             in name order, as the user's processes take
+ *
+ * A directory reached twice (the same device and inode) is listed once.
+ * `only`: that uid's alone. At most `max_entries` entries are read from
+ * each base; `notes` says where a bound stopped the reading. */
+struct user_runtime_dir_entry {
+    uid_t uid;
+    std::string dir;
+};
+struct node_runtime_dirs {
+    std::vector<user_runtime_dir_entry> dirs; /* by uid, then path */
+    std::vector<std::string> notes;
+};
+/* /run/rvt, /run/user and /tmp */
+std::vector<std::string> default_node_bases();
+node_runtime_dirs find_runtime_dirs(const std::vector<std::string> &bases,
+                                    std::optional<uid_t> only,
+                                    size_t max_entries = 100000);
 
 } // namespace rvt
 

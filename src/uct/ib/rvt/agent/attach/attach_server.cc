@@ -526,11 +526,13 @@ bool attach_server::take_status_request(connection &conn,
     if (!req) {
         return refuse(conn, wire::attach_status::bad_message, req.error());
     }
-    if (conn.peer.uid != m_config.uid) {
+    /* its own user, and root ("Who may ask" in attach_server.h) */
+    if (conn.peer.uid != m_config.uid && conn.peer.uid != 0) {
         return refuse(conn, wire::attach_status::wrong_uid,
                       "uid " + std::to_string(conn.peer.uid) +
                               ": this agent answers uid " +
-                              std::to_string(m_config.uid));
+                              std::to_string(m_config.uid) +
+                              (m_config.uid != 0 ? " and root" : ""));
     }
     /* one answer (answer_status), then close (run_once, once it is all
      * sent) */

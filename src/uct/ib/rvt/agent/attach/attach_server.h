@@ -41,6 +41,13 @@
  *                     detached event after the leader's. Its MRs are the
  *                     leader's (mr_registry.h, "Groups").
  *
+ * Who may ask (SO_PEERCRED's uid, never the message's): an attach
+ * request, only the agent's own uid (attach_config::uid); any other,
+ * root included, is refused (wrong_uid), naming both uids. A status
+ * request, that uid and root (uid 0): reading the status changes nothing,
+ * and root's rvt-status --all lists every agent of the node
+ * (docs/operations.md); another user is refused the same way.
+ *
  * Attachments of one process: at most 1 + attach_config::max_siblings
  * attachments with one SO_PEERCRED pid at once (rvtd
  * --max-client-siblings), its leaders and their siblings alike; the next

@@ -227,6 +227,10 @@ public:
     std::string status(bool human) const;
     /* The same as JSON (rvt-status's "data_path"). */
     nlohmann::ordered_json status_json() const;
+    /* The fields both are rendered from, and the metrics
+     * (common/status_fields.h: status_object(status_fields()) is
+     * status_json()). */
+    std::vector<status_field> status_fields() const;
     /* For tests, after a pass: what does not add up in the engine's
      * books (each peer's posted ops against its lanes' posted WRs, the CQ
      * credits against the peers, each split op's parts against its
@@ -250,7 +254,6 @@ private:
 
     /* engine_status.cc: the status's fields (common/status_fields.h) */
     static uint64_t reconnects_of(const peer &p);
-    std::vector<status_field> status_fields() const;
     std::vector<status_field> peer_status(const peer &p) const;
     std::vector<status_field> client_status(uint32_t i) const;
 
@@ -451,6 +454,7 @@ private:
         uint64_t sweeps           = 0; /* sweep_unannounced() */
         /* send completions for ops the watchdog had given up on */
         uint64_t late_completions = 0;
+        uint64_t qp_errors        = 0; /* every peer's, gone ones' too */
         /* delivered to clients over the agent's life, gone ones included:
          * a finished run's rendezvous writes stay visible in the status */
         uint64_t am_in          = 0;

@@ -302,6 +302,7 @@ void engine::peer_failed(peer &p, const std::string &reason)
 void engine::qp_failed(peer &p, const std::string &reason, time_point now)
 {
     ++p.traffic.qp_errors;
+    ++m_totals.qp_errors;
     if (p.is(peer_state::connected)) {
         run(p, p.conn->qp_error(now, reason), now);
     } else if (!p.is(peer_state::draining)) {

@@ -23,9 +23,9 @@ constexpr std::string_view header_lines[] = {"agent",  "job",    "device",
 std::vector<status_field> header_client_fields(const header_client &c)
 {
     const char *row = "index";
-    return {{"", "index", row, "", "", c.index},
-            {"", "pid", row, "pid", "", c.pid},
-            {"", "mrs", row, "MRs", "", c.mrs},
+    return {{"", "index", row, "", "", status_number(c.index)},
+            {"", "pid", row, "pid", "", status_number(c.pid)},
+            {"", "mrs", row, "MRs", "", status_gauge(c.mrs)},
             /* null when it is no sibling: the text shows nothing then */
             {"", "sibling_of", row, "sibling of", "",
              c.sibling_of ? nlohmann::ordered_json(*c.sibling_of) :
@@ -46,21 +46,25 @@ header_fields(const status_header &h, nlohmann::ordered_json data_path)
     for (const header_client &c : h.clients) {
         clients.push_back(status_object(header_client_fields(c)));
     }
-    return {{"", "pid", "agent", "pid", "", h.pid},
-            {"", "agent_id", "agent", "id", "", h.agent_id},
+    return {{"", "pid", "agent", "pid", "", status_number(h.pid)},
+            {"", "agent_id", "agent", "id", "", status_number(h.agent_id)},
             {"", "job_key", "job", "", "", h.job_key},
             {"", "job_key_source", "job", "from", "", h.job_key_source},
             {"", "device", "device", "", "", h.device},
-            {"", "port", "device", "port", "", h.port},
-            {"", "driver_id", "device", "uverbs driver id", "", h.driver_id},
-            {"", "pd_handle", "device", "PD handle", "", h.pd_handle},
+            {"", "port", "device", "port", "", status_number(h.port)},
+            {"", "driver_id", "device", "uverbs driver id", "",
+             status_number(h.driver_id)},
+            {"", "pd_handle", "device", "PD handle", "",
+             status_number(h.pd_handle)},
             {"", "registration", "memory", "registration", "", registration,
              registered_how},
             {"", "registration_reason", "memory", "", "",
              h.registration_reason},
             {"", "socket", "socket", "", "", h.socket},
             {"", "data_path", "", "", "", std::move(data_path)},
-            {"", "clients", "clients", "", "attached", std::move(clients),
+            /* a gauge of its length: the clients attached now */
+            {"", "clients", "clients", "", "attached",
+             status_gauge(std::move(clients)),
              std::to_string(h.clients.size())}};
 }
 
@@ -73,14 +77,25 @@ std::string header_text(const status_header &h)
     return out;
 }
 
+nlohmann::ordered_json agent_status_json(const status_header &h,
+                                         const engine &eng)
+{
+    const std::vector<status_field> data_path = eng.status_fields();
+    const std::vector<status_field> head =
+            header_fields(h, status_object(data_path));
+    nlohmann::ordered_json out = status_object(head);
+    nlohmann::ordered_json metrics = status_metrics(head);
+    metrics.update(status_metrics(data_path, "/data_path"));
+    out["metrics"] = std::move(metrics);
+    return out;
+}
+
 std::string agent_status(const status_header &h, const engine &eng, bool human)
 {
     if (human) {
         return header_text(h) + eng.status(true);
     }
-    return status_json_text(
-                   status_object(header_fields(h, eng.status_json()))) +
-           "\n";
+    return status_json_text(agent_status_json(h, eng)) + "\n";
 }
 
 } // namespace rvt::agent

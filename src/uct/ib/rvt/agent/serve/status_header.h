@@ -7,7 +7,10 @@
  * is in both.
  *
  *   JSON: the header's keys, the engine's object as "data_path", then
- *         "clients", an object per client
+ *         "clients", an object per client, then "metrics": the counters
+ *         and gauges of the header and the engine, each by its name
+ *         (common/status_fields.h, status_metrics: what rvt-status
+ *         --prometheus renders)
  *   text: the header's lines, a row "  index N ..." per client, then the
  *         engine's lines
  */
@@ -63,6 +66,10 @@ std::vector<status_field> header_client_fields(const header_client &c);
 
 /* The header as text for people: its lines, then a row per client. */
 std::string header_text(const status_header &h);
+
+/* The whole status as JSON, "metrics" included. */
+nlohmann::ordered_json agent_status_json(const status_header &h,
+                                         const engine &eng);
 
 /* The whole status: as text (human) or as one line of JSON. */
 std::string agent_status(const status_header &h, const engine &eng, bool human);
