@@ -326,6 +326,10 @@ inline constexpr setting table[] = {
         "each UCT interface after a memory domain's first, a leader for each "
         "further memory domain); one more is refused, naming this bound",
         0, imm::max_clients - 1),
+    number<&cfg::engine, &eng::pause_messages>("pause-messages",
+        "inbound messages waiting for room in one client's ring at which "
+        "the peer agents are asked to hold their ops for it, until half "
+        "have gone", 1, 1 << 20),
     number<&cfg::engine, &eng::max_peers>("max-peers",
         "remote nodes this agent connects to at once; a client's request for "
         "one more is refused, naming this bound", 1, 65536),
