@@ -27,11 +27,19 @@
  *              context: test_ucp_peer_failure) is gone to its senders in
  *              this process: their endpoints fail through the error
  *              handler, an operation posted after the close fails, and
- *              the other interfaces go on working.
+ *              the other interfaces go on working;
+ *   settings   a UCX_RVT_* setting the agent must know (md.h,
+ *              md_agent_settings) is one of md_config_table's and one of
+ *              rvtd's options, reaches the argument list of the rvtd the
+ *              module would start, and an agent that runs with another
+ *              value draws a warning naming the setting and both values.
  */
 #include "count_yields.h"
 #include "ucs_log_capture.h"
 #include "uct_host_fixture.h"
+
+#include "uct/ib/rvt/tools/rvtd_settings.h"
+#include "uct/ib/rvt/uct/md.h"
 
 #include <gtest/gtest.h>
 #include <uct/api/uct.h>
@@ -730,4 +738,146 @@ TEST_F(uct_host_logged, an_agent_that_authenticates_draws_no_warning)
     ASSERT_NE(m_iface, nullptr);
     EXPECT_FALSE(m_ucx_log.any_containing("does not authenticate"))
             << testing::PrintToString(m_ucx_log.lines());
+}
+
+namespace {
+
+/* An MD of its own, opened with the environment the test set, and what
+ * UCX logged meanwhile. */
+struct other_md {
+    log_capture log;
+    uct_md_h md = nullptr;
+
+    explicit other_md(uct_component_h component)
+    {
+        md = open_uct_md(component, host_device);
+    }
+    ~other_md()
+    {
+        if (md != nullptr) {
+            uct_md_close(md);
+        }
+    }
+    other_md(const other_md &)            = delete;
+    other_md &operator=(const other_md &) = delete;
+
+    const rvt::uct::link_settings &settings() const
+    {
+        return rvt::uct::to_md(md).link->settings();
+    }
+    /* attaches, as the first registration does */
+    void attach()
+    {
+        buffer b(md, 4096);
+        EXPECT_TRUE(b.memh != UCT_MEM_HANDLE_NULL);
+    }
+};
+
+uint32_t agent_k(uct_md_h md)
+{
+    auto s = rvt::uct::to_md(md).link->session();
+    EXPECT_TRUE(s.ok());
+    return s ? s.value()->num_qps() : 0;
+}
+
+} // namespace
+
+/* Each mark names a row of md_config_table (ULUNITS, default auto) and an
+ * option rvtd has. */
+TEST(uct_agent_settings, each_names_a_ucx_variable_and_an_rvtd_option)
+{
+    ASSERT_FALSE(rvt::uct::md_agent_settings().empty());
+    for (const auto &a : rvt::uct::md_agent_settings()) {
+        SCOPED_TRACE(a.name);
+        const ucs_config_field_t *row = nullptr;
+        for (auto *f = rvt::uct::md_config_table; f->name != nullptr; ++f) {
+            if (std::string_view(f->name) == a.name) {
+                row = f;
+            }
+        }
+        ASSERT_NE(row, nullptr) << "not in md_config_table";
+        EXPECT_EQ(row->offset, a.offset);
+        EXPECT_STREQ(row->dfl_value, "auto");
+        bool known = false;
+        for (const auto &s : rvt::tools::rvtd_settings) {
+            known |= s.name == a.option;
+        }
+        EXPECT_TRUE(known) << "rvtd has no --" << a.option;
+    }
+}
+
+/* By its mark alone: UCX_RVT_AGENT_ARGS's options, then each setting the
+ * agent must know that the process gives, as the rvtd it starts gets them
+ * (agent_link.cc's attach() hands agent_args to client/launch.h, whose
+ * test_launch.cc sees them on rvtd's command line). */
+TEST_F(uct_host, a_setting_the_agent_must_know_reaches_its_argument_list)
+{
+    env_scope env;
+    env.set("UCX_RVT_AGENT_ARGS", "--linger=5");
+    std::vector<std::string> want = {"--linger=5"};
+    for (const auto &a : rvt::uct::md_agent_settings()) {
+        env.set(std::string("UCX_RVT_") + a.name, "2");
+        want.push_back(std::string("--") + a.option + "=2");
+    }
+    {
+        other_md given(m_component);
+        ASSERT_NE(given.md, nullptr);
+        EXPECT_EQ(given.settings().agent_args, want);
+        EXPECT_EQ(given.settings().agent_settings.size(),
+                  rvt::uct::md_agent_settings().size());
+    }
+    for (const auto &a : rvt::uct::md_agent_settings()) {
+        env.set(std::string("UCX_RVT_") + a.name, "auto");
+    }
+    other_md left(m_component);
+    ASSERT_NE(left.md, nullptr);
+    EXPECT_EQ(left.settings().agent_args,
+              std::vector<std::string>{"--linger=5"});
+    EXPECT_TRUE(left.settings().agent_settings.empty());
+}
+
+TEST_F(uct_host, a_setting_given_twice_is_refused_naming_both)
+{
+    env_scope env;
+    env.set("UCX_RVT_NUM_QPS", "2");
+    env.set("UCX_RVT_AGENT_ARGS", "--num-qps=3");
+    log_capture log;
+    uct_md_config_t *config;
+    ASSERT_EQ(uct_md_config_read(m_component, nullptr, nullptr, &config),
+              UCS_OK);
+    uct_md_h md = nullptr;
+    EXPECT_EQ(uct_md_open(m_component, host_device, config, &md),
+              UCS_ERR_INVALID_PARAM);
+    uct_config_release(config);
+    EXPECT_TRUE(log.any_containing("UCX_RVT_AGENT_ARGS: '--num-qps=3': "
+                                   "UCX_RVT_NUM_QPS gives --num-qps"))
+            << testing::PrintToString(log.lines());
+}
+
+/* The agent runs already with its own K: a process that asked for
+ * another hears it in UCX's log, naming the setting and both values. */
+TEST_F(uct_host, an_agent_running_with_another_value_draws_a_warning)
+{
+    const uint32_t k     = agent_k(m_md);
+    const uint32_t other = k == 1 ? 2 : k - 1;
+    env_scope env;
+    env.set("UCX_RVT_NUM_QPS", std::to_string(other));
+    other_md asked(m_component);
+    ASSERT_NE(asked.md, nullptr);
+    asked.attach();
+    EXPECT_TRUE(asked.log.any_containing(
+            "UCX_RVT_NUM_QPS=" + std::to_string(other) + ", but agent " +
+            "000000000000004d uses " + std::to_string(k) + ": "))
+            << testing::PrintToString(asked.log.lines());
+}
+
+TEST_F(uct_host, an_agent_running_with_the_same_value_draws_none)
+{
+    env_scope env;
+    env.set("UCX_RVT_NUM_QPS", std::to_string(agent_k(m_md)));
+    other_md asked(m_component);
+    ASSERT_NE(asked.md, nullptr);
+    asked.attach();
+    EXPECT_FALSE(asked.log.any_containing("UCX_RVT_NUM_QPS"))
+            << testing::PrintToString(asked.log.lines());
 }

@@ -9,7 +9,8 @@
  * clients' doorbell eventfd.
  *
  *   rvtd [--OPTION=VALUE ...]      see rvtd --help and rvtd(8), both
- *                                  generated from the option table below
+ *                                  generated from the settings table,
+ *                                  tools/rvtd_settings.h
  *
  * Exit status: 0 after the linger time or SIGTERM/SIGINT; 1 when it cannot
  * start (another agent holds the key, no device, ...); 2 on a bad option.
@@ -26,10 +27,9 @@
 #include "uct/ib/rvt/agent/serve/status_header.h"
 #include "uct/ib/rvt/tools/capped_log.h"
 #include "uct/ib/rvt/tools/daemon.h"
+#include "uct/ib/rvt/tools/rvtd_settings.h"
 #include "uct/ib/rvt/tools/usage.h"
 #include "uct/ib/rvt/common/conn_wire.h"
-#include "uct/ib/rvt/common/defaults.h"
-#include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/unique_fd.h"
 #include "uct/ib/rvt/common/uverbs_cmd.h"
@@ -57,298 +57,7 @@
 namespace {
 
 using namespace rvt;
-
-/* The agent's knobs, defaults where the agent's config structs keep them
- * (peer_config, rc_qp_params, verbs_nic_config, share_limits,
- * attach_config), so each is written once. */
-namespace defaults {
-inline const agent::peer_config peers{};
-inline const agent::rc_qp_params qp{};
-inline const agent::verbs_nic_config nic{};
-inline const agent::share_limits share{};
-inline const agent::attach_config attach{};
-inline const agent::cpu_policy::settings cpu{};
-inline const agent::engine_config engine{};
-long ms(std::chrono::milliseconds d)
-{
-    return static_cast<long>(d.count());
-}
-long us(std::chrono::steady_clock::duration d)
-{
-    return static_cast<long>(
-            std::chrono::duration_cast<std::chrono::microseconds>(d).count());
-}
-} // namespace defaults
-
-struct options {
-    std::string device;
-    long port = 1;
-    std::string job_key;
-    long linger           = 10;
-    long max_clients      = imm::max_clients;
-    long max_client_ops   = defaults::share.ops;
-    long max_client_lkeys = defaults::share.lkeys;
-    long max_client_peers = defaults::share.peers;
-    long max_siblings     = defaults::attach.max_siblings;
-    long max_peers        = defaults::engine.max_peers;
-    long max_unattached   = defaults::attach.max_unattached;
-    long max_socket_read  = static_cast<long>(defaults::attach.max_socket_read);
-    long max_log_size     = static_cast<long>(tools::default_max_log_size);
-    long work_ring        = rvt::defaults::work_ring;
-    long compl_ring       = rvt::defaults::completion_ring;
-    long inbound_ring     = rvt::defaults::inbound_ring;
-    long am_size          = defaults::nic.buffer_size;
-    long inline_size      = defaults::nic.inline_size;
-    long num_qps          = defaults::peers.num_qps;
-    long gid_index        = -1;
-    long srq_size         = defaults::nic.srq_size;
-    long sq_depth         = defaults::qp.sq_depth;
-    long spin_us          = defaults::us(defaults::cpu.spin);
-    agent::priority priority{};
-    long busy_limit_us    = defaults::us(defaults::cpu.busy_limit);
-    long busy_pause_us    = defaults::us(defaults::cpu.pause);
-    long keepalive_ms     = defaults::ms(defaults::peers.keepalive_interval);
-    long reconnect_ms     = defaults::ms(defaults::peers.reconnect_delay);
-    long give_up_ms       = defaults::ms(defaults::peers.give_up_timeout);
-    long qp_timeout       = defaults::qp.timeout;
-    long idle_yield       = defaults::cpu.yield_when_idle ? 1 : 0;
-    long fault_silent_qps = defaults::nic.fault_silent_qps;
-    long trace_events     = 0;
-    std::string trace_file;
-    agent::auth_choice auth = agent::auth_choice::auto_;
-    std::string munge_socket;
-    std::string secret_file;
-    bool daemon = false;
-};
-
-/* `v` as a whole number from lo to hi into `out`; else the error that
- * names the option and the range. */
-std::string
-set_long(long &out, std::string_view v, long lo, long hi, const char *name)
-{
-    std::string s(v);
-    char *end = nullptr;
-    long x    = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || x < lo || x > hi) {
-        return "--" + std::string(name) + "=" + s + ": expected a whole " +
-               "number from " + std::to_string(lo) + " to " +
-               std::to_string(hi);
-    }
-    out = x;
-    return {};
-}
-
-/* "64-256": the bounds of a range, for help texts that state them. */
-std::string range_text(long lo, long hi)
-{
-    return std::to_string(lo) + "-" + std::to_string(hi);
-}
-
-/* A whole-number option: the name is written once, and the default only
- * in struct options, where --help reads it. */
-tools::option number(options &o, const char *name, std::string help,
-                     long options::*field, long lo, long hi)
-{
-    return {name, "N", std::to_string(options{}.*field), std::move(help),
-            [&o, field, lo, hi, name](std::string_view v) {
-                return set_long(o.*field, v, lo, hi, name);
-            }};
-}
-
-/* A MODE option: `parse` turns its value into `out` or into the error
- * that names it. */
-template<class T>
-tools::option mode(const char *name, const char *dflt, const char *help,
-                   result<T> (*parse)(std::string_view), T &out)
-{
-    return {name, "MODE", dflt, help, [parse, &out](std::string_view v) {
-                auto r = parse(v);
-                if (!r) {
-                    return r.error();
-                }
-                out = r.value();
-                return std::string();
-            }};
-}
-
-/* A text option stored as given. */
-tools::option text(const char *name, const char *value, const char *dflt,
-                   const char *help, std::string &out)
-{
-    return {name, value, dflt, help, [&out](std::string_view v) {
-                out = v;
-                return std::string();
-            }};
-}
-
-/* The one place each option's name and meaning are written, with its
- * default as --help shows it (a number's from struct options): parsing,
- * --help and the manual page rvtd(8) all come from here (tools/usage.h). */
-std::vector<tools::option> option_table(options &o)
-{
-    return {
-            {"daemon", "", "",
-             "detach; exit 0 once the agent serves, 1 if it cannot",
-             [&o](std::string_view) {
-                 o.daemon = true;
-                 return std::string();
-             }},
-            text("device", "NAME", "the first device",
-                 "RDMA device to serve, e.g. rxe1", o.device),
-            number(o, "port", "port of that device (1-255)", &options::port, 1,
-                   255),
-            text("job-key", "KEY", "from the environment",
-                 "job this agent serves; else RVT_JOB_KEY, Slurm, PMIx, Open "
-                 "MPI, or user.<uid>",
-                 o.job_key),
-            number(o, "linger",
-                   "seconds to stay after the last client leaves; 0: forever",
-                   &options::linger, 0, 86400),
-            number(o, "max-clients", "client processes at once (1-512)",
-                   &options::max_clients, 1, imm::max_clients),
-            number(o, "max-client-ops",
-                   "ops the agent holds for one client (queued, waiting for "
-                   "a peer, parked or posted); more complete with "
-                   "no_resource, unposted; 0: its completion ring's size, "
-                   "what the client library admits",
-                   &options::max_client_ops, 0, 1 << 24),
-            number(o, "max-client-lkeys",
-                   "distinct lkeys one client's ops may name at once; more "
-                   "complete with no_resource",
-                   &options::max_client_lkeys, 2, 1 << 24),
-            number(o, "max-client-peers",
-                   "peers the agent makes at one process's requests (all its "
-                   "attachments), each counted until its record is reused "
-                   "for another address; more are refused; 0: half of "
-                   "--max-peers, the rest left for the job's other processes",
-                   &options::max_client_peers, 0, 1 << 24),
-            number(o, "max-client-siblings",
-                   "attachments one process may hold beyond its first (a "
-                   "sibling for each UCT interface after a memory domain's "
-                   "first, a leader for each further memory domain); one more "
-                   "is refused, naming this bound",
-                   &options::max_siblings, 0, imm::max_clients - 1),
-            number(o, "max-peers",
-                   "remote nodes this agent connects to at once; a client's "
-                   "request for one more is refused, naming this bound",
-                   &options::max_peers, 1, 65536),
-            number(o, "max-unattached",
-                   "connections accepted and not attached yet, at once; more "
-                   "wait in the listen backlog",
-                   &options::max_unattached, 1, 65536),
-            number(o, "max-socket-read",
-                   "bytes read from one client's socket per pass of the "
-                   "loop; the rest waits for the next pass",
-                   &options::max_socket_read, wire::max_message_size, 1 << 24),
-            number(o, "max-log-size",
-                   "bytes the log file may reach; a line that would take it "
-                   "past them truncates it, and it starts again with a line "
-                   "saying so and what the agent serves",
-                   &options::max_log_size, 65536, 1L << 40),
-            number(o, "work-ring",
-                   "work requests per client ring (power of two)",
-                   &options::work_ring, 2, 1 << 24),
-            number(o, "completion-ring",
-                   "completions per client ring (power of two): a client's "
-                   "requests in flight",
-                   &options::compl_ring, 2, 1 << 24),
-            number(o, "inbound-ring",
-                   "inbound messages per client ring (power of two)",
-                   &options::inbound_ring, 2, 1 << 16),
-            number(o, "am-size",
-                   "largest active message, bytes (" +
-                           range_text(min_inbound_slot, max_inbound_slot) +
-                           ", multiple of 64)",
-                   &options::am_size, min_inbound_slot, max_inbound_slot),
-            number(o, "inline-size",
-                   "largest payload a request carries in the work ring "
-                   "(UCT's short operations), posted inline, bytes (" +
-                           range_text(min_work_inline, max_work_inline) +
-                           ", multiple of 64)",
-                   &options::inline_size, min_work_inline, max_work_inline),
-            number(o, "num-qps", "K: shared RC QPs per remote node (1-16)",
-                   &options::num_qps, 1, 16),
-            number(o, "gid-index",
-                   "GID table index; -1: the first RoCE v2 IPv4 GID",
-                   &options::gid_index, -1, 255),
-            number(o, "srq-size", "receive buffers of the node (16-65536)",
-                   &options::srq_size, 16, 65536),
-            number(o, "sq-depth", "send WRs per RC QP (1-16384)",
-                   &options::sq_depth, 1, 16384),
-            number(o, "spin-us",
-                   "microseconds to keep polling after a client's last work, "
-                   "before sleeping",
-                   &options::spin_us, 0, 1000000),
-            number(o, "idle-yield",
-                   "1: give the CPU away (sched_yield) on each idle poll while "
-                   "spinning, so clients polling on the same core run at "
-                   "once; 0: pure busy polling",
-                   &options::idle_yield, 0, 1),
-            mode("priority", "normal",
-                 "how the agent is scheduled among the job's ranks: normal "
-                 "(the "
-                 "fair class), nice:N (the fair class at nice N, -20 to 19; "
-                 "below 0 needs CAP_SYS_NICE or RLIMIT_NICE), fifo:N "
-                 "(SCHED_FIFO at N, 1 to 99: a woken agent preempts the rank "
-                 "on "
-                 "its core at once; needs CAP_SYS_NICE or RLIMIT_RTPRIO; give "
-                 "it a short --spin-us). Without the permission the agent runs "
-                 "normal and logs why",
-                 agent::parse_priority, o.priority),
-            number(o, "busy-limit-us",
-                   "with fifo: microseconds the agent may stay awake (working "
-                   "or spinning) before it pauses for --busy-pause-us, so the "
-                   "ranks on its core progress whatever the load",
-                   &options::busy_limit_us, 10, 1000000),
-            number(o, "busy-pause-us",
-                   "with fifo: the length of that pause: the agent holds at "
-                   "most limit / (limit + pause) of a core",
-                   &options::busy_pause_us, 1, 1000000),
-            number(o, "keepalive-ms",
-                   "idle time before a keepalive; twice it unanswered: lost",
-                   &options::keepalive_ms, 100, 3600000),
-            number(o, "reconnect-ms", "delay before reconnecting a lost peer",
-                   &options::reconnect_ms, 10, 600000),
-            number(o, "give-up-ms",
-                   "time to connect (or reconnect) before the peer is failed",
-                   &options::give_up_ms, 100, 3600000),
-            number(o, "trace-events",
-                   "trace the data path: keep the first N events of its "
-                   "messages (trace.h) and write them to --trace-file at "
-                   "exit; 0: off (no cost)",
-                   &options::trace_events, 0, 100000000),
-            text("trace-file", "PATH", "the log file's name + .trace",
-                 "where --trace-events writes its events", o.trace_file),
-            number(o, "qp-timeout",
-                   "RC ack timeout exponent: 4.096 us * 2^N per try "
-                   "(18: 1.07 s, UCX rc's default), 7 tries",
-                   &options::qp_timeout, 1, 31),
-            mode("auth", "auto",
-                 "how peer agents prove they belong to this job: munge (a "
-                 "MUNGE "
-                 "credential from munged, checked for this uid and gid), "
-                 "secret "
-                 "(HMAC under the job's secret: --secret-file, "
-                 "$RVT_JOB_SECRET_FILE or $RVT_JOB_SECRET), none "
-                 "(UNAUTHENTICATED: anyone who sends the job key), auto "
-                 "(munge if munged answers, else secret if one is given, "
-                 "else refuse to start); every agent of a job must use the "
-                 "same",
-                 agent::parse_auth_choice, o.auth),
-            text("munge-socket", "PATH", "MUNGE's default",
-                 "munged's socket, for --auth=munge and auto", o.munge_socket),
-            text("secret-file", "PATH", "$RVT_JOB_SECRET_FILE",
-                 "file holding the job's secret (at least 16 bytes; owned by "
-                 "this user, mode 600), for --auth=secret and auto",
-                 o.secret_file),
-            number(o, "fault-silent-qps",
-                   "fault injection, for tests only: the first N RC QPs "
-                   "that get work go to the error state and never complete "
-                   "anything, not even flushes (as Debian 12's rxe can); "
-                   "0: off",
-                   &options::fault_silent_qps, 0, 1024),
-    };
-}
+using tools::rvtd_config;
 
 const tools::program_doc doc = {
         .name     = "rvtd",
@@ -497,10 +206,10 @@ void raise_descriptor_limit(uint64_t needed)
  * daemon's inherited descriptor keeps it after its starter exits. Without
  * --daemon: no notifier. */
 result<std::optional<tools::daemon_notifier>>
-daemonize_if_asked(const options &opt, const std::string &log_path,
+daemonize_if_asked(const rvtd_config &cfg, const std::string &log_path,
                    agent::instance_lock &lock)
 {
-    if (!opt.daemon) {
+    if (!cfg.daemon) {
         return std::optional<tools::daemon_notifier>();
     }
     auto d = tools::daemonize(log_path);
@@ -509,16 +218,6 @@ daemonize_if_asked(const options &opt, const std::string &log_path,
     }
     (void)lock.record_pid();
     return std::optional<tools::daemon_notifier>(std::move(d).value());
-}
-
-/* The sizes of a client's shared memory (shm_layout.h). */
-shm_capacities capacities(const options &opt)
-{
-    return {static_cast<uint32_t>(opt.work_ring),
-            static_cast<uint32_t>(opt.compl_ring),
-            static_cast<uint32_t>(opt.inbound_ring),
-            static_cast<uint32_t>(opt.am_size),
-            static_cast<uint32_t>(opt.inline_size)};
 }
 
 /* A random id of this agent instance, never 0. */
@@ -533,50 +232,10 @@ uint64_t new_agent_id()
     return agent_id;
 }
 
-/* The device's QPs, SRQ and CQ, sized by the options; the handshake UD
- * QP with this run's Q_Key. */
-agent::verbs_nic_config
-nic_config(const options &opt, const shm_capacities &caps, uint32_t ud_qkey)
-{
-    agent::verbs_nic_config ncfg;
-    ncfg.ud_qkey          = ud_qkey;
-    ncfg.qp.sq_depth      = static_cast<uint32_t>(opt.sq_depth);
-    ncfg.qp.timeout       = static_cast<uint8_t>(opt.qp_timeout);
-    ncfg.srq_size         = static_cast<uint32_t>(opt.srq_size);
-    ncfg.buffer_size      = caps.slot_size;
-    ncfg.inline_size      = caps.inline_size;
-    ncfg.fault_silent_qps = static_cast<uint32_t>(opt.fault_silent_qps);
-    ncfg.cq_size          = static_cast<uint32_t>(opt.srq_size +
-                                         16 * opt.sq_depth * opt.num_qps);
-    return ncfg;
-}
-
-/* The data path: the peers' timing and the clients' shares, from the
- * options. */
-agent::engine_config engine_settings(const options &opt)
-{
-    agent::engine_config ecfg;
-    ecfg.peers.num_qps            = static_cast<uint32_t>(opt.num_qps);
-    ecfg.max_peers                = static_cast<uint32_t>(opt.max_peers);
-    ecfg.peers.keepalive_interval = std::chrono::milliseconds(opt.keepalive_ms);
-    ecfg.peers.keepalive_timeout  = std::chrono::milliseconds(2 *
-                                                              opt.keepalive_ms);
-    ecfg.peers.reconnect_delay    = std::chrono::milliseconds(opt.reconnect_ms);
-    ecfg.peers.give_up_timeout    = std::chrono::milliseconds(opt.give_up_ms);
-
-    ecfg.share = {static_cast<uint32_t>(opt.max_client_ops),
-                  static_cast<uint32_t>(opt.max_client_lkeys),
-                  static_cast<uint32_t>(opt.max_client_peers)};
-    return ecfg;
-}
-
 /* The handshake's credentials (--auth and what it names). */
-result<std::unique_ptr<agent::peer_auth>> make_auth(const options &opt)
+result<std::unique_ptr<agent::peer_auth>> make_auth(const rvtd_config &cfg)
 {
-    agent::auth_settings as;
-    as.choice       = opt.auth;
-    as.munge_socket = opt.munge_socket;
-    as.secret_file  = opt.secret_file;
+    agent::auth_settings as = cfg.auth;
     agent::take_secret_env(as);
     return agent::make_peer_auth(as, log_line);
 }
@@ -585,12 +244,12 @@ result<std::unique_ptr<agent::peer_auth>> make_auth(const options &opt)
  * written out once, when the agent's loop has ended. */
 class trace_recorder {
 public:
-    trace_recorder(const options &opt, const std::string &log_path,
+    trace_recorder(const rvtd_config &cfg, const std::string &log_path,
                    agent::engine &e) :
-        m_path(opt.trace_file.empty() ? log_path + ".trace" : opt.trace_file)
+        m_path(cfg.trace_file.empty() ? log_path + ".trace" : cfg.trace_file)
     {
-        if (opt.trace_events > 0) {
-            m_trace.emplace(static_cast<size_t>(opt.trace_events), "agent");
+        if (cfg.trace_events > 0) {
+            m_trace.emplace(static_cast<size_t>(cfg.trace_events), "agent");
             e.set_trace(&*m_trace);
         }
     }
@@ -618,30 +277,27 @@ private:
     std::string m_path;
 };
 
-/* The attach socket and its bounds, from the options. */
-agent::attach_config attach_settings(const options &opt,
+/* The attach socket: where this agent lives, and the bounds the options
+ * gave. */
+agent::attach_config attach_settings(const rvtd_config &cfg,
                                      const agent::agent_location &loc,
                                      const shm_layout &layout)
 {
-    agent::attach_config acfg{loc.paths.socket,
-                              loc.job_key,
-                              getuid(),
-                              static_cast<uint32_t>(opt.max_clients),
-                              layout,
-                              std::chrono::milliseconds(5000)};
-    acfg.max_unattached  = static_cast<uint32_t>(opt.max_unattached);
-    acfg.max_socket_read = static_cast<size_t>(opt.max_socket_read);
-    acfg.max_siblings    = static_cast<uint32_t>(opt.max_siblings);
+    agent::attach_config acfg = cfg.attach;
+    acfg.socket_path          = loc.paths.socket;
+    acfg.job_key              = loc.job_key;
+    acfg.uid                  = getuid();
+    acfg.layout               = layout;
     return acfg;
 }
 
-void log_serving(const options &opt, const agent::agent_location &loc,
+void log_serving(const rvtd_config &cfg, const agent::agent_location &loc,
                  const agent::device &d, const agent::engine &e)
 {
     /* kept: a log that restarts at its cap still names its agent */
     g_log->write_kept("serving job '" + loc.job_key + "' (from " +
                       loc.job_key_source + ") on " + loc.device + ":" +
-                      std::to_string(opt.port) + " at " + loc.paths.socket +
+                      std::to_string(cfg.port) + " at " + loc.paths.socket +
                       ", uverbs driver id " + std::to_string(d.driver_id()) +
                       ", PD handle " + std::to_string(d.pd()->handle) +
                       ", UD QPN " + std::to_string(e.address().ud_qpn) +
@@ -661,17 +317,13 @@ struct agent_parts {
 /* The agent's loop (agent/serve/serve_loop.h) with rvtd's scheduling options,
  * answering status requests with rvtd's whole status; until a signal, or
  * the linger time with no client and nothing to do. */
-int serve_until_done(const options &opt, const agent_parts &a)
+int serve_until_done(const rvtd_config &cfg, const agent_parts &a)
 {
-    using clock = std::chrono::steady_clock;
-    agent::cpu_policy::settings cpu;
-    cpu.realtime        = run_at(opt.priority);
-    cpu.spin            = std::chrono::microseconds(opt.spin_us);
-    cpu.yield_when_idle = opt.idle_yield != 0;
-    cpu.busy_limit      = std::chrono::microseconds(opt.busy_limit_us);
-    cpu.pause           = std::chrono::microseconds(opt.busy_pause_us);
-    auto idle_since     = clock::now();
-    bool lingered       = false;
+    using clock                     = std::chrono::steady_clock;
+    agent::cpu_policy::settings cpu = cfg.cpu;
+    cpu.realtime                    = run_at(cfg.priority);
+    auto idle_since                 = clock::now();
+    bool lingered                   = false;
     agent::serve_loop_owner owner;
     owner.status = [&](bool human) {
         return status_text(a.loc, a.d, a.agent_id, a.srv, a.e, human);
@@ -685,26 +337,24 @@ int serve_until_done(const options &opt, const agent_parts &a)
         }
         if (!idle) {
             idle_since = now;
-        } else if (opt.linger > 0 &&
-                   now - idle_since >= std::chrono::seconds(opt.linger)) {
+        } else if (cfg.linger.count() > 0 && now - idle_since >= cfg.linger) {
             lingered = true;
         }
         return lingered;
     };
     agent::serve_loop(a.e, a.srv, cpu, owner);
-    log_line(lingered ? "no clients for " + std::to_string(opt.linger) +
+    log_line(lingered ? "no clients for " + std::to_string(cfg.linger.count()) +
                                 " s: exiting" :
                         "stopped by a signal");
     a.e.shut_down(clock::now());
     return 0;
 }
 
-int run(const options &opt)
+int run(const rvtd_config &cfg)
 {
-    g_log.emplace(STDERR_FILENO, static_cast<uint64_t>(opt.max_log_size),
-                  framed);
-    auto loc = agent::locate(agent::named_or_first_device(opt.device),
-                             static_cast<int>(opt.port), opt.job_key);
+    g_log.emplace(STDERR_FILENO, cfg.max_log_size, framed);
+    auto loc = agent::locate(agent::named_or_first_device(cfg.device), cfg.port,
+                             cfg.job_key);
     if (!loc) {
         log_line(loc.error());
         return 1;
@@ -717,7 +367,7 @@ int run(const options &opt)
         log_line(lock.error());
         return 1;
     }
-    auto notify = daemonize_if_asked(opt, paths.log, lock.value());
+    auto notify = daemonize_if_asked(cfg, paths.log, lock.value());
     if (!notify) {
         log_line(notify.error());
         return 1;
@@ -730,28 +380,27 @@ int run(const options &opt)
         }
         return 1;
     };
-    auto dev = agent::device::open(loc.value().device,
-                                   static_cast<uint8_t>(opt.port),
-                                   static_cast<int>(opt.gid_index));
+    auto dev = agent::device::open(loc.value().device, cfg.port, cfg.gid_index);
     if (!dev) {
         return start_failed(dev.error());
     }
-    const shm_capacities caps = capacities(opt);
-    auto layout               = shm_layout::make(caps);
+    auto layout = shm_layout::make(cfg.caps);
     if (!layout) {
         start_failed(layout.error());
         return 2;
     }
     /* this run: its id, and its handshake UD QP's Q_Key, which only its
      * address tells (common/attach_wire.h, "Q_Keys") */
-    const uint64_t agent_id = new_agent_id();
-    const uint32_t ud_qkey  = wire::conn::random_qkey();
-    agent::device &d        = *dev.value();
-    auto nic = agent::verbs_nic::create(d, nic_config(opt, caps, ud_qkey));
+    const uint64_t agent_id      = new_agent_id();
+    const uint32_t ud_qkey       = wire::conn::random_qkey();
+    agent::device &d             = *dev.value();
+    agent::verbs_nic_config ncfg = cfg.nic;
+    ncfg.ud_qkey                 = ud_qkey;
+    auto nic                     = agent::verbs_nic::create(d, ncfg);
     if (!nic) {
         return start_failed(nic.error());
     }
-    auto auth = make_auth(opt);
+    auto auth = make_auth(cfg);
     if (!auth) {
         return start_failed(auth.error());
     }
@@ -762,14 +411,14 @@ int run(const options &opt)
      * engine's resources (agent/serve/assemble.h) */
     auto made = agent::assemble(
             *nic.value(),
-            {.attach        = attach_settings(opt, loc.value(), layout.value()),
-             .engine        = engine_settings(opt),
+            {.attach        = attach_settings(cfg, loc.value(), layout.value()),
+             .engine        = cfg.engine,
              .auth          = std::move(auth).value(),
              .grant         = d.grant(agent_id),
              .log           = log_line,
              .before_attach = [&](agent::engine &e,
                                   const agent::attach_config &acfg) {
-                 trace.emplace(opt, paths.log, e);
+                 trace.emplace(cfg, paths.log, e);
                  /* the descriptor limit raised to fit the socket's bounds */
                  raise_descriptor_limit(
                          agent::descriptors_needed(acfg.max_clients,
@@ -780,11 +429,11 @@ int run(const options &opt)
     }
     agent::engine &e          = *made.value().engine;
     agent::attach_server &srv = *made.value().server;
-    log_serving(opt, loc.value(), d, e);
+    log_serving(cfg, loc.value(), d, e);
     if (notify.value()) {
         notify.value()->ready();
     }
-    return serve_until_done(opt, {loc.value(), d, agent_id, srv, e});
+    return serve_until_done(cfg, {loc.value(), d, agent_id, srv, e});
 }
 
 } // namespace
@@ -801,15 +450,16 @@ int main(int argc, char **argv)
                      std::strerror(errno));
         return 1;
     }
-    options opt;
-    const auto table = option_table(opt);
+    tools::rvtd_config cfg;
+    const auto table = tools::options_of(tools::rvtd_settings, cfg);
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
         return *code;
     }
+    tools::derive(cfg);
     struct sigaction sa {};
     sa.sa_handler = [](int) { g_stop = 1; };
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
-    return run(opt);
+    return run(cfg);
 }

@@ -135,6 +135,7 @@ result<client::session *> agent_link::attach_locked()
               m_session->client_index(),
               static_cast<unsigned long long>(m_session->attached().agent_id),
               m_session->num_qps(), m_session->max_am_size());
+    warn_of_agent_settings();
     if ((m_session->attached().features &
          wire::agent_feature_unauthenticated) != 0) {
         /* the process's registered memory is reachable by any host that
@@ -150,6 +151,24 @@ result<client::session *> agent_link::attach_locked()
                  m_job_key.c_str());
     }
     return m_session.get();
+}
+
+void agent_link::warn_of_agent_settings() const
+{
+    const client::attachment &a = m_session->attached();
+    for (const auto &given : m_settings.agent_settings) {
+        const uint32_t used = given.agent_value(a);
+        if (used != given.value) {
+            ucs_warn("rvt %s:%u: %s=%llu, but agent %016llx uses %u: "
+                     "another process (or an administrator) started it, and "
+                     "it keeps its own; only the process that starts the "
+                     "agent passes its value",
+                     m_settings.device.c_str(), m_settings.port,
+                     given.variable.c_str(),
+                     static_cast<unsigned long long>(given.value),
+                     static_cast<unsigned long long>(a.agent_id), used);
+        }
+    }
 }
 
 bool agent_link::may_attach()

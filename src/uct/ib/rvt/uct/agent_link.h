@@ -53,12 +53,26 @@ namespace rvt::uct {
  * loop. */
 inline constexpr std::chrono::milliseconds leave_wait{1000};
 
+/* A value of a UCX_RVT_* setting the agent must know (md.h,
+ * md_agent_settings), which this process gave: agent_args passes it to the
+ * rvtd this process starts; an agent found running with another value
+ * keeps its own, and the attach says so in UCX's log. */
+struct agent_setting_value {
+    std::string variable; /* "UCX_RVT_NUM_QPS" */
+    uint64_t value;
+    /* what the attached agent uses (its attach reply) */
+    uint32_t (*agent_value)(const client::attachment &a);
+};
+
 struct link_settings {
     std::string device; /* e.g. "rxe1" */
     uint8_t port = 1;
     std::string job_key; /* empty: from the environment (job_key.h) */
     std::string rvtd_path; /* empty: client/launch.h's search */
-    std::vector<std::string> agent_args; /* for the rvtd it starts */
+    /* for the rvtd it starts: UCX_RVT_AGENT_ARGS's, then the settings the
+     * agent must know */
+    std::vector<std::string> agent_args;
+    std::vector<agent_setting_value> agent_settings; /* given by the process */
     bool start_agent = true; /* run rvtd when no agent listens */
     /* attach, start, connect */
     std::chrono::milliseconds timeout = defaults::connect_timeout;
@@ -127,6 +141,9 @@ public:
 
 private:
     result<client::session *> attach_locked();
+    /* UCX's log: each setting the agent must know that this process gave
+     * and the attached agent does not use (agent_setting_value) */
+    void warn_of_agent_settings() const;
 
     const link_settings m_settings;
     std::mutex m_lock;

@@ -94,7 +94,40 @@ ucs_config_field_t md_config_table[] = {
          "for a remote node's peer index",
          offsetof(md_config, connect_timeout), UCS_CONFIG_TYPE_TIME},
 
+        {"NUM_QPS", "auto",
+         "K, the RC QPs the agent shares with each remote node (rvtd "
+         "--num-qps), for the\n"
+         "agent this process starts; every agent of a job must have the same. "
+         "An agent\n"
+         "running already keeps its own, and UCX warns of the difference. "
+         "auto: the\n"
+         "agent's own (rvtd's default, or what UCX_RVT_AGENT_ARGS gives it)",
+         offsetof(md_config, num_qps), UCS_CONFIG_TYPE_ULUNITS},
+
         {}};
+
+namespace {
+
+/* The agent's K, from its attach reply. */
+uint32_t agent_num_qps(const client::attachment &a)
+{
+    return a.num_qps;
+}
+
+/* The rows of md_config_table that the agent must know (md.h): each
+ * reaches the rvtd this process starts as --OPTION=VALUE, and a running
+ * agent's other value is said in UCX's log. A new one: its row above
+ * (ULUNITS, default auto), its member in md_config, a row here. */
+constexpr md_agent_setting agent_settings[] = {
+        {"NUM_QPS", "num-qps", offsetof(md_config, num_qps), agent_num_qps},
+};
+
+} // namespace
+
+std::span<const md_agent_setting> md_agent_settings()
+{
+    return agent_settings;
+}
 
 namespace {
 
@@ -448,6 +481,36 @@ ucs_status_t choose_reg_method(md &m, const md_config &config)
     return UCS_ERR_INVALID_PARAM;
 }
 
+/* The settings the agent must know that this process gives (not auto), as
+ * rvtd's options after UCX_RVT_AGENT_ARGS's `args`, which must not name
+ * them too; and as what the attach compares. */
+result<done> add_agent_settings(const md_config &config, link_settings &s)
+{
+    for (const md_agent_setting &a : agent_settings) {
+        const std::string variable = std::string("UCX_RVT_") + a.name;
+        unsigned long value;
+        std::memcpy(&value, reinterpret_cast<const char *>(&config) + a.offset,
+                    sizeof(value));
+        if (value == UCS_ULUNITS_AUTO) {
+            continue;
+        }
+        if (value == UCS_ULUNITS_INF) {
+            return failure{variable + "=inf: expected a number, or auto"};
+        }
+        const std::string option = std::string("--") + a.option;
+        for (const auto &arg : s.agent_args) {
+            if (arg.substr(0, arg.find('=')) == option) {
+                return failure{"UCX_RVT_AGENT_ARGS: '" + arg +
+                               "': " + variable + " gives " + option +
+                               "; expected one of them"};
+            }
+        }
+        s.agent_args.push_back(option + "=" + std::to_string(value));
+        s.agent_settings.push_back({variable, value, a.agent_value});
+    }
+    return done{};
+}
+
 result<link_settings>
 settings_of(const md_config &config, const client::port_info &port)
 {
@@ -457,7 +520,11 @@ settings_of(const md_config &config, const client::port_info &port)
         return failure{"UCX_RVT_AGENT_ARGS: " + args.error()};
     }
     link_settings s;
-    s.agent_args  = std::move(args).value();
+    s.agent_args = std::move(args).value();
+    auto given   = add_agent_settings(config, s);
+    if (!given) {
+        return failure{given.error()};
+    }
     s.device      = port.device;
     s.port        = static_cast<uint8_t>(port.port);
     s.job_key     = config.job_key != nullptr ? config.job_key : "";

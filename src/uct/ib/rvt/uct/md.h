@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -38,10 +39,28 @@ struct md_config {
     char *agent_args;
     int start_agent;
     double connect_timeout; /* seconds */
+    /* settings the agent must know (md_agent_settings); UCS_ULUNITS_AUTO:
+     * the agent's own */
+    unsigned long num_qps;
 };
 static_assert(std::is_standard_layout_v<md_config>);
 
 extern ucs_config_field_t md_config_table[];
+
+/* A UCX_RVT_* setting the agent must know, marked so by a row of
+ * md_agent_settings (md.cc, beside md_config_table): when the process
+ * gives it (anything but auto), it is passed to the rvtd the process
+ * starts as --OPTION=VALUE, and compared with what the agent the process
+ * attaches to says it uses; an agent that was running already keeps its
+ * own, and UCX's log says so (agent_link.h, agent_setting_value). */
+struct md_agent_setting {
+    const char *name; /* its md_config_table row, without UCX_RVT_ */
+    const char *option; /* rvtd's option, without the dashes */
+    size_t offset; /* of its unsigned long (UCS_CONFIG_TYPE_ULUNITS) */
+    /* what an attached agent uses, from its attach reply */
+    uint32_t (*agent_value)(const client::attachment &a);
+};
+std::span<const md_agent_setting> md_agent_settings();
 
 /* What uct_mem_h points at. */
 struct memh {

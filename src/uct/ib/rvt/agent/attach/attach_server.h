@@ -122,6 +122,7 @@
 #include "uct/ib/rvt/agent/device/device_grant.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/format.h"
+#include "uct/ib/rvt/common/imm.h"
 #include "uct/ib/rvt/common/result.h"
 #include "uct/ib/rvt/common/shm_layout.h"
 #include "uct/ib/rvt/common/shm_mapping.h"
@@ -159,7 +160,7 @@ struct attach_config {
     std::string socket_path;
     std::string job_key;
     uid_t uid;
-    uint32_t max_clients;
+    uint32_t max_clients = imm::max_clients; /* client processes at once */
     shm_layout layout;
     std::chrono::milliseconds request_timeout{5000};
     /* How long pending output may go without the reader taking any of it

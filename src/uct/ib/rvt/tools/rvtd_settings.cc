@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rvtd's settings table, as parser, help and config (rvtd_settings.h).
+ */
+#include "uct/ib/rvt/tools/rvtd_settings.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace rvt::tools {
+
+void derive(rvtd_config &c)
+{
+    /* the receive buffers hold one inbound slot; each QP carries what a
+     * work request carries inline */
+    c.nic.buffer_size = c.caps.slot_size;
+    c.nic.inline_size = c.caps.inline_size;
+    /* room for every receive and every QP's sends, 16 WRs of a chain each */
+    c.nic.cq_size = c.nic.srq_size +
+                    16 * c.nic.qp.sq_depth * c.engine.peers.num_qps;
+    c.engine.peers.keepalive_timeout = 2 * c.engine.peers.keepalive_interval;
+}
+
+std::string range_text(long lo, long hi)
+{
+    return std::to_string(lo) + (lo < 0 ? " to " : "-") + std::to_string(hi);
+}
+
+std::string help_text(const setting &s)
+{
+    std::string h(s.help);
+    if (s.what == setting::kind::number) {
+        h += " (" + range_text(s.lo, s.hi) + ")";
+    }
+    return h;
+}
+
+std::string default_text(const setting &s)
+{
+    static const rvtd_config defaults{};
+    std::string v = s.show(defaults);
+    return v.empty() ? std::string(s.none) : v;
+}
+
+result<long> whole_number(const setting &s, std::string_view v)
+{
+    const std::string text(v);
+    char *end = nullptr;
+    errno     = 0;
+    long x    = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || x < s.lo ||
+        x > s.hi) {
+        return failure{"--" + std::string(s.name) + "=" + text +
+                       ": expected a whole number from " +
+                       std::to_string(s.lo) + " to " + std::to_string(s.hi)};
+    }
+    return x;
+}
+
+std::vector<option> options_of(std::span<const setting> table, rvtd_config &c)
+{
+    std::vector<option> out;
+    out.reserve(table.size());
+    for (const setting &s : table) {
+        out.push_back(
+                {std::string(s.name), std::string(s.value), default_text(s),
+                 help_text(s),
+                 [&s, &c](std::string_view v) { return s.set(s, c, v); }});
+    }
+    return out;
+}
+
+} // namespace rvt::tools
