@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -117,7 +118,8 @@ struct options {
     agent::auth_choice auth = agent::auth_choice::auto_;
     std::string munge_socket;
     std::string secret_file;
-    bool daemon = false;
+    bool daemon    = false;
+    long notify_fd = -1;
 };
 
 /* `v` as a whole number from lo to hi into `out`; else the error that
@@ -191,6 +193,15 @@ std::vector<tools::option> option_table(options &o)
              [&o](std::string_view) {
                  o.daemon = true;
                  return std::string();
+             }},
+            {"notify-fd", "N", "",
+             "stay in the foreground, logging as --daemon does, and tell "
+             "the Unix socket on descriptor N how start-up went: 'R' once "
+             "the agent serves, 'F' and the reason if it cannot (for a "
+             "starter that keeps rvtd as its child: Slurm's extern step, "
+             "spank_rvt.so)",
+             [&o](std::string_view v) {
+                 return set_long(o.notify_fd, v, 3, INT_MAX, "notify-fd");
              }},
             text("device", "NAME", "the first device",
                  "RDMA device to serve, e.g. rxe1", o.device),
@@ -353,7 +364,7 @@ const tools::program_doc doc = {
         .name     = "rvtd",
         .section  = 8,
         .summary  = "the rvt node agent of one job",
-        .synopsis = "[--OPTION=VALUE ...] [--daemon]",
+        .synopsis = "[--OPTION=VALUE ...] [--daemon | --notify-fd=N]",
         .description =
                 "The node agent of rvt, a UCX transport that shares a few RC "
                 "QPs per remote node among all processes of a job on a node. "
@@ -363,7 +374,9 @@ const tools::program_doc doc = {
                 "hand it their work through shared-memory rings.\n\n"
                 "It runs in the foreground, started by a launcher or by hand, "
                 "or (with --daemon, as the first client starts it) in the "
-                "background, logging to <runtime dir>/<dev>-<port>.<key>.log. "
+                "background, logging to <runtime dir>/<dev>-<port>.<key>.log; "
+                "with --notify-fd it logs there too but stays its starter's "
+                "child (Slurm's extern step, through spank_rvt.so). "
                 "One agent serves one job key on one device port; a second "
                 "one for the same key refuses to start. It exits --linger "
                 "seconds after its last client has left, or on SIGTERM or "
@@ -499,6 +512,14 @@ result<std::optional<tools::daemon_notifier>>
 daemonize_if_asked(const options &opt, const std::string &log_path,
                    agent::instance_lock &lock)
 {
+    if (opt.notify_fd >= 0) {
+        auto n = tools::notify_in_foreground(static_cast<int>(opt.notify_fd),
+                                             log_path);
+        if (!n) {
+            return failure{n.error()};
+        }
+        return std::optional<tools::daemon_notifier>(std::move(n).value());
+    }
     if (!opt.daemon) {
         return std::optional<tools::daemon_notifier>();
     }
@@ -700,19 +721,25 @@ int run(const options &opt)
 {
     g_log.emplace(STDERR_FILENO, static_cast<uint64_t>(opt.max_log_size),
                   framed);
+    /* before the notifier: the word for a --notify-fd starter too */
+    auto early_failure = [&opt](const std::string &why) {
+        log_line(why);
+        if (opt.notify_fd >= 0) {
+            tools::notify_failed(static_cast<int>(opt.notify_fd), why);
+        }
+        return 1;
+    };
     auto loc = agent::locate(agent::named_or_first_device(opt.device),
                              static_cast<int>(opt.port), opt.job_key);
     if (!loc) {
-        log_line(loc.error());
-        return 1;
+        return early_failure(loc.error());
     }
     const auto &paths = loc.value().paths;
     /* Never two agents for one key: the lock comes before anything that
      * could disturb a running agent (such as replacing its socket). */
     auto lock = agent::instance_lock::acquire(paths.lock);
     if (!lock) {
-        log_line(lock.error());
-        return 1;
+        return early_failure(lock.error());
     }
     auto notify = daemonize_if_asked(opt, paths.log, lock.value());
     if (!notify) {
@@ -799,6 +826,11 @@ int main(int argc, char **argv)
     const auto table = option_table(opt);
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
         return *code;
+    }
+    if (opt.daemon && opt.notify_fd >= 0) {
+        std::fprintf(stderr, "rvtd: --daemon and --notify-fd exclude each "
+                             "other: detach, or stay the starter's child\n");
+        return 2;
     }
     struct sigaction sa {};
     sa.sa_handler = [](int) { g_stop = 1; };
