@@ -41,6 +41,13 @@ count_uid=1000
 printf 'PASS: a\nSKIP: unit attach_server.other_user\n' |
     expect "a root-only case skipped by an ordinary user is allowed" "1 0 1" 0
 unset count_uid
+count_tclsh="sh"
+printf 'PASS: a\nSKIP: test/tools/check-modulefile.sh\n' |
+    expect "the modulefile skipped with tclsh there fails" "1 1 1" 0
+count_tclsh=no-such-tclsh
+printf 'PASS: a\nSKIP: test/tools/check-modulefile.sh\n' |
+    expect "the modulefile skipped without tclsh is allowed" "1 0 1" 0
+unset count_tclsh
 
 # GoogleTest's lines as cases: the closing list of failures and skips
 # (no time) is no second verdict
