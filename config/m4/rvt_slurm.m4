@@ -40,7 +40,7 @@ AS_IF([test "x$with_slurm" != xno], [
     AS_IF([test $have_slurm = yes], [
         AC_COMPUTE_INT([rvt_slurm_version], [SLURM_VERSION_NUMBER],
             [#include <slurm/slurm_version.h>], [rvt_slurm_version=0])
-        SLURM_VERSION_TEXT=`expr $rvt_slurm_version / 65536`.`expr $rvt_slurm_version / 256 % 256`])
+        SLURM_VERSION_TEXT=`printf '%d.%02d' $(expr $rvt_slurm_version / 65536) $(expr $rvt_slurm_version / 256 % 256)`])
     CPPFLAGS=$rvt_save_CPPFLAGS
     AS_IF([test $have_slurm = no && test "x$with_slurm" != xcheck],
         [AC_MSG_ERROR([slurm/spank.h not found (--with-slurm=$with_slurm); install libslurm-dev (contrib/setup-deps.sh), or configure --without-slurm])])])
