@@ -83,6 +83,9 @@ SHMEM_ARGS="--large=262144 --rounds=2"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # every node sees it (each has its own /tmp)
 work=$(mktemp -d "$build/site-jobs.XXXXXX") || exit 1
+# readable by section 6's ordinary users (mktemp makes it 0700): its
+# slurm.conf, their job script and their work directories
+chmod 0755 "$work"
 export SLURM_CONF=$work/slurm.conf
 
 # shellcheck disable=SC2317 # run by the EXIT trap
@@ -673,6 +676,8 @@ for u in 1 2; do
         -o "$work/user$u/batch" "$work/user-job.sh")
 done
 for u in 1 2; do
+    # a job that was not taken has nothing to wait for
+    [[ ${ujob[$u]} =~ ^[0-9]+$ ]] || continue
     for _ in $(seq 600); do [ -e "$work/user$u/ready" ] && break; sleep 0.2; done
 done
 # each job's agent on each node: its user's, its extern step's child
