@@ -44,7 +44,7 @@ RVT_DEB_PACKAGES="build-essential autoconf automake libtool pkg-config
     nlohmann-json3-dev googletest libgtest-dev clang-format clang libclang-rt-14-dev qemu-system-x86 busybox-static kmod
     cpio gzip iproute2 util-linux openmpi-bin libopenmpi-dev python3 bc procps jq
     munge libmunge-dev libssl-dev gnuplot-nox ccache
-    slurmctld slurmd slurm-client
+    slurmctld slurmd slurm-client libslurm-dev tcl
     curl ca-certificates debhelper lintian man-db bsdextrautils"
 
 cache=${RVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rvt}

@@ -36,6 +36,31 @@ skip_reason() {
             return 0
         fi
         ;;
+    "SKIP: test/tools/check-slurm-jobs.sh"*)
+        # a one-node Slurm cluster on the host, with the plugin the build
+        # makes when libslurm-dev is there (setup-deps.sh installs all)
+        if [ "${count_uid:-$EUID}" != 0 ]; then
+            echo "it runs a Slurm cluster, as root; CI runs as root"
+            return 0
+        fi
+        local t
+        for t in ${count_slurm_cmds:-slurmctld slurmd munged mungekey sbatch}; do
+            if ! command -v "$t" >/dev/null; then
+                echo "no $t here (setup-deps.sh installs Slurm and MUNGE)"
+                return 0
+            fi
+        done
+        if [ ! -e "${count_spank_h:-/usr/include/slurm/spank.h}" ]; then
+            echo "no slurm/spank.h: spank_rvt.so not built (setup-deps.sh installs libslurm-dev)"
+            return 0
+        fi
+        ;;
+    "SKIP: test/tools/check-modulefile.sh"*)
+        if ! command -v "${count_tclsh:-tclsh}" >/dev/null; then
+            echo "no tclsh to read the modulefile (setup-deps.sh installs tcl)"
+            return 0
+        fi
+        ;;
     esac
     return 1
 }

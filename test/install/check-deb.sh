@@ -8,7 +8,8 @@
 #  - each package's file list (dpkg -c) is exactly the expected one;
 #  - ucx-rvt depends on the upstream release of the libucx0 installed
 #    here (any Debian revision of it, not the next release), and on
-#    rvt-agent; rvt-agent on procps, with its Slurm settings a conffile;
+#    rvt-agent; rvt-agent on procps, with its Slurm settings and its
+#    plugstack.conf.d snippet conffiles;
 #    apt-get --simulate can install both on this machine;
 #  - dpkg -i of both into a throwaway root (its own --admindir and
 #    --instdir; never the machine's own root) installs and configures them,
@@ -18,6 +19,9 @@
 #    UCX 1.13 loads the installed module with LD_PRELOAD (UCX_RVT_* in
 #    ucx_info -c), and not without it, even with its module directory
 #    named (what README.Debian says);
+#  - the installed plugstack.conf.d/rvt.conf names spank_rvt.so commented
+#    out, the plugin exports only Slurm's symbols, the modulefile appends
+#    the installed module to LD_PRELOAD;
 #  - the testbed part, the packages' files at work in a Slurm cluster, is
 #    test/testbed/site-jobs.sh's, which runs this first.
 #
@@ -64,13 +68,15 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 moddir=/usr/lib/$multiarch/ucx
 files_of() { dpkg -c "$1" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort; }
 # shellcheck disable=SC2034 # read through ${!expect}
-expect_agent="/etc/slurm/rvt-slurm.conf
+expect_agent="/etc/slurm/plugstack.conf.d/rvt.conf
+/etc/slurm/rvt-slurm.conf
 /usr/bin/rvt-check
 /usr/bin/rvt-status
 /usr/bin/rvt-trace-report
 /usr/bin/rvtd
 /usr/lib/rvt/rvt-slurm
 /usr/lib/tmpfiles.d/rvt-agent.conf
+/usr/lib/$multiarch/slurm-wlm/spank_rvt.so
 /usr/share/doc/rvt-agent/changelog.Debian.gz
 /usr/share/doc/rvt-agent/copyright
 /usr/share/man/man1/rvt-status.1.gz
@@ -81,7 +87,8 @@ expect_agent="/etc/slurm/rvt-slurm.conf
 expect_module="$moddir/libuct_rvt.so
 /usr/share/doc/ucx-rvt/README.Debian
 /usr/share/doc/ucx-rvt/changelog.Debian.gz
-/usr/share/doc/ucx-rvt/copyright"
+/usr/share/doc/ucx-rvt/copyright
+/usr/share/modules/modulefiles/ucx-rvt"
 for pkg in agent module; do
     deb=${pkg}_deb
     expect=expect_$pkg
@@ -116,8 +123,8 @@ if dpkg-deb -f "$agent_deb" Depends | grep -qw procps; then
 else
     fail "rvt-agent's Depends lack procps: $(dpkg-deb -f "$agent_deb" Depends)"
 fi
-if [ "$(dpkg-deb -I "$agent_deb" conffiles 2>/dev/null)" = /etc/slurm/rvt-slurm.conf ]; then
-    pass "rvt-agent's conffile: /etc/slurm/rvt-slurm.conf (a site's changes survive an upgrade)"
+if [ "$(dpkg-deb -I "$agent_deb" conffiles 2>/dev/null | sort | tr '\n' ' ')" = "/etc/slurm/plugstack.conf.d/rvt.conf /etc/slurm/rvt-slurm.conf " ]; then
+    pass "rvt-agent's conffiles: /etc/slurm/rvt-slurm.conf and plugstack.conf.d/rvt.conf (a site's changes survive an upgrade)"
 else
     fail "rvt-agent's conffiles: '$(dpkg-deb -I "$agent_deb" conffiles 2>&1)'"
 fi
@@ -189,6 +196,30 @@ if grep -q "LD_PRELOAD=$moddir/libuct_rvt.so" "$root/usr/share/doc/ucx-rvt/READM
     pass "README.Debian names LD_PRELOAD=$moddir/libuct_rvt.so"
 else
     fail "README.Debian does not name LD_PRELOAD=$moddir/libuct_rvt.so"
+fi
+
+# the SPANK plugin: off as installed (the site turns it on), exporting
+# the symbols Slurm looks up and nothing else; the modulefile
+snippet=$root/etc/slurm/plugstack.conf.d/rvt.conf
+if [ "$(grep -v '^#' "$snippet" | grep -c .)" = 0 ] &&
+    grep -qx '#optional spank_rvt.so' "$snippet"; then
+    pass "plugstack.conf.d/rvt.conf: spank_rvt.so named, commented out (off until the site turns it on)"
+else
+    fail "plugstack.conf.d/rvt.conf: $(grep -v '^# ' "$snippet")"
+fi
+spank=$root/usr/lib/$multiarch/slurm-wlm/spank_rvt.so
+syms=$(nm -D --defined-only "$spank" 2>/dev/null | awk '{print $3}' | grep -c '^slurm_spank_\|^plugin_\|^spank_plugin_version$')
+slurm_ver=$(dpkg-query -W -f='${Version}' slurmd 2>/dev/null | sed 's/^[0-9]*://; s/^\([0-9]*\.[0-9]*\).*/\1/')
+if [ "$syms" = 9 ] && [ "$(nm -D --defined-only "$spank" | wc -l)" = 9 ]; then
+    pass "spank_rvt.so exports the 9 symbols Slurm looks up, nothing else (Slurm here: ${slurm_ver:-none})"
+else
+    fail "spank_rvt.so exports: $(nm -D --defined-only "$spank" 2>&1 | head -12 | tr '\n' ' ')"
+fi
+mfile=$root/usr/share/modules/modulefiles/ucx-rvt
+if grep -qx "append-path LD_PRELOAD $moddir/libuct_rvt.so" "$mfile"; then
+    pass "modulefile ucx-rvt appends $moddir/libuct_rvt.so to LD_PRELOAD"
+else
+    fail "modulefile $mfile: $(grep -v '^#' "$mfile" 2>&1)"
 fi
 
 echo "check-deb: $((SECONDS - t0)) s"

@@ -13,6 +13,11 @@
 #    UCX_PLUGIN_PATH, and from the module dir with nothing set);
 #  - the module starts rvtd from where rvtd was installed (launch.cc's
 #    default is bindir);
+#  - spank_rvt.so in the Slurm plugin directory when configure built it
+#    (slurm/spank.h found), exporting Slurm's plugin symbols and the
+#    SPANK callbacks, and nothing else of ours;
+#  - for UCX 1.13, the modulefile ucx-rvt in modulefiledir, naming the
+#    installed module;
 #  - nothing installed keeps a run path into the build tree;
 #  - `make uninstall` takes away every file it put there.
 #
@@ -23,7 +28,8 @@
 set -u
 : "${abs_top_builddir:?run from make check}" "${MAKE:?}" "${UCX_PREFIX:?}"
 : "${UCX_LOADS_PLUGINS:?}" "${RVT_BINDIR:?}" "${RVT_MANDIR:?}"
-: "${RVT_UCXMODULEDIR:?}"
+: "${RVT_UCXMODULEDIR:?}" "${RVT_MODULEFILEDIR:?}" "${RVT_SLURMPLUGINDIR:?}"
+: "${RVT_HAVE_SLURM:?}"
 
 dest=$(mktemp -d "${TMPDIR:-/tmp}/rvt-check-install.XXXXXX") || exit 99
 trap 'rm -rf "$dest"' EXIT
@@ -95,11 +101,42 @@ else
         "$(find "$moddir" -mindepth 1 -printf '%f ' 2>/dev/null)"
 fi
 
+# the SPANK plugin: Slurm's plugin symbols and the callbacks, C names
+spank=$dest$RVT_SLURMPLUGINDIR/spank_rvt.so
+if [ "$RVT_HAVE_SLURM" = yes ]; then
+    syms=$(nm -D --defined-only "$spank" 2>/dev/null | awk '{print $3}' | sort | tr '\n' ' ')
+    want="plugin_name plugin_type plugin_version slurm_spank_exit slurm_spank_init slurm_spank_init_post_opt slurm_spank_task_init slurm_spank_task_post_fork spank_plugin_version "
+    if [ "$syms" = "$want" ]; then
+        pass "$RVT_SLURMPLUGINDIR/spank_rvt.so exports exactly: $syms"
+    else
+        fail "spank_rvt.so ($spank): exports '$syms', expected '$want'"
+    fi
+elif [ -e "$spank" ]; then
+    fail "spank_rvt.so installed though configure did not build it"
+else
+    pass "no slurm/spank.h: spank_rvt.so neither built nor installed"
+fi
+
+# the modulefile, for a UCX that loads only its own modules
+mfile=$dest$RVT_MODULEFILEDIR/ucx-rvt
+if [ "$UCX_LOADS_PLUGINS" = yes ]; then
+    if [ -e "$mfile" ]; then
+        fail "a modulefile installed for a UCX that loads plugins"
+    else
+        pass "no modulefile for a UCX that loads plugins"
+    fi
+elif grep -qxF "append-path LD_PRELOAD $RVT_UCXMODULEDIR/libuct_rvt.so" "$mfile" 2>/dev/null; then
+    pass "$RVT_MODULEFILEDIR/ucx-rvt appends the installed module to LD_PRELOAD"
+else
+    fail "modulefile $mfile: $(grep -i preload "$mfile" 2>&1)"
+fi
+
 # nothing installed elsewhere than these directories (and no static
 # archive anywhere)
 others=$(cd "$dest" && find . -type f -o -type l |
     sed 's|^\.||' | grep -v -e "^$RVT_BINDIR/" -e "^$RVT_MANDIR/man[18]/" \
-        -e "^$RVT_UCXMODULEDIR/libuct_rvt\.")
+        -e "^$RVT_UCXMODULEDIR/libuct_rvt\." -e "^$RVT_SLURMPLUGINDIR/spank_rvt\." \
+        -e "^$RVT_MODULEFILEDIR/ucx-rvt\$")
 if [ -z "$others" ]; then
     pass "nothing else installed"
 else

@@ -5,32 +5,44 @@
 # one key) runs Open MPI jobs over rvt from the INSTALLED Debian packages
 # (test/install/check-deb.sh unpacked rvt-agent and ucx-rvt into ROOT):
 # the module preloaded from ROOT as README.Debian says, and each job's
-# agents placed by ROOT's /usr/lib/rvt/rvt-slurm as Prolog and Epilog,
-# from ROOT's rvtd. No rvt setting is given to the jobs but the preload
-# and UCX_TLS.
+# agents started inside the job by ROOT's spank_rvt.so (plugstack.conf,
+# PrologFlags=Contain) in its extern step, from the job file ROOT's
+# /usr/lib/rvt/rvt-slurm writes as Prolog (RVT_JOBS=asked: the jobs that
+# ask with --rvt), with ROOT's rvtd. No rvt setting is given to the jobs
+# but --rvt, the preload and UCX_TLS (section 6: --rvt and UCX_TLS alone).
 #
 #   0. on each node `ucx_info -d` with the installed module preloaded
 #      lists transport rvt on the node's device
-#   1. two jobs of the same user at once: mpirun inside salloc
-#      (UCX_TLS=ud_verbs,rvt) and inside sbatch (UCX_TLS=rvt); each
-#      verifies every word (test/mpi/rvt_mpi_check); from each node, the
-#      job's agent is the one the prolog started (its pid in rvt-slurm's
-#      log, serving slurm.<job> before the first rank with no client),
-#      the only agent of the job (the module started none of its own),
-#      on the node's specialized core (CoreSpecCount=1: CPUSpecList) with
-#      --priority=fifo:10 as configured, authenticated its peer with MUNGE
-#      (no --auth given), carried bytes both ways, and its one remote peer
-#      is the other node's agent of its own job; after each job no agent
-#      of it is left (the epilog; --linger=0: they never leave by
-#      themselves)
-#   2. a job cancelled mid-transfer (scancel) and a job whose node-2
-#      ranks are SIGKILLed, at once: no agent, MR, QP, CQ or PD left on any
-#      device (`rdma resource` as before the jobs)
+#   1. two jobs of the same user at once, both with --rvt: mpirun inside
+#      salloc (UCX_TLS=ud_verbs,rvt) and inside sbatch (UCX_TLS=rvt);
+#      each verifies every word (test/mpi/rvt_mpi_check); from each node,
+#      the job's agent is the one spank_rvt.so started (its pid in
+#      slurmd's log), a child of `slurmstepd: [<job>.extern]`, serving
+#      slurm.<job> before the first rank with no client, the only agent
+#      of the job (the module started none of its own), with
+#      --priority=fifo:10 as configured (its CPUs shown: the extern
+#      step's), authenticated its peer with MUNGE (no --auth given),
+#      carried bytes both ways, and its one remote peer is the other
+#      node's agent of its own job; after each job no agent of it is left
+#   2. with the Epilog off, a job cancelled mid-transfer (scancel) and a
+#      job whose node-2 ranks are SIGKILLed, at once: no agent (Slurm ends
+#      the extern step's), MR, QP, CQ or PD left on any device (`rdma
+#      resource` as before the jobs)
 #   3. the next job, srun --mpi=pmix launching the ranks itself
-#      (UCX_TLS=ud_verbs,rvt): verified, its prolog agents as in 1
+#      (UCX_TLS=ud_verbs,rvt): verified, its agents as in 1, pinned to
+#      RVT_AGENT_CPUS=0,1 by the plugin
 #   4. an OpenSHMEM job (oshmem's spml ucx, mpirun in salloc,
 #      UCX_TLS=rvt): test/shmem/rvt_shmem_check verifies every word, its
-#      prolog agents as in 1
+#      agents as in 1
+#   5. a job without --rvt: no job file and no agent on any node
+#   6. two ordinary users (made here: /etc/passwd and /etc/group copies
+#      bound on each node), a --rvt batch job each at once, srun
+#      --mpi=pmix launching the ranks with nothing set but UCX_TLS and
+#      Open MPI's pml: each verifies every word through its own job's
+#      agents, which run as its user, children of the extern step, the
+#      module given to the ranks by the plugin (LD_PRELOAD) and no agent
+#      started by it; neither user can reach the other's socket, signal
+#      its agent or read its environment; after both, no agent is left
 #
 # Prints PASS:/FAIL: lines and exits 1 if any check failed.
 # Usage: site-jobs-guest.sh BUILD_DIR ROOT (both relative to the tree)
@@ -40,7 +52,10 @@
 # spool in the node's own /run, a stand-in /sys/fs/cgroup, the node's
 # device through a TaskProlog, the prolog's settings file beside the
 # job's work as the guest's /etc is the host's, read-only) is testbed
-# plumbing, said where it is done.
+# plumbing, said where it is done. What the testbed cannot show: the
+# cgroup charge (no cgroup hierarchy per node: proctrack/linuxproc ends
+# the extern step's agent as the stepd's child); test/tools/check-slurm-jobs.sh
+# shows the same on the host, with a slurmstepd and a slurmd killed.
 # shellcheck disable=SC2016 # jq programs: single quotes on purpose
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
@@ -55,6 +70,7 @@ rvtd=$root/usr/bin/rvtd
 rvt_status=$root/usr/bin/rvt-status
 rvt_slurm=$root/usr/lib/rvt/rvt-slurm
 module=$(echo "$root"/usr/lib/*/ucx/libuct_rvt.so)
+spank=$(echo "$root"/usr/lib/*/slurm-wlm/spank_rvt.so)
 mpi_prog=$build/test/mpi/rvt_mpi_check
 shmem_prog=$build/test/shmem/rvt_shmem_check
 on=$top/contrib/testbed/guest/bin/on
@@ -67,6 +83,9 @@ SHMEM_ARGS="--large=262144 --rounds=2"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # every node sees it (each has its own /tmp)
 work=$(mktemp -d "$build/site-jobs.XXXXXX") || exit 1
+# readable by section 6's ordinary users (mktemp makes it 0700): its
+# slurm.conf, their job script and their work directories
+chmod 0755 "$work"
 export SLURM_CONF=$work/slurm.conf
 
 # shellcheck disable=SC2317 # run by the EXIT trap
@@ -86,7 +105,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for f in "$mpi_prog" "$module" "$rvtd" "$rvt_status" "$rvt_slurm"; do
+for f in "$mpi_prog" "$module" "$rvtd" "$rvt_status" "$rvt_slurm" "$spank"; do
     [ -e "$f" ] || { fail "not there: $f"; exit 1; }
 done
 for f in slurmctld slurmd srun salloc sbatch scancel munge; do
@@ -107,9 +126,11 @@ done
 # ---- the cluster ---------------------------------------------------------
 # Each slurmd listens on a port of its own (the nodes share the network
 # namespace); state and spool go to the node's own /run. SlurmUser root:
-# the testbed runs as root, as do its jobs. proctrack/linuxproc and
-# task/affinity: no cgroup hierarchy per node here. PrologFlags=Alloc runs
-# the prolog on every node at allocation, before any step. The partition
+# the testbed runs as root, as do its jobs but section 6's. proctrack/linuxproc and
+# task/affinity: no cgroup hierarchy per node here. PrologFlags=Contain
+# runs the prolog on every node at allocation, before any step, then the
+# job's extern step, where spank_rvt.so (PlugStackConfig) starts the
+# agents. The partition
 # may be oversubscribed: two jobs run at once, and each node has one core
 # for jobs (the other is specialized).
 cat >"$SLURM_CONF" <<EOF
@@ -131,7 +152,8 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 SlurmdParameters=config_overrides
-PrologFlags=Alloc
+PrologFlags=Contain
+PlugStackConfig=$work/plugstack.conf
 Prolog=$work/prolog
 Epilog=$work/epilog
 TaskProlog=$work/task-prolog
@@ -144,11 +166,15 @@ PartitionName=tb Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP OverSubsc
 EOF
 # The installed rvt-slurm is the Prolog and the Epilog; the wrapper only
 # names its settings file, which a site keeps in /etc/slurm (the guest's
-# /etc is the host's, read-only)
-for s in prolog epilog; do
-    printf '#!/bin/sh\nRVT_SLURM_CONF=%s/rvt-slurm.conf exec %s\n' \
-        "$work" "$rvt_slurm" >"$work/$s"
-done
+# /etc is the host's, read-only), and the Epilog is skipped while
+# $work/epilog.off exists (section 2). The installed plugin, with the
+# line the package's plugstack.conf.d/rvt.conf has (commented out), by
+# its path: this Slurm's PluginDir is the host's.
+printf '#!/bin/sh\nRVT_SLURM_CONF=%s/rvt-slurm.conf exec %s\n' \
+    "$work" "$rvt_slurm" >"$work/prolog"
+printf '#!/bin/sh\n[ -e %s/epilog.off ] && exit 0\nRVT_SLURM_CONF=%s/rvt-slurm.conf exec %s\n' \
+    "$work" "$work" "$rvt_slurm" >"$work/epilog"
+echo "optional $spank" >"$work/plugstack.conf"
 # Testbed plumbing, not part of the contrib: every node sees every rxe
 # device, and srun hands node1's environment (UCX_NET_DEVICES=rxe1:1) to
 # node2's tasks; each task gets its own node's device and RVT_NODE back.
@@ -161,10 +187,13 @@ echo "export RVT_NODE=$n"
 EOF
 # what a site's /etc/slurm/rvt-slurm.conf would say (rvt-slurm's header);
 # RVT_DEVICES: every node sees every rxe device here, a site's see their own
+# RVT_PRELOAD: the installed module, which is under ROOT here, not in
+# /usr/lib where rvt-slurm looks by default
 cat >"$work/rvt-slurm.conf" <<EOF
 RVTD=$rvtd
 RVT_DEVICES=rxe\${SLURMD_NODENAME#node}
 RVT_PRIORITY=fifo:10
+RVT_PRELOAD=$module
 RVT_SLURM_LOG=$work/rvt-slurm.log
 EOF
 chmod 755 "$work/prolog" "$work/epilog" "$work/task-prolog"
@@ -182,8 +211,11 @@ on all bash -c 'mkdir -p /run/slurmctld /run/slurmd &&
 on 1 rdma resource show >"$work/rdma.before"
 t0=$SECONDS
 on 1 slurmctld || { fail "slurmctld did not start"; cat "$work/slurmctld.log"; exit 1; }
+# slurmd with no memlock limit, as RDMA sites run it (LimitMEMLOCK=
+# infinity): the extern step's agents, its children, inherit its limits
 for n in 1 2; do
-    on "$n" slurmd || { fail "slurmd on node $n did not start"; tail "$work/slurmd.node$n.log"; exit 1; }
+    on "$n" prlimit --memlock=unlimited:unlimited slurmd ||
+        { fail "slurmd on node $n did not start"; tail "$work/slurmd.node$n.log"; exit 1; }
 done
 up=no
 for _ in $(seq 60); do
@@ -198,6 +230,10 @@ check "Slurm cluster up: slurmctld on node1, slurmd on node1 and node2, both idl
 # the MPI plugins this Slurm offers
 on 1 srun --mpi=list 2>&1 | tr '\n' ' ' | indent "srun --mpi=list"
 echo
+# the plugin is loaded where jobs are submitted: --rvt is an option
+help=$(on 1 sbatch --help 2>&1)
+check "spank_rvt.so loaded (PlugStackConfig): sbatch --help lists '$(grep -m1 -- '--rvt' <<<"$help" | sed 's/^ *//')'" \
+    grep -q -- '--rvt' <<<"$help"
 
 # ---- the jobs --------------------------------------------------------------
 # Open MPI inside an allocation: its plm slurm starts an orted on node2
@@ -210,10 +246,11 @@ echo
 # TAG.release so that two jobs overlap); long (the long program, no
 # status). Writes TAG.job (the job id), TAG.out (the program's output),
 # TAG.status.N (rvt-status --json of node N's agent of the job, after the
-# ranks: the prolog's agents stay until the epilog), TAG.agents (every
-# rvtd of the job's key then, pid:device: pids are global in the guest)
-# and TAG.sched (their CPU lists and policies); barrier also
-# TAG.status.before.N, before the first rank.
+# ranks: the extern step's agents stay until the job ends), TAG.agents
+# (every rvtd of the job's key then, pid:device: pids are global in the
+# guest), TAG.sched (their CPU lists and policies) and TAG.parents (pid|the
+# command line of each one's parent); barrier also TAG.status.before.N,
+# before the first rank.
 cat >"$work/job.env" <<EOF
 work=$work
 on=$on
@@ -280,6 +317,7 @@ for p in $(pgrep -x rvtd); do
     tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qxF -- "--job-key=$key" || continue
     echo "$p:$(tr '\0' '\n' <"/proc/$p/cmdline" | sed -n 's/^--device=//p')" >>"$tag.agents"
     echo "$p|$(taskset -pc "$p")|$(chrt -p "$p" | tr '\n' ' ')" >>"$tag.sched"
+    echo "$p|$(tr '\0' ' ' <"/proc/$(ps -o ppid= -p "$p" | tr -d ' ')/cmdline" 2>/dev/null)" >>"$tag.parents"
 done
 # the agents' own logs, for a failed job
 grep -qE '^OK: rvt_(mpi|shmem)_check' "$tag.out" ||
@@ -323,25 +361,28 @@ verified() {
     fi
 }
 
-# prolog_agent TAG N: the pid rvt-slurm's log gives for job TAG's agent on
-# node N's device
-prolog_agent() {
-    sed -n "s/.*job $(cat "$work/$1.job") on node$2: agent for slurm\.[0-9]* on rxe$2:1 started (pid \([0-9]*\) .*/\1/p" \
-        "$work/rvt-slurm.log" | head -n 1
+# extern_agent TAG N: the pid spank_rvt.so gives in node N's slurmd log
+# (its extern step's lines) for job TAG's agent on node N's device
+extern_agent() {
+    local job
+    job=$(cat "$work/$1.job")
+    sed -n "s/.*spank_rvt: job $job: agent for slurm\.$job on rxe$2:1 started in the extern step (pid \([0-9]*\),.*/\1/p" \
+        "$work/slurmd.node$2.log" | head -n 1
 }
 
 # placed TAG [CPUS]: from each node, job TAG's agent (its status after
-# the ranks) is the prolog's, the job's only agent on that node (the
-# module started none), on CPUS (default: CPUSpecList, $spec) with
-# SCHED_FIFO 10; its key is slurm.<job>, it proved its peer with MUNGE
-# and carried bytes both ways
+# the ranks) is the one spank_rvt.so started, a child of the job's
+# extern step, the job's only agent on that node (the module started
+# none), with SCHED_FIFO 10 and, given CPUS, on those; its key is
+# slurm.<job>, it proved its peer with MUNGE and carried bytes both ways
 placed() {
-    local tag=$1 cpus=${2:-$spec} n job js v mine others sched
+    local tag=$1 cpus=${2:-} n job js v mine others sched parent
     job=$(cat "$work/$tag.job")
     for n in 1 2; do
-        mine=$(prolog_agent "$tag" "$n")
+        mine=$(extern_agent "$tag" "$n")
         others=$(grep -v "^${mine:-none}:rxe$n\$" "$work/$tag.agents" | grep ":rxe$n\$" | tr '\n' ' ')
         sched=$(grep "^${mine:-none}|" "$work/$tag.sched" 2>/dev/null)
+        parent=$(sed -n "s/^${mine:-none}|//p" "$work/$tag.parents" 2>/dev/null)
         js=$(cat "$work/$tag.status.$n" 2>/dev/null)
         if v=$(json_verdict "$js" '
             [.data_path.peers[] | select(.loopback | not)] as $r
@@ -352,21 +393,23 @@ placed() {
                     and .data_path.handshake.unauthenticated == 0),
                text: "agent pid \(.pid), job \(.job_key) from \(.job_key_source), auth \(.data_path.auth), \($r | length) remote peer(s), \($tx) bytes sent and \($rx) received"}' \
             --arg key "slurm.$job" --arg pid "${mine:-none}") && [ -z "$others" ] &&
-            grep -q "list: $cpus|.*SCHED_FIFO.*priority: 10" <<<"$sched"; then
-            pass "$tag: node $n: the prolog's agent (pid $mine, the job's only one there), $v; cpus and policy: ${sched#*|}"
+            [[ $parent == "slurmstepd: [$job.extern]"* ]] &&
+            grep -q "list: ${cpus:-[0-9,-]*}|.*SCHED_FIFO.*priority: 10" <<<"$sched"; then
+            pass "$tag: node $n: the extern step's agent (pid $mine, child of '${parent% }', the job's only one there), $v; cpus and policy: ${sched#*|}"
         else
-            fail "$tag: node $n: expected the prolog's agent (pid ${mine:-none}) alone (others: ${others:-none}), key slurm.$job, auth munge, bytes both ways, on CPU $cpus with SCHED_FIFO 10: ${v:-$(head -c 300 <<<"$js")}; sched: ${sched:-none}"
+            fail "$tag: node $n: expected the extern step's agent (pid ${mine:-none}, parent '${parent:-?}') alone (others: ${others:-none}), key slurm.$job, auth munge, bytes both ways, ${cpus:+on CPU $cpus }with SCHED_FIFO 10: ${v:-$(head -c 300 <<<"$js")}; sched: ${sched:-none}"
         fi
     done
 }
 
-# left_behind TAG SECONDS: no agent of job TAG on any node within SECONDS
+# left_behind TAG SECONDS [HOW]: no agent of job TAG on any node within
+# SECONDS
 left_behind() {
     local key
     key=slurm.$(cat "$work/$1.job" 2>/dev/null)
     [ "$key" != slurm. ] || { fail "$1: the job never ran"; return; }
     if gone "$key" "$2"; then
-        pass "$1: no agent of $key left on any node after the job (the epilog)"
+        pass "$1: no agent of $key left on any node after the job${3:+ ($3)}"
     else
         fail "$1: agents of $key still run after the job: $(agents_of "$key")"
     fi
@@ -388,12 +431,12 @@ rdma_clean() {
 # (-O: the one core for jobs each node has may be shared; one rank a node:
 # the emulator runs every node's ranks on that one vCPU)
 salloc_job() {
-    on 1 timeout 300 salloc -N2 -n2 -O -s "$work/job.sh" "$@" \
+    on 1 timeout 300 salloc --rvt -N2 -n2 -O -s "$work/job.sh" "$@" \
         >"$work/$1.salloc" 2>&1
 }
-# sbatch_job TAG ARG...: job.sh as a batch job; prints its id
+# sbatch_job TAG ARG...: job.sh as a batch job, with --rvt; prints its id
 sbatch_job() {
-    on 1 sbatch --parsable -N2 -n2 -O -s -o "$work/$1.batch" \
+    on 1 sbatch --rvt --parsable -N2 -n2 -O -s -o "$work/$1.batch" \
         "$work/job.sh" "$@"
 }
 # job_wait ID SECONDS: until job ID has left the queue (by the clock)
@@ -454,8 +497,8 @@ placed sbatch
 for tag in salloc sbatch; do
     for n in 1 2; do
         before=$(jq -r '"\(.pid) \(.job_key) \(.clients | length)"' "$work/$tag.status.before.$n" 2>/dev/null)
-        check "$tag: node $n: before the first rank, the agent pid $(prolog_agent "$tag" "$n") served slurm.$(cat "$work/$tag.job") with 0 clients (rvt-status: '$before')" \
-            [ "$before" = "$(prolog_agent "$tag" "$n") slurm.$(cat "$work/$tag.job") 0" ]
+        check "$tag: node $n: before the first rank, the agent pid $(extern_agent "$tag" "$n") served slurm.$(cat "$work/$tag.job") with 0 clients (rvt-status: '$before')" \
+            [ "$before" = "$(extern_agent "$tag" "$n") slurm.$(cat "$work/$tag.job") 0" ]
     done
 done
 # each agent's one remote peer is the other node's agent of its own job
@@ -475,7 +518,7 @@ if [ $apart = yes ] && [ "$pids" = 4 ]; then
 else
     fail "two jobs at once: $pids agent pids (expected 4), peers:$line"
 fi
-for tag in salloc sbatch; do left_behind "$tag" 20; done
+for tag in salloc sbatch; do left_behind "$tag" 20 "the job's end"; done
 echo "salloc and sbatch jobs: $((SECONDS - t)) s"
 
 # 2 ---------------------------------------------------------------------
@@ -552,6 +595,156 @@ placed shmem 0,1
 left_behind shmem 20
 rdma_clean "after the OpenSHMEM job"
 echo "OpenSHMEM job: $((SECONDS - t)) s"
+
+# 5 ---------------------------------------------------------------------
+# A job that does not ask: the prolog writes no job file and the extern
+# step starts no agent, on either node (seen from the job's own step)
+t=$SECONDS
+cat >"$work/noask.sh" <<'NOASK'
+#!/bin/bash
+# on each node: the job file, and any agent serving this job's key
+ls "/run/rvt/jobs/$SLURM_JOB_ID" 2>/dev/null
+for p in $(pgrep -x rvtd); do
+    tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qx -- "--job-key=slurm.$SLURM_JOB_ID" &&
+        echo "agent $p on $SLURMD_NODENAME"
+done
+exit 0
+NOASK
+chmod 0755 "$work/noask.sh"
+# shellcheck disable=SC2016 # for salloc's shell
+on 1 timeout 120 salloc -N2 -n2 -O -s bash -c \
+    'echo "$SLURM_JOB_ID" >"$0/noask.job"; srun -N2 -n2 "$0/noask.sh" >"$0/noask.seen"' \
+    "$work" >"$work/noask.salloc" 2>&1
+job=$(cat "$work/noask.job" 2>/dev/null)
+seen=$(cat "$work/noask.seen" 2>/dev/null)
+if [ -n "$job" ] && [ -e "$work/noask.seen" ] && [ -z "$seen" ] &&
+    ! grep -q "spank_rvt: job $job:" "$work"/slurmd.node?.log; then
+    pass "a job without --rvt (job $job): no job file and no agent on either node, seen from its own step"
+else
+    fail "a job without --rvt (job ${job:-none}): its step saw '$seen'; $(grep -h "spank_rvt: job ${job:-none}:" "$work"/slurmd.node?.log); $(tail -n 3 "$work/noask.salloc")"
+fi
+echo "job without --rvt: $((SECONDS - t)) s"
+
+# 6 ---------------------------------------------------------------------
+# Two ordinary users, a --rvt batch job each, at once: srun --mpi=pmix
+# launches the ranks, which are given nothing but UCX_TLS and Open MPI's
+# pml; the module reaches them through spank_rvt.so (LD_PRELOAD), and the
+# agents they use are their own job's, in its extern step. The users live
+# in copies of /etc/passwd and /etc/group bound on each node (the guest's
+# /etc is the host's, read-only); their work directories are 1777 (the
+# share may not take a chown). The submitting shell has no memlock limit,
+# as a site gives its users; Slurm propagates it to the ranks.
+t=$SECONDS
+for f in passwd group; do cp "/etc/$f" "$work/etc.$f"; done
+for u in 1 2; do
+    echo "rvtuser$u:x:428$u:428$u:rvt site jobs user $u:$work/user$u:/bin/bash" >>"$work/etc.passwd"
+    echo "rvtuser$u:x:428$u:" >>"$work/etc.group"
+    install -d -m 1777 "$work/user$u"
+done
+on all bash -c "mount --bind $work/etc.passwd /etc/passwd && mount --bind $work/etc.group /etc/group" ||
+    fail "binding the users' /etc/passwd and /etc/group on the nodes"
+# user-job.sh, in $HOME: hold until go (both jobs' agents seen), run the
+# ranks (each records its LD_PRELOAD and UCX_RVT_START_AGENT), hold until
+# release (the agents' status taken from outside, as the user)
+printf '#!/bin/bash\n# shellcheck disable=SC1091,SC2154,SC2086\n. %q/job.env\n' "$work" >"$work/user-job.sh"
+cat >>"$work/user-job.sh" <<'USERJOB'
+cd "$HOME" || exit 1
+echo "$SLURM_JOB_ID" >job
+touch ready
+for _ in $(seq 1200); do [ -e go ] && break; sleep 0.2; done
+export OMPI_MCA_pml=ucx OMPI_MCA_pml_ucx_tls=rvt OMPI_MCA_pml_ucx_devices=any \
+    OMPI_MCA_btl=self OMPI_MCA_mpi_yield_when_idle=1 \
+    UCX_TLS=ud_verbs,rvt,sm,self UCX_WARN_UNUSED_ENV_VARS=n
+# shellcheck disable=SC2016 # for each rank's shell
+srun --mpi=pmix bash -c 'tr "\0" "\n" </proc/self/environ | grep -E "^(LD_PRELOAD|UCX_RVT_START_AGENT)=" | sort >"env.$SLURM_PROCID"; exec "$0" "$@"' \
+    "$mpi_prog" $MPI_ARGS >out 2>&1
+echo "srun exit $?" >>out
+touch done
+for _ in $(seq 1200); do [ -e release ] && break; sleep 0.2; done
+USERJOB
+chmod 0755 "$work/user-job.sh"
+# as_user U CMD...: CMD on node 1 as rvtuserU, with no memlock limit
+as_user() {
+    local u=$1
+    shift
+    on 1 prlimit --memlock=unlimited:unlimited setpriv --reuid="428$u" --regid="428$u" \
+        --clear-groups env HOME="$work/user$u" USER="rvtuser$u" "$@"
+}
+declare -A ujob upid
+for u in 1 2; do
+    ujob[$u]=$(as_user "$u" sbatch --rvt --parsable -N2 -n2 -O -s -D "$work/user$u" \
+        -o "$work/user$u/batch" "$work/user-job.sh")
+done
+for u in 1 2; do
+    # a job that was not taken has nothing to wait for
+    [[ ${ujob[$u]} =~ ^[0-9]+$ ]] || continue
+    for _ in $(seq 600); do [ -e "$work/user$u/ready" ] && break; sleep 0.2; done
+done
+# each job's agent on each node: its user's, its extern step's child
+users_ok=yes line=
+for u in 1 2; do
+    job=${ujob[$u]}
+    for n in 1 2; do
+        pid=$(sed -n "s/.*spank_rvt: job $job: agent for slurm\.$job on rxe$n:1 started in the extern step (pid \([0-9]*\),.*/\1/p" \
+            "$work/slurmd.node$n.log" | head -n 1)
+        owner=$(stat -c %u "/proc/${pid:-0}" 2>/dev/null)
+        parent=$(tr '\0' ' ' <"/proc/$(ps -o ppid= -p "${pid:-0}" | tr -d ' ')/cmdline" 2>/dev/null)
+        line+=" user $u job $job node $n: pid ${pid:-none} uid ${owner:-?} parent '${parent% }';"
+        if [ -z "$pid" ] || [ "$owner" != "428$u" ] || [[ $parent != "slurmstepd: [$job.extern]"* ]]; then
+            users_ok=no
+        fi
+        upid[$u.$n]=${pid:-0}
+    done
+done
+check "two ordinary users' --rvt jobs at once: each node's agent of each job runs as its user, a child of its extern step:$line" \
+    [ $users_ok = yes ]
+# neither user reaches the other's agent: its socket, a signal, its
+# environment
+apart=yes line=
+for n in 1 2; do
+    sock=/run/rvt/4282/rxe$n-1.slurm.${ujob[2]}.sock
+    as1=(setpriv --reuid=4281 --regid=4281 --clear-groups)
+    if ! on "$n" test -S "$sock" || on "$n" "${as1[@]}" test -e "$sock" ||
+        on "$n" "${as1[@]}" kill -0 "${upid[2.$n]}" 2>/dev/null ||
+        on "$n" "${as1[@]}" cat "/proc/${upid[2.$n]}/environ" >/dev/null 2>&1; then
+        apart=no
+    fi
+    line+=" node $n: $sock, agent ${upid[2.$n]};"
+done
+check "user 1 can neither reach user 2's agent's socket nor signal it nor read its environment:$line" [ $apart = yes ]
+for u in 1 2; do touch "$work/user$u/go"; done
+for u in 1 2; do
+    for _ in $(seq 1200); do [ -e "$work/user$u/done" ] && break; sleep 0.5; done
+done
+for u in 1 2; do
+    job=${ujob[$u]}
+    indent "user$u" <"$work/user$u/out"
+    # the agents' status, as their user (rvt-status answers its own uid)
+    for n in 1 2; do
+        on "$n" setpriv --reuid="428$u" --regid="428$u" --clear-groups \
+            "$rvt_status" --json --device="rxe$n" --job-key="slurm.$job" \
+            >"$work/user$u/status.$n" 2>&1
+    done
+    agents=$(agents_of "slurm.$job" | sort | tr '\n' ' ')
+    want=$(printf '%s\n' "${upid[$u.1]}:rxe1" "${upid[$u.2]}:rxe2" | sort | tr '\n' ' ')
+    envs=$(cat "$work/user$u"/env.* 2>/dev/null | sort -u | tr '\n' ' ')
+    tx=$(cat "$work/user$u"/status.? 2>/dev/null |
+        jq -s '[.[].data_path.peers[] | select(.loopback | not) | .bytes] | add // 0' 2>/dev/null)
+    if grep -q '^OK: rvt_mpi_check' "$work/user$u/out" && [ "$agents" = "$want" ] &&
+        [ "$envs" = "LD_PRELOAD=$module UCX_RVT_START_AGENT=n " ] && [ "${tx:-0}" -gt 0 ]; then
+        pass "user $u (job $job): rvt_mpi_check verified every word through its extern steps' agents alone ($agents), $tx bytes sent to peers; its ranks had $envs"
+    else
+        fail "user $u (job $job): '$(grep -E '^(OK|FAIL|srun exit)' "$work/user$u/out" | tr '\n' ' ')', agents '$agents' (expected '$want'), ranks' '$envs', bytes sent ${tx:-?}"
+    fi
+done
+for u in 1 2; do touch "$work/user$u/release"; done
+for u in 1 2; do
+    job_wait "${ujob[$u]}" 60
+    echo "${ujob[$u]}" >"$work/user$u.job"
+    left_behind "user$u" 30 "the job's end"
+done
+rdma_clean "after the two users' jobs"
+echo "two users' jobs: $((SECONDS - t)) s"
 indent "rvt-slurm log" <"$work/rvt-slurm.log"
 
 finish "site jobs"

@@ -41,6 +41,24 @@ count_uid=1000
 printf 'PASS: a\nSKIP: unit attach_server.other_user\n' |
     expect "a root-only case skipped by an ordinary user is allowed" "1 0 1" 0
 unset count_uid
+# the one-node Slurm test: a skip is allowed only without root, Slurm,
+# MUNGE or spank.h; on CI's machine (all there) it fails
+count_uid=0 count_slurm_cmds="sh" count_spank_h=/
+printf 'PASS: a\nSKIP: test/tools/check-slurm-jobs.sh\n' |
+    expect "the Slurm jobs skipped with root, Slurm and spank.h there fails" "1 1 1" 0
+count_spank_h=/nonexistent
+printf 'PASS: a\nSKIP: test/tools/check-slurm-jobs.sh\n' |
+    expect "the Slurm jobs skipped without spank.h is allowed" "1 0 1" 0
+count_spank_h=/ count_slurm_cmds="sh no-such-slurmd"
+printf 'PASS: a\nSKIP: test/tools/check-slurm-jobs.sh\n' |
+    expect "the Slurm jobs skipped without slurmd is allowed" "1 0 1" 0
+count_tclsh="sh"
+printf 'PASS: a\nSKIP: test/tools/check-modulefile.sh\n' |
+    expect "the modulefile skipped with tclsh there fails" "1 1 1" 0
+count_tclsh=no-such-tclsh
+printf 'PASS: a\nSKIP: test/tools/check-modulefile.sh\n' |
+    expect "the modulefile skipped without tclsh is allowed" "1 0 1" 0
+unset count_uid count_slurm_cmds count_spank_h count_tclsh
 
 # GoogleTest's lines as cases: the closing list of failures and skips
 # (no time) is no second verdict

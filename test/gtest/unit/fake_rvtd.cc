@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A stand-in for rvtd in test_launch.cc: it takes rvtd's options
- * (--daemon, --device=, --port=, --job-key=, and any other --NAME=VALUE,
- * which it only records), computes the same socket, lock and log paths,
+ * A stand-in for rvtd in test_launch.cc and the Slurm tests: it takes
+ * rvtd's options (--daemon, --notify-fd=, --device=, --port=, --job-key=,
+ * and any other --NAME=VALUE, which it only records), computes the same socket, lock and log paths,
  * takes the same instance lock, and serves no RDMA. FAKE_RVTD_MODE says
  * what it does:
  *
- *   serve (or unset)  lock, daemonize (with --daemon), listen, ready():
- *                     the starter exits 0. It accepts connections and
+ *   serve (or unset)  lock, daemonize (with --daemon; with --notify-fd
+ *                     stay in the foreground as rvtd does), listen,
+ *                     ready(): the starter exits 0 (or reads 'R'). It accepts connections and
  *                     closes each after reading what the peer sent first
  *                     (so an attach fails at the attach step), and exits
  *                     once its socket file is gone or it has had no
@@ -67,15 +68,24 @@ bool still_ours(const std::string &path, ino_t ino)
     return ::lstat(path.c_str(), &st) == 0 && st.st_ino == ino;
 }
 
-int serve(const agent_paths &paths, bool daemon, bool linger_forever,
-          const std::string &args)
+int serve(const agent_paths &paths, bool daemon, int notify_fd,
+          bool linger_forever, const std::string &args)
 {
     auto lock = agent::instance_lock::acquire(paths.lock);
     if (!lock) {
+        if (notify_fd >= 0) {
+            tools::notify_failed(notify_fd, lock.error());
+        }
         return say(lock.error(), 1);
     }
     std::optional<tools::daemon_notifier> notifier;
-    if (daemon) {
+    if (notify_fd >= 0) {
+        auto n = tools::notify_in_foreground(notify_fd, paths.log);
+        if (!n) {
+            return say(n.error(), 1);
+        }
+        notifier.emplace(std::move(n).value());
+    } else if (daemon) {
         auto d = tools::daemonize(paths.log);
         if (!d) {
             return say(d.error(), 1);
@@ -143,6 +153,7 @@ int serve(const agent_paths &paths, bool daemon, bool linger_forever,
 int main(int argc, char **argv)
 {
     bool daemon = false, linger_forever = false;
+    int notify_fd = -1;
     std::string device, job_key, args;
     int port = 1;
     for (int i = 1; i < argc; ++i) {
@@ -150,6 +161,8 @@ int main(int argc, char **argv)
         args += " " + std::string(arg);
         if (arg == "--daemon") {
             daemon = true;
+        } else if (arg.starts_with("--notify-fd=")) {
+            notify_fd = std::atoi(argv[i] + 12);
         } else if (arg.starts_with("--device=")) {
             device = arg.substr(9);
         } else if (arg.starts_with("--port=")) {
@@ -201,5 +214,5 @@ int main(int argc, char **argv)
         std::fflush(stdout);
         ::_exit(3);
     }
-    return serve(paths.value(), daemon, linger_forever, args);
+    return serve(paths.value(), daemon, notify_fd, linger_forever, args);
 }

@@ -6,12 +6,16 @@
  * starter's exit status and stderr for ready(), failed() and a daemon
  * that dies without a word; the daemon's own session (not as its leader),
  * cwd, umask and stdin; its stdout and stderr appended to the 0600 log;
- * and failures before the fork returned in the caller.
+ * and failures before the fork returned in the caller. notify_in_foreground
+ * (rvtd --notify-fd): the child stays in its starter's session, logs
+ * as a daemon does, and its starter reads 'R', or 'F' and the reason; a
+ * descriptor that is no Unix socket is refused with nothing sent.
  */
 #include "uct/ib/rvt/tools/daemon.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -308,4 +312,135 @@ TEST(daemon, failure_in_the_caller_leaves_it_as_it_was)
     int subreaper = -1;
     ASSERT_EQ(::prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0, 0, 0), 0);
     EXPECT_EQ(subreaper, 0);
+}
+
+namespace {
+
+/* A child that calls notify_in_foreground(its end of a socket pair, log)
+ * and runs body; returns what the starter's end read to EOF, and the
+ * child's exit status. */
+struct foreground_run {
+    std::string word;
+    int status = -1;
+};
+
+foreground_run
+run_in_foreground(const std::string &log,
+                  const std::function<int(daemon_notifier &)> &body)
+{
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(sv[0]);
+        /* as a starter hands it over: inherited across exec */
+        ::fcntl(sv[1], F_SETFD, 0);
+        auto n = rvt::tools::notify_in_foreground(sv[1], log);
+        if (!n) {
+            ::_exit(returned_failure);
+        }
+        daemon_notifier notifier = std::move(n).value();
+        int status               = body(notifier);
+        std::fflush(nullptr);
+        ::_exit(status);
+    }
+    ::close(sv[1]);
+    foreground_run r;
+    char buf[256];
+    ssize_t got;
+    while ((got = ::read(sv[0], buf, sizeof(buf))) > 0) {
+        r.word.append(buf, size_t(got));
+    }
+    ::close(sv[0]);
+    int status = 0;
+    if (::waitpid(pid, &status, 0) == pid && WIFEXITED(status)) {
+        r.status = WEXITSTATUS(status);
+    }
+    return r;
+}
+
+} // namespace
+
+TEST_F(daemon_fixture, notify_in_foreground_stays_the_starters_child)
+{
+    const long starter_sid = long(::getsid(0));
+    foreground_run r       = run_in_foreground(m_log, [](daemon_notifier &n) {
+        char in[256]                 = {};
+        [[maybe_unused]] ssize_t len = ::readlink("/proc/self/fd/0", in,
+                                                        sizeof(in) - 1);
+        char cwd[256]                = "?";
+        [[maybe_unused]] char *c     = ::getcwd(cwd, sizeof(cwd));
+        mode_t mask                  = ::umask(0);
+        ::umask(mask);
+        std::printf("child pid=%d ppid=%d sid=%d umask=0%o cwd=%s "
+                                "stdin=%s\n",
+                          int(::getpid()), int(::getppid()), int(::getsid(0)),
+                          unsigned(mask), cwd, in);
+        std::fflush(stdout);
+        std::fprintf(stderr, "stderr line\n");
+        n.ready();
+        n.failed("too late: ignored");
+        return 0;
+    });
+    EXPECT_EQ(r.status, 0);
+    EXPECT_EQ(r.word, "R");
+    std::string log = read_file(m_log);
+    EXPECT_EQ(field(log, "ppid"), long(::getpid())) << log;
+    EXPECT_EQ(field(log, "sid"), starter_sid) << log;
+    EXPECT_EQ(field(log, "umask"), 077) << log;
+    EXPECT_NE(log.find(" cwd=/ "), std::string::npos) << log;
+    EXPECT_NE(log.find(" stdin=/dev/null\n"), std::string::npos) << log;
+    EXPECT_NE(log.find("stderr line\n"), std::string::npos) << log;
+    struct stat st;
+    ASSERT_EQ(::stat(m_log.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+TEST_F(daemon_fixture, notify_in_foreground_failures_reach_the_starter)
+{
+    foreground_run r = run_in_foreground(m_log, [](daemon_notifier &n) {
+        n.failed("cannot open device rxe9: no such device");
+        return 1;
+    });
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.word, "Fcannot open device rxe9: no such device");
+
+    /* the log cannot be opened: said to the starter, then returned */
+    std::string missing = m_dir + "/none/x.log";
+    r                   = run_in_foreground(missing, [](daemon_notifier &n) {
+        n.ready();
+        return 0;
+    });
+    EXPECT_EQ(r.status, returned_failure);
+    EXPECT_EQ(r.word.rfind("Fdaemon log " + missing + ": open failed", 0), 0u)
+            << r.word;
+
+    /* a word sent before notify_in_foreground() could be reached */
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    rvt::tools::notify_failed(sv[1], "agent lock: held");
+    ::close(sv[1]);
+    char buf[64] = {};
+    ASSERT_GT(::read(sv[0], buf, sizeof(buf) - 1), 0);
+    ::close(sv[0]);
+    EXPECT_STREQ(buf, "Fagent lock: held");
+}
+
+TEST(daemon, notify_in_foreground_refuses_what_is_no_unix_socket)
+{
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    auto n = rvt::tools::notify_in_foreground(p[1], "/nonexistent-dir/x.log");
+    ASSERT_FALSE(n.ok());
+    EXPECT_NE(n.error().find("expected a Unix stream socket"), std::string::npos)
+            << n.error();
+    /* nothing was written, and the descriptor is still open */
+    EXPECT_EQ(::fcntl(p[1], F_GETFD), FD_CLOEXEC);
+    ::close(p[1]);
+    char c;
+    EXPECT_EQ(::read(p[0], &c, 1), 0);
+    ::close(p[0]);
+    /* stdio is never taken for it */
+    EXPECT_FALSE(rvt::tools::notify_in_foreground(STDERR_FILENO, "/x").ok());
 }

@@ -73,7 +73,8 @@ std::string other_value(const setting &s)
     case setting::kind::text:
         return "/elsewhere";
     case setting::kind::mode:
-        for (const char *m : {"none", "fifo:10", "munge", "normal", "auto"}) {
+        for (const char *m :
+             {"none", "fifo:10", "munge", "normal", "auto", "3"}) {
             rvtd_config c;
             if (s.set(s, c, m).empty() && s.show(c) != dflt) {
                 return m;
@@ -196,6 +197,26 @@ TEST(rvtd_settings, the_bounds_of_the_wire_and_the_layout_are_their_constants)
     }
 }
 
+/* --notify-fd names a descriptor a starter gave, never a standard stream;
+ * none is the default */
+TEST(rvtd_settings,
+     notify_fd_takes_none_or_a_descriptor_past_the_standard_streams)
+{
+    rvtd_config c;
+    EXPECT_EQ(set(c, "notify-fd", "3"), "");
+    EXPECT_EQ(c.notify.fd, 3);
+    EXPECT_EQ(set(c, "notify-fd", "none"), "");
+    EXPECT_EQ(c.notify.fd, -1);
+    for (const char *bad : {"2", "0", "-1", "x", "", "3x", "2147483648"}) {
+        SCOPED_TRACE(bad);
+        EXPECT_EQ(set(c, "notify-fd", bad),
+                  "--notify-fd=" + std::string(bad) +
+                          ": expected none or a descriptor number from 3 to "
+                          "2147483647");
+        EXPECT_EQ(c.notify.fd, -1);
+    }
+}
+
 TEST(rvtd_settings, each_row_fills_a_member_of_its_own_that_derive_keeps)
 {
     const rvtd_config base = derived(rvtd_config{});
@@ -225,17 +246,11 @@ TEST(rvtd_settings, options_land_in_the_agents_config_structs)
 {
     rvtd_config c;
     const auto opts    = tools::options_of(rvtd_settings, c);
-    const char *argv[] = {"rvtd",
-                          "--num-qps=8",
-                          "--sq-depth=64",
-                          "--srq-size=512",
-                          "--max-clients=9",
-                          "--am-size=4096",
-                          "--spin-us=20",
-                          "--keepalive-ms=300",
-                          "--auth=none",
-                          "--linger=0",
-                          "--daemon"};
+    const char *argv[] = {
+            "rvtd",           "--num-qps=8",        "--sq-depth=64",
+            "--srq-size=512", "--max-clients=9",    "--am-size=4096",
+            "--spin-us=20",   "--keepalive-ms=300", "--auth=none",
+            "--linger=0",     "--notify-fd=5",      "--daemon"};
     tools::program_doc doc;
     doc.name = "rvtd";
     ASSERT_EQ(tools::parse(static_cast<int>(std::size(argv)),
@@ -253,6 +268,7 @@ TEST(rvtd_settings, options_land_in_the_agents_config_structs)
     EXPECT_EQ(c.auth.choice, agent::auth_choice::none);
     EXPECT_EQ(c.linger, std::chrono::seconds(0));
     EXPECT_TRUE(c.daemon);
+    EXPECT_EQ(c.notify.fd, 5);
     /* derive(): what no one option states */
     EXPECT_EQ(c.nic.buffer_size, 4096u);
     EXPECT_EQ(c.nic.inline_size, c.caps.inline_size);

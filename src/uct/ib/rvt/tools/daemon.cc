@@ -9,6 +9,11 @@
  *   'F' <reason up to EOF>            failed(), or the intermediate when
  *                                     setsid() or the second fork fails
  *
+ * notify_in_foreground() sends no 'P': its starter forked the program and
+ * knows its pid. The starter reads up to 'R', or 'F' and the reason to
+ * EOF; EOF without a word is a program that ended (or closed the socket)
+ * during start-up.
+ *
  * Call daemonize() while the process has a single thread: fork() copies
  * only the calling thread, and the intermediate and the daemon go on with
  * ordinary (allocating) code.
@@ -250,11 +255,7 @@ void daemon_notifier::ready() noexcept
 void daemon_notifier::failed(std::string_view why) noexcept
 {
     if (m_sock) {
-        char word[1 + max_reason];
-        size_t len = std::min(why.size(), max_reason);
-        word[0]    = 'F';
-        std::memcpy(word + 1, why.data(), len);
-        send_all(m_sock.get(), word, 1 + len);
+        notify_failed(m_sock.get(), why);
         m_sock.reset();
     }
 }
@@ -336,6 +337,63 @@ result<daemon_notifier> daemonize(const std::string &log_path)
     std::string hello = "P" + std::to_string(::getpid()) + "\n";
     send_all(daemon_end.get(), hello.data(), hello.size());
     return daemon_notifier(std::move(daemon_end));
+}
+
+void notify_failed(int fd, std::string_view why) noexcept
+{
+    char word[1 + max_reason];
+    size_t len = std::min(why.size(), max_reason);
+    word[0]    = 'F';
+    std::memcpy(word + 1, why.data(), len);
+    send_all(fd, word, 1 + len);
+}
+
+result<daemon_notifier>
+notify_in_foreground(int fd, const std::string &log_path)
+{
+    int type      = 0;
+    socklen_t len = sizeof(type);
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof(addr);
+    if (fd <= STDERR_FILENO ||
+        ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+        type != SOCK_STREAM ||
+        ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &alen) != 0 ||
+        addr.ss_family != AF_UNIX) {
+        return failure{"notify descriptor " + std::to_string(fd) +
+                       ": expected a Unix stream socket above 2 (the "
+                       "starter's socketpair)"};
+    }
+    daemon_notifier notifier{unique_fd(fd)};
+    /* from here on a failure is also the starter's word */
+    auto fail = [&notifier](const std::string &why) {
+        notifier.failed(why);
+        return failure{why};
+    };
+    if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        return fail("notify descriptor " + std::to_string(fd) +
+                    ": close-on-exec failed: " + errno_text());
+    }
+    auto log = open_log(log_path);
+    if (!log) {
+        return fail(log.error());
+    }
+    unique_fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!null || !move_above_stdio(null)) {
+        return fail("notify: cannot open /dev/null: " + errno_text());
+    }
+    if (::chdir("/") != 0) {
+        return fail("notify: chdir / failed: " + errno_text());
+    }
+    std::fflush(nullptr);
+    if (::dup2(null.get(), STDIN_FILENO) < 0 ||
+        ::dup2(log.value().get(), STDOUT_FILENO) < 0 ||
+        ::dup2(log.value().get(), STDERR_FILENO) < 0) {
+        return fail("notify: redirecting stdio to " + log_path +
+                    " failed: " + errno_text());
+    }
+    ::umask(077);
+    return notifier;
 }
 
 } // namespace rvt::tools

@@ -57,6 +57,8 @@ public:
 
 private:
     friend result<daemon_notifier> daemonize(const std::string &log_path);
+    friend result<daemon_notifier>
+    notify_in_foreground(int fd, const std::string &log_path);
     explicit daemon_notifier(unique_fd sock) noexcept;
 
     unique_fd m_sock;
@@ -74,6 +76,22 @@ private:
  * on as before. Other descriptors are left as they are: open them
  * O_CLOEXEC, and see daemon.cc on locks held across the fork. */
 result<daemon_notifier> daemonize(const std::string &log_path);
+
+/* For a starter that keeps the program as its child instead (rvtd
+ * --notify-fd, which Slurm's extern step runs through spank_rvt.so): no
+ * fork and no new session, but the rest as daemonize() leaves the
+ * daemon: cwd "/", umask 077, stdin /dev/null, stdout and stderr appended
+ * to log_path (checked as above), and the notifier's words (daemon.cc)
+ * written to fd, a Unix stream socket the starter holds the other end
+ * of, made close-on-exec here. A failure is returned, and also sent to
+ * the starter as failed()'s word, except when fd is no such socket (then
+ * fd is left as it was). */
+result<daemon_notifier>
+notify_in_foreground(int fd, const std::string &log_path);
+
+/* failed()'s word on fd, for a start-up that ends before
+ * notify_in_foreground() (another agent holds the key, ...). */
+void notify_failed(int fd, std::string_view why) noexcept;
 
 } // namespace rvt::tools
 

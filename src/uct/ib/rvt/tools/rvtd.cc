@@ -63,7 +63,7 @@ const tools::program_doc doc = {
         .name     = "rvtd",
         .section  = 8,
         .summary  = "the rvt node agent of one job",
-        .synopsis = "[--OPTION=VALUE ...] [--daemon]",
+        .synopsis = "[--OPTION=VALUE ...] [--daemon | --notify-fd=N]",
         .description =
                 "The node agent of rvt, a UCX transport that shares a few RC "
                 "QPs per remote node among all processes of a job on a node. "
@@ -73,7 +73,9 @@ const tools::program_doc doc = {
                 "hand it their work through shared-memory rings.\n\n"
                 "It runs in the foreground, started by a launcher or by hand, "
                 "or (with --daemon, as the first client starts it) in the "
-                "background, logging to <runtime dir>/<dev>-<port>.<key>.log. "
+                "background, logging to <runtime dir>/<dev>-<port>.<key>.log; "
+                "with --notify-fd it logs there too but stays its starter's "
+                "child (Slurm's extern step, through spank_rvt.so). "
                 "One agent serves one job key on one device port; a second "
                 "one for the same key refuses to start. It exits --linger "
                 "seconds after its last client has left, or on SIGTERM or "
@@ -209,6 +211,13 @@ result<std::optional<tools::daemon_notifier>>
 daemonize_if_asked(const rvtd_config &cfg, const std::string &log_path,
                    agent::instance_lock &lock)
 {
+    if (cfg.notify.fd >= 0) {
+        auto n = tools::notify_in_foreground(cfg.notify.fd, log_path);
+        if (!n) {
+            return failure{n.error()};
+        }
+        return std::optional<tools::daemon_notifier>(std::move(n).value());
+    }
     if (!cfg.daemon) {
         return std::optional<tools::daemon_notifier>();
     }
@@ -353,19 +362,25 @@ int serve_until_done(const rvtd_config &cfg, const agent_parts &a)
 int run(const rvtd_config &cfg)
 {
     g_log.emplace(STDERR_FILENO, cfg.max_log_size, framed);
+    /* before the notifier: the word for a --notify-fd starter too */
+    auto early_failure = [&cfg](const std::string &why) {
+        log_line(why);
+        if (cfg.notify.fd >= 0) {
+            tools::notify_failed(cfg.notify.fd, why);
+        }
+        return 1;
+    };
     auto loc = agent::locate(agent::named_or_first_device(cfg.device), cfg.port,
                              cfg.job_key);
     if (!loc) {
-        log_line(loc.error());
-        return 1;
+        return early_failure(loc.error());
     }
     const auto &paths = loc.value().paths;
     /* Never two agents for one key: the lock comes before anything that
      * could disturb a running agent (such as replacing its socket). */
     auto lock = agent::instance_lock::acquire(paths.lock);
     if (!lock) {
-        log_line(lock.error());
-        return 1;
+        return early_failure(lock.error());
     }
     auto notify = daemonize_if_asked(cfg, paths.log, lock.value());
     if (!notify) {
@@ -454,6 +469,11 @@ int main(int argc, char **argv)
     const auto table = tools::options_of(tools::rvtd_settings, cfg);
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
         return *code;
+    }
+    if (cfg.daemon && cfg.notify.fd >= 0) {
+        std::fprintf(stderr, "rvtd: --daemon and --notify-fd exclude each "
+                             "other: detach, or stay the starter's child\n");
+        return 2;
     }
     tools::derive(cfg);
     struct sigaction sa {};

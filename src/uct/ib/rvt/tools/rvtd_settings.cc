@@ -5,6 +5,7 @@
 #include "uct/ib/rvt/tools/rvtd_settings.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 
 namespace rvt::tools {
@@ -19,6 +20,30 @@ void derive(rvtd_config &c)
     c.nic.cq_size = c.nic.srq_size +
                     16 * c.nic.qp.sq_depth * c.engine.peers.num_qps;
     c.engine.peers.keepalive_timeout = 2 * c.engine.peers.keepalive_interval;
+}
+
+result<notify_descriptor> parse_notify_fd(std::string_view v)
+{
+    if (v == "none") {
+        return notify_descriptor{};
+    }
+    const std::string text(v);
+    char *end = nullptr;
+    errno     = 0;
+    long x    = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE ||
+        x < notify_descriptor::lowest || x > INT_MAX) {
+        return failure{"--notify-fd=" + text + ": expected none or a " +
+                       "descriptor number from " +
+                       std::to_string(notify_descriptor::lowest) + " to " +
+                       std::to_string(INT_MAX)};
+    }
+    return notify_descriptor{static_cast<int>(x)};
+}
+
+std::string to_string(notify_descriptor d)
+{
+    return d.fd < 0 ? "none" : std::to_string(d.fd);
 }
 
 std::string range_text(long lo, long hi)

@@ -53,11 +53,23 @@
 
 namespace rvt::tools {
 
+/* --notify-fd: the descriptor on which a starter that keeps rvtd as its
+ * child (Slurm's extern step, spank_rvt.so) reads how start-up went; -1,
+ * "none": no such starter. 0-2 are never one: they are the standard
+ * streams. */
+struct notify_descriptor {
+    int fd                       = -1;
+    static constexpr long lowest = 3;
+};
+result<notify_descriptor> parse_notify_fd(std::string_view v);
+std::string to_string(notify_descriptor d);
+
 /* Everything rvtd's options set: the parts the agent is made of, and
  * rvtd's own (where it serves, its log, its scheduling). */
 struct rvtd_config {
     /* rvtd's own */
     bool daemon = false;
+    notify_descriptor notify{};
     std::string device; /* empty: the first device */
     uint8_t port = 1;
     std::string job_key; /* empty: from the environment */
@@ -267,11 +279,12 @@ constexpr setting flag(std::string_view name, std::string_view help)
 
 /* MODE: what Parse makes of it; shown by the type's to_string(). */
 template<auto Parse, auto... M>
-constexpr setting mode(std::string_view name, std::string_view help)
+constexpr setting mode(std::string_view name, std::string_view help,
+                       std::string_view value = "MODE")
 {
     return {.what  = setting::kind::mode,
             .name  = name,
-            .value = "MODE",
+            .value = value,
             .help  = help,
             .set   = set_mode<Parse, M...>,
             .show  = show_mode<M...>};
@@ -296,6 +309,12 @@ using std::chrono::seconds;
 inline constexpr setting table[] = {
     flag<&cfg::daemon>("daemon",
         "detach; exit 0 once the agent serves, 1 if it cannot"),
+    mode<parse_notify_fd, &cfg::notify>("notify-fd",
+        "stay in the foreground, logging as --daemon does, and tell the Unix "
+        "socket on descriptor N (3 or more) how start-up went: 'R' once the "
+        "agent serves, 'F' and the reason if it cannot (for a starter that "
+        "keeps rvtd as its child: Slurm's extern step, spank_rvt.so); none: "
+        "no such starter", "N"),
     text<&cfg::device>("device", "NAME",
         "RDMA device to serve, e.g. rxe1", "the first device"),
     number<&cfg::port>("port",
