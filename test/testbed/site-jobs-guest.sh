@@ -448,6 +448,18 @@ job_wait() {
     done
 }
 
+# job_reaches FILE JOB SECONDS: wait until job JOB writes FILE; status 1
+# at once if the job is no longer queued or running (it failed, or was
+# refused), or after SECONDS
+job_reaches() {
+    local end=$((SECONDS + $3))
+    while [ ! -e "$1" ]; do
+        [[ $2 =~ ^[0-9]+$ ]] && [ $SECONDS -lt $end ] &&
+            on 1 squeue -h -j "$2" 2>/dev/null | grep -q . || return 1
+        sleep 0.5
+    done
+}
+
 # ranks_of JOB NODE: the pids of job JOB's ranks on node NODE (pids are
 # global in the testbed; the environment says job and node)
 ranks_of() {
@@ -675,11 +687,8 @@ for u in 1 2; do
     ujob[$u]=$(as_user "$u" sbatch --rvt --parsable -N2 -n2 -O -s -D "$work/user$u" \
         -o "$work/user$u/batch" "$work/user-job.sh")
 done
-for u in 1 2; do
-    # a job that was not taken has nothing to wait for
-    [[ ${ujob[$u]} =~ ^[0-9]+$ ]] || continue
-    for _ in $(seq 600); do [ -e "$work/user$u/ready" ] && break; sleep 0.2; done
-done
+# a job that was not taken, or has ended, has nothing to wait for
+for u in 1 2; do job_reaches "$work/user$u/ready" "${ujob[$u]}" 120; done
 # each job's agent on each node: its user's, its extern step's child
 users_ok=yes line=
 for u in 1 2; do
@@ -713,9 +722,7 @@ for n in 1 2; do
 done
 check "user 1 can neither reach user 2's agent's socket nor signal it nor read its environment:$line" [ $apart = yes ]
 for u in 1 2; do touch "$work/user$u/go"; done
-for u in 1 2; do
-    for _ in $(seq 1200); do [ -e "$work/user$u/done" ] && break; sleep 0.5; done
-done
+for u in 1 2; do job_reaches "$work/user$u/done" "${ujob[$u]}" 300; done
 for u in 1 2; do
     job=${ujob[$u]}
     indent "user$u" <"$work/user$u/out"
