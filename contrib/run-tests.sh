@@ -159,10 +159,11 @@ in_gate ucp_conformance test/testbed/ucp-conformance.sh build \
 add_leg ucx_gtest "UCX's gtest build" "UCX's own tests: built once with rvt instantiated (cached)" \
     build_gtest
 # the Debian packages built (through ccache, at one path whatever the
-# clone's: build-package.sh), lintian, installed into a throwaway root;
+# clone's: build-package.sh), lintian, installed into a throwaway root
+# (and upgraded, removed, purged in another);
 # then a Slurm cluster runs jobs with the installed files
 add_leg packages "Debian packages" \
-    "the Debian packages: built from the release tarball, lintian, their files, installed into a throwaway root, what they install works" \
+    "the Debian packages: built from the release tarball, lintian, their files, installed into a throwaway root, what they install works; installed, upgraded, removed and purged in another" \
     env RVT_DEB_WORKDIR="$cache/deb-build" test/install/check-deb.sh build
 add_leg site_jobs "site jobs: Slurm (testbed)" \
     "at a site: Slurm runs MPI and OpenSHMEM jobs with the installed packages, agents placed by the packaged prolog (testbed)" \

@@ -22,6 +22,9 @@
 #  - the installed plugstack.conf.d/rvt.conf names spank_rvt.so commented
 #    out, the plugin exports only Slurm's symbols, the modulefile appends
 #    the installed module to LD_PRELOAD;
+#  - into a second throwaway root: installed, the Slurm settings edited
+#    as a site would, upgraded to the next version (the site's edit
+#    kept), removed (the conffiles left), purged (nothing left);
 #  - the testbed part, the packages' files at work in a Slurm cluster, is
 #    test/testbed/site-jobs.sh's, which runs this first.
 #
@@ -220,6 +223,69 @@ if grep -qx "append-path LD_PRELOAD $moddir/libuct_rvt.so" "$mfile"; then
     pass "modulefile ucx-rvt appends $moddir/libuct_rvt.so to LD_PRELOAD"
 else
     fail "modulefile $mfile: $(grep -v '^#' "$mfile" 2>&1)"
+fi
+
+# 6. upgrade and remove, in a second throwaway root ------------------------------
+# Both packages installed, the site's edit to the Slurm settings made,
+# then the next version of both (the same packages with a higher version,
+# as dpkg-deb repacks them) over them: the new version installed, the
+# site's edit kept. Then removed (rvt-agent's conffiles stay, "rc";
+# ucx-rvt has none, so nothing of it is left, "un"), then purged (nothing
+# of theirs left). $root above stays as installed, for the site
+# suite.
+cycle=$out/cycle
+rm -rf "$cycle"
+mkdir -p "$cycle/var/lib/dpkg/updates" "$cycle/var/lib/dpkg/info"
+: >"$cycle/var/lib/dpkg/status"
+in_cycle() {
+    dpkg --root="$cycle" --force-not-root --force-depends \
+        --force-script-chrootless --log=/dev/null "$@" >>"$out/cycle.log" 2>&1
+}
+# shellcheck disable=SC2016 # dpkg's formats
+states() {
+    dpkg-query --admindir="$cycle/var/lib/dpkg" -W \
+        -f='${db:Status-Abbrev}${Version} ' ucx-rvt rvt-agent 2>/dev/null | sed 's/ *$//'
+}
+# next_version DEB NEW: DEB repacked as version NEW (the Depends naming
+# the old version name the new one)
+next_version() {
+    local d=$out/repack old
+    rm -rf "$d"
+    dpkg-deb -R "$1" "$d" || return 1
+    old=$(sed -n 's/^Version: //p' "$d/DEBIAN/control")
+    sed -i "s/^Version: .*/Version: $2/; /^Depends:/s/(= $old)/(= $2)/" "$d/DEBIAN/control"
+    dpkg-deb -b --root-owner-group "$d" "$out/$(basename "${1%%_*}")_$2.deb" >/dev/null &&
+        rm -rf "$d"
+}
+: >"$out/cycle.log"
+ver=$(dpkg-deb -f "$agent_deb" Version)
+new=$ver+upgrade1
+conf=$cycle/etc/slurm/rvt-slurm.conf
+if in_cycle -i "$agent_deb" "$module_deb" && [ "$(states)" = "ii $ver ii $ver" ] &&
+    echo "RVT_JOBS=all # the site's edit" >>"$conf" &&
+    next_version "$agent_deb" "$new" && next_version "$module_deb" "$new" &&
+    in_cycle -i "$out/rvt-agent_$new.deb" "$out/ucx-rvt_$new.deb" &&
+    [ "$(states)" = "ii $new ii $new" ] &&
+    [ -f "$cycle$moddir/libuct_rvt.so" ] && [ -x "$cycle/usr/bin/rvtd" ]; then
+    if grep -qx "RVT_JOBS=all # the site's edit" "$conf"; then
+        pass "upgrade $ver -> $new: both packages upgraded, the site's edit to rvt-slurm.conf kept"
+    else
+        fail "upgrade $ver -> $new: the site's edit to $conf lost: $(tail -3 "$conf")"
+    fi
+else
+    fail "upgrade $ver -> $new: states '$(states)' ($(tail -5 "$out/cycle.log"))"
+fi
+left() { find "$cycle" -type f ! -path "$cycle/var/lib/dpkg/*" | sed "s|^$cycle||" | sort; }
+if in_cycle -r ucx-rvt rvt-agent && [ "$(states)" = "rc $new un" ] &&
+    [ "$(left | tr '\n' ' ')" = "/etc/slurm/plugstack.conf.d/rvt.conf /etc/slurm/rvt-slurm.conf " ]; then
+    pass "dpkg -r: both removed, rvt-agent's two conffiles left (rc), nothing else"
+else
+    fail "dpkg -r: states '$(states)', files left: $(left | head -5 | tr '\n' ' ')"
+fi
+if in_cycle -P ucx-rvt rvt-agent && [ -z "$(states)" ] && [ -z "$(left)" ]; then
+    pass "dpkg -P: both purged, no file of theirs left"
+else
+    fail "dpkg -P: states '$(states)', files left: $(left | head -5 | tr '\n' ' ')"
 fi
 
 echo "check-deb: $((SECONDS - t0)) s"
