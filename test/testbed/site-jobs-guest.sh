@@ -744,6 +744,20 @@ for u in 1 2; do
         fail "user $u (job $job): '$(grep -E '^(OK|FAIL|srun exit)' "$work/user$u/out" | tr '\n' ' ')', agents '$agents' (expected '$want'), ranks' '$envs', bytes sent ${tx:-?}"
     fi
 done
+# the admin's view: root's rvt-status --all on each node lists both
+# users' agents, each serving, with its uid, job and pid (the agents
+# still run: their jobs wait for release)
+seen=yes line=
+for n in 1 2; do
+    listed=$(on "$n" "$rvt_status" --all --json 2>"$work/all.$n.err" |
+        jq -r '.[] | select(.state == "serving") | "\(.uid):\(.job_key):\(.pid)"' 2>/dev/null |
+        sort | tr '\n' ' ')
+    for w in "4281:slurm.${ujob[1]}:${upid[1.$n]}" "4282:slurm.${ujob[2]}:${upid[2.$n]}"; do
+        [[ " $listed" == *" $w "* ]] || seen=no
+    done
+    line+=" node $n: '${listed% }';"
+done
+check "root's rvt-status --all lists both users' agents on each node, serving:$line" [ $seen = yes ]
 for u in 1 2; do touch "$work/user$u/release"; done
 for u in 1 2; do
     job_wait "${ujob[$u]}" 60
