@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Inside the testbed guest (3 nodes): the chaos run of issue 11. A driver
-# injects faults at random, seeded (the seed is printed: the same seed
-# makes the same choices, though not at the same instants), while
+# Inside the testbed guest (3 nodes): the chaos run (docs/reliability.md,
+# "Chaos"). A driver injects faults at random, seeded (the seed is
+# printed: the same seed makes the same choices, though not at the same
+# instants), while
 #
 #   A. 3 nodes x 4 processes of rvt_chaos_client trade rounds (writes
 #      with immediate and AMs with every other process, each one verified

@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The chaos run of issue 11 in a 3-node testbed boot (chaos-guest.sh says
-# what runs and what is checked): traffic processes, then MPI jobs, while
-# a driver kills processes, takes links down and stops processes at
-# random; every arrival verified, nothing lost, nothing hung, and the
-# agents back to their baseline afterwards. Exits with the guest script's
-# status, 1 when a check failed.
+# The chaos run (docs/reliability.md, "Chaos") in a 3-node testbed boot
+# (chaos-guest.sh says what runs and what is checked): traffic processes,
+# then MPI jobs, while a driver kills processes, takes links down and
+# stops processes at random; every arrival verified, nothing lost,
+# nothing hung, and the agents back to their baseline afterwards. Exits
+# with the guest script's status, 1 when a check failed.
 # Usage: test/testbed/chaos.sh [--minutes N] [--seed S] [--qp-timeout T]
 #                              [BUILD_DIR]
 #   --minutes N  the run's length: N x 30 s of faults under the traffic

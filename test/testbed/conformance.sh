@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# UCX's own UCT test suite, as a conformance suite for rvt (issue 13): the
-# generic UCT test groups, rvt beside rc_verbs on one testbed node
+# UCX's own UCT test suite, as a conformance suite for rvt
+# (docs/testing.md, "Conformance: UCX's own UCT tests"): the generic UCT
+# test groups, rvt beside rc_verbs on one testbed node
 # (conformance-guest.sh says what is checked). Builds the suite first
 # (contrib/ucx-gtest.sh: once, about 25 minutes, cached outside the clone).
 #

@@ -1,11 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (3 nodes): a hostile host floods one agent's
-# handshake UD QP while two nodes trade verified traffic (issue 42,
-# "Bounded intake"). Agents on nodes 1 and 2 (--auth=auto: MUNGE, which
-# the testbed runs on every node), keepalives every second, so an agent
-# that stops answering for 2 s loses its peer. Node 3 runs no agent: it
-# runs test/testbed/rvt_ud_flood against node 1's agent's UD QP.
+# handshake UD QP while two nodes trade verified traffic, to show that
+# the agent's bounded intake keeps its peers and clients served
+# (docs/reliability.md, "Bounded intake" and "A flood on the handshake UD
+# QP"). Agents on nodes 1 and 2 (--auth=auto: MUNGE, which the testbed
+# runs on every node), keepalives every second, so an agent that stops
+# answering for 2 s loses its peer. Node 3 runs no agent: it runs
+# test/testbed/rvt_ud_flood against node 1's agent's UD QP.
 #
 # Phases, in one boot: no flood, then each flood mode in turn (garbage;
 # the right shape with another job's key and a made-up credential;

@@ -20,8 +20,9 @@
 #                   the rank on its core, and sleeps soon after its work
 #
 # and prints each kernel's time and bandwidth, and every setting's
-# bandwidth over rc_verbs' (>= 0.9 is issue 27's target for the
-# recommended setting, 0.7 for rvt alone; printed, not judged: one boot
+# bandwidth over rc_verbs' (the project's target on a full node: >= 0.9
+# for the recommended setting, 0.7 for rvt alone; docs/performance.md,
+# "The full node: the agent's scheduling"; printed, not judged: one boot
 # of an emulator). Every run that verified everything is a PASS.
 
 # the kernels' sizes: a few seconds each under TCG

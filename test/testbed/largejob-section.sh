@@ -14,8 +14,9 @@
 #                running (rvtd's defaults)
 #   rc_verbs     UCX_NUM_EPS unset (the job's own 2-8 ranks): what UCP
 #                chooses for a small job, for scale
-#   (full run also, each at E=1024: ud and rvt with UCX_RNDV_THRESH=8K,
-#   issue 31's question for this regime: does an earlier rendezvous help)
+#   (full run also, each at E=1024: ud and rvt with UCX_RNDV_THRESH=8K:
+#   does an earlier rendezvous help here, as it helps the mid-size sweep
+#   from 16 KiB? docs/performance.md, "Mid-size messages")
 #   ud-1.22 E, rvt-1.22 E
 #                the same on UCX 1.22's libraries (RVT_LARGEJOB_UCX122:
 #                its prefix; RVT_LARGEJOB_BUILD122: rvt built against it,

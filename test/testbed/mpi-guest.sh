@@ -1,13 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Inside the testbed guest (2 nodes): Open MPI and OpenSHMEM over rvt
-# (issue 4). One rvtd per node, started by hand so that its counters and
-# QPs can be read before, during and after the jobs; then, across node1
-# and node2:
+# Inside the testbed guest (2 nodes): Open MPI and OpenSHMEM over rvt.
+# One rvtd per node, started by hand so that its counters and QPs can be
+# read before, during and after the jobs; then, across node1 and node2:
 #
 #   0. test/mpi/rvt_mpi_threads, one rank per node, 4 threads each under
-#      MPI_THREAD_MULTIPLE (issue 13): sendrecv on every thread at once,
-#      and puts and gets through osc ucx, every word verified; the most
+#      MPI_THREAD_MULTIPLE: sendrecv on every thread at once, and puts
+#      and gets through osc ucx, every word verified; the most
 #      attachments of one process and the sibling attachments node 1's
 #      agent saw are printed (Open MPI 4.1.4 opened one UCP worker per
 #      context here, pml's and osc's: 2 attachments, no sibling; several
@@ -380,12 +379,13 @@ for n in 1 2; do
 done
 
 # 4 ---------------------------------------------------------------------
-# Agent death (issue 11): node 1's rvtd is SIGKILLed while an MPI job runs
-# its large messages. Its processes lose their agent (the module notices
-# within its liveness interval and fails every endpoint), so the job must
-# end with an error, not hang; then the next job on the node, whose
-# module starts a fresh agent (UCX_RVT_START_AGENT=y), must run and verify
-# every word, across the surviving agent of node 2.
+# Agent death (docs/reliability.md, "Agent and peer death"): node 1's
+# rvtd is SIGKILLed while an MPI job runs its large messages. Its
+# processes lose their agent (the module notices within its liveness
+# interval and fails every endpoint), so the job must end with an error,
+# not hang; then the next job on the node, whose module starts a fresh
+# agent (UCX_RVT_START_AGENT=y), must run and verify every word, across
+# the surviving agent of node 2.
 apid=$(agent_get 1 .pid)
 # shellcheck disable=SC2086
 on 1 timeout 300 mpirun "${mpirun_opts[@]}" -np 8 "$mpi_prog" \

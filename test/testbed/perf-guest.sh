@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): rvt's performance against rc_verbs,
-# same boot, as ratios, each beside its target (issue 10, item 5):
+# same boot, as ratios, each beside the project's target for it
+# (docs/performance.md, "On the testbed"):
 #
 #   latency     UCT am_lat and put_lat 8 B (short), UCP tag_lat 8 B:
 #               rvt / rc_verbs <= 3
@@ -34,8 +35,9 @@
 #   striping    UCT put_bw zcopy 64 KiB to 4 MiB over rvt with the agent
 #               splitting each put over its K QPs (UCX_RVT_STRIPE_MIN=
 #               256k) and without (inf, the default), and rc_verbs: striped /
-#               unstriped, target >= 1.3 from 1 MiB (issue 13, item 6);
-#               `perf-guest.sh BUILD stripe` runs this section alone
+#               unstriped, target >= 1.3 from 1 MiB (docs/performance.md,
+#               "Striping"); `perf-guest.sh BUILD stripe` runs this
+#               section alone
 #   full node   MPI kernels (rvt_mpi_kernels) with every vCPU running a
 #               rank, rc_verbs beside ud_verbs,rvt and rvt under agents
 #               of each scheduling mode (kernels-section.sh says what);
@@ -46,8 +48,9 @@
 #               interleaved rounds (largejob-section.sh says what); brief
 #               in CI; `perf-guest.sh BUILD largejob` runs it in full
 #   mid-size    UCP tag_bw and tag_lat from 512 B to 256 KiB, rvt,
-#               ud_verbs,rvt and rc_verbs, and the ratios (issue 31's
-#               sweep); `perf-guest.sh BUILD sweep` runs it alone
+#               ud_verbs,rvt and rc_verbs, and the ratios
+#               (docs/performance.md, "Mid-size messages");
+#               `perf-guest.sh BUILD sweep` runs it alone
 #
 # A run's figure is a FIGURE: line, no test; a run that fails (no figure,
 # a UCX error, a program's failure) is a FAIL. The checks (PASS/FAIL) are
@@ -246,8 +249,9 @@ if [ "$only" = stripe ]; then
     stripe_section
     finish perf
 fi
-# the mid-size messages (issue 31): UCP tag_bw and tag_lat from 512 B to
-# 256 KiB, one pair, rvt alone, the recommended ud_verbs,rvt and
+# the mid-size messages, the recommended setting's weak range
+# (docs/performance.md, "Mid-size messages"): UCP tag_bw and tag_lat from
+# 512 B to 256 KiB, one pair, rvt alone, the recommended ud_verbs,rvt and
 # rc_verbs, and each over rc_verbs (bandwidth: this / rc_verbs, >= 0.9
 # is the target for ud_verbs,rvt from 1 to 128 KiB; latency: this /
 # rc_verbs, <= 1.3)
@@ -505,10 +509,11 @@ section "rendezvous by RDMA READ (get) or WRITE WITH IMMEDIATE (put), 4 pairs at
 # (get_zcopy, its default) or, with UCX_RNDV_SCHEME=put_zcopy, the sender
 # WRITEs it with an immediate. On the shared QPs a READ also waits for
 # the responder's outstanding-read limit per QP, which every process of
-# the node shares (issue 13, item 5). 4 pairs node1 -> node2 at once,
-# UCP tag_bw, their sum; node 2's agent's counters show what moved the
-# data: writes with immediate delivered (put), bytes it posted (the READs
-# of get), or active messages (UCP chose eager sends, no rendezvous).
+# the node shares (docs/performance.md, "Rendezvous: READ or WRITE WITH
+# IMMEDIATE"). 4 pairs node1 -> node2 at once, UCP tag_bw, their sum;
+# node 2's agent's counters show what moved the data: writes with
+# immediate delivered (put), bytes it posted (the READs of get), or
+# active messages (UCP chose eager sends, no rendezvous).
 # ucp_pair_bg SIZE ITERS TL SCHEME K: pair K of rndv_many, its figure into
 # rndv.K.fig
 # shellcheck disable=SC2317 # called by rndv_many

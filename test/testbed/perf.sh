@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# rvt beside rc_verbs in one 2-node testbed boot: the ratio table of
-# issue 10 (latency, bandwidth, 4 pairs at once) and the per-hop trace of
-# an 8-byte active message (perf-guest.sh says what runs); every figure
-# also in BUILD_DIR/perf-results/figures.csv, drawn there as SVG pictures
-# (test/testbed/plot.py); exits with the guest script's status, 1 when a
-# run failed or a picture could not be drawn.
+# rvt beside rc_verbs in one 2-node testbed boot: the ratio table
+# (latency, bandwidth, 4 pairs at once), each ratio beside the project's
+# speed target for it (docs/performance.md, "On the testbed"), and the
+# per-hop trace of an 8-byte active message (perf-guest.sh says what
+# runs); every figure also in BUILD_DIR/perf-results/figures.csv, drawn
+# there as SVG pictures (test/testbed/plot.py); exits with the guest
+# script's status, 1 when a run failed or a picture could not be drawn.
 # Usage: [RVT_SWEEP_ENV="KEY=VALUE ..."] test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|largejob|brief]]
 # (default: build; stripe, kernels, sweep, largejob: only that section,
 # largejob in full (RVT_LARGEJOB_* in largejob-section.sh: other settings,

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): ucx_perftest over rvt, next to UCX's
-# own rc_verbs on the same rxe devices in the same run (issue 4, item 5).
+# own rc_verbs on the same rxe devices in the same run.
 #
 #   1. UCT level, node 1 -> node 2: put_lat, put_bw, am_lat, am_bw, each
 #      with -D short, bcopy and zcopy, for -x rvt and -x rc_verbs; one

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# UCX loads rvt by itself (issue 12): in a 2-node testbed, the ucx_info of
+# UCX loads rvt by itself, as a plugin: in a 2-node testbed, the ucx_info of
 # the UCX that BUILD_DIR was configured against (one that loads plugins,
 # 1.22) lists transport rvt with the module's directory on UCX_PLUGIN_PATH
 # and no LD_PRELOAD, and does not without it; that UCX's ucx_perftest runs

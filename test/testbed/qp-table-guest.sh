@@ -1,9 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): what each kind of verbs object costs
-# on this device, measured, for the per-node table (issue 26, item 3;
-# qp-table.sh prints the table). Prints one JSON object between the lines
-# "--- measurement" and "--- end":
+# on this device, measured, for the per-node table (qp-table.sh prints it;
+# docs/performance.md, "The device side"). Prints one JSON object
+# between the lines "--- measurement" and "--- end":
 #
 #   probe        qp_cost_probe's figures for 64 objects of each kind (the
 #                device's limits, the capabilities it granted, the bytes

@@ -1,12 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The device side of a node at scale (issue 26, item 3): RC QPs and the
-# memory the device holds for them, per node, for rc_verbs, ud_verbs,rvt
-# and rvt, at N in {16, 128, 1024, 10000} nodes and P in {32, 64, 128,
-# 256} ranks per node, printed by qp_table.py from figures measured on
-# the testbed's device (qp-table-guest.sh says which). The measurement is
-# kept in BUILD_DIR/qp-table.json; --from FILE prints the table from a
-# kept one without a boot.
+# The device side of a node at scale (docs/performance.md, "The device
+# side"): RC QPs and the memory the device holds for them, per node, for
+# rc_verbs, ud_verbs,rvt and rvt, at N in {16, 128, 1024, 10000} nodes
+# and P in {32, 64, 128, 256} ranks per node, printed by qp_table.py from
+# figures measured on the testbed's device (qp-table-guest.sh says
+# which). The measurement is kept in BUILD_DIR/qp-table.json; --from FILE
+# prints the table from a kept one without a boot.
 # Usage: test/testbed/qp-table.sh [BUILD_DIR]  |  qp-table.sh --from FILE
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * What one verbs object costs on this device, measured (issue 26, item 3):
- * creates COUNT objects of each SPEC and prints, as one JSON object, the
- * device's limits and, per spec, the capabilities the device granted and
- * the bytes each object added to the process: its queues mapped from the
- * device (/dev/infiniband/uverbs*, as rxe and siw map them) and its
- * resident memory (VmRSS, where a provider such as mlx5 allocates the
- * queues in the process). qp-table.sh turns these into the per-node table.
+ * What one verbs object costs on this device, measured: creates COUNT
+ * objects of each SPEC and prints, as one JSON object, the device's
+ * limits and, per spec, the capabilities the device granted and the bytes
+ * each object added to the process: its queues mapped from the device
+ * (/dev/infiniband/uverbs*, as rxe and siw map them) and its resident
+ * memory (VmRSS, where a provider such as mlx5 allocates the queues in
+ * the process). qp-table.sh turns these into the per-node table
+ * (docs/performance.md, "The device side").
  *
  *   qp_cost_probe DEVICE COUNT SPEC...
  *   SPEC  NAME:rc:SEND_WR:SEND_SGE:INLINE:RECV_WR:RECV_SGE   an RC QP

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The device side of a node at scale (issue 26, item 3), from a
-measurement qp-table-guest.sh made: RC and UD QPs per node, and the memory
-the device holds for them (each QP's queues, and the buffers each process
-or agent registers), for rc_verbs, the recommended ud_verbs,rvt and rvt
-alone, at N nodes and P ranks per node. Prints the formulas with the
-measured figures in them, then the table, as Markdown.
+"""The device side of a node at scale (docs/performance.md, "The device
+side"), from a measurement qp-table-guest.sh made: RC and UD QPs per node,
+and the memory the device holds for them (each QP's queues, and the
+buffers each process or agent registers), for rc_verbs, the recommended
+ud_verbs,rvt and rvt alone, at N nodes and P ranks per node. Prints the
+formulas with the measured figures in them, then the table, as Markdown.
 
 Usage: qp_table.py MEASUREMENT.json
 """

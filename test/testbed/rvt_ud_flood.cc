@@ -17,7 +17,9 @@
  * to the agent has in its UCT address, so each mode is a user of the
  * job's fabric who knows that address; without the Q_Key the receiving
  * device drops every datagram before the agent could see it
- * (common/attach_wire.h, "Q_Keys"). Modes, each what issue 42 names:
+ * (common/attach_wire.h, "Q_Keys"). Modes, each a flood that such a user
+ * can send (docs/reliability.md, "Hostile input" and "A flood on the
+ * handshake UD QP"):
  *
  *   garbage    1024 random bytes (a quarter of them with the right magic,
  *              version, type and length, so the parser looks further)

@@ -1,9 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Inside the testbed guest: the largest MPI job the guest's 2 vCPUs allow
-# (issue 26, item 4). NODES nodes (default 6) x PPN ranks (default 2) run
-# test/mpi/rvt_mpi_check's alltoall and allreduce, every word verified
-# (pingpong and bandwidth too, between rank 0 and the next node), over
+# Inside the testbed guest: the largest MPI job the guest's 2 vCPUs allow,
+# to count what each node's device holds for a real job
+# (docs/performance.md, "Many nodes, simulated with the real engine",
+# ends with its figures). NODES nodes (default 6) x PPN ranks (default 2)
+# run test/mpi/rvt_mpi_check's alltoall and allreduce, every word
+# verified (pingpong and bandwidth too, between rank 0 and the next
+# node), over
 #
 #   ud_verbs,rvt   UCX_TLS=ud_verbs,rvt,sm,self, the recommended setting
 #   rvt            UCX_TLS=rvt,sm,self

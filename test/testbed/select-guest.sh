@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (2 nodes): UCP chooses rvt by itself when the
-# job is large (issue 26, item 5). With UCX_TLS unset, one ucx_perftest
-# pair (UCP tag_bw, a rendezvous size) between the nodes at several
-# estimated endpoint counts (UCX_NUM_EPS), and the lanes of the client's
-# endpoint (UCX_LOG_LEVEL=debug from wireup.c):
+# job is large (docs/performance.md, "UCP chooses rvt by itself for a
+# large job"). With UCX_TLS unset, one ucx_perftest pair (UCP tag_bw, a
+# rendezvous size) between the nodes at several estimated endpoint counts
+# (UCX_NUM_EPS), and the lanes of the client's endpoint
+# (UCX_LOG_LEVEL=debug from wireup.c):
 #
 #   endpoints  RC_MAX_NUM_EPS  am lane   rendezvous (rma_bw) lanes
 #   8          256 (UCX's)     rc_verbs  rc_verbs

@@ -1,15 +1,17 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Inside the testbed guest (2 nodes): the soak of issue 11. One agent per
-# node with K QPs, started once; then, round after round for MINUTES
-# minutes, 2 processes per node attach, register, trade writes with
-# immediate and active messages with every other process (each byte
-# verified on arrival) and detach (rvt_traffic_client). After every round
-# each agent is sampled: its resident memory, its open fds, and its
-# device's MRs, QPs and CQs (`rdma resource`: everything registered in the
-# agent's PD, the clients' MRs included). The series is printed, and
-# checked against the round that ends the warm-up (the agents' QPs to the
-# other node are made in the first round and kept):
+# Inside the testbed guest (2 nodes): the soak (docs/reliability.md,
+# "Soak"): what an agent holds must not grow while processes come and go
+# for as long as the run lasts. One agent per node with K QPs, started
+# once; then, round after round for MINUTES minutes, 2 processes per node
+# attach, register, trade writes with immediate and active messages with
+# every other process (each byte verified on arrival) and detach
+# (rvt_traffic_client). After every round each agent is sampled: its
+# resident memory, its open fds, and its device's MRs, QPs and CQs
+# (`rdma resource`: everything registered in the agent's PD, the
+# clients' MRs included). The series is printed, and checked against the
+# round that ends the warm-up (the agents' QPs to the other node are made
+# in the first round and kept):
 #   - every round's traffic verified, no client left attached;
 #   - fds, MRs, QPs and CQs back to the warm-up's figures after each round;
 #   - resident memory at most RSS_BOUND_KIB above the warm-up's;

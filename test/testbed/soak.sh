@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The soak of issue 11 in a 2-node testbed boot (soak-guest.sh says what
-# runs and what is checked): processes attach, register, transfer and
-# detach in a loop while each agent's memory, fds, MRs, QPs and CQs are
-# sampled, printed as a series and checked against a bound. Exits with the
-# guest script's status, 1 when a check failed.
+# The soak in a 2-node testbed boot (soak-guest.sh says what runs and
+# what is checked; docs/reliability.md, "Soak"): processes attach,
+# register, transfer and detach for as long as it runs, while each
+# agent's memory, fds, MRs, QPs and CQs are sampled, printed as a series
+# and checked against a bound. Exits with the guest script's status, 1
+# when a check failed.
 # Usage: test/testbed/soak.sh [--minutes N] [BUILD_DIR]
 #        (default: 2 minutes, as CI runs it; build)
 set -u -o pipefail

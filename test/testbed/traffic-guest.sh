@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Inside the testbed guest (3 nodes): the multi-node data-path tests of
-# rvtd (issue 3). One agent per node, started by hand with K QPs; clients
-# are test/gtest/integration/rvt_traffic_client processes.
+# rvtd. One agent per node, started by hand with K QPs; clients are
+# test/gtest/integration/rvt_traffic_client processes.
 #
 #   1. 3 nodes x 4 clients: every client writes-with-immediate a distinct
 #      pattern into every other client (remote nodes and its own, through

@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# UCX's own UCP tests over rvt (issue 43): the UCP groups of
-# ucp-conformance-guest.sh for rc_v, rvt and ud_v,rvt on one testbed node,
-# each rvt row's pass list compared with rc_v's. Builds the suite first
-# (contrib/ucx-gtest.sh: once, cached outside the clone; the UCT
-# conformance suite's program, with the UCP files added).
+# UCX's own UCP tests over rvt (docs/testing.md, "Conformance: UCX's own
+# UCP tests"): the UCP groups of ucp-conformance-guest.sh for rc_v, rvt
+# and ud_v,rvt on one testbed node, each rvt row's pass list compared
+# with rc_v's. Builds the suite first (contrib/ucx-gtest.sh: once, cached
+# outside the clone; the UCT conformance suite's program, with the UCP
+# files added).
 #
 #   test/testbed/ucp-conformance.sh [BUILD_DIR]               the groups CI
 #                                                             runs, CI's cases
@@ -26,7 +27,8 @@ if [ "${1:-}" = --every-case ]; then
     shift
 fi
 
-# The groups of issue 43: peer failure, tag matching and AM (eager and
+# The 11 UCP groups the suite runs (docs/testing.md says what each costs
+# under the emulator): peer failure, tag matching and AM (eager and
 # rendezvous), RMA, memory mapping, atomics, streams, wireup with peer
 # error handling, fence.
 ci_groups=(
