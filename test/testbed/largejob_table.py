@@ -85,7 +85,7 @@ def main():
                 cells.append(f" {cell:<26}")
             print((f"{human(size) if size else '':<8}" + "".join(cells)).rstrip())
 
-    print("\ntargets (issue 41), rvt's median over UD alone's, same E:")
+    print("\nthe large job's targets, rvt's median over UD alone's, same E:")
     for s in order:
         if not s.startswith(("rvt@", "rvt-1.22@")):
             continue
