@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# The chaos run (docs/reliability.md, "Chaos") in a 3-node testbed boot
-# (chaos-guest.sh says what runs and what is checked): traffic processes,
+# The chaos run in a 3-node testbed boot
+# (docs/reliability.md, "Chaos: processes killed, links cut, processes stopped";
+# chaos-guest.sh says what runs and what is checked): traffic processes,
 # then MPI jobs, while a driver kills processes, takes links down and
 # stops processes at random; every arrival verified, nothing lost,
 # nothing hung, and the agents back to their baseline afterwards. Exits

@@ -3,7 +3,7 @@
 # Inside the testbed guest (3 nodes): a hostile host floods one agent's
 # handshake UD QP while two nodes trade verified traffic, to show that
 # the agent's bounded intake keeps its peers and clients served
-# (docs/reliability.md, "Bounded intake" and "A flood on the handshake UD
+# (docs/reliability.md, "Hostile input" and "A flood on the handshake UD
 # QP"). Agents on nodes 1 and 2 (--auth=auto: MUNGE, which the testbed
 # runs on every node), keepalives every second, so an agent that stops
 # answering for 2 s loses its peer. Node 3 runs no agent: it runs

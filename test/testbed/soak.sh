@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
 # The soak in a 2-node testbed boot (soak-guest.sh says what runs and
-# what is checked; docs/reliability.md, "Soak"): processes attach,
-# register, transfer and detach for as long as it runs, while each
+# what is checked, and
+# docs/reliability.md, "Soak: attach, register, transfer, detach, for as long as it runs"):
+# processes attach, register, transfer and detach for as long as it runs, while each
 # agent's memory, fds, MRs, QPs and CQs are sampled, printed as a series
 # and checked against a bound. Exits with the guest script's status, 1
 # when a check failed.

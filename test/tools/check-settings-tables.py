@@ -160,7 +160,10 @@ def main():
                      + " | ".join(cells))
                 continue
             d = unquote(cells[1])
-            table[m.group(1)] = "" if d == "none" else d
+            # "none": no default, or an option whose default value is
+            # the word none (--notify-fd)
+            none_value = options.get(m.group(1)) == "none"
+            table[m.group(1)] = "" if d == "none" and not none_value else d
         check_table("rvtd option", table, options, None)
 
     # ucx_info -c
