@@ -1531,6 +1531,38 @@ TEST_F(attach_fixture, a_retire_request_is_an_event_and_the_client_stays)
     EXPECT_EQ(m_detached, std::vector<uint32_t>{index});
 }
 
+/* More descriptors ready at once than one epoll batch holds (64): 100
+ * connections that all hang up before the server's next pass, as the
+ * ranks of a large job do when they end together. The pass takes them
+ * and returns; it used to ask epoll again for as long as a batch came
+ * back full, which level-triggered descriptors never stop doing. The
+ * pass runs in a child under alarm(): a pass that never returns is a
+ * failure, not a hung test. */
+TEST_F(attach_fixture,
+       a_pass_returns_when_more_connections_are_ready_than_a_batch)
+{
+    constexpr int conns = 100;
+    m_threaded          = false;
+    m_max_unattached    = conns + 1;
+    start(4, 30s);
+    std::vector<unique_fd> socks;
+    for (int i = 0; i < conns; ++i) {
+        socks.push_back(raw_connect());
+        ASSERT_TRUE(socks.back());
+    }
+    for (int i = 0; i < 20; ++i) {
+        serve(10); /* accepts them: the listener's backlog is drained */
+    }
+    socks.clear(); /* every one hangs up: all readable at once */
+    const auto [buf, child] = in_child([&] {
+        alarm(20);
+        serve(0);
+        return std::string("RETURNED");
+    });
+    EXPECT_EQ(std::string(buf), "RETURNED")
+            << "a pass with " << conns << " connections ready did not return";
+}
+
 /* The owner answers a status request after run_once() has returned; once
  * all of the answer is sent, the server's descriptor is readable, so that
  * a loop sleeping on it wakes and the next pass closes the connection. */

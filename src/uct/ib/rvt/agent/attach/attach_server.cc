@@ -402,18 +402,26 @@ bool attach_server::wait_events(int timeout_ms)
             }
             return listener_ready;
         }
+        bool news = false; /* a descriptor, or a bit, not seen before */
         for (int i = 0; i < n; ++i) {
             if (events[i].data.ptr == nullptr) {
+                news |= !listener_ready;
                 listener_ready = true;
             } else {
-                static_cast<connection *>(events[i].data.ptr)->ready |=
-                        events[i].events;
+                auto *c = static_cast<connection *>(events[i].data.ptr);
+                news |= (c->ready | events[i].events) != c->ready;
+                c->ready |= events[i].events;
             }
         }
-        if (static_cast<size_t>(n) < events.size()) {
+        /* A full batch: more may be ready, taken without waiting. The
+         * descriptors stay ready until they are served (level-triggered),
+         * and epoll hands them out in turn, so a full batch of nothing
+         * new means every ready one has been seen: serve them now (64
+         * clients hanging up at once made this loop forever). */
+        if (static_cast<size_t>(n) < events.size() || !news) {
             return listener_ready;
         }
-        timeout_ms = 0; /* more may be ready: take them without waiting */
+        timeout_ms = 0;
     }
 }
 
