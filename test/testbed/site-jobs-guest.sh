@@ -668,7 +668,7 @@ export OMPI_MCA_pml=ucx OMPI_MCA_pml_ucx_tls=rvt OMPI_MCA_pml_ucx_devices=any \
     OMPI_MCA_btl=self OMPI_MCA_mpi_yield_when_idle=1 \
     UCX_TLS=ud_verbs,rvt,sm,self UCX_WARN_UNUSED_ENV_VARS=n
 # shellcheck disable=SC2016 # for each rank's shell
-srun --mpi=pmix bash -c 'tr "\0" "\n" </proc/self/environ | grep -E "^(LD_PRELOAD|UCX_RVT_START_AGENT)=" | sort >"env.$SLURM_PROCID"; exec "$0" "$@"' \
+srun --mpi=pmix bash -c 'env | grep -E "^(LD_PRELOAD|UCX_RVT_START_AGENT)=" | sort >"env.$SLURM_PROCID"; exec "$0" "$@"' \
     "$mpi_prog" $MPI_ARGS >out 2>&1
 echo "srun exit $?" >>out
 touch done
