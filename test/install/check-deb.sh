@@ -138,16 +138,25 @@ else
 fi
 
 # 4. dpkg -i into a throwaway root ---------------------------------------------
-rm -rf "$root"
-mkdir -p "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/info"
-: >"$root/var/lib/dpkg/status"
-# --force-depends: that root's database knows no libucx0 (checked above
-# against this machine's); --force-script-chrootless: no maintainer script
-# is run inside a root without a shell
+# new_root DIR: an empty throwaway root with a dpkg database
+new_root() {
+    rm -rf "$1"
+    mkdir -p "$1/var/lib/dpkg/updates" "$1/var/lib/dpkg/info"
+    : >"$1/var/lib/dpkg/status"
+}
+# dpkg_in DIR ARG...: dpkg on that root. --force-depends: its database
+# knows no libucx0 (checked above against this machine's);
+# --force-script-chrootless: no maintainer script is run inside a root
+# without a shell
+dpkg_in() {
+    local dir=$1
+    shift
+    dpkg --root="$dir" --force-not-root --force-depends \
+        --force-script-chrootless --log=/dev/null "$@"
+}
+new_root "$root"
 # shellcheck disable=SC2016 # ${db:Status-Abbrev}: dpkg's format
-if dpkg --root="$root" --force-not-root --force-depends \
-    --force-script-chrootless --log=/dev/null \
-    -i "$agent_deb" "$module_deb" >"$out/dpkg-i.log" 2>&1 &&
+if dpkg_in "$root" -i "$agent_deb" "$module_deb" >"$out/dpkg-i.log" 2>&1 &&
     [ "$(dpkg-query --admindir="$root/var/lib/dpkg" -W \
         -f='${db:Status-Abbrev}' ucx-rvt rvt-agent)" = "ii ii " ]; then
     pass "dpkg -i into $root: both installed"
@@ -234,13 +243,8 @@ fi
 # of theirs left). $root above stays as installed, for the site
 # suite.
 cycle=$out/cycle
-rm -rf "$cycle"
-mkdir -p "$cycle/var/lib/dpkg/updates" "$cycle/var/lib/dpkg/info"
-: >"$cycle/var/lib/dpkg/status"
-in_cycle() {
-    dpkg --root="$cycle" --force-not-root --force-depends \
-        --force-script-chrootless --log=/dev/null "$@" >>"$out/cycle.log" 2>&1
-}
+new_root "$cycle"
+in_cycle() { dpkg_in "$cycle" "$@" >>"$out/cycle.log" 2>&1; }
 # shellcheck disable=SC2016 # dpkg's formats
 states() {
     dpkg-query --admindir="$cycle/var/lib/dpkg" -W \

@@ -7,8 +7,27 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <optional>
 
 namespace rvt::tools {
+
+namespace {
+
+/* `v` as a whole number from lo to hi; nothing if it is not one (empty,
+ * other characters, out of range). Each caller names what it expected. */
+std::optional<long> whole_within(std::string_view v, long lo, long hi)
+{
+    const std::string text(v);
+    char *end = nullptr;
+    errno     = 0;
+    long x    = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+        return std::nullopt;
+    }
+    return x;
+}
+
+} // namespace
 
 void derive(rvtd_config &c)
 {
@@ -27,18 +46,14 @@ result<notify_descriptor> parse_notify_fd(std::string_view v)
     if (v == "none") {
         return notify_descriptor{};
     }
-    const std::string text(v);
-    char *end = nullptr;
-    errno     = 0;
-    long x    = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE ||
-        x < notify_descriptor::lowest || x > INT_MAX) {
-        return failure{"--notify-fd=" + text + ": expected none or a " +
-                       "descriptor number from " +
+    const auto x = whole_within(v, notify_descriptor::lowest, INT_MAX);
+    if (!x) {
+        return failure{"--notify-fd=" + std::string(v) +
+                       ": expected none or a descriptor number from " +
                        std::to_string(notify_descriptor::lowest) + " to " +
                        std::to_string(INT_MAX)};
     }
-    return notify_descriptor{static_cast<int>(x)};
+    return notify_descriptor{static_cast<int>(*x)};
 }
 
 std::string to_string(notify_descriptor d)
@@ -69,17 +84,13 @@ std::string default_text(const setting &s)
 
 result<long> whole_number(const setting &s, std::string_view v)
 {
-    const std::string text(v);
-    char *end = nullptr;
-    errno     = 0;
-    long x    = std::strtol(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE || x < s.lo ||
-        x > s.hi) {
-        return failure{"--" + std::string(s.name) + "=" + text +
+    const auto x = whole_within(v, s.lo, s.hi);
+    if (!x) {
+        return failure{"--" + std::string(s.name) + "=" + std::string(v) +
                        ": expected a whole number from " +
                        std::to_string(s.lo) + " to " + std::to_string(s.hi)};
     }
-    return x;
+    return *x;
 }
 
 std::vector<option> options_of(std::span<const setting> table, rvtd_config &c)
