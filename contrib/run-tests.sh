@@ -392,9 +392,11 @@ host_a=(ucx_gtest)
 host_b=(ucx122 packages ucx122_loading)
 host=("${host_a[@]}" "${host_b[@]}")
 if [ "$tier" = full ]; then
-    lanes_a=(runner integration traffic soak mpi uct_conformance site_jobs)
+    # two lanes of about the same length (the log gives each suite's time)
+    lanes_a=(runner integration traffic soak select mpi uct_conformance
+        site_jobs)
     lanes_b=(selftest site chaos ucx122_plugin ucx122_select
-        ucx122_integration flood select perftest ucp_conformance)
+        ucx122_integration flood perftest ucp_conformance)
 else
     # the gate: full's suites less soak, chaos, perftest, UCX 1.22's
     # selection and integration (docs/testing.md: why), the rest with
