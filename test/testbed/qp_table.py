@@ -7,9 +7,15 @@ buffers each process or agent registers), for rc_verbs, the recommended
 ud_verbs,rvt and rvt alone, at N nodes and P ranks per node. Prints the
 formulas with the measured figures in them, then the table, as Markdown.
 
+A file holds one measurement or a list of them, one per boot: then each
+figure is the median of the boots' (the lower middle one, a figure some
+boot measured). What a process registers varies from boot to boot (a
+rc_verbs process 59, 42 and 42 MB in three), what a QP maps does not.
+
 Usage: qp_table.py MEASUREMENT.json
 """
 import json
+import statistics
 import sys
 
 NODES = (16, 128, 1024, 10000)
@@ -20,16 +26,30 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__.strip().splitlines()[-1])
     try:
-        m = json.load(open(sys.argv[1]))
-        probe, reg, cfg = m["probe"], m["registered"], m["config"]
-        cost = {o["name"]: max(o["mapped_bytes"], o["rss_bytes"])
-                for o in probe["objects"]}
-        q_rc, q_ud, q_rvt = cost["rc_verbs"], cost["ud_verbs"], cost["rvt"]
-        q_srq = cost["rvt_srq"]
+        boots = json.load(open(sys.argv[1]))
+        if not isinstance(boots, list):
+            boots = [boots]
+        m = boots[0]
+        probe, cfg = m["probe"], m["config"]
         k, max_qp = cfg["num_qps"], probe["limits"]["max_qp"]
-        r_rc, r_ud, r_agent = (reg["rc_verbs_process"],
-                               reg["ud_verbs_process"], reg["rvt_agent"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+
+        def median(figure):
+            """FIGURE(measurement) over the boots"""
+            return statistics.median_low(figure(b) for b in boots)
+
+        def cost(name):
+            """what one object of NAME holds"""
+            return median(lambda b: next(
+                max(o["mapped_bytes"], o["rss_bytes"])
+                for o in b["probe"]["objects"] if o["name"] == name))
+
+        q_rc, q_ud, q_rvt = cost("rc_verbs"), cost("ud_verbs"), cost("rvt")
+        q_srq = cost("rvt_srq")
+        r_rc, r_ud, r_agent = (median(lambda b, w=w: b["registered"][w])
+                               for w in ("rc_verbs_process",
+                                         "ud_verbs_process", "rvt_agent"))
+    except (OSError, ValueError, KeyError, TypeError, IndexError,
+            StopIteration, statistics.StatisticsError) as e:
         sys.exit(f"qp_table.py: {sys.argv[1]}: not a measurement of "
                  f"qp-table-guest.sh ({type(e).__name__}: {e})")
 
@@ -44,9 +64,10 @@ def main():
     kib = lambda b: f"{b / 1024:,.0f} KiB"
     size = lambda b: (f"{b / 2**20:,.0f} MiB" if b < 10 * 2**30
                       else f"{b / 2**30:,.0f} GiB")
+    of_boots = f", the median of {len(boots)} boots" if len(boots) > 1 else ""
     print(f"Measured on {probe['device']} (kernel {m.get('kernel', '?')}), "
-          f"{probe['count']} objects of each kind; the device allows "
-          f"{max_qp} QPs.\n")
+          f"{probe['count']} objects of each kind{of_boots}; the device "
+          f"allows {max_qp} QPs.\n")
     print("Per object (the larger of the queues it maps and the memory it "
           "adds to its process):\n")
     print(f"- q_rc  = {kib(q_rc)}: an RC QP as UCX's rc_verbs makes it")

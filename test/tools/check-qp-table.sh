@@ -3,7 +3,8 @@
 # test/testbed/qp_table.py, the per-node QP and memory table: on a made-up
 # measurement whose rows are known, on malformed input (a clear error, no
 # table), and against docs/performance.md (its table is the one the recorded
-# measurement test/testbed/qp-table.rxe.json prints, not typed by hand).
+# measurement test/testbed/qp-table.rxe.json prints, not typed by hand), and
+# the README's rows against it.
 set -u
 top=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 tool=$top/test/testbed/qp_table.py
@@ -47,14 +48,37 @@ else
     fail "no max_qp note"
 fi
 
-echo '{"probe": {}}' >"$work/bad.json"
-if "$tool" "$work/bad.json" >"$work/bad" 2>&1; then
-    fail "a measurement without objects printed a table"
-elif grep -q "bad.json: not a measurement of qp-table-guest.sh" "$work/bad"; then
-    pass "a malformed measurement: $(head -1 "$work/bad")"
+# three boots: each figure the median of the three, whichever boot it
+# came from (r_rc the first's, r_agent and q_rvt the second's), so the
+# same N=16, P=32 row and r_agent as the one boot above
+jq '[(.registered.rvt_agent = 100 | .probe.objects[2].rss_bytes = 7),
+     (.registered.rc_verbs_process = 10),
+     (.registered.rvt_agent = 999999 | .probe.objects[2].rss_bytes = 2097152 |
+      .registered.rc_verbs_process = 99999999)]' \
+    "$work/m.json" >"$work/boots.json"
+"$tool" "$work/boots.json" >"$work/boots" 2>&1 || fail "exit $? on three boots"
+if grep -qxF '| 16 | 32 | 15,360, 15 MiB | 64, 65 MiB | 64, 65 MiB |' "$work/boots" &&
+    grep -q ', the median of 3 boots;' "$work/boots" &&
+    grep -qxF -- '- r_agent = 8 KiB: the agent, one client attached (1024 receive buffers of 8192 B)' "$work/boots"; then
+    pass "three boots: each figure their median, and the table says so"
 else
-    fail "a malformed measurement: $(head -1 "$work/bad")"
+    fail "three boots: expected the one boot's figures and 'the median of 3 boots'; got:"
+    grep -E '^(Measured|- r_|\| 16 \| 32)' "$work/boots"
 fi
+# refused NAME WHAT JSON: the tool refuses the measurement JSON (in
+# NAME.json) with a clear error and prints no table
+refused() {
+    echo "$3" >"$work/$1.json"
+    if "$tool" "$work/$1.json" >"$work/$1" 2>&1; then
+        fail "$2 printed a table"
+    elif grep -q "$1.json: not a measurement of qp-table-guest.sh" "$work/$1"; then
+        pass "$2: $(head -1 "$work/$1")"
+    else
+        fail "$2: $(head -1 "$work/$1")"
+    fi
+}
+refused none "an empty list of boots" '[]'
+refused bad "a measurement without objects" '{"probe": {}}'
 
 # docs/performance.md's table: between its qp-table markers, exactly what the
 # recorded measurement prints
@@ -67,4 +91,19 @@ else
     fail "docs/performance.md's qp-table block differs from the recorded measurement's output:"
     diff -u "$work/recorded" "$work/readme" | head -20
 fi
+
+# the README's few rows ("| N x P | ... |") are rows of that table, the
+# marks of too many QPs left out
+readme_rows=0
+while IFS= read -r row; do
+    readme_rows=$((readme_rows + 1))
+    full=$(sed -E 's/^\| ([0-9,]+) x ([0-9]+) \|/| \1 | \2 |/' <<<"$row")
+    if sed 's/ (!)//g' "$work/recorded" | grep -qxF "$full"; then
+        pass "README's row ${row%% |*} | is the recorded measurement's"
+    else
+        fail "README's row $row is not the recorded measurement's: $(
+            grep -F "${full%% |*} | $(cut -d'|' -f3 <<<"$full" | tr -d ' ') |" "$work/recorded")"
+    fi
+done < <(grep -E '^\| [0-9,]+ x [0-9]+ \|' "$top/README.md")
+[ "$readme_rows" -gt 0 ] || fail "no '| N x P |' row in the README's table"
 exit $failed
