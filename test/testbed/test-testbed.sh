@@ -209,16 +209,22 @@ expect "bad node number is refused, naming it" 125 "--on '5': expected 'all' or 
     -- run -n 2 --on 5 true
 expect "a command runs on the chosen node" 0 '^node2$' -- run -n 2 --on 2 hostname
 expect "on all runs on every node, prefixed" 0 '^\[node3\] node3$' -- run -n 3 --on all hostname
-# One boot for four checks of a run's command (each checked in its
-# output): a background job on one node beside a foreground one, a share
-# below /tmp (which the guest and every node mount a fresh tmpfs over; a
-# clone in /tmp is a common CI layout), the command's exit status with
-# the kernel log, and the guest's output kept before the runner's later
-# notes in one file (expect() sends stdout and stderr into one)
+# One boot for the checks of a run's command and of `on` (each checked in
+# its output): a background job on one node beside a foreground one, a
+# share below /tmp (which the guest and every node mount a fresh tmpfs
+# over; a clone in /tmp is a common CI layout), the node's variables, a
+# command's exit status through `on`, the program as the child of the
+# `on` that started it (the suites stop programs with `pkill -P`), the
+# command's exit status with the kernel log, and the guest's output kept
+# before the runner's later notes in one file (expect() sends stdout and
+# stderr into one)
 tmpshare=$(mktemp -d /tmp/tb-share.XXXXXX)
 "$tb" run -n 2 -s "$tmpshare" \
     'on 2 sh -c "sleep 2; hostname" > /tmp/bg & fg=$(on 1 hostname); wait; echo "bg-$(cat /tmp/bg) fg-$fg"
      on 2 sh -c "echo from-node2 > '"$tmpshare"'/f" && on 1 cat '"$tmpshare"'/f > /dev/null && echo shared-ok
+     on 2 sh -c "echo vars \$RVT_NODE \$NODE_NAME \$RXE_DEV \$UCX_NET_DEVICES"
+     on 2 sh -c "exit 3"; echo "on-status-$?"
+     on 1 sleep 60 & sleep 3; pkill -KILL -P $! sleep && echo child-killed; wait
      echo guest-said-this-before-failing; exit 7' >"$out" 2>&1
 rc=$?
 seen() { # seen DESCRIPTION PATTERN: the run above exited 7 and printed PATTERN
@@ -231,6 +237,9 @@ seen() { # seen DESCRIPTION PATTERN: the run above exited 7 and printed PATTERN
 }
 seen "background on one node while another runs" '^bg-node2 fg-node1$'
 seen "a share below /tmp is writable from the nodes" '^shared-ok$'
+seen "on sets the node's variables" '^vars 2 node2 rxe2 rxe2:1$'
+seen "on returns the command's exit status" '^on-status-3$'
+seen "the program is the child of its on (pkill -P finds it)" '^child-killed$'
 if [ "$(cat "$tmpshare/f" 2>/dev/null)" = from-node2 ]; then
     pass "the host sees what a node wrote into the share"
 else
