@@ -453,7 +453,10 @@ TEST_F(rvtd_flood, peers_over_a_clients_share_are_refused_and_the_others_made)
 }
 
 /* A client writes its socket as fast as the agent will take it, for 3 s,
- * notices that ask nothing (an intent withdrawn); then, behind what is
+ * notices that ask nothing (an intent withdrawn), the first 64 KiB while
+ * the agent is stopped (so that a pass finds more than its budget however
+ * the machine schedules the two: a writer slower than the agent's passes
+ * never queued more than one); then, behind what is
  * still queued, it announces an MR without waiting for the verdict and
  * sends from it at once. The agent reads at most --max-socket-read bytes
  * of the socket a pass, its look for the MR's notice from the data path
@@ -474,6 +477,7 @@ TEST_F(rvtd_flood, a_socket_flood_is_read_a_budget_a_pass_and_the_others_served)
 
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> sent{0};
+    ASSERT_EQ(kill(agent, SIGSTOP), 0);
     std::thread writer([&] {
         const std::vector<wire::mr_notice> burst(
                 64,
@@ -492,6 +496,13 @@ TEST_F(rvtd_flood, a_socket_flood_is_read_a_budget_a_pass_and_the_others_served)
             }
         }
     });
+    const auto queued = std::chrono::steady_clock::now() + 20s;
+    while (sent.load() < 64u * 1024 &&
+           std::chrono::steady_clock::now() < queued) {
+        std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(kill(agent, SIGCONT), 0);
+    EXPECT_GE(sent.load(), 64u * 1024) << "the socket took less while stopped";
     const auto until = std::chrono::steady_clock::now() + 3s;
     uint64_t tag     = 2;
     while (std::chrono::steady_clock::now() < until &&
