@@ -98,11 +98,12 @@ readme_rows=0
 while IFS= read -r row; do
     readme_rows=$((readme_rows + 1))
     full=$(sed -E 's/^\| ([0-9,]+) x ([0-9]+) \|/| \1 | \2 |/' <<<"$row")
-    if sed 's/ (!)//g' "$work/recorded" | grep -qxF "$full"; then
+    # the recorded row for the same N and P
+    ours=$(sed 's/ (!)//g' "$work/recorded" | grep -F "$(cut -d'|' -f1-3 <<<"$full")|")
+    if [ "$full" = "$ours" ]; then
         pass "README's row ${row%% |*} | is the recorded measurement's"
     else
-        fail "README's row $row is not the recorded measurement's: $(
-            grep -F "${full%% |*} | $(cut -d'|' -f3 <<<"$full" | tr -d ' ') |" "$work/recorded")"
+        fail "README's row $row is not the recorded measurement's: ${ours:-no row}"
     fi
 done < <(grep -E '^\| [0-9,]+ x [0-9]+ \|' "$top/README.md")
 [ "$readme_rows" -gt 0 ] || fail "no '| N x P |' row in the README's table"
