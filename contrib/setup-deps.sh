@@ -10,7 +10,7 @@
 #     build (struct layouts depend on it).  Only autogen + configure: UCX
 #     itself is not built.
 #
-# With --ucx=VERSION (only 1.22.0 so far), step 2 instead builds that UCX
+# With --ucx=VERSION (1.16.0, 1.18.1 or 1.22.0), step 2 instead builds that UCX
 # release from its source tarball and installs it into a prefix of its own,
 # $RVT_CACHE/ucx-VERSION (never over Debian's UCX), keeping the configured
 # and built tree in $RVT_CACHE/ucx-src-VERSION for its internal headers.
@@ -190,6 +190,8 @@ configure_ucx_source() {
 # the gzip file's, so that a copy compressed by another gzip still
 # matches: the one value every copy, local or fetched, is checked against.
 declare -A ucx_release_sha256=(
+    [1.16.0]=21f5843481b803b59f633ddfd754cabc02567b838f2c25f1400bde64375791b3
+    [1.18.1]=b6cf1b1674a1e4cae6d1bb91414add13ad049a41fe6af0222f0716ede0c2b3f9
     [1.22.0]=a75b1283f89a52c5e94f7fe2506c488828d01b4e69ad4d94716264de55fc7eb8
 )
 # Only what rvt and its tests use: verbs and rdmacm (rc_verbs and ud_verbs

@@ -51,6 +51,7 @@ extern $1C$1 {
 #include <uct/base/uct_component.h>
 #include <uct/api/v2/uct_v2.h>
 #include <ucs/memory/rcache.h>
+#include <ucs/time/time.h>
 #include <ucs/sys/compiler_def.h>
 }
 ]])
@@ -77,6 +78,13 @@ m4_define([_RVT_UCX_SIGNATURE],
     [_RVT_UCX_FEATURE([$1], [$2],
         [[static_assert(std::is_same_v<$3, $4>);]])])
 
+# The UCX releases rvt supports: from the oldest to the newest minor
+# release it is built and tested against (docs/operations.md, "Supported
+# UCX releases", names each). rvt reaches into UCX's internal headers,
+# which move between minor releases: one outside the range is refused.
+m4_define([RVT_UCX_OLDEST], [1.13])
+m4_define([RVT_UCX_NEWEST], [1.22])
+
 AC_DEFUN([RVT_CHECK_UCX], [
 AC_REQUIRE([AC_PROG_CC])
 AC_REQUIRE([AC_PROG_CXX])
@@ -91,9 +99,12 @@ AS_CASE([$with_ucx],
     [no], [AC_MSG_ERROR([rvt is a UCX transport: it cannot be built without UCX])])
 UCX_PREFIX=$with_ucx
 
-# /usr/include is searched anyway; naming it with -I would reorder it.
+# /usr/include is searched anyway; naming it would reorder it. Another
+# prefix's headers are system headers too (-isystem), as /usr's are: UCX's
+# inline functions do not build under rvt's warnings (1.16's
+# uct_invoke_completion passes a typed pointer to %p).
 AS_IF([test "$UCX_PREFIX" = /usr], [UCX_CPPFLAGS=""],
-    [UCX_CPPFLAGS="-I$UCX_PREFIX/include"])
+    [UCX_CPPFLAGS="-isystem $UCX_PREFIX/include"])
 
 # libuct's directory gives both the link path and the module directory.
 AC_MSG_CHECKING([for the directory of libuct.so under $UCX_PREFIX])
@@ -107,6 +118,30 @@ AS_IF([test -z "$ucx_libdir"],
     [AC_MSG_RESULT([not found])
      AC_MSG_ERROR([no libuct.so under $UCX_PREFIX/lib*; install libucx-dev (contrib/setup-deps.sh) or pass --with-ucx=PREFIX])])
 AC_MSG_RESULT([$ucx_libdir])
+
+# "major.minor.patch" from the UCT_VERNO_* defines of the public header.
+# (@<:@ and @:>@ are autoconf's spelling of literal square brackets.)
+AC_MSG_CHECKING([for the installed UCX version])
+UCX_VERSION=`sed -n \
+    -e 's/^#define UCT_VERNO_MAJOR  *\(@<:@0-9@:>@*\).*/\1./p' \
+    -e 's/^#define UCT_VERNO_MINOR  *\(@<:@0-9@:>@*\).*/\1./p' \
+    -e 's/^#define UCT_VERNO_PATCH  *\(@<:@0-9@:>@*\).*/\1/p' \
+    "$UCX_PREFIX/include/uct/api/version.h" 2>/dev/null | tr -d '\n'`
+AS_CASE([$UCX_VERSION],
+    [@<:@0-9@:>@*.@<:@0-9@:>@*.@<:@0-9@:>@*], [],
+    [AC_MSG_ERROR([cannot read UCT_VERNO_* from $UCX_PREFIX/include/uct/api/version.h])])
+AC_MSG_RESULT([$UCX_VERSION])
+rvt_ucx_minor=`echo "$UCX_VERSION" | cut -d. -f1,2`
+AS_VERSION_COMPARE([$rvt_ucx_minor], [RVT_UCX_OLDEST],
+    [rvt_ucx_supported=no], [rvt_ucx_supported=yes],
+    [rvt_ucx_supported=yes])
+AS_VERSION_COMPARE([$rvt_ucx_minor], [RVT_UCX_NEWEST], [], [],
+    [rvt_ucx_supported=no])
+AS_IF([test $rvt_ucx_supported = no],
+    [AC_MSG_ERROR([UCX $UCX_VERSION ($UCX_PREFIX) is not supported: rvt supports UCX RVT_UCX_OLDEST to RVT_UCX_NEWEST (docs/operations.md, "Supported UCX releases"); pass --with-ucx=PREFIX of one])])
+UCX_OLDEST=RVT_UCX_OLDEST
+UCX_NEWEST=RVT_UCX_NEWEST
+
 # Outside /usr, programs (the tests) must find this UCX's libraries, not
 # another UCX's of the same soname (Debian's libuct.so.0) at run time.
 AS_IF([test "$UCX_PREFIX" = /usr],
@@ -133,19 +168,6 @@ AC_LINK_IFELSE(
      AC_MSG_ERROR([cannot link with $UCX_LIBS; see config.log])])
 CPPFLAGS=$rvt_save_CPPFLAGS
 LIBS=$rvt_save_LIBS
-
-# "major.minor.patch" from the UCT_VERNO_* defines of the public header.
-# (@<:@ and @:>@ are autoconf's spelling of literal square brackets.)
-AC_MSG_CHECKING([for the installed UCX version])
-UCX_VERSION=`sed -n \
-    -e 's/^#define UCT_VERNO_MAJOR  *\(@<:@0-9@:>@*\).*/\1./p' \
-    -e 's/^#define UCT_VERNO_MINOR  *\(@<:@0-9@:>@*\).*/\1./p' \
-    -e 's/^#define UCT_VERNO_PATCH  *\(@<:@0-9@:>@*\).*/\1/p' \
-    "$UCX_PREFIX/include/uct/api/version.h" 2>/dev/null | tr -d '\n'`
-AS_CASE([$UCX_VERSION],
-    [@<:@0-9@:>@*.@<:@0-9@:>@*.@<:@0-9@:>@*], [],
-    [AC_MSG_ERROR([cannot read UCT_VERNO_* from $UCX_PREFIX/include/uct/api/version.h])])
-AC_MSG_RESULT([$UCX_VERSION])
 
 AC_ARG_WITH([ucx-moduledir],
     [AS_HELP_STRING([--with-ucx-moduledir=DIR],
@@ -249,7 +271,7 @@ AC_LINK_IFELSE(
      AC_MSG_ERROR([cannot link UCX internal symbols (uct_base_iface_t_class) with $UCX_LIBS; see config.log])])
 
 # What differs between UCX versions, probed rather than inferred from the
-# version number (1.13.1 and 1.22.0 are built and tested).
+# version number (1.13.1, 1.16.0, 1.18.1 and 1.22.0 are built and tested).
 UCX_FEATURE_CPPFLAGS=""
 _RVT_UCX_FEATURE([RVT_UCX_MD_RCACHE_CONFIG],
     [has UCT's rcache config (uct_md_rcache_config_t)],
@@ -260,6 +282,13 @@ _RVT_UCX_FEATURE([RVT_UCX_RCACHE_GET_ALIGNMENT],
           ucs_rcache_t *, void *, size_t, size_t, int, void *,
           ucs_rcache_region_t **>);]])
 _RVT_UCX_MEMBER([RVT_UCX_RCACHE_OPS_MERGE], [ucs_rcache_ops_t], [merge])
+_RVT_UCX_FEATURE([RVT_UCX_TIME_UNITS_TO_SEC],
+    [has ucs_time_units_to_sec], [[(void)&ucs_time_units_to_sec;]])
+_RVT_UCX_FEATURE([RVT_UCX_MD_BASE_MD_QUERY],
+    [has uct_md_base_md_query], [[(void)&uct_md_base_md_query;]])
+_RVT_UCX_FEATURE([RVT_UCX_IFACE_FILL_INFO_STR_BUF],
+    [has uct_iface_fill_info_str_buf],
+    [[(void)&uct_iface_fill_info_str_buf;]])
 _RVT_UCX_SIGNATURE([RVT_UCX_MD_QUERY_V2], [MDs answer uct_md_attr_v2_t],
     [uct_md_query_func_t], [ucs_status_t (*)(uct_md_h, uct_md_attr_v2_t *)])
 _RVT_UCX_SIGNATURE([RVT_UCX_MEM_REG_PARAMS], [mem_reg takes params],
@@ -328,6 +357,8 @@ UCX_LOADS_PLUGINS=$ucx_loads_plugins
 AC_SUBST([UCX_LOADS_PLUGINS])
 AC_SUBST([UCX_PREFIX])
 AC_SUBST([UCX_VERSION])
+AC_SUBST([UCX_OLDEST])
+AC_SUBST([UCX_NEWEST])
 AC_SUBST([UCX_CPPFLAGS])
 AC_SUBST([UCX_LIBS])
 AC_SUBST([UCP_LIBS])

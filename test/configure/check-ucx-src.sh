@@ -3,15 +3,17 @@
 #
 # configure must refuse a UCX source tree that does not match the installed
 # UCX: internal headers of another version or configuration compile fine and
-# corrupt memory at run time.  This re-runs configure (VPATH, in a scratch
-# dir) against fake trees and checks that it fails, and why.
+# corrupt memory at run time; and an installed UCX outside the releases rvt
+# supports.  This re-runs configure (VPATH, in a scratch dir) against fake
+# trees and prefixes and checks that it fails, and why.
 #
 # Run by `make check`, which sets abs_top_srcdir, abs_top_builddir, UCX_SRC
-# (the tree this build uses) and UCX_VERSION (the installed UCX).
+# (the tree this build uses), UCX_VERSION (the installed UCX) and
+# UCX_OLDEST, UCX_NEWEST (the supported minor releases, from configure).
 #
 set -u
 : "${abs_top_srcdir:?run from make check}" "${abs_top_builddir:?}"
-: "${UCX_SRC:?}" "${UCX_VERSION:?}"
+: "${UCX_SRC:?}" "${UCX_VERSION:?}" "${UCX_OLDEST:?}" "${UCX_NEWEST:?}"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rvt-check-ucx-src.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -28,12 +30,15 @@ mkdir "$tmp/src" || exit 99
 (cd "$abs_top_srcdir" &&
     cp -pR configure Makefile.in rvt_config.h.in config "$tmp/src/") || exit 99
 
-# run_configure TREE: exit status of configure, its output in $tmp/out.
+# run_configure TREE: exit status of configure, its output in $tmp/out
+# (with --with-ucx=$prefix when prefix is set).
+prefix=""
 run_configure() {
     rm -rf "$tmp/build" && mkdir "$tmp/build" &&
         (cd "$tmp/build" &&
             eval "\"\$tmp/src/configure\" $config_args" \
-                '--srcdir="$tmp/src" --with-ucx-src="$1" --disable-gtest') \
+                '--srcdir="$tmp/src" --with-ucx-src="$1" --disable-gtest' \
+                '${prefix:+--with-ucx="$prefix"}') \
         >"$tmp/out" 2>&1
 }
 
@@ -121,5 +126,45 @@ else
     expect_failure "(e) release $other_version" "$other" "$other_version" \
         "$UCX_VERSION" "$other"
 fi
+
+# (f) an installed UCX outside the supported releases: a prefix with a
+# libuct.so and the public version header, claiming the release before
+# the oldest and after the newest; the oldest and newest themselves pass
+# the range check (and fail later: the prefix is no real UCX).
+# fake_prefix VERSION: such a prefix, in $prefix
+fake_prefix() {
+    prefix=$tmp/ucx-$1
+    mkdir -p "$prefix/lib" "$prefix/include/uct/api" &&
+        : >"$prefix/lib/libuct.so" &&
+        printf '#define UCT_VERNO_MAJOR %s\n#define UCT_VERNO_MINOR %s\n#define UCT_VERNO_PATCH 0\n' \
+            "${1%%.*}" "$(echo "$1" | cut -d. -f2)" \
+            >"$prefix/include/uct/api/version.h"
+}
+range="UCX $UCX_OLDEST to $UCX_NEWEST"
+oldest_minor=${UCX_OLDEST#*.}
+newest_minor=${UCX_NEWEST#*.}
+for v in "${UCX_OLDEST%%.*}.$((oldest_minor - 1)).0" \
+    "${UCX_NEWEST%%.*}.$((newest_minor + 1)).0"; do
+    fake_prefix "$v"
+    expect_failure "(f) UCX $v refused" "$UCX_SRC" "UCX $v" "not supported" \
+        "$range"
+done
+for v in "$UCX_OLDEST.0" "$UCX_NEWEST.0"; do
+    fake_prefix "$v"
+    if run_configure "$UCX_SRC"; then
+        echo "FAIL: (f) configure accepted the fake UCX $v in $prefix"
+        failed=1
+    elif grep -q 'configure: error:.*not supported' "$tmp/out"; then
+        echo "FAIL: (f) UCX $v refused: $(grep 'configure: error:' "$tmp/out")"
+        failed=1
+    elif ! grep -q "checking for the installed UCX version\.\.\. $v\$" "$tmp/out"; then
+        echo "FAIL: (f) UCX $v: configure did not read its version:" \
+            "$(grep 'configure: error:' "$tmp/out")"
+        failed=1
+    else
+        echo "PASS: (f) UCX $v passes the range check"
+    fi
+done
+prefix=""
 
 exit $failed

@@ -32,7 +32,9 @@
 # Needs root, Slurm's slurmctld and slurmd, munged and mungekey, and the
 # plugin built (configure builds it when slurm/spank.h is there); exits
 # 77 otherwise, saying why (contrib/test-count.sh's skip_reason knows
-# each reason).
+# each reason); and 77 in a build against a UCX the jobs' users cannot
+# read (a release in root's cache: the test command runs this test in
+# the build against Debian's UCX only, and would count that skip failed).
 set -u
 SLURMD_BACK_BOUND=60
 if [ "$(id -u)" != 0 ]; then
@@ -60,6 +62,16 @@ fi
 [ -x "$fake" ] || { echo "FAIL: $fake not built (make check builds it)"; exit 1; }
 module=$build/src/uct/ib/rvt/uct/.libs/libuct_rvt.so
 [ -f "$module" ] || { echo "FAIL: $module not built"; exit 1; }
+# The jobs' ordinary users preload the module, and with it the UCX it
+# was built against: a UCX in a prefix they cannot read (setup-deps.sh
+# --ucx builds one into root's cache) cannot run their jobs; the build
+# against Debian's UCX runs this test
+ucx_prefix=${UCX_PREFIX:-/usr}
+if [ "$ucx_prefix" != /usr ] &&
+    ! runuser -u nobody -- test -r "$ucx_prefix/lib/libucs.so.0"; then
+    echo "SKIP: the module's UCX ($ucx_prefix) is not readable by other users (the jobs' users load it)"
+    exit 77
+fi
 
 if [ -z "${RVT_SLURM_NS:-}" ]; then
     # shellcheck disable=SC2016 # for the namespace's bash

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The differences between the UCX versions rvt builds against (1.13.1 and
- * 1.22.0), in one place. Every other file of the module writes its UCX
+ * The differences between the UCX versions rvt builds against (1.13.1,
+ * 1.16.0, 1.18.1 and 1.22.0), in one place. Every other file of the module writes its UCX
  * operations in one shape, rvt's; the adapters here fit them into this
  * UCX's tables and structs.
  *
@@ -23,6 +23,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 
@@ -31,15 +32,19 @@ namespace rvt::uct {
 /* ---- the registration cache ---------------------------------------------
  * 1.13: UCT's rcache config (uct_md_rcache_config_t, with an address
  * alignment setting) and an alignment in the cache's parameters.
- * 1.22: UCS's rcache config, and the alignment of each ucs_rcache_get. */
+ * 1.16 on: UCS's rcache config; 1.18 on, the alignment of each
+ * ucs_rcache_get. The lookup cost: UCT's uct_md_rcache_overhead() of
+ * either config until UCS's ucs_time_units_to_sec() (1.18). */
 #if RVT_UCX_MD_RCACHE_CONFIG
 using rcache_config = uct_md_rcache_config_t;
 #define RVT_UCX_RCACHE_CONFIG_TABLE uct_md_config_rcache_table
 #else
 using rcache_config = ucs_rcache_config_t;
 #define RVT_UCX_RCACHE_CONFIG_TABLE ucs_config_rcache_table
+#endif
+#if RVT_UCX_TIME_UNITS_TO_SEC
 /* UCX_RVT_RCACHE_OVERHEAD=auto: what 1.13's uct_md_rcache_overhead()
- * answers on x86 and most ARM, so both versions report the same cost */
+ * answers on x86 and most ARM, so every version reports the same cost */
 inline constexpr double rcache_auto_overhead = 180e-9;
 #endif
 
@@ -57,10 +62,10 @@ set_rcache_params(ucs_rcache_params_t *params, const rcache_config &config)
 /* Seconds per lookup, for the MD's registration cost. */
 inline double rcache_overhead(const rcache_config &config)
 {
-#if RVT_UCX_MD_RCACHE_CONFIG
-    return uct_md_rcache_overhead(&config);
-#else
+#if RVT_UCX_TIME_UNITS_TO_SEC
     return ucs_time_units_to_sec(config.overhead, rcache_auto_overhead);
+#else
+    return uct_md_rcache_overhead(&config);
 #endif
 }
 
@@ -109,7 +114,16 @@ using md_attr = uct_md_attr_v2_t;
 
 inline void fill_md_attr(md_attr *attr, const md_caps &caps)
 {
+#if RVT_UCX_MD_BASE_MD_QUERY
     uct_md_base_md_query(attr); /* every field, zero or "no limit" */
+#else
+    /* 1.16: what 1.18's uct_md_base_md_query() sets, in this struct; the
+     * caller's field_mask (the fields it asks for) stays */
+    const uint64_t asked = attr->field_mask;
+    std::memset(attr, 0, sizeof(*attr));
+    attr->field_mask = asked;
+    std::memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+#endif
     attr->flags            = caps.flags;
     attr->reg_mem_types    = caps.reg_mem_types;
     attr->access_mem_types = caps.reg_mem_types;
@@ -329,6 +343,24 @@ uct_iface_internal_ops_t *iface_internal_ops()
     return &uct_base_iface_internal_ops;
 }
 #else
+/* Why an address is unreachable, into the caller's buffer if it gave one
+ * (uct_iface_fill_info_str_buf from 1.18; 1.16 has none) */
+inline void fill_reachable_info(const uct_iface_is_reachable_params_t *params,
+                                const char *why) noexcept
+{
+#if RVT_UCX_IFACE_FILL_INFO_STR_BUF
+    uct_iface_fill_info_str_buf(params, "%s", why);
+#else
+    constexpr uint64_t both = UCT_IFACE_IS_REACHABLE_FIELD_INFO_STRING |
+                              UCT_IFACE_IS_REACHABLE_FIELD_INFO_STRING_LENGTH;
+    if ((params->field_mask & both) == both && params->info_string != nullptr &&
+        params->info_string_length > 0) {
+        std::snprintf(params->info_string, params->info_string_length, "%s",
+                      why);
+    }
+#endif
+}
+
 template<is_reachable_fn Reachable>
 int is_reachable_v2_slot(const uct_iface_h iface,
                          const uct_iface_is_reachable_params_t *params) noexcept
@@ -337,7 +369,7 @@ int is_reachable_v2_slot(const uct_iface_h iface,
         return 0;
     }
     if (!Reachable(iface, params->iface_addr)) {
-        uct_iface_fill_info_str_buf(params, "not an rvt interface address");
+        fill_reachable_info(params, "not an rvt interface address");
         return 0;
     }
     /* device scope: the same device, as UCT compares device addresses */
