@@ -25,11 +25,12 @@
 # Dependencies are cached outside the clone in $RVT_CACHE (default
 # ~/.cache/rvt): the UCX source tree, the guest kernel, UCX's own UCT
 # and UCP tests with rvt instantiated (contrib/ucx-gtest.sh, built once,
-# about 30 minutes, on the host beside the perf run) and UCX 1.22.0 (its
-# release tarball fetched once unless a local copy is found, see
-# setup-deps.sh; built once, about 8 minutes: the second leg, in
-# ./build122, runs the module-loading checks and the testbed's plugin and
-# integration tests against it), and ccache's objects ($RVT_CACHE/ccache;
+# about 30 minutes, on the host beside the perf run), the other UCX
+# releases a site runs, 1.16.0, 1.18.1 and 1.22.0 (each release tarball
+# fetched once unless a local copy is found, see setup-deps.sh; built
+# once, about 8 minutes each: rvt is built against each in ./build116,
+# ./build118, ./build122, whose legs run the module-loading checks and
+# testbed suites against it), and ccache's objects ($RVT_CACHE/ccache;
 # a fresh clone's build compiles only what differs from the last build's
 # sources). Soft-iWARP (siw.ko) is built once by the site check's step
 # (test/testbed/check.sh), the only one that loads it.
@@ -168,22 +169,31 @@ add_leg packages "Debian packages" \
 add_leg site_jobs "site jobs: Slurm (testbed)" \
     "at a site: Slurm runs MPI and OpenSHMEM jobs with the installed packages, agents placed by the packaged prolog (testbed)" \
     test/testbed/site-jobs.sh --installed build
-# The second UCX: 1.22.0, built once into the cache (setup-deps.sh
-# --ucx), rvt built against it in build122 (the unit tests do not depend
-# on UCX's version: only what loads or runs the module), then UCX loading
-# rvt as a plugin and the integration tests. Its suites run only when
-# the build did (build_122 writes build122/.built).
-add_leg ucx122 "UCX 1.22 build" "UCX 1.22: dependencies (cached) and build" \
-    build_122 full
-in_gate ucx122 build_122 gate
-# check_PROGRAMS empty: the unit tests are the 1.13 leg's
-add_leg ucx122_loading "UCX 1.22 make check (loading)" \
-    "UCX 1.22: module loading, the source-tree check, make install" \
-    make -C build122 check check_PROGRAMS= \
-    TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
+# The other UCX releases a site runs (docs/operations.md, "Supported UCX
+# releases"), each built once into the cache (setup-deps.sh --ucx) and rvt
+# built against it in its own directory (ucx_build_dir); the unit tests do
+# not depend on UCX's version: only what loads or runs the module. A
+# release's suites run only when its build did (build_ucx writes
+# BUILD/.built).
+declare -A ucx_build_dir=([1.16.0]=build116 [1.18.1]=build118
+    [1.22.0]=build122)
+# ucx_release_legs ID VERSION: the build and the loading checks (the
+# module found as the README says, the source-tree check, make install);
+# the suites ID_* wait for the build ID and need its directory built
+declare -A ucx_leg_dir
+ucx_release_legs() {
+    local id=$1 version=$2 dir=${ucx_build_dir[$2]}
+    ucx_leg_dir[$id]=$dir
+    add_leg "$id" "UCX ${version%.*} build"         "UCX $version: dependencies (cached) and build" build_ucx "$version" full
+    in_gate "$id" build_ucx "$version" gate
+    # check_PROGRAMS empty: the unit tests are the 1.13 leg's
+    add_leg "${id}_loading" "UCX ${version%.*} make check (loading)"         "UCX $version: module loading, the source-tree check, make install"         make -C "$dir" check check_PROGRAMS=         TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
+}
+# UCX 1.22: rvt as a plugin, the lanes UCP chooses, the integration tests
+ucx_release_legs ucx122 1.22.0
 add_leg ucx122_plugin "UCX 1.22 plugin (testbed)" \
     "UCX 1.22: rvt as UCX's plugin, no preload; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)" \
-    test/testbed/plugin.sh build122
+    test/testbed/ucx-release.sh build122
 add_leg ucx122_select "UCX 1.22 transport selection (testbed)" \
     "UCX 1.22, UCX_TLS unset: the lanes UCP chooses by the job's size (testbed)" \
     test/testbed/select.sh build122
@@ -198,46 +208,70 @@ add_leg ucx122_integration "UCX 1.22 integration (testbed)" \
     "UCX 1.22: integration tests that load UCX (testbed)" \
     test/testbed/integration.sh build122 \
     '-rvtd_*:shared_pd.*:*ucp_rvt_departure_ops*rvt_atomic_*:*ucp_rvt_departure_ops*_this_node'
+# UCX 1.16 (Ubuntu 24.04's) and 1.18 (Debian 13's): the module preloaded,
+# as with 1.13; UCP and Open MPI between two nodes, UCX's UCP
+# peer-failure group beside rc_v (its gtest built once for the release),
+# the lanes UCP chooses
+for version in 1.16.0 1.18.1; do
+    id=ucx$(tr -d . <<<"${version%.*}")
+    dir=${ucx_build_dir[$version]}
+    v=${version%.*}
+    ucx_release_legs "$id" "$version"
+    add_leg "${id}_gtest" "UCX $v gtest build" \
+        "UCX $version: UCX's own UCP tests built once with rvt instantiated (cached)" \
+        build_gtest "--ucx=$version"
+    add_leg "${id}_traffic" "UCX $v traffic (testbed)" \
+        "UCX $version: rvt preloaded; its ucx_perftest over rvt and rc_verbs; Open MPI on it (testbed)" \
+        test/testbed/ucx-release.sh "$dir"
+    add_leg "${id}_ucp" "UCX $v UCP peer failure (testbed)" \
+        "UCX $version: UCX's UCP peer-failure group for rvt and ud_v,rvt beside rc_v (testbed)" \
+        test/testbed/ucp-conformance.sh "$dir" test_ucp_peer_failure
+    add_leg "${id}_select" "UCX $v transport selection (testbed)" \
+        "UCX $version, UCX_TLS unset: the lanes UCP chooses by the job's size (testbed)" \
+        test/testbed/select.sh "$dir"
+done
 
 # shellcheck disable=SC2317 # run by run_lane, through eval
-build_122() { # build_122 gate|full: full builds the integration tests too
-    local ucx122 extra=()
-    [ "$1" = full ] && extra=(integration-programs)
-    rm -f build122/.built
-    if ucx122=$(contrib/setup-deps.sh --ucx=1.22.0) && eval "$ucx122" &&
-        mkdir -p build122 &&
-        (cd build122 && ../configure --with-ucx="$UCX_PREFIX" \
+build_ucx() { # build_ucx VERSION gate|full: full builds the integration tests too
+    local version=$1 dir=${ucx_build_dir[$1]} line extra=()
+    [ "$2" = full ] && extra=(integration-programs)
+    rm -f "$dir/.built"
+    if line=$(contrib/setup-deps.sh --ucx="$version") && eval "$line" &&
+        mkdir -p "$dir" &&
+        (cd "$dir" && ../configure --with-ucx="$UCX_PREFIX" \
             --with-ucx-src="$UCX_SRC" &&
             make -j"$(nproc)" all &&
             make -j"$(nproc)" "${extra[@]}" test/mpi/rvt_mpi_check) \
-            >"$top/build/build122.log" 2>&1; then
-        echo "PASS: UCX 1.22: $UCX_PREFIX, source tree $UCX_SRC, rvt built in build122"
-        touch build122/.built
+            >"$top/build/$dir.log" 2>&1; then
+        echo "PASS: UCX $version: $UCX_PREFIX, source tree $UCX_SRC, rvt built in $dir"
+        touch "$dir/.built"
     else
-        tail -40 build/build122.log 2>/dev/null
-        echo "FAIL: UCX 1.22 set-up or build (log: build/build122.log)"
+        tail -40 "build/$dir.log" 2>/dev/null
+        echo "FAIL: UCX $version set-up or build (log: build/$dir.log)"
         return 1
     fi
 }
 
 # shellcheck disable=SC2317 # run by run_lane, through eval
-build_gtest() {
-    local line
-    if line=$(contrib/ucx-gtest.sh 2>"$top/build/ucx-gtest.log"); then
-        echo "PASS: UCX's gtest: ${line#GTEST=}"
+build_gtest() { # build_gtest [--ucx=VERSION]: Debian's UCX, or that release
+    local line log=build/ucx-gtest${1:+-${1#--ucx=}}.log
+    if line=$(contrib/ucx-gtest.sh "$@" 2>"$top/$log"); then
+        echo "PASS: UCX's gtest${1:+ of UCX ${1#--ucx=}}: ${line#GTEST=}"
     else
-        tail -40 build/ucx-gtest.log
-        echo "FAIL: building UCX's gtest (log: build/ucx-gtest.log)"
+        tail -40 "$log"
+        echo "FAIL: building UCX's gtest${1:+ of UCX ${1#--ucx=}} (log: $log)"
         return 1
     fi
 }
 
 # What a suite needs of the host's work (run beside the perf run, then
-# beside the lanes): UCX 1.22's build, the packages' installed tree.
-# The suite waits for that leg to end; no lane waits for the rest.
-declare -A leg_needs=([ucx122_plugin]=ucx122 [ucx122_select]=ucx122
-    [ucx122_integration]=ucx122 [site_jobs]=packages
-    [uct_conformance]=ucx_gtest [ucp_conformance]=ucx_gtest)
+# beside the lanes): a UCX release's build (every suite ucxNNN_* needs
+# the build ucxNNN, and does not run if it failed: ucx_release_legs), UCX's
+# gtest, the packages' installed tree. The suite waits for those legs to
+# end; no lane waits for the rest.
+declare -A leg_needs=([site_jobs]=packages
+    [uct_conformance]=ucx_gtest [ucp_conformance]=ucx_gtest
+    [ucx116_ucp]=ucx116_gtest [ucx118_ucp]=ucx118_gtest)
 # wait_for_leg ID: until the leg (or make_check: make-check) has ended
 # (its .rc file), or the host's work is gone without it
 wait_for_leg() {
@@ -250,7 +284,7 @@ wait_for_leg() {
 # into its log, its exit status and times beside it; a line as each
 # starts and ends
 run_lane() {
-    local lane=$1 id log t0 rc cmd
+    local lane=$1 id log t0 rc cmd release
     shift
     mkdir -p "$logs"
     for id in "$@"; do
@@ -258,10 +292,14 @@ run_lane() {
         if [ -n "${leg_needs[$id]:-}" ]; then
             wait_for_leg "${leg_needs[$id]}"
         fi
-        if [[ $id == ucx122_* ]] && [ ! -f build122/.built ]; then
-            echo "FAIL: not run: UCX 1.22 did not build" >"$log"
-            echo "1 - 0 $lane" >"$log.rc"
-            continue
+        release=${id%%_*}
+        if [ "$release" != "$id" ] && [ -n "${ucx_leg_dir[$release]:-}" ]; then
+            wait_for_leg "$release"
+            if [ ! -f "${ucx_leg_dir[$release]}/.built" ]; then
+                echo "FAIL: not run: ${leg_name[$release]} failed" >"$log"
+                echo "1 - 0 $lane" >"$log.rc"
+                continue
+            fi
         fi
         t0=$SECONDS
         echo "---- $(date +%T) lane $lane: ${leg_name[$id]} starts"
@@ -370,8 +408,8 @@ if ! contrib/testbed/testbed prepare; then
     finish
 fi
 # First the brief perf run. Beside it, at nice 19, the host's own work:
-# the unit tests, then UCX 1.22's build and its loading checks and the
-# Debian packages. Then two lanes of testbed suites at once. A testbed run
+# the unit tests, then UCX's gtest, the other UCX releases' builds and
+# their loading checks, and the Debian packages. Then two lanes of testbed suites at once. A testbed run
 # keeps about one of the host's two cores busy (the runner's last line
 # says how many: qemu's CPU seconds a second), so two run beside each
 # other in little more time than one. The perf run's figures are ratios
@@ -382,29 +420,35 @@ fi
 # more of the host's work waits for it (leg_needs). Each suite's output
 # goes to its log and is shown whole, in the lanes' order, once all have
 # ended; meanwhile a line marks each suite's start and end.
-step "$tier: the brief perf run; beside it at nice 19 make check, UCX's gtest, UCX 1.22's build, the packages; then two lanes of testbed suites"
+step "$tier: the brief perf run; beside it at nice 19 make check, UCX's gtest, the other UCX releases, the packages; then two lanes of testbed suites"
 alone=(perf)
 # the host's work in two parts at once, each at nice 19: with cold
 # caches these builds are what the lanes wait for (UCX's gtest about 30
-# minutes, UCX 1.22 and the packages about 20), and the lanes leave them
-# little CPU; with warm caches they take minutes
-host_a=(ucx_gtest)
-host_b=(ucx122 packages ucx122_loading)
-host=("${host_a[@]}" "${host_b[@]}")
+# minutes, UCX 1.22 and the packages about 20, each other UCX release
+# about 10 and its UCP tests about 15), and the lanes leave them little
+# CPU; with warm caches they take minutes
 if [ "$tier" = full ]; then
+    host_a=(ucx_gtest ucx116_gtest ucx118_gtest)
+    host_b=(ucx122 packages ucx122_loading ucx116 ucx116_loading ucx118
+        ucx118_loading)
     # two lanes of about the same length (the log gives each suite's time)
-    lanes_a=(runner integration traffic soak select mpi uct_conformance
-        site_jobs)
+    lanes_a=(runner integration traffic soak select mpi ucx116_select
+        ucx118_select uct_conformance site_jobs ucx116_ucp ucx118_ucp)
     lanes_b=(selftest site chaos ucx122_plugin ucx122_select
-        ucx122_integration flood perftest ucp_conformance)
+        ucx122_integration ucx116_traffic ucx118_traffic flood perftest
+        ucp_conformance)
 else
     # the gate: full's suites less soak, chaos, perftest, UCX 1.22's
-    # selection and integration (docs/testing.md: why), the rest with
-    # their in_gate cases
+    # selection and integration, and the testbed suites of UCX 1.16 and
+    # 1.18 (docs/testing.md: why), the rest with their in_gate cases; of
+    # UCX 1.16 and 1.18, 1.16's build and loading checks
+    host_a=(ucx_gtest)
+    host_b=(ucx122 packages ucx122_loading ucx116 ucx116_loading)
     lanes_a=(integration mpi uct_conformance site_jobs)
     lanes_b=(selftest site flood traffic select runner ucx122_plugin
         ucp_conformance)
 fi
+host=("${host_a[@]}" "${host_b[@]}")
 rm -f "$logs"/*.rc
 (
     renice -n 19 "$BASHPID" >/dev/null

@@ -6,13 +6,16 @@
 # and its UCP groups (test/testbed/ucp-conformance.sh, beside rc_v:
 # docs/testing.md, "Conformance: UCX's own UCP tests").
 #
-#   contrib/ucx-gtest.sh [--ucx=1.22.0]   build once (cached), print GTEST=PATH
+#   contrib/ucx-gtest.sh [--ucx=VERSION]   build once (cached), print
+#                                          GTEST=PATH
 #
 # Without --ucx: from the UCX 1.13.1 tree of Debian's libucx0, as below.
-# With --ucx=1.22.0: the same from UCX 1.22.0's tree and with its build's
-# flags (contrib/setup-deps.sh --ucx=1.22.0 builds both), into
-# $RVT_CACHE/ucx-gtest-1.22.0; its libraries load the modules of that
-# prefix, and the module of a build against it (build122) is preloaded.
+# With --ucx=VERSION (a release setup-deps.sh builds: 1.16.0, 1.18.1,
+# 1.22.0): the same from that release's tree and with its build's flags
+# (contrib/setup-deps.sh --ucx=VERSION builds both), into
+# $RVT_CACHE/ucx-gtest-VERSION, with UCP's tests only; its libraries load
+# the modules of that prefix, and the module of a build against it is
+# preloaded.
 #
 # From the UCX 1.13.1 source tree that contrib/setup-deps.sh caches, a copy
 # in $RVT_CACHE/ucx-gtest-1.13.1 (the header tree rvt builds against is
@@ -53,8 +56,8 @@ version=1.13.1
 deps=()
 case ${1:-} in
 "") ;;
---ucx=1.22.0) version=1.22.0 deps=("$1") ;;
-*) die "'${1}': expected no argument or --ucx=1.22.0" ;;
+--ucx=?*) version=${1#--ucx=} deps=("$1") ;;
+*) die "'${1}': expected no argument or --ucx=VERSION" ;;
 esac
 dir=$cache/ucx-gtest-$version
 log=$cache/ucx-gtest-$version.log
@@ -122,7 +125,8 @@ rm -f "$dir/.rvt-configured"
 # 1. rvt among the generic transports, right after tcp, and among the
 # components whose MDs test_md and test_md_fork test. 1.13 only: UCX
 # 1.22's list of transports is as long as its UCS_PP_FOREACH takes (one
-# more fails to compile), so its program has the UCP tests alone
+# more fails to compile), so its program, and those of the other
+# releases (whose UCT the 1.13 leg stands for), have the UCP tests alone
 uct_groups=(common uct uct/v2)
 if [ "$version" = 1.13.1 ]; then
     tests_h=$dir/test/gtest/uct/uct_test.h

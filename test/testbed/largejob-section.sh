@@ -21,7 +21,7 @@
 #                the same on UCX 1.22's libraries (RVT_LARGEJOB_UCX122:
 #                its prefix; RVT_LARGEJOB_BUILD122: rvt built against it,
 #                whose module and rvtd the rvt setting runs), Open MPI
-#                taking them through LD_LIBRARY_PATH as plugin-guest.sh
+#                taking them through LD_LIBRARY_PATH as ucx-release-guest.sh
 #                does; compared with ud-1.22 at the same E
 #
 # and per setting test/mpi/rvt_mpi_sweep: latency and bandwidth from 8 B

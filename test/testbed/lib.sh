@@ -258,9 +258,10 @@ conformance_leg() {
     shift 3
     perf_prerequisites "$build" || return 1
     # UCX's gtest of the UCX this build is for (contrib/ucx-gtest.sh)
+    # (Debian's in /usr, or a release setup-deps.sh built into the cache)
     local ucx_arg=()
-    [ "$(make_var UCX_VERSION)" = 1.22.0 ] &&
-        ucx_arg=(--ucx=1.22.0)
+    [ "$(make_var UCX_PREFIX)" = /usr ] ||
+        ucx_arg=(--ucx="$(make_var UCX_VERSION)")
     gtest_line=$(contrib/ucx-gtest.sh "${ucx_arg[@]}") ||
         { fail "building UCX's gtest (contrib/ucx-gtest.sh ${ucx_arg[*]})"; return 1; }
     out=$build/$name.out

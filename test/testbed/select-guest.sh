@@ -12,7 +12,8 @@
 #   256        256             ud_verbs  rc_verbs  (ud's latency wins
 #                                                   the am lane past 90)
 #   257        256             ud_verbs  rvt       (rc is unscalable past
-#   4096       256             ud_verbs  rvt        its MAX_NUM_EPS)
+#   1024       256             ud_verbs  rvt        its MAX_NUM_EPS)
+#   4096       256             ud_verbs  rvt
 #   1100       inf             ud_verbs  rc_verbs  (rc's 1 ns an endpoint
 #   1150       inf             ud_verbs  rvt        passes rvt's hops and
 #                                                   overhead at ~1,125)
@@ -29,8 +30,10 @@
 #
 # Exits 1 if any check failed.
 # Usage: select-guest.sh BUILD_DIR [UCX_PREFIX]
-#   UCX_PREFIX: a UCX that loads rvt from UCX_PLUGIN_PATH (1.22); without
-#   it, Debian's UCX with the module preloaded
+#   UCX_PREFIX: a UCX release setup-deps.sh built (1.16, 1.18, 1.22), which
+#   takes rvt as the build's configure found (UCX_LOADS_PLUGINS: from
+#   UCX_PLUGIN_PATH, else preloaded); without it, Debian's UCX with the
+#   module preloaded
 # shellcheck disable=SC2154 # rvtd, module, work: perf_guest_setup's
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
@@ -38,14 +41,15 @@ set -u -o pipefail
 build=${1:?usage: select-guest.sh BUILD_DIR [UCX_PREFIX]}
 prefix=${2:-}
 perf_guest_setup select "$build"
+ucx="Debian's UCX"
 if [ -n "$prefix" ]; then
     # shellcheck disable=SC2034 # perf_pair runs it
     UCX_PERFTEST=$prefix/bin/ucx_perftest
-    load="UCX_PLUGIN_PATH=$PWD/$build/src/uct/ib/rvt/uct/.libs"
     ucx="UCX $prefix"
-else
-    load="LD_PRELOAD=$module"
-    ucx="Debian's UCX"
+fi
+load="LD_PRELOAD=$module"
+if [ "$(make_var UCX_LOADS_PLUGINS)" = yes ]; then
+    load="UCX_PLUGIN_PATH=$PWD/$build/src/uct/ib/rvt/uct/.libs"
 fi
 
 agents_up 900 1 2 || finish select
@@ -74,7 +78,7 @@ section "UCX_TLS unset, $ucx: the lanes UCP chooses by the job's size"
 base="$load UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_RVT_START_AGENT=n \
 UCX_LOG_LEVEL=debug UCX_LOG_FILE_FILTER=*wireup.c"
 for want in "8 256 rc_verbs rc_verbs" "256 256 ud_verbs rc_verbs" \
-    "257 256 ud_verbs rvt" "4096 256 ud_verbs rvt" \
+    "257 256 ud_verbs rvt" "1024 256 ud_verbs rvt" "4096 256 ud_verbs rvt" \
     "1100 inf ud_verbs rc_verbs" "1150 inf ud_verbs rvt"; do
     read -r eps rc_max am rndv <<<"$want"
     out=$work/select.$eps.$rc_max
@@ -94,7 +98,7 @@ for want in "8 256 rc_verbs rc_verbs" "256 256 ud_verbs rc_verbs" \
 done
 
 if [ -n "$prefix" ]; then
-    # UCX 1.22's protocols weigh each operation (uct_iface_estimate_perf):
+    # these releases' protocols weigh each operation (uct_iface_estimate_perf):
     # a large plain ucp_tag_send (what Open MPI calls) must take rvt's
     # zero-copy rendezvous, not ud_verbs' fragments
     section "UCX_TLS=ud_verbs,rvt, $ucx: the protocol of a large ucp_tag_send"

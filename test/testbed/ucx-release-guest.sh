@@ -1,34 +1,46 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Inside the testbed guest (2 nodes): UCX_PREFIX's ucx_info loads rvt from
-# the directory on UCX_PLUGIN_PATH, with no LD_PRELOAD (test/testbed/
-# plugin.sh), and that UCX's ucx_perftest runs over it. The checks:
-#   1. without UCX_PLUGIN_PATH there is no rvt (unless installed into
-#      that UCX's module directory: then this is skipped);
+# Inside the testbed guest (2 nodes): the UCX release in UCX_PREFIX (one
+# setup-deps.sh --ucx built; test/testbed/ucx-release.sh) loads rvt as the
+# README says for it: as a plugin from UCX_PLUGIN_PATH with no LD_PRELOAD
+# when it loads plugins (1.22), else preloaded (1.16, 1.18). The checks:
+#   1. without that (no UCX_PLUGIN_PATH, or no LD_PRELOAD) there is no rvt
+#      (unless installed into that UCX's module directory: then this is
+#      skipped);
 #   2. with it, `ucx_info -d` lists transport rvt on the node's device and
 #      opens its interface (its capabilities are printed);
 #   3. this UCX has rc_verbs and ud_verbs too, the transports rvt is
 #      compared with;
-#   4. a short ucx_perftest of this UCX, node 1 -> node 2, rvt (plugin,
-#      no preload) beside rc_verbs: UCT am_lat 8 B and put_bw zcopy 64 KiB,
-#      UCP tag_bw 4 MiB (a rendezvous; over rvt its bytes the two agents
-#      must have posted between the nodes) and, for rvt, tag_lat 8 B.
-#      The full matrix is the 1.13 leg's perftest.sh; figures are
-#      printed, never judged;
+#   4. a short ucx_perftest of this UCX, node 1 -> node 2, rvt beside
+#      rc_verbs: UCT am_lat 8 B and put_bw zcopy 64 KiB, UCP tag_bw 4 MiB
+#      (a rendezvous; over rvt its bytes the two agents must have posted
+#      between the nodes) and, for rvt, tag_lat 8 B. The full matrix is
+#      the 1.13 leg's perftest.sh; figures are printed, never judged;
 #   5. Debian's Open MPI 4.1.4 on this UCX's libraries: the project's MPI
 #      program, 2 nodes x 4 processes, every word verified, with rvt
 #      between the nodes (rank 0's UCP lanes, the agents' counters).
 # Exits 1 if any check failed.
-# Usage: plugin-guest.sh BUILD_DIR UCX_PREFIX
+# Usage: ucx-release-guest.sh BUILD_DIR UCX_PREFIX
 set -u -o pipefail
 # shellcheck source=test/testbed/lib.sh
 . "$(dirname "$0")/lib.sh"
-build=${1:?usage: plugin-guest.sh BUILD_DIR UCX_PREFIX}
-prefix=${2:?usage: plugin-guest.sh BUILD_DIR UCX_PREFIX}
+build=${1:?usage: ucx-release-guest.sh BUILD_DIR UCX_PREFIX}
+prefix=${2:?usage: ucx-release-guest.sh BUILD_DIR UCX_PREFIX}
 libs=$PWD/$build/src/uct/ib/rvt/uct/.libs
-# rvtd, rvt_status, a job key, and $work (removed at exit)
-perf_guest_setup plugin "$build"
+# rvtd, rvt_status, module, dev_alias, a job key, and $work (removed at
+# exit)
+perf_guest_setup ucx-release "$build"
 out=$work
+version=$("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p')
+v="UCX ${version:-?}"
+# how this UCX takes rvt (configure's probe: UCX_LOADS_PLUGINS)
+if [ "$(make_var UCX_LOADS_PLUGINS)" = yes ]; then
+    load="UCX_PLUGIN_PATH=$libs" how="as a plugin (UCX_PLUGIN_PATH=$libs, no LD_PRELOAD)"
+    without="without UCX_PLUGIN_PATH"
+else
+    load="LD_PRELOAD=$module" how="preloaded (LD_PRELOAD=$module)"
+    without="without LD_PRELOAD"
+fi
 
 # info OUT ENV...: `ucx_info -d` of that UCX on node 1 with ENV and
 # neither LD_PRELOAD nor an inherited UCX_PLUGIN_PATH; rvt starts its
@@ -38,7 +50,7 @@ info() {
     shift
     on 1 env -u LD_PRELOAD -u UCX_PLUGIN_PATH \
         RVT_RVTD="$PWD/$build/src/uct/ib/rvt/tools/rvtd" \
-        RVT_JOB_KEY="plugin-info.$$" "$@" timeout 120 "$prefix/bin/ucx_info" -d \
+        RVT_JOB_KEY="release-info.$$" "$@" timeout 120 "$prefix/bin/ucx_info" -d \
         >"$out/$file" 2>&1
 }
 
@@ -47,35 +59,35 @@ if ls "$prefix"/lib*/ucx/libuct_rvt.* >/dev/null 2>&1; then
 else
     info none
     if grep -q 'Transport: rvt' "$out/none"; then
-        fail "without UCX_PLUGIN_PATH, $prefix/bin/ucx_info lists rvt"
+        fail "$v: $without, $prefix/bin/ucx_info lists rvt"
     else
-        pass "without UCX_PLUGIN_PATH, no rvt"
+        pass "$v: $without, no rvt"
     fi
 fi
 
-info plugin UCX_PLUGIN_PATH="$libs"
-if grep -q 'Transport: rvt' "$out/plugin"; then
-    pass "UCX_PLUGIN_PATH=$libs, no LD_PRELOAD: ucx_info -d lists rvt"
+info loaded "$load"
+if grep -q 'Transport: rvt' "$out/loaded"; then
+    pass "$v: rvt $how: ucx_info -d lists rvt"
 else
-    fail "UCX_PLUGIN_PATH=$libs, no LD_PRELOAD: ucx_info -d has no rvt"
+    fail "$v: rvt $how: ucx_info -d has no rvt"
 fi
 # the rvt section: from its Transport line to the next transport or MD
 awk '/Transport: |Memory domain: /{in_rvt = ($3 == "rvt")} in_rvt' \
-    "$out/plugin" >"$out/rvt"
+    "$out/loaded" >"$out/rvt"
 # an interface that does not open shows "< failed to open interface >"
 if grep -q 'am_bcopy' "$out/rvt" && ! grep -q 'failed' "$out/rvt"; then
     pass "rvt's interface opens: $(grep -m1 'Device:' "$out/rvt" | xargs)"
 else
     fail "rvt's interface does not open:"
     sed 's/^/    /' "$out/rvt"
-    grep 'UCX  ERROR' "$out/plugin" | head -5 | sed 's/^/    /'
+    grep 'UCX  ERROR' "$out/loaded" | head -5 | sed 's/^/    /'
 fi
 for tl in rc_verbs ud_verbs; do
-    check "$prefix has $tl" grep -q "Transport: $tl" "$out/plugin"
+    check "$prefix has $tl" grep -q "Transport: $tl" "$out/loaded"
 done
 
 # ---- 4. ucx_perftest of this UCX over rvt, beside rc_verbs ---------------
-section "ucx_perftest of UCX $prefix: rvt (UCX_PLUGIN_PATH) and rc_verbs"
+section "ucx_perftest of $v ($prefix): rvt $how, and rc_verbs"
 UCX_PERFTEST=$prefix/bin/ucx_perftest
 # the agents, by hand, staying for the whole section (their life totals)
 for n in 1 2; do
@@ -85,16 +97,21 @@ done
 for n in 1 2; do
     wait_agent "$n" || fail "rvtd on node $n does not answer"
 done
-plugin_env="UCX_PLUGIN_PATH=$libs"
-# UCT: UCX 1.22's server keeps its own -d (1.13's took its client's, hence
-# perftest_dev_alias.cc there): node 2 opens its own rxe2
+# UCT: from UCX 1.18 the server keeps its own -d: node 2 opens its own
+# rxe2; 1.16's, as 1.13's, takes its client's, and perftest_dev_alias.so
+# (see the file) gives it its own rxe2 under node 1's name
+server_env=$load server_args="-d rxe2:1"
+if [ "$(printf '%s\n' "$version" 1.18 | sort -V | head -n 1)" != 1.18 ]; then
+    server_env="${load/LD_PRELOAD=/LD_PRELOAD=$dev_alias:} RVT_PERFTEST_DEV_ALIAS=rxe1:1=rxe2:1"
+    server_args=""
+fi
 for t in "am_lat short 8" "put_bw zcopy 65536"; do
     read -r test layout size <<<"$t"
     for tl in rvt rc_verbs; do
         o=$work/uct.$test.$tl
-        name="UCX 1.22 uct $test -D $layout $size B, $tl"
-        if perf_server_args="-d rxe2:1" perf_pair "$o" 2 1 "$plugin_env" \
-            "$plugin_env" -t "$test" -x "$tl" -d rxe1:1 -D "$layout" \
+        name="$v uct $test -D $layout $size B, $tl"
+        if perf_server_args=$server_args perf_pair "$o" 2 1 "$server_env" \
+            "$load" -t "$test" -x "$tl" -d rxe1:1 -D "$layout" \
             -s "$size" -n 100 -w 10 && f=$(figure "$o" "${test#*_}"); then
             pass "$name: $f ($pair_secs s)"
         else
@@ -123,10 +140,10 @@ for tls in rvt,self rc_verbs,ud_verbs:aux,self; do
         # (rc_verbs' UCP latency: the 1.13 leg's perftest.sh has UCT's)
         [ "$tls$test" = rc_verbs,ud_verbs:aux,selftag_lat ] && continue
         o=$work/ucp.$test.${tls//[,:]/_}
-        name="UCX 1.22 ucp $test $size B, UCX_TLS=$tls"
+        name="$v ucp $test $size B, UCX_TLS=$tls"
         b0=$(posted)
-        if perf_pair "$o" 2 1 "$plugin_env UCX_TLS=$tls" \
-            "$plugin_env UCX_TLS=$tls" -t "$test" -s "$size" -n "$iters" \
+        if perf_pair "$o" 2 1 "$load UCX_TLS=$tls" \
+            "$load UCX_TLS=$tls" -t "$test" -s "$size" -n "$iters" \
             -w "$warm" && f=$(figure "$o" "${test#*_}"); then
             pass "$name: $f ($pair_secs s)"
         else
@@ -143,7 +160,7 @@ done
 # ---- 5. Open MPI on this UCX's libraries -----------------------------
 # Debian's Open MPI 4.1.4 was built against Debian's UCX 1.13; this UCX's
 # libraries take their place through LD_LIBRARY_PATH (the same sonames),
-# and they load rvt from UCX_PLUGIN_PATH. 2 nodes x 4 processes, rvt
+# and they take rvt as the section above did. 2 nodes x 4 processes, rvt
 # between the nodes; rank 0 logs at info level: which UCX it loaded, and
 # the transports UCP chose for each peer.
 section "Open MPI 4.1.4 on UCX $prefix's libraries, over rvt"
@@ -153,7 +170,7 @@ if [ ! -x "$mpi_prog" ]; then
 else
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     mpi_options "$work/hosts" -x LD_LIBRARY_PATH="$prefix/lib" \
-        -x "$plugin_env"
+        -x "$load"
     # shellcheck disable=SC2016 # for the ranks' shell
     rank0_info='[ "$OMPI_COMM_WORLD_RANK" = 0 ] && export UCX_LOG_LEVEL=info; exec "$0" "$@"'
     for n in 1 2; do counters_save "$n" "$work/counters.before.$n"; done
@@ -187,4 +204,4 @@ else
     done
 fi
 
-finish "plugin (UCX $("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p'))"
+finish "ucx-release ($v)"
