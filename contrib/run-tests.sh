@@ -178,16 +178,21 @@ add_leg site_jobs "site jobs: Slurm (testbed)" \
 declare -A ucx_build_dir=([1.16.0]=build116 [1.18.1]=build118
     [1.22.0]=build122)
 # ucx_release_legs ID VERSION: the build and the loading checks (the
-# module found as the README says, the source-tree check, make install);
+# module found as the README says, the UCX module's host tests: its iface
+# and ep through this UCX's UCT API, the source-tree check, make
+# install; the agent's unit tests do not depend on UCX: the 1.13 leg's);
 # the suites ID_* wait for the build ID and need its directory built
 declare -A ucx_leg_dir
 ucx_release_legs() {
     local id=$1 version=$2 dir=${ucx_build_dir[$2]}
     ucx_leg_dir[$id]=$dir
-    add_leg "$id" "UCX ${version%.*} build"         "UCX $version: dependencies (cached) and build" build_ucx "$version" full
+    add_leg "$id" "UCX ${version%.*} build" \
+        "UCX $version: dependencies (cached) and build" build_ucx "$version" full
     in_gate "$id" build_ucx "$version" gate
-    # check_PROGRAMS empty: the unit tests are the 1.13 leg's
-    add_leg "${id}_loading" "UCX ${version%.*} make check (loading)"         "UCX $version: module loading, the source-tree check, make install"         make -C "$dir" check check_PROGRAMS=         TESTS='test/uct/check-module-loading.sh test/configure/check-ucx-src.sh test/install/check-install.sh'
+    add_leg "${id}_loading" "UCX ${version%.*} make check (loading)" \
+        "UCX $version: module loading, the UCX module's host tests, the source-tree check, make install" \
+        make -C "$dir" check check_PROGRAMS=test/gtest/rvt_uct_host_tests \
+        TESTS='test/uct/check-module-loading.sh test/gtest/rvt_uct_host_tests test/configure/check-ucx-src.sh test/install/check-install.sh'
 }
 # UCX 1.22: rvt as a plugin, the lanes UCP chooses, the integration tests
 ucx_release_legs ucx122 1.22.0
@@ -409,8 +414,9 @@ if ! contrib/testbed/testbed prepare; then
 fi
 # First the brief perf run. Beside it, at nice 19, the host's own work:
 # the unit tests, then UCX's gtest, the other UCX releases' builds and
-# their loading checks, and the Debian packages. Then two lanes of testbed suites at once. A testbed run
-# keeps about one of the host's two cores busy (the runner's last line
+# their loading checks, and the Debian packages. Then two lanes of
+# testbed suites at once. A testbed run keeps about one of the host's two
+# cores busy (the runner's last line
 # says how many: qemu's CPU seconds a second), so two run beside each
 # other in little more time than one. The perf run's figures are ratios
 # within its boot: no other testbed runs beside it, and the host's work

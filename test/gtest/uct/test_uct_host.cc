@@ -881,3 +881,22 @@ TEST_F(uct_host, an_agent_running_with_the_same_value_draws_none)
     EXPECT_FALSE(asked.log.any_containing("UCX_RVT_NUM_QPS"))
             << testing::PrintToString(asked.log.lines());
 }
+
+#if RVT_UCX_MD_QUERY_V2
+/* UCP asks an MD for the attributes it names in field_mask
+ * (uct_md_query_v2), and UCX copies each named field after asserting
+ * the MD answered it. On UCX 1.16, which has no uct_md_base_md_query,
+ * a query that cleared the caller's field_mask aborted the process at
+ * UCP's first query. */
+TEST_F(uct_host, the_md_answers_the_fields_a_v2_query_names)
+{
+    uct_md_attr_v2_t attr{};
+    attr.field_mask = UCT_MD_ATTR_FIELD_MAX_ALLOC | UCT_MD_ATTR_FIELD_FLAGS |
+                      UCT_MD_ATTR_FIELD_RKEY_PACKED_SIZE |
+                      UCT_MD_ATTR_FIELD_REG_MEM_TYPES;
+    ASSERT_EQ(uct_md_query_v2(m_md, &attr), UCS_OK);
+    EXPECT_NE(attr.flags & UCT_MD_FLAG_REG, 0u);
+    EXPECT_GT(attr.rkey_packed_size, 0u);
+    EXPECT_NE(attr.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST), 0u);
+}
+#endif
