@@ -76,9 +76,12 @@ shmem_prog=$build/test/shmem/rvt_shmem_check
 on=$top/contrib/testbed/guest/bin/on
 # small: the suite shows the launch paths, not bandwidth (mpi.sh does)
 MPI_ARGS="--max-size=262144 --iterations=2 --coll-max-size=65536"
-# long enough to be cut short mid-transfer; from 64 KiB, so that data
-# moves soon after the ranks start
-LONG_ARGS="--min-size=65536 --max-size=16777216 --iterations=50 --volume=67108864"
+# long enough to be cut short mid-transfer, whatever the emulator's
+# load: the two jobs are always cut (scancel, SIGKILL), never left to
+# end, so length costs nothing (50 iterations and 64 MiB a size ended one
+# in about 300 s in a gate, before the other was seen moving); from
+# 64 KiB, so that data moves soon after the ranks start
+LONG_ARGS="--min-size=65536 --max-size=16777216 --iterations=1000 --volume=1073741824"
 SHMEM_ARGS="--large=262144 --rounds=2"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # every node sees it (each has its own /tmp)
@@ -569,6 +572,8 @@ echo "long jobs moving: $awaited"
 on 1 scancel "$c"
 # shellcheck disable=SC2086 # one pid a word
 [ -n "${victims:-}" ] && kill -KILL $victims
+# no ranks found to kill: the job is cancelled too (it would run on)
+[ -n "${victims:-}" ] || on 1 scancel "$k"
 job_wait "$c" 60
 job_wait "$k" 90
 check "both long jobs moved data through their agents before they were cut short ($awaited)" [ $ready = yes ]
