@@ -416,9 +416,8 @@ fi
 # the unit tests, then UCX's gtest, the other UCX releases' builds and
 # their loading checks, and the Debian packages. Then two lanes of
 # testbed suites at once. A testbed run keeps about one of the host's two
-# cores busy (the runner's last line
-# says how many: qemu's CPU seconds a second), so two run beside each
-# other in little more time than one. The perf run's figures are ratios
+# cores busy (the runner's last line says how many: qemu's CPU seconds a
+# second), so two run beside each other in little more time than one. The perf run's figures are ratios
 # within its boot: no other testbed runs beside it, and the host's work
 # at nice 19 takes only the CPU its guest leaves (about half a core).
 # The lanes start when the unit tests have ended (at nice 19 beside two

@@ -395,6 +395,17 @@ perf_guest_setup() {
     trap perf_guest_cleanup EXIT
     t_start=$SECONDS
 }
+# module_env: the environment word that gives a process of the UCX this
+# build is for ($build) the rvt module: UCX_PLUGIN_PATH=<its .libs> where
+# that UCX loads plugins (configure's probe, UCX_LOADS_PLUGINS: 1.22),
+# else LD_PRELOAD=<the module> (1.13, 1.16, 1.18); after perf_guest_setup
+module_env() {
+    if [ "$(make_var UCX_LOADS_PLUGINS)" = yes ]; then
+        echo "UCX_PLUGIN_PATH=$PWD/$build/src/uct/ib/rvt/uct/.libs"
+    else
+        echo "LD_PRELOAD=$module"
+    fi
+}
 # shellcheck disable=SC2317 # run by the EXIT trap
 perf_guest_cleanup() {
     # each `on` wrapper's child is the timeout process in front of the

@@ -47,10 +47,7 @@ if [ -n "$prefix" ]; then
     UCX_PERFTEST=$prefix/bin/ucx_perftest
     ucx="UCX $prefix"
 fi
-load="LD_PRELOAD=$module"
-if [ "$(make_var UCX_LOADS_PLUGINS)" = yes ]; then
-    load="UCX_PLUGIN_PATH=$PWD/$build/src/uct/ib/rvt/uct/.libs"
-fi
+load=$(module_env)
 
 agents_up 900 1 2 || finish select
 

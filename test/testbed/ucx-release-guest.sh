@@ -26,21 +26,17 @@ set -u -o pipefail
 . "$(dirname "$0")/lib.sh"
 build=${1:?usage: ucx-release-guest.sh BUILD_DIR UCX_PREFIX}
 prefix=${2:?usage: ucx-release-guest.sh BUILD_DIR UCX_PREFIX}
-libs=$PWD/$build/src/uct/ib/rvt/uct/.libs
 # rvtd, rvt_status, module, dev_alias, a job key, and $work (removed at
 # exit)
 perf_guest_setup ucx-release "$build"
 out=$work
 version=$("$prefix/bin/ucx_info" -v | sed -n 's/^# Library version: //p')
 v="UCX ${version:-?}"
-# how this UCX takes rvt (configure's probe: UCX_LOADS_PLUGINS)
-if [ "$(make_var UCX_LOADS_PLUGINS)" = yes ]; then
-    load="UCX_PLUGIN_PATH=$libs" how="as a plugin (UCX_PLUGIN_PATH=$libs, no LD_PRELOAD)"
-    without="without UCX_PLUGIN_PATH"
-else
-    load="LD_PRELOAD=$module" how="preloaded (LD_PRELOAD=$module)"
-    without="without LD_PRELOAD"
-fi
+# how this UCX takes rvt (module_env)
+load=$(module_env)
+without="without ${load%%=*}"
+how="preloaded ($load)"
+[[ $load == UCX_PLUGIN_PATH=* ]] && how="as a plugin ($load, no LD_PRELOAD)"
 
 # info OUT ENV...: `ucx_info -d` of that UCX on node 1 with ENV and
 # neither LD_PRELOAD nor an inherited UCX_PLUGIN_PATH; rvt starts its

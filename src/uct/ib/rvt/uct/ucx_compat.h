@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The differences between the UCX versions rvt builds against (1.13.1,
- * 1.16.0, 1.18.1 and 1.22.0), in one place. Every other file of the module writes its UCX
- * operations in one shape, rvt's; the adapters here fit them into this
- * UCX's tables and structs.
+ * 1.16.0, 1.18.1 and 1.22.0), in one place. Every other file of the
+ * module writes its UCX operations in one shape, rvt's; the adapters here
+ * fit them into this UCX's tables and structs.
  *
  * The RVT_UCX_* macros come from configure (config/m4/rvt_ucx.m4), which
  * compiles a probe of each feature against the UCX headers in use; they
