@@ -97,14 +97,18 @@ int serve(const agent_paths &paths, bool daemon, int notify_fd,
     std::this_thread::sleep_for(
             std::chrono::milliseconds(env_ms("FAKE_RVTD_DELAY_MS", 0)));
 
-    auto addr = unix_address(paths.socket);
+    /* as rvtd does: listening under a staging name, then renamed */
+    std::string staging = paths.socket; /* "<stem>.sock" */
+    staging.replace(staging.size() - 5, 5, ".new");
+    auto addr = unix_address(staging);
     unique_fd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    ::unlink(paths.socket.c_str());
+    ::unlink(staging.c_str());
     struct stat st;
     if (!addr || !sock ||
         ::bind(sock.get(), reinterpret_cast<const sockaddr *>(&addr.value()),
                sizeof(sockaddr_un)) != 0 ||
         ::listen(sock.get(), 128) != 0 ||
+        ::rename(staging.c_str(), paths.socket.c_str()) != 0 ||
         ::lstat(paths.socket.c_str(), &st) != 0) {
         std::string why = "fake_rvtd: cannot listen on " + paths.socket + ": " +
                           std::strerror(errno);

@@ -14,6 +14,7 @@
 #include "uct/ib/rvt/client/status.h"
 #include "uct/ib/rvt/common/fd_passing.h"
 #include "uct/ib/rvt/common/imm.h"
+#include "uct/ib/rvt/common/unix_socket.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -966,6 +967,46 @@ TEST_F(attach_fixture, in_process_registration_needs_an_agent_in_the_process)
     ASSERT_TRUE(a.ok()) << a.error();
     EXPECT_EQ(a.value().mode, wire::reg_mode::in_process);
     EXPECT_NE(a.value().registrar, nullptr);
+}
+
+/* A socket file at the agent's path always accepts: the socket is bound
+ * and listening under a staging name before it is renamed there. A client
+ * that found the file and connected between a bind() at the path and its
+ * listen() was refused, and took the agent for a dead one (its stale
+ * file). Here a thread connects as fast as it can while the server is
+ * made and unmade 300 times: ENOENT (no agent) and EAGAIN (a full
+ * backlog) are fine, ECONNREFUSED never is; nor is a staging file left. */
+TEST_F(attach_fixture, a_socket_file_at_the_path_always_accepts)
+{
+    m_threaded             = false;
+    const std::string path = m_dir + "/agent.sock";
+    auto addr              = unix_address(path);
+    ASSERT_TRUE(addr.ok()) << addr.error();
+    std::atomic<bool> done{false};
+    std::atomic<uint64_t> refused{0}, accepted{0};
+    std::thread knocker([&] {
+        while (!done.load()) {
+            unique_fd s(::socket(AF_UNIX,
+                                 SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                                 0));
+            if (::connect(s.get(),
+                          reinterpret_cast<const sockaddr *>(&addr.value()),
+                          sizeof(sockaddr_un)) == 0) {
+                ++accepted;
+            } else if (errno == ECONNREFUSED) {
+                ++refused;
+            }
+        }
+    });
+    for (int i = 0; i < 300; ++i) {
+        start();
+        m_server.reset();
+    }
+    done = true;
+    knocker.join();
+    EXPECT_EQ(refused.load(), 0u) << accepted.load() << " accepted";
+    EXPECT_GT(accepted.load(), 0u) << "the knocker never reached a server";
+    EXPECT_FALSE(std::filesystem::exists(m_dir + "/agent.new"));
 }
 
 TEST_F(attach_fixture, bad_config_is_refused_naming_the_value)

@@ -59,6 +59,18 @@ std::string errno_text()
     return std::strerror(errno);
 }
 
+/* Where the socket is bound before it is renamed to path: "x.sock" is
+ * staged as "x.new", no longer than the path, so that it fits wherever the
+ * path does; only the holder of the agent lock binds there. */
+std::string staging_path(std::string path)
+{
+    constexpr std::string_view ext = ".sock";
+    if (path.ends_with(ext)) {
+        path.resize(path.size() - ext.size());
+    }
+    return path + ".new";
+}
+
 /* Out of descriptors, or of the kernel memory a socket takes: the
  * connection stays in the backlog, and the listener readable. */
 bool out_of_fds(int err)
@@ -120,12 +132,20 @@ attach_server::create(attach_config config, device_grant grant, log_fn log)
     if (!sock) {
         return failure{"attach server: socket failed: " + errno_text()};
     }
-    ::unlink(config.socket_path.c_str());
-    if (bind(sock.get(), reinterpret_cast<const sockaddr *>(&addr.value()),
+    const std::string staging = staging_path(config.socket_path);
+    auto staged               = unix_address(staging);
+    if (!staged) {
+        return failure{"attach server: " + staged.error()};
+    }
+    ::unlink(staging.c_str());
+    if (bind(sock.get(), reinterpret_cast<const sockaddr *>(&staged.value()),
              sizeof(sockaddr_un)) != 0 ||
-        listen(sock.get(), 128) != 0) {
+        listen(sock.get(), 128) != 0 ||
+        ::rename(staging.c_str(), config.socket_path.c_str()) != 0) {
+        const std::string why = errno_text();
+        ::unlink(staging.c_str());
         return failure{"attach server: cannot listen on " + config.socket_path +
-                       ": " + errno_text()};
+                       ": " + why};
     }
     /* the sockets are watched with epoll, so that a pass costs nothing
      * per idle client (attach_server.h, "Events") */

@@ -296,7 +296,10 @@ using attach_events = std::vector<attach_event>;
 class attach_server {
 public:
     /* Validates the config and binds the socket (an existing socket file
-     * is replaced: the caller holds the agent lock, so it is stale). */
+     * is replaced: the caller holds the agent lock, so it is stale). The
+     * socket is bound and listening under a staging name and then renamed
+     * to its path, so that a socket file at the path always accepts: a
+     * client that finds it and is refused knows its agent is gone. */
     static result<std::unique_ptr<attach_server>>
     create(attach_config config, device_grant grant, log_fn log);
 
