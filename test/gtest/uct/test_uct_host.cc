@@ -377,7 +377,13 @@ TEST_F(uct_host, destroying_an_ep_with_pending_requests_runs_none_of_them)
         }
     }
     /* under ASan, a dispatch of a freed request is a use after free; in
-     * any build, `destroyed` fails the test from the callback */
+     * any build, `destroyed` fails the test from the callback. The sent
+     * ones arrive (however slowly a loaded host runs the agent), then
+     * 200 ms more give a late dispatch its chance to show. */
+    EXPECT_TRUE(progress_until([&] {
+        return m_ams.size() >= static_cast<size_t>(sent_first);
+    })) << m_ams.size()
+        << " AMs of " << sent_first;
     progress_for(200ms);
     EXPECT_EQ(m_ams.size(), static_cast<size_t>(sent_first));
     for (const auto &r : *reqs) {
