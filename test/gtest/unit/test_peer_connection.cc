@@ -13,8 +13,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,12 +77,15 @@ struct node {
     {
     }
 
-    /* as the engine does: the AM size from its layout */
+    /* as the engine does: the AM size from its layout; and no spread,
+     * so that the tests below count the waits exactly ("Spread" has its
+     * own tests) */
     static peer_config with_am_size(peer_config cfg)
     {
         if (cfg.am_size == 0) {
             cfg.am_size = 8192;
         }
+        cfg.retry_jitter = 0;
         return cfg;
     }
 
@@ -340,6 +345,12 @@ TEST(peer_config, bad_values_are_named)
     cfg.reconnect_delay = msec{-1};
     expect_error(cfg, "reconnect_delay -1 ms");
 
+    cfg              = {};
+    cfg.retry_jitter = 1.5;
+    expect_error(cfg, "retry_jitter 1.5: expected 0 to 1");
+    cfg.retry_jitter = std::nan("");
+    expect_error(cfg, "retry_jitter nan: expected 0 to 1");
+
     cfg                 = {};
     cfg.give_up_timeout = msec{0};
     expect_error(cfg, "give_up_timeout 0 ms");
@@ -462,6 +473,53 @@ TEST_F(pair_fixture, lost_request_is_resent_with_backoff)
     EXPECT_EQ(a.pc.counters().requests_sent, 6u);
     exchange(a, b, now);
     expect_paired(a, b);
+}
+
+/* Spread: a thousand agents that asked one peer at once resend over
+ * 0.75 to 1.25 times the wait, not all at its end; the same agent and
+ * attempt always wait the same. */
+TEST(peer_spread, agents_that_asked_at_once_resend_spread_out)
+{
+    peer_config cfg;
+    cfg.am_size = 8192;
+    /* agent i's first resend and the wait after it */
+    const auto waits = [&](uint32_t i) {
+        conn::sender s = sender_a();
+        s.ud_qpn       = 0x1000 + i;
+        s.instance_id  = 0x7000 + i;
+        s.gid[14]      = static_cast<uint8_t>(i >> 8);
+        s.gid[15]      = static_cast<uint8_t>(i);
+        peer_connection pc(cfg, {s, "job.1"}, address_of(sender_b()));
+        const auto only = [](const actions &acts) {
+            return acts.size() == 1 ? acts[0].kind : action_kind::destroy_qps;
+        };
+        EXPECT_EQ(only(pc.connect(t0)), action_kind::create_qps);
+        const std::vector<conn::qp_info> qps = {{0x100, 1},
+                                                {0x101, 2},
+                                                {0x102, 3},
+                                                {0x103, 4}};
+        EXPECT_EQ(only(pc.qps_created(t0, qps)), action_kind::send_message)
+                << "the first request at once";
+        const time_point first = *pc.next_timer();
+        EXPECT_EQ(only(pc.tick(first)), action_kind::send_message);
+        return std::make_pair(first - t0, *pc.next_timer() - first);
+    };
+    std::set<int64_t> firsts;
+    for (uint32_t i = 0; i < 1000; ++i) {
+        const auto [first, second] = waits(i);
+        EXPECT_GE(first, msec{187});
+        EXPECT_LE(first, msec{313});
+        EXPECT_GE(second, msec{375});
+        EXPECT_LE(second, msec{625});
+        firsts.insert(std::chrono::duration_cast<msec>(first).count());
+        if (i % 100 == 0) {
+            EXPECT_EQ(waits(i), std::make_pair(first, second))
+                    << "the same agent and attempt, another wait";
+        }
+    }
+    EXPECT_GE(firsts.size(), 120u) << "of the 127 milliseconds possible";
+    EXPECT_LE(*firsts.begin(), 192);
+    EXPECT_GE(*firsts.rbegin(), 308);
 }
 
 TEST_F(pair_fixture, lost_reply_is_resent_for_the_duplicate_request)

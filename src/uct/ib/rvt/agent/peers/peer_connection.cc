@@ -10,6 +10,7 @@
 #include "uct/ib/rvt/common/format.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -73,6 +74,9 @@ std::string config_error(const peer_config &cfg)
     if (cfg.reconnect_delay < msec{0}) {
         return format("reconnect_delay %lld ms: expected 0 or more",
                       ms(cfg.reconnect_delay));
+    }
+    if (!(cfg.retry_jitter >= 0 && cfg.retry_jitter <= 1)) {
+        return format("retry_jitter %g: expected 0 to 1", cfg.retry_jitter);
     }
     if (cfg.give_up_timeout <= msec{0}) {
         return format("give_up_timeout %lld ms: expected more than 0",
@@ -822,7 +826,7 @@ void peer_connection::enter_waiting(time_point now, actions &out)
         return;
     }
     m_state        = peer_state::waiting;
-    m_reconnect_at = now + m_cfg.reconnect_delay;
+    m_reconnect_at = now + spread(m_cfg.reconnect_delay, 0xde1a);
 }
 
 void peer_connection::enter_failed(std::string reason, actions &out)
@@ -883,7 +887,38 @@ msec peer_connection::backoff(uint32_t sent) const
     for (uint32_t i = 1; i < sent && wait < m_cfg.max_retry_interval; ++i) {
         wait *= 2;
     }
-    return std::min(wait, m_cfg.max_retry_interval);
+    return spread(std::min(wait, m_cfg.max_retry_interval), sent);
+}
+
+msec peer_connection::spread(msec wait, uint32_t salt) const
+{
+    if (m_cfg.retry_jitter == 0 || wait <= msec{0}) {
+        return wait;
+    }
+    /* FNV-1a over who and which wait, then splitmix64's finalizer */
+    uint64_t h      = 0xcbf29ce484222325ull;
+    const auto feed = [&h](uint64_t v) {
+        for (int i = 0; i < 8; ++i, v >>= 8) {
+            h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+        }
+    };
+    feed(m_self.self.instance_id);
+    feed(m_self.self.ud_qpn);
+    for (uint8_t b : m_peer.gid) {
+        feed(b);
+    }
+    feed(m_peer.ud_qpn);
+    feed(m_seq);
+    feed(salt);
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    const double u = static_cast<double>(h >> 11) * 0x1.0p-53; /* [0, 1) */
+    const double f = 1.0 - m_cfg.retry_jitter / 2 + m_cfg.retry_jitter * u;
+    return std::max(msec{1},
+                    msec{std::llround(static_cast<double>(wait.count()) * f)});
 }
 
 actions peer_connection::ignore(std::string why)

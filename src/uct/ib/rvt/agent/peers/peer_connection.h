@@ -94,6 +94,15 @@
  * after it connects. (Exception: if our request named an instance of the
  * peer other than the one now asking, ours went to a dead agent: answer.)
  *
+ * Spread: agents that asked at once (an alltoall's start, a thousand
+ * nodes losing one at once) would resend at once, every time, and a
+ * receiver's UD queue holds 512 datagrams. So each resend wait and each
+ * reconnect delay is stretched or shortened by up to retry_jitter / 2 of
+ * itself, by a number drawn from both agents' identities, the attempt and
+ * the resend (a hash: no randomness, no clock; the same inputs give the
+ * same waits, which the tests count on). The first request of an attempt
+ * is never delayed.
+ *
  * Sequence numbers: m_seq numbers our attempts (never reused within this
  * agent's run); per peer instance we remember the highest request seq we
  * answered and the peer's superseded seq; requests at or below are stale.
@@ -157,6 +166,9 @@ struct peer_config {
     msec max_retry_interval        = msec{2000}; /* backoff doubles up to */
     uint32_t max_handshake_retries = 8; /* resends before the peer fails */
     msec reconnect_delay           = msec{1000}; /* after a loss or refusal */
+    /* each resend wait and reconnect delay is spread over this fraction
+     * of itself around it ("Spread"): 0.5 is 0.75 to 1.25 times */
+    double retry_jitter            = 0.5;
     msec give_up_timeout           = msec{30000}; /* want-to-connected bound */
     msec keepalive_interval        = msec{5000}; /* idle time before one */
     msec keepalive_timeout         = msec{10000}; /* unanswered: lost */
@@ -349,6 +361,9 @@ private:
     action qp_action(action_kind kind) const;
     bool deadline_passed(time_point now) const;
     msec backoff(uint32_t sent) const;
+    /* `wait` spread ("Spread"); `salt` tells apart the waits of one
+     * attempt */
+    msec spread(msec wait, uint32_t salt) const;
     actions ignore(std::string why);
 
     peer_config m_cfg;
