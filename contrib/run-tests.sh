@@ -166,6 +166,11 @@ add_leg ucx_gtest "UCX's gtest build" "UCX's own tests: built once with rvt inst
 add_leg packages "Debian packages" \
     "the Debian packages: built from the release tarball, lintian, their files, installed into a throwaway root, what they install works; installed, upgraded, removed and purged in another" \
     env RVT_DEB_WORKDIR="$cache/deb-build" test/install/check-deb.sh build
+add_leg hub_sim "one agent, many nodes (host)" \
+    "rvt_hub_sim: one real agent against 1,000, 4,096 and 10,000 far ones: the storm, memory, idle CPU, a thousand failing and restarting" \
+    build/test/bench/rvt_hub_sim
+in_gate hub_sim build/test/bench/rvt_hub_sim --peers=1000 --idle=6 \
+    --fail=100 --restart=100
 add_leg site_jobs "site jobs: Slurm (testbed)" \
     "at a site: Slurm runs MPI and OpenSHMEM jobs with the installed packages, agents placed by the packaged prolog (testbed)" \
     test/testbed/site-jobs.sh --installed build
@@ -435,7 +440,7 @@ alone=(perf)
 if [ "$tier" = full ]; then
     host_a=(ucx_gtest ucx116_gtest ucx118_gtest)
     host_b=(ucx122 packages ucx122_loading ucx116 ucx116_loading ucx118
-        ucx118_loading)
+        ucx118_loading hub_sim)
     # two lanes of about the same length (the log gives each suite's time)
     lanes_a=(runner integration traffic soak select mpi ucx116_select
         ucx118_select uct_conformance site_jobs ucx116_ucp ucx118_ucp)
@@ -448,7 +453,7 @@ else
     # 1.18 (docs/testing.md: why), the rest with their in_gate cases; of
     # UCX 1.16 and 1.18, 1.16's build and loading checks
     host_a=(ucx_gtest)
-    host_b=(ucx122 packages ucx122_loading ucx116 ucx116_loading)
+    host_b=(ucx122 packages ucx122_loading ucx116 ucx116_loading hub_sim)
     lanes_a=(integration mpi uct_conformance site_jobs)
     lanes_b=(selftest site flood traffic select runner ucx122_plugin
         ucp_conformance)

@@ -61,6 +61,7 @@
  * (600). --ud-slots: the datagrams that may wait at a nic, more are lost
  * (as many as rvtd's UD QP has receive buffers: nic.h, ud_receive_depth).
  */
+#include "test/bench/sim_common.h"
 #include "test/loopback/loopback_agent.h"
 #include "uct/ib/rvt/client/attach.h"
 #include "uct/ib/rvt/client/session.h"
@@ -96,6 +97,14 @@ using namespace rvt;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using agent::testing::loopback_agent;
+using bench::counter;
+using bench::cpu_seconds;
+using bench::die;
+using bench::heap_in_use;
+using bench::num_refusals;
+using bench::number;
+using bench::numbers;
+using bench::refusals;
 
 constexpr const char *job_key = "bench.scale";
 
@@ -112,41 +121,16 @@ struct options {
     unsigned ud_slots = agent::ud_receive_depth;
 };
 
-[[noreturn]] void die(const std::string &why)
-{
-    std::fprintf(stderr, "rvt_scale_sim: %s\n", why.c_str());
-    std::exit(2);
-}
-
-unsigned number(const char *text, const char *name, unsigned low, unsigned high)
-{
-    char *end             = nullptr;
-    const unsigned long v = std::strtoul(text, &end, 10);
-    if (end == text || *end != '\0' || v < low || v > high) {
-        die(std::string("--") + name + "=" + text + ": expected " +
-            std::to_string(low) + " to " + std::to_string(high));
-    }
-    return static_cast<unsigned>(v);
-}
-
 options parse(int argc, char **argv)
 {
     options o;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        auto value          = [&](const char *name) -> const char          *{
-            const std::string p = std::string("--") + name + "=";
-            return a.rfind(p, 0) == 0 ? argv[i] + p.size() : nullptr;
+        auto value          = [&](const char *name) {
+            return bench::value_of(argv[i], name);
         };
         if (const char *v = value("nodes")) {
-            o.nodes.clear();
-            std::string list = v;
-            for (size_t pos = 0; pos <= list.size();) {
-                const size_t end = std::min(list.find(',', pos), list.size());
-                const std::string item = list.substr(pos, end - pos);
-                o.nodes.push_back(number(item.c_str(), "nodes", 2, 4096));
-                pos = end + 1;
-            }
+            o.nodes = numbers(v, "nodes", 2, 4096);
         } else if (const char *v2 = value("clients")) {
             o.clients = number(v2, "clients", 1, 64);
         } else if (const char *v3 = value("qps")) {
@@ -168,13 +152,6 @@ options parse(int argc, char **argv)
         }
     }
     return o;
-}
-
-/* Heap and mmapped chunks in use, bytes. */
-uint64_t heap_in_use()
-{
-    const struct mallinfo2 m = mallinfo2();
-    return m.uordblks + m.hblkhd;
 }
 
 struct node : loopback_agent {
@@ -427,39 +404,6 @@ row simulate(unsigned n, const options &o, const std::string &dir)
     r.controls_per_s  = double(fabric_ops(nodes) - ops0) / spent / n;
     return r;
 }
-
-/* CPU time of this process or thread, seconds. */
-double cpu_seconds(clockid_t which)
-{
-    timespec ts{};
-    clock_gettime(which, &ts);
-    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-/* A counter of the status, or nothing when this engine has none. */
-std::optional<uint64_t>
-counter(const nlohmann::ordered_json &j, const char *a, const char *b)
-{
-    const auto s = j.find(a);
-    if (s == j.end() || !s->contains(b)) {
-        return std::nullopt;
-    }
-    return s->at(b).get<uint64_t>();
-}
-
-/* Every refusal an agent counts (engine_status.cc): a datagram not
- * believed, not checked or not answered, a peer not made. passes_cut
- * refuses nothing (the rest of the pass's datagrams wait) but is a
- * budget reached, so it is here too. */
-constexpr std::pair<const char *, const char *> refusals[] = {
-        {"handshake", "unauthenticated"}, {"handshake", "unsealed"},
-        {"handshake", "malformed"},       {"handshake", "forged"},
-        {"handshake", "own_address"},     {"handshake", "unknown_sender"},
-        {"handshake", "unchecked"},       {"handshake", "holds"},
-        {"handshake", "throttled"},       {"handshake", "crowded"},
-        {"handshake", "passes_cut"},      {"handshake", "half_open_refused"},
-        {"handshake", "table_full"},      {"share", "refused_peers"}};
-constexpr size_t num_refusals = std::size(refusals);
 
 struct star_row {
     unsigned nodes;
