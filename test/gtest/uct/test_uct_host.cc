@@ -39,6 +39,7 @@
 #include "uct_host_fixture.h"
 
 #include "uct/ib/rvt/tools/rvtd_settings.h"
+#include "uct/ib/rvt/uct/iface.h"
 #include "uct/ib/rvt/uct/md.h"
 
 #include <gtest/gtest.h>
@@ -743,6 +744,53 @@ TEST_F(uct_host_logged, an_agent_that_authenticates_draws_no_warning)
 {
     ASSERT_NE(m_iface, nullptr);
     EXPECT_FALSE(m_ucx_log.any_containing("does not authenticate"))
+            << testing::PrintToString(m_ucx_log.lines());
+}
+
+namespace {
+
+/* Its agent's table holds two nodes: its own and one more. */
+class uct_host_small_table : public uct_host_logged {
+protected:
+    rvt::agent::engine_config agent_engine() override
+    {
+        rvt::agent::engine_config c;
+        c.max_peers   = 2;
+        c.share.peers = 2; /* the table, not the process's share, is full */
+        return c;
+    }
+};
+
+/* The interface address of an agent on another node (`node` 1, 2, ...):
+ * this one's, with another GID, UD QPN and agent id. */
+iface_addresses on_another_node(const iface_addresses &here, uint8_t node)
+{
+    iface_addresses there = here;
+    rvt::uct::iface_address a;
+    std::memcpy(&a, there.iface.data(), sizeof(a));
+    a.agent.gid[15] = static_cast<uint8_t>(a.agent.gid[15] + node);
+    a.agent.ud_qpn += node;
+    a.agent.agent_id += node;
+    std::memcpy(there.iface.data(), &a, sizeof(a));
+    return there;
+}
+
+} // namespace
+
+/* A job on more nodes than the agent's --max-peers: the endpoint to one
+ * node more is refused, and UCX's log of the process says which setting
+ * to raise. */
+TEST_F(uct_host_small_table, one_node_more_than_max_peers_is_refused_naming_it)
+{
+    const iface_addresses self = addresses_of(m_iface);
+    iface_addresses first      = on_another_node(self, 1);
+    iface_addresses second     = on_another_node(self, 2);
+    uct_ep_h fits              = connect_ep(m_iface, first);
+    ASSERT_NE(fits, nullptr);
+    EXPECT_EQ(connect_ep(m_iface, second, UCS_ERR_UNREACHABLE), nullptr);
+    uct_ep_destroy(fits);
+    EXPECT_TRUE(m_ucx_log.any_containing(
+            "this agent already has 2 peers, its maximum (rvtd --max-peers)"))
             << testing::PrintToString(m_ucx_log.lines());
 }
 

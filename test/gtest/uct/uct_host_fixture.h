@@ -62,7 +62,8 @@ public:
     /* `auth`: the handshake's credentials. One node: no peer ever asks,
      * so none is checked, but the clients are told whether it has any. */
     host_agent(const std::string &socket, const shm_capacities &caps,
-               std::unique_ptr<agent::peer_auth> auth)
+               std::unique_ptr<agent::peer_auth> auth,
+               const agent::engine_config &engine = {})
     {
         auto log  = [this](std::string_view line) { m_log.emplace_back(line); };
         auto made = agent::testing::make_loopback_agent(
@@ -71,6 +72,7 @@ public:
                            .agent_id         = 77,
                            .caps             = caps,
                            .nic              = {.receive_size = caps.slot_size},
+                           .engine           = engine,
                            .auth             = std::move(auth),
                            .log              = log,
                            .reg_mode         = wire::reg_mode::in_process,
@@ -238,6 +240,12 @@ protected:
         return agent::secret_auth("uct-host-test's job secret").value();
     }
 
+    /* The agent's engine settings: rvtd's defaults. */
+    virtual agent::engine_config agent_engine()
+    {
+        return {};
+    }
+
     void SetUp() override
     {
         char tmpl[] = "/tmp/uct-host-test.XXXXXX";
@@ -257,7 +265,8 @@ protected:
                                       host_job_key);
         ASSERT_TRUE(paths.ok()) << paths.error();
         m_agent = std::make_unique<host_agent>(paths.value().socket,
-                                               capacities(), agent_auth());
+                                               capacities(), agent_auth(),
+                                               agent_engine());
         client::set_in_process_registrar(m_agent->registrar());
 
         m_component = find_component("rvt");
