@@ -209,6 +209,35 @@ expect "bad node number is refused, naming it" 125 "--on '5': expected 'all' or 
     -- run -n 2 --on 5 true
 expect "a command runs on the chosen node" 0 '^node2$' -- run -n 2 --on 2 hostname
 expect "on all runs on every node, prefixed" 0 '^\[node3\] node3$' -- run -n 3 --on all hostname
+# the runner's CPU figure is its boot's: a script that worked before it
+# execs the runner (demo.sh builds, then execs it) keeps its children's
+# CPU time in the process, which is not the run's; and no figure passes
+# the host's cores. The CPU the test's children spent, around a run
+# exec'd after a child that burns $burn CPU-seconds:
+burn=5
+children_cpu() { # children_cpu BEFORE AFTER: seconds between two `times`
+    awk 'FNR == 2 { for (i = 1; i <= 2; ++i) { split($i, t, /[ms]/)
+        c += (FILENAME == ARGV[1] ? -1 : 1) * (t[1] * 60 + t[2]) } }
+        END { printf "%.1f", c }' "$1" "$2"
+}
+times > "$out.t0"
+bash -c 'python3 -c "import time
+while time.process_time() < $1: pass" && exec "$2" run -n 1 true' burner \
+    "$burn" "$tb" > "$out" 2>&1
+rc=$?
+times > "$out.t1"
+spent=$(children_cpu "$out.t0" "$out.t1")
+figure=$(grep -oE '[0-9]+ CPU-s of the host \([0-9.]+ cores\)' "$out" | tail -1)
+read -r cpu cores < <(echo "$figure" | tr -d '(' | awk '{ print $1, $6 }')
+if [ "$rc" = 0 ] && [ -n "$figure" ] &&
+    awk -v c="$cpu" -v s="$spent" -v b="$burn" -v k="$cores" -v n="$(nproc)" \
+        'BEGIN { exit !(c <= s - b + 1 && k <= n) }'; then
+    pass "the run's CPU figure is its own: $figure, of $spent CPU-s with the ${burn} s burnt before it"
+else
+    fail "the run's CPU figure '$figure' (exit $rc): expected at most $spent - $burn CPU-s and $(nproc) cores"
+    sed 's/^/    /' "$out" | tail -5
+fi
+rm -f "$out.t0" "$out.t1"
 # One boot for the checks of a run's command and of `on` (each checked in
 # its output): a background job on one node beside a foreground one, a
 # share below /tmp (which the guest and every node mount a fresh tmpfs
