@@ -568,6 +568,17 @@ case $? in
 *) ready=no awaited="both long jobs not seen moving after $await_secs s (the hang guard: 600 s)" ;;
 esac
 echo "long jobs moving: $awaited"
+if [ $ready = no ]; then # what each job was doing: the queue, its output, its agents
+    on 1 squeue -o '%i %j %T %R %N' 2>&1 | sed 's/^/  squeue| /'
+    for j in "cancel $c" "killed $k"; do
+        read -r tag id <<<"$j"
+        tail -5 "$work/$tag.batch" "$work/$tag.out" 2>&1 | sed "s/^/  $tag| /"
+        for n in 1 2; do
+            echo "  $tag| node $n's agent: $(on "$n" timeout 10 "$rvt_status" --device="rxe$n" \
+                --job-key="slurm.$id" 2>&1 | head -12 | tr '\n' ' ')"
+        done
+    done
+fi
 [ -n "${victims:-}" ] || victims=$(ranks_of "$k" 2)
 on 1 scancel "$c"
 # shellcheck disable=SC2086 # one pid a word
