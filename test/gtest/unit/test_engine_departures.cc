@@ -79,6 +79,19 @@ protected:
                                                m_scratch.size(), remote_rw);
     }
 
+    /* d's peer index for agent `at`, once an AM of d's has reached l
+     * there: both agents' peers connected */
+    uint32_t reach(test_client &d, agent_node &at, test_client &l)
+    {
+        const uint32_t to = peer(d, at);
+        const size_t had  = l.inbound.size();
+        d.post(d.am(to, l, 1, 1));
+        EXPECT_TRUE(run_until([&] {
+            return l.inbound.size() == had + 1 && !d.done.empty();
+        }));
+        return to;
+    }
+
     std::vector<uint8_t> m_scratch = std::vector<uint8_t>(4096);
     loopback_mr m_scratch_mr{};
 };
@@ -235,11 +248,18 @@ TEST_F(departures_fixture,
     forge(a, a.qps_to(b).at(0),
           (3u << imm::kind_shift) | (7u << imm::control_op_shift));
     /* a well-formed client_gone on b's own loopback QP, which b never
-     * sends: it must not fail b's own senders to y */
+     * sends: it must not fail b's own senders to y; nor its answer */
     forge(b, b.loopback_qps().at(0), gone_y);
+    forge(b, b.loopback_qps().at(0),
+          *imm::encode_control(imm::control_op::gone_heard, y.index(),
+                               y.generation()));
+    /* an answer to a departure b never announced (y is attached) */
+    forge(a, a.qps_to(b).at(0),
+          *imm::encode_control(imm::control_op::gone_heard, y.index(),
+                               y.generation()));
     ASSERT_TRUE(run_until([&] {
         return json_number(b.status(), "bad_immediates") == bad + 2 &&
-               stat(b, "departed", "bad_controls") == 1;
+               stat(b, "departed", "bad_controls") == 2;
     })) << b.status();
     run_for(20ms);
     EXPECT_EQ(stat(b, "departed", "heard"), 0u);
@@ -350,6 +370,79 @@ TEST_F(departures_fixture, a_retired_address_is_gone_while_its_client_stays)
     EXPECT_EQ(x.done.back().status,
               static_cast<uint32_t>(completion_status::success));
     EXPECT_EQ(json_number(a.status(), "clients_gone"), 0u);
+}
+
+/* The departure barrier (departure_barrier.h): a retirement is answered
+ * only once every peer agent told of it has said it heard, so that a
+ * sender elsewhere that posts to the retired address after the client's
+ * call returns fails, as it would over rc_verbs, instead of writing into
+ * the memory the process still has registered. Here b's answer is held
+ * in b's QPs: the retirement waits until it arrives. */
+TEST_F(departures_fixture, a_retirement_is_answered_once_the_peers_told_heard)
+{
+    agent_node &a       = add_agent();
+    agent_node &b       = add_agent();
+    test_client &l      = attach(a);
+    test_client &d      = attach(b);
+    const uint32_t d_to = reach(d, a, l);
+
+    b.hold(b.qps_to(a), true);
+    auto retired = std::async(std::launch::async, [&] {
+        return l.session->retire_address(5000ms);
+    });
+    ASSERT_TRUE(run_until([&] {
+        return inbound_of(d, inbound_kind::client_gone) == 1;
+    })) << "b was not told\n"
+        << a.status() << b.status();
+    run_for(50ms);
+    EXPECT_EQ(retired.wait_for(0s), std::future_status::timeout)
+            << "answered before b said it heard";
+    EXPECT_EQ(stat(a, "departed", "retiring"), 1u);
+    b.hold(b.qps_to(a), false);
+    ASSERT_TRUE(run_until([&] {
+        return retired.wait_for(0s) == std::future_status::ready;
+    })) << a.status();
+    auto r = retired.get();
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(stat(a, "departed", "retiring"), 0u);
+    EXPECT_EQ(stat(a, "departed", "unheard"), 0u);
+
+    /* posted as soon as it returns: b knows already */
+    d.post(d.write(d_to, l, 2));
+    ASSERT_TRUE(run_until([&] { return d.done.size() == 2; }));
+    EXPECT_EQ(d.done.back().status,
+              static_cast<uint32_t>(completion_status::peer_failed));
+}
+
+/* A peer that never answers holds a retirement for the barrier's wait
+ * only (engine_config::departure_wait): then it is answered, counted and
+ * logged, well within the client's own wait. */
+TEST_F(departures_fixture, a_peer_that_never_answers_holds_a_retirement_briefly)
+{
+    agent_options o;
+    o.engine.departure_wait = 100ms;
+    agent_node &a           = add_agent(o);
+    agent_node &b           = add_agent();
+    test_client &l          = attach(a);
+    test_client &d          = attach(b);
+    (void)reach(d, a, l);
+
+    b.hold(b.qps_to(a), true);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = while_serving([&] { return l.session->retire_address(5000ms); });
+    const auto took = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_GE(took, 100ms);
+    EXPECT_LT(took, 2000ms);
+    EXPECT_EQ(stat(a, "departed", "unheard"), 1u);
+    EXPECT_EQ(a.logged("its retirement answered at the end of its 100 ms wait: "
+                       "1 peer told of it had not said they heard"),
+              1u);
+    /* the late answer changes nothing */
+    b.hold(b.qps_to(a), false);
+    run_for(20ms);
+    EXPECT_EQ(stat(a, "departed", "unheard"), 1u);
+    EXPECT_EQ(stat(a, "departed", "retiring"), 0u);
 }
 
 } // namespace

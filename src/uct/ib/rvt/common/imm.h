@@ -25,8 +25,9 @@
  *  kind control (agent to agent: keepalive, back-pressure, departures)
  *                   dst client is zero; payload: [19:17] control opcode,
  *                   [16:8] subject client (pause, resume, client_gone: a
- *                   client of the agent that sends it; zero for
- *                   keepalive), [7:0] subject generation (client_gone;
+ *                   client of the agent that sends it; gone_heard: one
+ *                   of the agent that receives it; zero for keepalive),
+ *                   [7:0] subject generation (client_gone, gone_heard;
  *                   zero for the others)
  *
  * A client index is reused once its holder has detached, so an index
@@ -94,7 +95,8 @@ inline constexpr unsigned write_generation_shift = src_client_shift -
 inline constexpr unsigned control_op_bits  = 3;
 inline constexpr unsigned control_op_shift = payload_bits - control_op_bits;
 /* pause, resume and client_gone name a client of the agent that sends
- * them (control_op), client_gone with that client's generation */
+ * them, gone_heard one of the agent that receives it (control_op);
+ * client_gone and gone_heard with that client's generation */
 inline constexpr unsigned subject_shift = control_op_shift - client_bits;
 inline constexpr unsigned subject_generation_shift = subject_shift -
                                                      generation_bits;
@@ -125,18 +127,22 @@ enum class control_op : uint8_t {
      * generation, is gone: a message for it arrived after it detached
      * (engine.h, "Departed clients") */
     client_gone = 4,
+    /* the answer to client_gone: the agent that sends it has marked the
+     * subject, a client of the agent that receives it, in that
+     * generation, gone (departure_barrier.h) */
+    gone_heard = 5,
 };
-inline constexpr uint16_t control_op_limit = 5;
+inline constexpr uint16_t control_op_limit = 6;
 /* Whether an opcode names a subject client. */
 constexpr bool has_subject(control_op op)
 {
     return op == control_op::pause || op == control_op::resume ||
-           op == control_op::client_gone;
+           op == control_op::client_gone || op == control_op::gone_heard;
 }
 /* Whether an opcode names the subject's generation. */
 constexpr bool has_generation(control_op op)
 {
-    return op == control_op::client_gone;
+    return op == control_op::client_gone || op == control_op::gone_heard;
 }
 static_assert(control_op_limit <= (1u << control_op_bits),
               "control opcodes must fit");
@@ -171,8 +177,9 @@ struct decoded {
     uint8_t am_id; /* am */
     uint32_t src_client; /* write */
     control_op op; /* control */
-    uint32_t subject; /* control pause, resume, client_gone */
-    /* am, write: the destination's; control client_gone: the subject's */
+    uint32_t subject; /* control pause, resume, client_gone, gone_heard */
+    /* am, write: the destination's; control client_gone, gone_heard: the
+     * subject's */
     uint8_t generation;
 
     friend bool operator==(const decoded &, const decoded &) = default;
@@ -209,8 +216,9 @@ encode_write(uint32_t dst_client, uint32_t dst_generation, uint32_t src_client)
                          generation_bits);
 }
 
-/* subject: for pause, resume and client_gone, a client index; else it
- * must be 0. generation: for client_gone, the subject's; else 0. */
+/* subject: for pause, resume, client_gone and gone_heard, a client index;
+ * else it must be 0. generation: for client_gone and gone_heard, the
+ * subject's; else 0. */
 constexpr std::optional<uint32_t>
 encode_control(control_op op, uint32_t subject = 0, uint32_t generation = 0)
 {

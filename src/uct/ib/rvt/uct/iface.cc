@@ -98,17 +98,30 @@ namespace {
  * still reaching anyone: its senders must fail as they do when a
  * process dies, whether its MD stays open or not (UCP destroys a worker
  * and keeps its context: UCX's test_ucp_peer_failure):
- *   - its own attachment (a sibling): left, so the agent drops its queued
- *     work, and its peers learn at once that its address is gone;
- *   - the MD's attachment: its address retired, which its peers learn
- *     at once in the same way, and no interface claims it again (later
- *     ones attach siblings); the attachment stays for the MD's
- *     registrations, and its rings for the completions of work still
- *     in flight. */
+ *   - its own attachment (a sibling): its address retired, then the
+ *     attachment left, so the agent drops its queued work;
+ *   - the MD's attachment: its address retired, and no interface claims
+ *     it again (later ones attach siblings); the attachment stays for the
+ *     MD's registrations, and its rings for the completions of work still
+ *     in flight.
+ * A retirement returns once the peer agents that were told have said they
+ * heard (agent/engine/departure_barrier.h): from then on their senders'
+ * work for this address fails unposted, even a put into the memory the
+ * MD still has registered. */
 void end_data_path(iface &i)
 {
     if (i.own_session) {
-        if (!i.agent_lost && !i.own_session->leave(leave_wait)) {
+        if (i.agent_lost) {
+            return;
+        }
+        if (auto retired = i.own_session->retire_address(leave_wait);
+            !retired) {
+            ucs_warn("rvt %s: interface %p (client %u) closes, and its "
+                     "address may still reach it: %s",
+                     i.owner_md->port.device.c_str(), static_cast<void *>(&i),
+                     i.own_session->client_index(), retired.error().c_str());
+        }
+        if (!i.own_session->leave(leave_wait)) {
             ucs_warn("rvt %s: the agent did not let interface %p's "
                      "attachment (client %u) go within %lld ms",
                      i.owner_md->port.device.c_str(), static_cast<void *>(&i),

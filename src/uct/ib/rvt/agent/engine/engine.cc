@@ -42,7 +42,8 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
     m_mrs(imm::max_clients, cfg.dead_client_grace),
     m_share(resolve(cfg.share, layout.caps.completion, cfg.max_peers),
             imm::max_clients),
-    m_departures(cfg.departure_memory)
+    m_departures(cfg.departure_memory),
+    m_barrier(cfg.departure_wait)
 {
 }
 
@@ -186,7 +187,9 @@ void engine::client_gone(const attached_client &c)
     m_mrs.client_gone(c.index, c.generation, s.posted);
     m_lanes.drop_client(c.index, c.generation);
     run_ends();
-    announce_departure(c);
+    /* a retirement it waited for has nobody to answer now */
+    m_barrier.client_gone(c.index);
+    announce_departure(c, std::chrono::steady_clock::now());
 }
 
 void engine::client_retired(const attached_client &c)
@@ -199,20 +202,46 @@ void engine::client_retired(const attached_client &c)
         m_clients.retire(c.index);
         /* its rings are read by nobody: no notices of its peers either */
         m_peers.client_gone(c.index);
-        announce_departure(c);
+        const time_point now = std::chrono::steady_clock::now();
+        answer_retirements(m_barrier.begin(c.index,
+                                           imm::wire_generation(c.generation),
+                                           announce_departure(c, now), now));
+        return;
     }
-    m_server->answer_retired(c.index);
+    m_server->answer_retired(c.index); /* a repeat: nothing more to wait for */
 }
 
 /* Every connected peer hears of c's departure now, so that its senders'
  * endpoints fail even if they send nothing more, or if what they send
  * arrives before this agent saw the process go ("Departed clients"). */
-void engine::announce_departure(const attached_client &c)
+std::vector<uint32_t>
+engine::announce_departure(const attached_client &c, time_point now)
 {
-    const time_point now = std::chrono::steady_clock::now();
+    std::vector<uint32_t> told;
     for (auto &p : m_peers) {
-        if (p->is(peer_state::connected)) {
-            tell_gone(*p, c.index, imm::wire_generation(c.generation), now);
+        if (p->is(peer_state::connected) &&
+            tell_gone(*p, c.index, imm::wire_generation(c.generation), now)) {
+            told.push_back(p->index);
+        }
+    }
+    return told;
+}
+
+void engine::answer_retirements(const departure_barrier::dues &due)
+{
+    for (const departure_barrier::due &d : due) {
+        if (d.unheard > 0) {
+            log_counted(m_totals.departures_unheard, [&] {
+                return "client index " + std::to_string(d.index) +
+                       ": its retirement answered at the end of its " +
+                       std::to_string(m_cfg.departure_wait.count()) +
+                       " ms wait: " + std::to_string(d.unheard) +
+                       (d.unheard == 1 ? " peer" : " peers") +
+                       " told of it had not said they heard";
+            });
+        }
+        if (m_server != nullptr) {
+            m_server->answer_retired(d.index);
         }
     }
 }
@@ -292,6 +321,7 @@ bool engine::progress(time_point now)
         sweep_unannounced();
     }
     m_departures.tick(now);
+    answer_retirements(m_barrier.tick(now));
     m_served_clients = serve_given() || took;
     return busy;
 }
@@ -361,6 +391,7 @@ std::optional<time_point> engine::next_timer() const
     }
     take(m_mrs.next_timer());
     take(m_departures.next_timer());
+    take(m_barrier.next_timer());
     return t;
 }
 

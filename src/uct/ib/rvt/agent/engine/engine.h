@@ -2,9 +2,10 @@
 /*
  * The agent's data path: everything between the clients' rings and the
  * device. The engine is the executor beside the pure state machines
- * (lanes, peer_table, client_table, mr_registry, departures, sender_gate,
- * client_share, peer_connection): it feeds them what the nic, the clock
- * and the attach server say, and does what they answer.
+ * (lanes, peer_table, client_table, mr_registry, departures,
+ * departure_barrier, sender_gate, client_share, peer_connection): it
+ * feeds them what the nic, the clock and the attach server say, and does
+ * what they answer.
  *
  *   clients' work rings --pop, check--> lane backlogs --post--> shared QPs
  *   CQ --op completions--> the owning client's completion ring
@@ -20,7 +21,8 @@
  * Silent QPs: lanes.h (watch, give_up), engine_tags.h; docs/design.md part 6.
  * Dead clients: mr_registry.h, "Intents" too; docs/design.md part 3.
  * Departed clients: departures.h, attach_server.h (generations), imm.h;
- *   docs/design.md part 4.
+ *   docs/design.md part 4. A retirement is answered once the peers told
+ *   of it have heard: departure_barrier.h.
  * Hostile handshakes: peer_table.h, "Half-open"; docs/design.md part 6.
  * Bounded intake: sender_gate.h; docs/design.md part 6.
  * Shares: client_share.h, attach_server.h (max_socket_read,
@@ -42,6 +44,7 @@
 #include "uct/ib/rvt/agent/attach/client_table.h"
 #include "uct/ib/rvt/agent/device/nic.h"
 #include "uct/ib/rvt/agent/engine/client_share.h"
+#include "uct/ib/rvt/agent/engine/departure_barrier.h"
 #include "uct/ib/rvt/agent/engine/departures.h"
 #include "uct/ib/rvt/agent/engine/lanes.h"
 #include "uct/ib/rvt/agent/engine/mr_registry.h"
@@ -102,6 +105,10 @@ struct engine_config {
     /* how long a departed client is remembered, on both ends
      * ("Departed clients" above, departures.h) */
     std::chrono::milliseconds departure_memory = default_departure_memory;
+    /* how long a retirement waits for the peers told of it to say they
+     * heard (departure_barrier.h): well within the client's own wait for
+     * the answer (uct/agent_link.h, leave_wait) */
+    std::chrono::milliseconds departure_wait{500};
     /* peers made for requests from new addresses and not yet confirmed
      * ("Hostile handshakes" above) */
     uint32_t max_half_open = 64;
@@ -187,7 +194,8 @@ public:
     void client_gone(const attached_client &c);
     /* `c` retired its address (attach_wire.h, retire_address): its
      * departure as client_gone announces it, while it stays attached;
-     * answered through the server once announced. */
+     * answered through the server once the peers told have heard
+     * (departure_barrier.h). */
     void client_retired(const attached_client &c);
     result<uint32_t>
     resolve_peer(const attached_client &c, const wire::agent_address &remote);
@@ -336,9 +344,14 @@ private:
     /* departed clients ("Departed clients" above) */
     void on_stale(peer &p, uint32_t index, uint8_t generation, bool detached,
                   time_point now);
-    void tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
-    void destination_gone(peer &p, uint32_t index, uint8_t generation,
+    /* true if it sent p a message (departure_barrier.h waits for its
+     * answer) */
+    bool tell_gone(peer &p, uint32_t index, uint8_t generation, time_point now);
+    /* true if that was news */
+    bool destination_gone(peer &p, uint32_t index, uint8_t generation,
                           time_point now);
+    /* answers the retirements the departure barrier says are due */
+    void answer_retirements(const departure_barrier::dues &due);
 
     /* engine.cc: the records the peer table recycled since the last look
      * release their charges (client_share.h, peer_is) */
@@ -362,8 +375,9 @@ private:
      * true if any was given something. */
     bool serve_given();
     /* c is gone (detached, or its address retired): every connected peer
-     * is told at once */
-    void announce_departure(const attached_client &c);
+     * is told at once; returns the peers sent the news */
+    std::vector<uint32_t>
+    announce_departure(const attached_client &c, time_point now);
     /* engine.cc: runs what the MR registry asks for, feeding each
      * deregister's outcome back (deregistered(), whose actions run next);
      * true if it asked for the sweep (find_unannounced, which tick()
@@ -406,6 +420,7 @@ private:
     /* the MR registry's notes logged, by kind (mr_note) */
     std::array<uint64_t, num_mr_notes> m_mr_notes{};
     departures m_departures;
+    departure_barrier m_barrier; /* retirements not yet answered */
     time_point m_next_watch{}; /* watch_lanes() is due */
     bool m_served_clients = false; /* by the last progress() */
     /* no peer's timer is due before this (tick_peers) */
@@ -433,6 +448,8 @@ private:
         uint64_t gone_heard       = 0; /* client_gone news from peers */
         uint64_t gone_ops_failed  = 0; /* ops for a departed destination */
         uint64_t bad_controls     = 0; /* well-formed, but out of place */
+        /* retirements answered before every peer told had heard */
+        uint64_t departures_unheard = 0;
         uint64_t bad_immediates   = 0;
         uint64_t clients_gone     = 0;
         uint64_t wakeups          = 0;

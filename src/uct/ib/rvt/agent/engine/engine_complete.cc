@@ -146,24 +146,40 @@ void engine::on_receive(const nic_completion &wc, time_point now)
         } else if (d->what == imm::kind::control) {
             /* a keepalive: the activity above is all it is for; pause and
              * resume: back-pressure for one of the peer's clients;
-             * client_gone: one of its clients left */
+             * client_gone: one of its clients left, which it waits to hear
+             * we know (gone_heard); gone_heard: the answer to ours */
+            const bool departure = d->op == imm::control_op::client_gone ||
+                                   d->op == imm::control_op::gone_heard;
             if (d->op == imm::control_op::pause) {
                 m_lanes.pause(p->index, d->subject);
             } else if (d->op == imm::control_op::resume) {
                 m_lanes.resume(p->index, d->subject);
+            } else if (departure && p->loopback) {
+                /* never sent on loopback QPs: forged or confused */
+                log_counted(m_totals.bad_controls, [&] {
+                    return std::string(d->op == imm::control_op::client_gone ?
+                                               "client_gone" :
+                                               "gone_heard") +
+                           " for client " + std::to_string(d->subject) +
+                           " generation " + std::to_string(d->generation) +
+                           " on a loopback QP, where this agent sends "
+                           "none: dropped";
+                });
             } else if (d->op == imm::control_op::client_gone) {
-                if (p->loopback) {
-                    /* never sent on loopback QPs: forged or confused */
-                    log_counted(m_totals.bad_controls, [&] {
-                        return "client_gone for client " +
-                               std::to_string(d->subject) + " generation " +
-                               std::to_string(d->generation) +
-                               " on a loopback QP, where this agent sends "
-                               "none: dropped";
-                    });
-                } else {
-                    destination_gone(*p, d->subject, d->generation, now);
+                /* answered once, when it is news: a repeat comes only
+                 * after the barrier stopped waiting for it (a new
+                 * connection, or the departure memory) */
+                if (destination_gone(*p, d->subject, d->generation, now)) {
+                    m_lanes.queue_control(
+                            p->index,
+                            imm::encode_control(imm::control_op::gone_heard,
+                                                d->subject, d->generation)
+                                    .value_or(0));
                 }
+            } else if (d->op == imm::control_op::gone_heard) {
+                /* one not awaited (late, repeated, forged) changes nothing */
+                answer_retirements(
+                        m_barrier.heard(p->index, d->subject, d->generation));
             }
         } else if (!m_clients[d->dst_client].attached ||
                    m_clients[d->dst_client].retired) {
@@ -228,32 +244,33 @@ void engine::on_stale(peer &p, uint32_t index, uint8_t generation,
 /* Tells peer p, once, that our client (index, generation) is gone: at
  * its departure (client_gone), and again when p sends it something
  * (on_stale) after a reconnection or the departure memory. */
-void engine::tell_gone(peer &p, uint32_t index, uint8_t generation,
+bool engine::tell_gone(peer &p, uint32_t index, uint8_t generation,
                        time_point now)
 {
     if (!m_departures.stale(p.index, index, generation, now)) {
-        return; /* told already */
+        return false; /* told already */
     }
     ++m_totals.gone_told;
     if (p.loopback) { /* this node's own senders: no message */
         destination_gone(p, index, generation, now);
-        return;
+        return false;
     }
     m_lanes.queue_control(p.index,
                           imm::encode_control(imm::control_op::client_gone,
                                               index, generation)
                                   .value_or(0));
+    return true;
 }
 
 /* Peer p's client (index, generation) is gone: our clients that use p
  * hear of it, then the work for it that waits in the lanes fails
  * (lanes::fail_destination), and later work fails as it is taken
  * (queue_work). */
-void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
+bool engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
                               time_point now)
 {
     if (!m_departures.gone(p.index, index, generation, now)) {
-        return; /* a repeat */
+        return false; /* a repeat */
     }
     /* a remote client's departure: its process can attach and leave
      * without end */
@@ -275,6 +292,7 @@ void engine::destination_gone(peer &p, uint32_t index, uint8_t generation,
     m_totals.gone_ops_failed += m_lanes.fail_destination(p.index, index,
                                                          generation);
     run_ends();
+    return true;
 }
 
 } // namespace rvt::agent

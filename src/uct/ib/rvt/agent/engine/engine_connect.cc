@@ -249,6 +249,9 @@ void engine::flush_qps(peer &p, const action &a, time_point now)
      * before (a lane quiet during an outage) says nothing of the flush,
      * whose completions may be on their way */
     m_lanes.flush_started(p.index);
+    /* a departure it was told of may be lost with the connection, and its
+     * senders fail with it: no retirement waits for its answer */
+    answer_retirements(m_barrier.peer_lost(p.index));
     for (uint32_t i = 0; i < a.num_qps; ++i) {
         const uint32_t qpn = a.local_qps[i].qpn;
         if (p.owns(qpn)) {
@@ -288,6 +291,7 @@ void engine::peer_failed(peer &p, const std::string &reason)
 {
     p.last_error = reason;
     m_log("peer " + std::to_string(p.index) + ": failed: " + reason);
+    answer_retirements(m_barrier.peer_lost(p.index));
     fail_backlog(p, completion_status::peer_failed);
     inbound_message m{};
     m.kind = static_cast<uint8_t>(inbound_kind::peer_failed);
