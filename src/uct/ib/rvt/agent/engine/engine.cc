@@ -384,11 +384,7 @@ std::optional<time_point> engine::next_timer() const
             t = x;
         }
     };
-    for (const auto &p : m_peers) {
-        if (p->conn) {
-            take(p->conn->next_timer());
-        }
-    }
+    take(m_peer_timers.next());
     take(m_mrs.next_timer());
     take(m_departures.next_timer());
     take(m_barrier.next_timer());

@@ -51,6 +51,7 @@
 #include "uct/ib/rvt/agent/peers/peer_auth.h"
 #include "uct/ib/rvt/agent/peers/peer_connection.h"
 #include "uct/ib/rvt/agent/peers/peer_table.h"
+#include "uct/ib/rvt/agent/peers/peer_timers.h"
 #include "uct/ib/rvt/agent/peers/sender_gate.h"
 #include "uct/ib/rvt/common/format.h"
 #include "uct/ib/rvt/common/imm.h"
@@ -282,7 +283,7 @@ private:
      * (peer_connection::activity), the table confirms it, and its next
      * keepalive, now the interval after this, joins the due timers. */
     void heard_from(peer &p, time_point now);
-    /* Lowers m_peer_timers_due to `p`'s next timer if that is earlier. */
+    /* m_peer_timers learns `p`'s next timer (peer_timers::note). */
     void note_timer(const peer &p);
     /* run_one's longer actions */
     void create_qps(peer &p, uint32_t num_qps, time_point now);
@@ -423,8 +424,8 @@ private:
     departure_barrier m_barrier; /* retirements not yet answered */
     time_point m_next_watch{}; /* watch_lanes() is due */
     bool m_served_clients = false; /* by the last progress() */
-    /* no peer's timer is due before this (tick_peers) */
-    time_point m_peer_timers_due{};
+    /* which peer's timer is due when (tick_peers) */
+    peer_timers m_peer_timers;
     trace *m_trace = nullptr; /* off: nullptr */
 
     void

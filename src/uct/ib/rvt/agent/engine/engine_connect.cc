@@ -127,15 +127,13 @@ void engine::run(peer &p, actions acts, time_point now)
     for (const action &a : acts) {
         run_one(p, a, now);
     }
-    /* what it did may have set an earlier timer (tick_peers) */
+    /* what it did may have moved its timer (peer_timers.h) */
     note_timer(p);
 }
 
 void engine::note_timer(const peer &p)
 {
-    if (auto t = p.conn->next_timer(); t && *t < m_peer_timers_due) {
-        m_peer_timers_due = *t;
-    }
+    m_peer_timers.note(p.index, p.conn->next_timer());
 }
 
 void engine::heard_from(peer &p, time_point now)
@@ -548,28 +546,23 @@ bool engine::take_datagrams(time_point now)
     return taken > 0;
 }
 
-/* A pass looks at the peers' timers only when the earliest may be due
- * (m_peer_timers_due, lowered by run() and heard_from() whenever a peer
- * sets an earlier one): an agent with a thousand idle peers would
- * otherwise spend tens of microseconds of every pass asking each of
- * them. */
+/* A pass asks only the peers whose timers may be due (peer_timers.h):
+ * an agent with ten thousand idle peers has one due at almost every
+ * pass. An entry may be early (the timer moved later since), so each
+ * peer is asked again, and ticked only if its timer is due. */
 void engine::tick_peers(time_point now)
 {
-    if (now < m_peer_timers_due) {
-        return;
-    }
-    auto next = time_point::max();
-    for (auto &p : m_peers) {
-        auto t = p->conn->next_timer();
-        if (t && *t <= now) {
-            run(*p, p->conn->tick(now), now);
-            t = p->conn->next_timer();
+    for (uint32_t i : m_peer_timers.take_due(now)) {
+        peer &p = m_peers.at(i);
+        if (!p.conn) {
+            continue;
         }
-        if (t) {
-            next = std::min(next, *t);
+        if (auto t = p.conn->next_timer(); t && *t <= now) {
+            run(p, p.conn->tick(now), now); /* notes it again */
+        } else {
+            note_timer(p);
         }
     }
-    m_peer_timers_due = next;
 }
 
 } // namespace rvt::agent
