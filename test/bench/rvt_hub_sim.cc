@@ -26,7 +26,9 @@
  *             before; their replay windows, two MACs each, are in it);
  *             and the hub's RC QPs, which docs/performance.md turns into
  *             device memory with the per-QP sizes the testbed measures
- *   idle      --idle seconds with everything connected and nothing to
+ *   idle      --idle seconds (by default two of the hub's keepalive
+ *             intervals at N, engine_config::keepalive_rate, and at least
+ *             12) with everything connected and nothing to
  *             send, a round every millisecond: the hub's CPU per second
  *             (its share of a core), its keepalives sent per second, and
  *             the receive completions it took (the far agents')
@@ -62,6 +64,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +97,7 @@ constexpr const char *secret  = "the simulated job's secret";
 struct options {
     std::vector<unsigned> peers{1000, 4096, 10000};
     unsigned qps     = 4;
-    double idle      = 12.0; /* two keepalive intervals and more */
+    double idle      = 0; /* 0: two keepalive intervals at N, 12 s or more */
     unsigned fail    = 1000;
     unsigned restart = 1000;
     unsigned limit   = 300;
@@ -162,6 +165,15 @@ struct hub_view {
         uint64_t n = 0;
         for (const auto &[g, p] : by_gid) {
             n += p->at(field).get<uint64_t>();
+        }
+        return n;
+    }
+    /* QPs by send depth, the hub's own node's included */
+    std::map<uint32_t, uint64_t> qps_by_depth() const
+    {
+        std::map<uint32_t, uint64_t> n;
+        for (const auto &p : status.at("peers")) {
+            n[p.at("sq_depth").get<uint32_t>()] += p.at("qps").get<uint64_t>();
         }
         return n;
     }
@@ -281,6 +293,7 @@ world::world(unsigned n, const options &o, const std::string &dir)
     nopt.receive_size    = caps.slot_size;
     nopt.memory          = agent::testing::memory_mode::none;
     nopt.max_inline      = caps.inline_size;
+    nopt.sq_depth        = agent::rc_qp_params{}.sq_depth; /* --sq-depth */
     agent::engine_config cfg;
     cfg.peers.num_qps      = o.qps;
     cfg.peers.retry_jitter = o.jitter;
@@ -321,6 +334,9 @@ world::world(unsigned n, const options &o, const std::string &dir)
     }
     agent::peer_config far_peers = cfg.peers;
     far_peers.am_size            = caps.slot_size; /* as the engine's */
+    /* each far node of an n-node job has n peers too, and keeps its
+     * keepalives within the same rate as the hub */
+    far_peers.keepalive_interval = agent::keepalive_interval_for(cfg, n + 1);
     for (unsigned i = 0; i < n; ++i) {
         auto a = agent::secret_auth(secret);
         if (!a) {
@@ -454,10 +470,25 @@ bool run_phase(unsigned n, const options &o, const std::string &dir)
     for (const auto &[k, c] : bad_states) {
         std::printf("    the hub's/far state %s: %u\n", k.c_str(), c);
     }
-    std::printf("  memory: %.1f KiB of heap per peer; the hub holds %llu "
-                "RC QPs (its own node's K included)\n",
+    /* rxe's queue for d send WRs: a power of two of d + 1 slots of 512
+     * bytes, and a page (the testbed's qp-table measures it) */
+    const auto rxe_bytes = [](uint32_t d) {
+        return double(std::bit_ceil(d + 1)) * 512 + 4096;
+    };
+    std::string depths;
+    double device = 0;
+    for (const auto &[d, q] : v.qps_by_depth()) {
+        depths += (depths.empty() ? "" : ", ") + std::to_string(q) + " of " +
+                  std::to_string(d) + " WRs";
+        device += double(q) * rxe_bytes(d);
+    }
+    std::printf("  memory: %.1f KiB of heap per peer (%.0f MiB); the hub "
+                "holds %llu RC QPs (its own node's K included): %s, %.0f MiB "
+                "of send queues on rxe's accounting\n",
                 double(heap_storm - heap_made) / 1024 / n,
-                (unsigned long long)(v.sum("qps") + o.qps));
+                double(heap_storm - heap_made) / (1 << 20),
+                (unsigned long long)(v.sum("qps") + o.qps), depths.c_str(),
+                device / (1 << 20));
     std::fflush(stdout);
     ok &= storm_done && bad == 0;
     if (!ok) {
@@ -471,8 +502,15 @@ bool run_phase(unsigned n, const options &o, const std::string &dir)
     const uint64_t passes0 = w.passes;
     const auto idle_from   = clock_type::now();
     w.sleepy               = true;
+    const double idle_for =
+            o.idle > 0 ?
+                    o.idle :
+                    std::max(12.0, 2e-3 * double(agent::keepalive_interval_for(
+                                                         agent::engine_config{},
+                                                         n + 1)
+                                                         .count()));
     run_until(
-            w, [] { return false; }, 1e9, o.idle);
+            w, [] { return false; }, 1e9, idle_for);
     if (w.asleep) {
         w.hub.engine->end_sleep();
     }

@@ -88,7 +88,7 @@ void far_agent::make_qps()
 {
     m_qps.clear();
     for (uint32_t i = 0; i < m_o.peers.num_qps; ++i) {
-        auto qp = m_nic->create_qp();
+        auto qp = m_nic->create_qp(m_nic->sq_depth());
         if (!qp) {
             throw std::runtime_error("far_agent: " + qp.error());
         }

@@ -212,11 +212,25 @@ const loopback_nic::rc_qp *loopback_nic::find_qp(uint32_t qpn) const
     return it == m_qps.end() ? nullptr : &it->second;
 }
 
-result<uint32_t> loopback_nic::create_qp()
+result<uint32_t> loopback_nic::create_qp(uint32_t sq_depth)
 {
+    if (sq_depth == 0 || sq_depth > m_options.sq_depth) {
+        return failure{"create_qp: a send queue of " +
+                       std::to_string(sq_depth) + " WRs: expected 1 to " +
+                       std::to_string(m_options.sq_depth)};
+    }
     const uint32_t qpn = m_fabric.next_qpn();
-    m_qps.emplace(qpn, rc_qp{.qpn = qpn});
+    m_qps.emplace(qpn, rc_qp{.qpn = qpn, .sq_depth = sq_depth});
     return qpn;
+}
+
+std::optional<uint32_t> loopback_nic::sq_depth_of(uint32_t qpn) const
+{
+    auto it = m_qps.find(qpn);
+    if (it == m_qps.end()) {
+        return std::nullopt;
+    }
+    return it->second.sq_depth;
 }
 
 result<done> loopback_nic::connect_qp(uint32_t qpn, const gid_bytes &gid,
@@ -320,10 +334,9 @@ loopback_nic::check_post(const rc_qp &qp, const nic_send &wr) const
         return "inline payload of " + std::to_string(payload_length(wr)) +
                " bytes: max_inline is " + std::to_string(max_inline());
     }
-    if (qp.outstanding >= m_options.sq_depth) {
+    if (qp.outstanding >= qp.sq_depth) {
         return "send queue full: " + std::to_string(qp.outstanding) +
-               " WRs not retired, sq_depth " +
-               std::to_string(m_options.sq_depth) +
+               " WRs not retired, sq_depth " + std::to_string(qp.sq_depth) +
                " (a WR is retired when the completion that covers it is "
                "polled)";
     }
@@ -354,10 +367,10 @@ result<done> loopback_nic::post(uint32_t qpn, std::span<const nic_send> chain,
             queued_wr q{wr};
             if (wr.inline_payload) { /* the caller's bytes, now */
                 if (qp->inline_store.empty()) {
-                    qp->inline_store.resize(size_t{m_options.sq_depth} *
+                    qp->inline_store.resize(size_t{qp->sq_depth} *
                                             m_options.max_inline);
                 }
-                q.inline_at = size_t{qp->inline_next++ % m_options.sq_depth} *
+                q.inline_at = size_t{qp->inline_next++ % qp->sq_depth} *
                               m_options.max_inline;
                 gather(wr, qp->inline_store.data() + q.inline_at);
             }

@@ -14,7 +14,8 @@
  *   QPs      create_qp: INIT; connect_qp: RTS; flush_qp: ERROR. post() on
  *            INIT fails with posted = 0 (ibv_post_send's bad_wr); on ERROR
  *            it is accepted and every WR completes as flushed. A QP holds at
- *            most sq_depth WRs, from post until the completion that retires
+ *            most the sq_depth it was made with (create_qp(d), d at most
+ *            options' sq_depth), from post until the completion that retires
  *            them is POLLED (an unsignaled WR is retired by the next
  *            completion of its QP, as on a real send queue); one more fails.
  *   Order    WRs run one after the other per QP. By default a WR runs in
@@ -239,10 +240,12 @@ public:
     bool can_read() const override;
     bool can_atomic() const override;
     uint32_t sq_depth() const override;
+    /* what create_qp made QP `qpn` to hold; none if it has no such QP */
+    std::optional<uint32_t> sq_depth_of(uint32_t qpn) const;
     uint32_t send_budget() const override;
     nic_sge control_buffer() const override;
     uint32_t max_inline() const override;
-    result<uint32_t> create_qp() override;
+    result<uint32_t> create_qp(uint32_t sq_depth) override;
     result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
                             uint32_t remote_qpn, uint32_t remote_psn,
                             uint32_t local_psn) override;
@@ -334,6 +337,7 @@ private:
 
     struct rc_qp {
         uint32_t qpn;
+        uint32_t sq_depth; /* what create_qp made it to hold */
         nic_qp_state state = nic_qp_state::init;
         gid_bytes remote_gid{};
         uint32_t remote_qpn = 0;

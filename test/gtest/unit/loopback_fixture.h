@@ -149,8 +149,8 @@ protected:
     connect(loopback_nic &x, loopback_nic &y, uint32_t psn_x = 0x111,
             uint32_t psn_y = 0x222)
     {
-        const uint32_t qx = x.create_qp().value();
-        const uint32_t qy = y.create_qp().value();
+        const uint32_t qx = x.create_qp(x.sq_depth()).value();
+        const uint32_t qy = y.create_qp(y.sq_depth()).value();
         EXPECT_TRUE(x.connect_qp(qx, y.gid(), qy, psn_y, psn_x).ok());
         EXPECT_TRUE(y.connect_qp(qy, x.gid(), qx, psn_x, psn_y).ok());
         return {qx, qy};

@@ -315,6 +315,49 @@ TEST_F(data_path, ops_waiting_behind_a_broken_qp_complete_after_its_failures)
     }
 }
 
+/* peer_table.h, "Send depths": past deep_peers, a peer's QPs are made
+ * shallow and its lanes post no more than those hold (the loopback nic
+ * refuses a WR past a QP's depth, as a full send queue would). */
+TEST_F(data_path, a_peer_past_deep_peers_gets_shallow_qps_and_posts_within_them)
+{
+    agent_options o;
+    o.nic.sq_depth            = 8;
+    o.engine.deep_peers       = 1;
+    o.engine.shallow_sq_depth = 2;
+    agent_node &a             = add_agent(o);
+    agent_node &b             = add_agent(o);
+    agent_node &c             = add_agent(o);
+    test_client &ca           = attach(a);
+    test_client &cb           = attach(b);
+    test_client &cc           = attach(c);
+    const uint32_t to_b       = peer(ca, b);
+    const uint32_t to_c       = peer(ca, c);
+    for (uint64_t i = 1; i <= 20; ++i) {
+        ASSERT_TRUE(post_when_possible(ca, ca.write(to_b, cb, i)));
+        ASSERT_TRUE(post_when_possible(ca, ca.write(to_c, cc, 100 + i)));
+    }
+    ASSERT_TRUE(run_until([&] { return ca.done.size() == 40; })) << a.status();
+    for (const auto &d : ca.done) {
+        EXPECT_EQ(d.status, static_cast<uint32_t>(completion_status::success))
+                << "wr_id " << d.wr_id << ": " << a.status();
+    }
+    ASSERT_EQ(a.qps_to(b).size(), 4u);
+    ASSERT_EQ(a.qps_to(c).size(), 4u);
+    for (uint32_t q : a.qps_to(b)) {
+        EXPECT_EQ(a.nic->sq_depth_of(q), 8u) << "the first peer is deep";
+    }
+    for (uint32_t q : a.qps_to(c)) {
+        EXPECT_EQ(a.nic->sq_depth_of(q), 2u) << "the second is shallow";
+    }
+    for (uint32_t q : a.loopback_qps()) {
+        EXPECT_EQ(a.nic->sq_depth_of(q), 8u) << "the node's own is deep";
+    }
+    const auto s = a.engine->status_json();
+    EXPECT_EQ(s["deep_peers"].get<uint32_t>(), 1u);
+    EXPECT_EQ(s["peers"][to_c]["sq_depth"].get<uint32_t>(), 2u);
+    EXPECT_EQ(s["peers"][to_b]["sq_depth"].get<uint32_t>(), 8u);
+}
+
 /* The payload of an inline request (n bytes, all derived from its
  * number). */
 std::vector<std::byte> inline_payload(uint64_t n)

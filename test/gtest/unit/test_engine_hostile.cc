@@ -726,6 +726,48 @@ TEST_F(hostile, a_client_naming_lkeys_beyond_its_share_is_refused)
     EXPECT_EQ(a.engine->check_books(), "");
 }
 
+/* peer_table.h, "Send depths": a process that names addresses nobody
+ * answers takes deep places only until those peers fail (the handshake's
+ * give-up time), then they are free for real peers again; meanwhile real
+ * peers get shallow QPs, which costs speed, never data. */
+TEST_F(hostile, made_up_peers_hold_deep_places_only_until_they_fail)
+{
+    agent_options o;
+    o.nic.sq_depth                       = 8;
+    o.engine.deep_peers                  = 2;
+    o.engine.shallow_sq_depth            = 2;
+    o.engine.peers.retry_interval        = 5ms;
+    o.engine.peers.max_retry_interval    = 5ms;
+    o.engine.peers.max_handshake_retries = 2;
+    o.engine.peers.give_up_timeout       = 100ms;
+    agent_node &a                        = add_agent(o);
+    agent_node &b                        = add_agent(o);
+    test_client &liar                    = attach(a);
+    test_client &c                       = attach(a);
+    attach(b);
+    loopback_nic silent1(fabric);
+    loopback_nic silent2(fabric);
+    for (loopback_nic *n : {&silent1, &silent2}) {
+        const wire::agent_address nowhere = address_of(*n);
+        auto r                            = while_serving(
+                [&] { return liar.session->connect_peer(nowhere); });
+        ASSERT_TRUE(r.ok()) << r.error();
+    }
+    EXPECT_EQ(json_number(a.status(), "deep_peers"), 2u) << a.status();
+    const uint32_t to_b = peer(c, b);
+    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
+            << a.status();
+    for (uint32_t q : a.qps_to(b)) {
+        EXPECT_EQ(a.nic->sq_depth_of(q), 2u) << "no deep place was free";
+    }
+    ASSERT_TRUE(run_until([&] {
+        return json_number(a.status(), "deep_peers") == 0;
+    })) << "the made-up peers failed and gave their places back: "
+        << a.status();
+    EXPECT_EQ(a.engine->status_json()["peers"][to_b]["sq_depth"], 2u)
+            << "b keeps the QPs it has";
+}
+
 /* A job on more nodes than the agent's peer table holds: the request for
  * one more is refused, naming the setting that raises it. */
 TEST_F(hostile, a_peer_beyond_the_table_is_refused_naming_max_peers)

@@ -393,5 +393,48 @@ TEST_F(engine_fixture,
             << "keepalives came keepalive_timeout apart: " << a.status();
 }
 
+/* engine_config::keepalive_rate: with more peers than the rate covers at
+ * keepalive_interval, an idle peer's keepalive comes every peers / rate
+ * seconds. Here a's 2 peers (b and its own node) at a rate of 20 a
+ * second: every 100 ms instead of every 10 ms. */
+TEST_F(engine_fixture, keepalives_slow_down_past_the_keepalive_rate)
+{
+    agent_options o;
+    o.engine.peers.keepalive_interval = 10ms;
+    o.engine.peers.keepalive_timeout  = 1000ms;
+    o.engine.keepalive_rate           = 20;
+    agent_node &a                     = add_agent(o);
+    agent_node &b                     = add_agent(o);
+    test_client &c                    = attach(a);
+    attach(b);
+    peer(c, b);
+    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
+            << a.status();
+    EXPECT_EQ(json_number(a.status(), "keepalive_ms"), 100u);
+
+    const auto keepalives = [&] {
+        uint64_t n = 0;
+        for (agent_node *x : {&a, &b}) {
+            const auto status = x->engine->status_json();
+            for (const auto &p : status["peers"]) {
+                n += p["keepalives"].get<uint64_t>();
+            }
+        }
+        return n;
+    };
+    const uint64_t before = keepalives();
+    auto t                = std::chrono::steady_clock::now();
+    for (int pass = 0; pass < 1000; ++pass) {
+        t += 1ms;
+        a.engine->progress(t);
+        b.engine->progress(t);
+    }
+    /* about 10 a second from each (100 or more at 10 ms) */
+    const uint64_t sent = keepalives() - before;
+    EXPECT_GE(sent, 5u) << a.status();
+    EXPECT_LE(sent, 30u) << "keepalives came keepalive_interval apart: "
+                         << a.status();
+}
+
 } // namespace
 } // namespace engine_test

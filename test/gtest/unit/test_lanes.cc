@@ -187,6 +187,24 @@ TEST_F(lanes_test, a_lane_posts_at_most_sq_depth)
     books();
 }
 
+TEST_F(lanes_test, a_shallow_peers_lanes_post_at_most_its_depth)
+{
+    l->set_sq_depth(peer, 3);
+    EXPECT_EQ(l->sq_depth(peer), 3u);
+    for (int i = 0; i < 12; ++i) {
+        queue(2, write(9));
+    }
+    auto cs = post_all();
+    EXPECT_EQ(ops_of(cs).size(), 3u);
+    EXPECT_EQ(l->queued(peer), 9u);
+    complete(cs.back());
+    EXPECT_EQ(ops_of(post_all()).size(), 3u);
+    /* never deeper than the limits */
+    l->set_sq_depth(peer, 1000);
+    EXPECT_EQ(l->sq_depth(peer), lim.sq_depth);
+    books();
+}
+
 TEST_F(lanes_test, lanes_out_of_cq_credit_wait_in_line_and_go_first)
 {
     lim.cq_budget = 3;

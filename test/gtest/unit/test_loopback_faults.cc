@@ -166,7 +166,7 @@ TEST_F(loopback_pair, flush_completes_every_queued_wr_signaled_or_not)
 TEST_F(loopback_pair, post_on_an_unconnected_qp_fails_with_nothing_posted)
 {
     start();
-    const uint32_t q = a->create_qp().value();
+    const uint32_t q = a->create_qp(a->sq_depth()).value();
     nic_send s       = send_imm(1, {}, 1);
     size_t posted    = 99;
     auto r           = a->post(q, {&s, 1}, posted);
@@ -241,15 +241,15 @@ TEST_F(loopback_pair, a_peer_that_would_not_answer_fails_with_retry_exceeded)
         expect_retry_exceeded(x, "the peer QP is gone");
     }
     {
-        const uint32_t x = a->create_qp().value();
-        const uint32_t y = b->create_qp().value();
+        const uint32_t x = a->create_qp(a->sq_depth()).value();
+        const uint32_t y = b->create_qp(b->sq_depth()).value();
         ASSERT_TRUE(a->connect_qp(x, b->gid(), y, 0x20, 0x10).ok());
         ASSERT_TRUE(b->connect_qp(y, a->gid(), qa, 0x10, 0x20).ok());
         expect_retry_exceeded(x, "the peer is connected to another QP");
     }
     {
-        const uint32_t x = a->create_qp().value();
-        const uint32_t y = b->create_qp().value();
+        const uint32_t x = a->create_qp(a->sq_depth()).value();
+        const uint32_t y = b->create_qp(b->sq_depth()).value();
         ASSERT_TRUE(a->connect_qp(x, b->gid(), y, 0x20, 0x10).ok());
         ASSERT_TRUE(b->connect_qp(y, a->gid(), x, 0x11, 0x20).ok());
         expect_retry_exceeded(x, "the peer expects another PSN");

@@ -57,7 +57,7 @@ TEST(loopback_fabric, gives_each_nic_its_own_gid_and_handshake_qpn)
     EXPECT_NE(a.gid(), rvt::agent::gid_bytes{});
     EXPECT_EQ(a.counters().receive_buffers, 5u);
     EXPECT_EQ(a.counters().receives_posted, 5u);
-    const uint32_t q = a.create_qp().value();
+    const uint32_t q = a.create_qp(a.sq_depth()).value();
     EXPECT_EQ(a.query_qp(q), nic_qp_state::init);
     EXPECT_EQ(a.query_qp(q + 1000), nic_qp_state::other);
 }
@@ -282,7 +282,7 @@ TEST(loopback_nic, a_qp_connected_to_itself_delivers_to_its_own_cq)
     loopback_fabric fabric;
     loopback_nic n(fabric);
     region src(n, 8, 0, 4), dst(n, 8, remote_rw, 0);
-    const uint32_t q = n.create_qp().value();
+    const uint32_t q = n.create_qp(n.sq_depth()).value();
     ASSERT_TRUE(n.connect_qp(q, n.gid(), q, 0x42, 0x42).ok());
     nic_send w = rdma(nic_opcode::rdma_write_imm, 1, src.sge(0, 8), dst);
     w.imm      = 77;
@@ -336,8 +336,8 @@ TEST(loopback_fabric, three_nodes_keep_their_traffic_apart)
     loopback_fabric fabric;
     loopback_nic a(fabric), b(fabric), c(fabric);
     auto join = [](loopback_nic &x, loopback_nic &y) {
-        const uint32_t qx = x.create_qp().value();
-        const uint32_t qy = y.create_qp().value();
+        const uint32_t qx = x.create_qp(x.sq_depth()).value();
+        const uint32_t qy = y.create_qp(y.sq_depth()).value();
         EXPECT_TRUE(x.connect_qp(qx, y.gid(), qy, 1, 2).ok());
         EXPECT_TRUE(y.connect_qp(qy, x.gid(), qx, 2, 1).ok());
         return std::pair{qx, qy};

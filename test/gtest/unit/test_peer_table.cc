@@ -323,6 +323,57 @@ TEST_F(peer_table_test, all_qps_are_removed_at_once)
     EXPECT_EQ(t->owner_of(0x201), nullptr);
 }
 
+/* "Send depths": deep while fewer than deep_peers others are, then
+ * shallow; the node's own always deep and never counted. */
+TEST_F(peer_table_test, peers_are_deep_up_to_deep_peers_then_shallow)
+{
+    lim.deep_peers       = 2;
+    lim.deep_sq_depth    = 127;
+    lim.shallow_sq_depth = 15;
+    make();
+    auto &own = t->at(0);
+    EXPECT_EQ(t->sq_depth_for(own), 127u);
+    t->add_qp(own, 0x100);
+    EXPECT_EQ(own.sq_depth(), 127u);
+    EXPECT_EQ(t->deep_held(), 0u) << "the node's own takes no deep place";
+    uint32_t qpn = 0x200;
+    std::vector<uint32_t> depths;
+    for (uint8_t n = 1; n <= 4; ++n) {
+        auto &p = add(address(n));
+        EXPECT_EQ(p.sq_depth(), 0u) << "no QPs, no depth yet";
+        depths.push_back(t->sq_depth_for(p));
+        t->add_qp(p, qpn++);
+        t->add_qp(p, qpn++);
+        EXPECT_EQ(p.sq_depth(), depths.back()) << "its second QP as deep";
+    }
+    EXPECT_EQ(depths, (std::vector<uint32_t>{127, 127, 15, 15}));
+    EXPECT_EQ(t->deep_held(), 2u);
+}
+
+TEST_F(peer_table_test, a_peers_last_qp_gives_its_deep_place_back)
+{
+    lim.deep_peers       = 1;
+    lim.deep_sq_depth    = 127;
+    lim.shallow_sq_depth = 15;
+    make();
+    auto &a = add(address(1));
+    auto &b = add(address(2));
+    t->add_qp(a, 0x200);
+    t->add_qp(a, 0x201);
+    EXPECT_EQ(t->sq_depth_for(b), 15u);
+    EXPECT_TRUE(t->remove_qp(a, 0x200));
+    EXPECT_EQ(a.sq_depth(), 127u) << "one QP left: still deep";
+    EXPECT_EQ(t->sq_depth_for(b), 15u);
+    EXPECT_TRUE(t->remove_qp(a, 0x201));
+    EXPECT_EQ(a.sq_depth(), 0u);
+    EXPECT_EQ(t->deep_held(), 0u);
+    EXPECT_EQ(t->sq_depth_for(b), 127u) << "the place is free again";
+    t->add_qp(b, 0x300);
+    EXPECT_EQ(t->sq_depth_for(a), 15u) << "b took it";
+    t->remove_all_qps(b);
+    EXPECT_EQ(t->deep_held(), 0u) << "remove_all_qps gives it back too";
+}
+
 TEST_F(peer_table_test, a_client_that_goes_uses_no_peer)
 {
     auto &a = add(address(1));

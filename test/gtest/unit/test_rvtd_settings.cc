@@ -241,6 +241,29 @@ TEST(rvtd_settings, each_row_fills_a_member_of_its_own_that_derive_keeps)
     }
 }
 
+/* Options each fine alone that contradict each other: named, with what
+ * was expected. */
+TEST(rvtd_settings, contradicting_options_are_named)
+{
+    rvtd_config c;
+    EXPECT_FALSE(tools::conflict(c)) << "the defaults agree";
+    c.engine.shallow_sq_depth = c.nic.qp.sq_depth + 1;
+    auto why                  = tools::conflict(c);
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("--shallow-sq-depth=128: expected at most "
+                        "--sq-depth (127)"),
+              std::string::npos)
+            << *why;
+    c           = {};
+    c.daemon    = true;
+    c.notify.fd = 5;
+    why         = tools::conflict(c);
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("--daemon and --notify-fd exclude each other"),
+              std::string::npos)
+            << *why;
+}
+
 /* Where a few land: the structs assemble() and the nic are given. */
 TEST(rvtd_settings, options_land_in_the_agents_config_structs)
 {

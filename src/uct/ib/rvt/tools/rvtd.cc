@@ -470,9 +470,8 @@ int main(int argc, char **argv)
     if (auto code = tools::parse_or_exit(argc, argv, doc, table)) {
         return *code;
     }
-    if (cfg.daemon && cfg.notify.fd >= 0) {
-        std::fprintf(stderr, "rvtd: --daemon and --notify-fd exclude each "
-                             "other: detach, or stay the starter's child\n");
+    if (auto why = tools::conflict(cfg)) {
+        std::fprintf(stderr, "rvtd: %s\n", why->c_str());
         return 2;
     }
     tools::derive(cfg);

@@ -41,6 +41,21 @@ void derive(rvtd_config &c)
     c.engine.peers.keepalive_timeout = 2 * c.engine.peers.keepalive_interval;
 }
 
+std::optional<std::string> conflict(const rvtd_config &c)
+{
+    if (c.daemon && c.notify.fd >= 0) {
+        return "--daemon and --notify-fd exclude each other: detach, or stay "
+               "the starter's child";
+    }
+    if (c.engine.shallow_sq_depth > c.nic.qp.sq_depth) {
+        return "--shallow-sq-depth=" +
+               std::to_string(c.engine.shallow_sq_depth) +
+               ": expected at most --sq-depth (" +
+               std::to_string(c.nic.qp.sq_depth) + ")";
+    }
+    return std::nullopt;
+}
+
 result<notify_descriptor> parse_notify_fd(std::string_view v)
 {
     if (v == "none") {

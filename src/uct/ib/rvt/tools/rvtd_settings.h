@@ -45,6 +45,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -91,6 +92,9 @@ struct rvtd_config {
 /* What no single option states, from the ones that do (see above): sets
  * only members that no row names. */
 void derive(rvtd_config &c);
+
+/* Options that contradict each other, and why; none when they agree. */
+std::optional<std::string> conflict(const rvtd_config &c);
 
 struct setting {
     enum class kind : uint8_t {
@@ -383,7 +387,15 @@ inline constexpr setting table[] = {
     number<&cfg::nic, &nic::srq_size>("srq-size",
         "receive buffers of the node", 16, 65536),
     number<&cfg::nic, &nic::qp, &qp::sq_depth>("sq-depth",
-        "send WRs per RC QP", 1, 16384),
+        "send WRs per RC QP of the first --deep-peers remote nodes and of "
+        "this node's own", 1, 16384),
+    number<&cfg::engine, &eng::deep_peers>("deep-peers",
+        "remote nodes whose RC QPs get --sq-depth send WRs, first come; the "
+        "others' get --shallow-sq-depth, until a deep one's QPs are gone",
+        0, 65536),
+    number<&cfg::engine, &eng::shallow_sq_depth>("shallow-sq-depth",
+        "send WRs per RC QP of the remote nodes past --deep-peers (at most "
+        "--sq-depth)", 1, 16384),
     time_in<microseconds, &cfg::cpu, &cpu::spin>("spin-us",
         "microseconds to keep polling after a client's last work, before "
         "sleeping", 0, 1000000),
@@ -409,6 +421,10 @@ inline constexpr setting table[] = {
             &peer::keepalive_interval>("keepalive-ms",
         "idle time before a keepalive; twice it unanswered: lost",
         100, 3600000),
+    number<&cfg::engine, &eng::keepalive_rate>("keepalive-rate",
+        "keepalives a second the agent plans for at most: with more remote "
+        "nodes than this rate covers at --keepalive-ms, an idle node's "
+        "keepalive comes every nodes / rate seconds", 1, 1000000),
     time_in<milliseconds, &cfg::engine, &eng::peers,
             &peer::reconnect_delay>("reconnect-ms",
         "delay before reconnecting a lost peer", 10, 600000),

@@ -134,7 +134,10 @@ enum class nic_qp_state : uint8_t {
 
 /* What an RC QP is configured with (rvtd's options). */
 struct rc_qp_params {
-    uint32_t sq_depth = 128; /* send WRs per QP */
+    /* send WRs per QP, at most (nic::create_qp): 127, not 128, since rxe
+     * rounds a queue up to a power of two of depth + 1 slots (127: 68 KiB,
+     * 128: 132 KiB; docs/performance.md, "The device side") */
+    uint32_t sq_depth = 127;
     /* 4.096 us * 2^18 = 1.07 s per try: UCX rc's own default
      * (UCX_RC_TIMEOUT=1.0s), so a shared QP retransmits no sooner than
      * rc_verbs' QPs do; the agents' keepalives, not the QPs' retries, find
@@ -213,7 +216,8 @@ public:
     virtual bool can_read() const = 0;
     /* Whether QPs may do the atomic opcodes (the device's atomic_cap). */
     virtual bool can_atomic() const = 0;
-    /* Send WRs an RC QP holds (posted and not yet completed). */
+    /* Send WRs an RC QP holds (posted and not yet completed), at most:
+     * create_qp may make one shallower. */
     virtual uint32_t sq_depth() const = 0;
     /* Sends that may be outstanding (signaled or not) without the
      * completion queue overflowing, receives accounted for. */
@@ -225,10 +229,11 @@ public:
     virtual uint32_t max_inline() const = 0;
 
     /* RC QPs, on the shared CQ and SRQ. create: INIT, remote write and
-     * read allowed; connect: RTR then RTS towards (gid, remote_qpn), the
-     * receive PSN is the peer's send PSN; flush: to ERROR, so posted work
-     * completes as flushed. */
-    virtual result<uint32_t> create_qp()                = 0;
+     * read allowed, holding sq_depth send WRs (1 to sq_depth()); connect:
+     * RTR then RTS towards (gid, remote_qpn), the receive PSN is the
+     * peer's send PSN; flush: to ERROR, so posted work completes as
+     * flushed. */
+    virtual result<uint32_t> create_qp(uint32_t sq_depth) = 0;
     virtual result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
                                     uint32_t remote_qpn, uint32_t remote_psn,
                                     uint32_t local_psn) = 0;
@@ -240,8 +245,8 @@ public:
 
     /* Posts `chain` on QP `qpn` with one doorbell. On failure, the first
      * `posted` WRs were accepted and the rest were not. The engine never
-     * has more than sq_depth() WRs of a QP outstanding (posted, and not
-     * yet retired by a polled completion). */
+     * has more WRs of a QP outstanding (posted, and not yet retired by a
+     * polled completion) than the QP was made to hold. */
     virtual result<done>
     post(uint32_t qpn, std::span<const nic_send> chain, size_t &posted) = 0;
 

@@ -155,11 +155,18 @@ ibv_qp *verbs_nic::qp_of(uint32_t qpn) const
     return it == m_qps.end() ? nullptr : it->second.qp.get();
 }
 
-result<uint32_t> verbs_nic::create_qp()
+result<uint32_t> verbs_nic::create_qp(uint32_t sq_depth)
 {
+    if (sq_depth == 0 || sq_depth > m_cfg.qp.sq_depth) {
+        return failure{"create_qp: a send queue of " +
+                       std::to_string(sq_depth) + " WRs: expected 1 to " +
+                       std::to_string(m_cfg.qp.sq_depth) + " (--sq-depth)"};
+    }
     rc_qp_params params = m_cfg.qp;
+    params.sq_depth     = sq_depth;
     params.max_inline   = m_cfg.inline_size;
     rc_entry e;
+    e.sq_depth = sq_depth;
     auto qp = create_rc_qp(m_dev, m_cq.get(), m_pool->srq(), params,
                            e.max_inline);
     if (!qp) {
@@ -167,7 +174,7 @@ result<uint32_t> verbs_nic::create_qp()
     }
     e.qp = std::move(qp).value();
     if (e.max_inline < m_cfg.inline_size) {
-        e.staging.resize(size_t{m_cfg.qp.sq_depth} * m_cfg.inline_size);
+        e.staging.resize(size_t{sq_depth} * m_cfg.inline_size);
         e.staging_mr.reset(
                 ibv_reg_mr(m_dev.pd(), e.staging.data(), e.staging.size(), 0));
         if (!e.staging_mr) {
@@ -346,7 +353,7 @@ bool verbs_nic::inline_sges(rc_entry &qp, const nic_send &s, size_t i,
     }
     /* the device carries fewer inline bytes: a staging slot of this QP's
      * (rc_entry), which the device reads by DMA as any payload */
-    const uint32_t slot = qp.next_staging++ % m_cfg.qp.sq_depth;
+    const uint32_t slot = qp.next_staging++ % qp.sq_depth;
     std::byte *to       = qp.staging.data() + size_t{slot} * m_cfg.inline_size;
     std::byte *at       = to;
     for (uint8_t k = 0; k < s.num_sge; ++k) {
@@ -374,7 +381,7 @@ bool verbs_nic::atomic_wr(rc_entry &qp, const nic_send &s, size_t i,
         return false;
     }
     if (!qp.results_mr) {
-        qp.results.assign(m_cfg.qp.sq_depth, 0);
+        qp.results.assign(qp.sq_depth, 0);
         qp.results_mr.reset(ibv_reg_mr(m_dev.pd(), qp.results.data(),
                                        qp.results.size() * sizeof(uint64_t),
                                        IBV_ACCESS_LOCAL_WRITE));
@@ -385,7 +392,7 @@ bool verbs_nic::atomic_wr(rc_entry &qp, const nic_send &s, size_t i,
             return false;
         }
     }
-    slot                    = qp.next_result++ % m_cfg.qp.sq_depth;
+    slot                    = qp.next_result++ % qp.sq_depth;
     qp.results[slot]        = 0;
     m_sges[i][0]            = {reinterpret_cast<uintptr_t>(&qp.results[slot]),
                                sizeof(uint64_t), qp.results_mr->lkey};

@@ -85,7 +85,7 @@ public:
         return m_cfg.inline_size;
     }
 
-    result<uint32_t> create_qp() override;
+    result<uint32_t> create_qp(uint32_t sq_depth) override;
     result<done> connect_qp(uint32_t qpn, const gid_bytes &gid,
                             uint32_t remote_qpn, uint32_t remote_psn,
                             uint32_t local_psn) override;
@@ -142,6 +142,7 @@ private:
      * Destroyed in reverse: the QP before the memory it may read.
      */
     struct rc_entry {
+        uint32_t sq_depth = 0; /* what it was made to hold */
         std::vector<std::byte> staging;
         verbs::mr_ptr staging_mr;
         uint32_t next_staging = 0;

@@ -34,7 +34,8 @@ engine::engine(nic &n, const engine_config &cfg, const shm_layout &layout,
         g.refill             = std::min(g.refill, cfg.peers.retry_interval);
         return g;
     }()),
-    m_peers({cfg.max_peers, cfg.max_half_open},
+    m_peers({cfg.max_peers, cfg.max_half_open, cfg.deep_peers, n.sq_depth(),
+             std::clamp(cfg.shallow_sq_depth, 1u, n.sq_depth())},
             [this](uint32_t index) { return m_lanes.holds_nothing(index); }),
     m_lanes({cfg.peers.num_qps, n.sq_depth(), n.send_budget(),
              n.control_buffer()}),

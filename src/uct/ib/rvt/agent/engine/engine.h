@@ -113,6 +113,16 @@ struct engine_config {
     /* peers made for requests from new addresses and not yet confirmed
      * ("Hostile handshakes" above) */
     uint32_t max_half_open = 64;
+    /* keepalives a second the agent plans for at most: with more peers
+     * than keepalive_rate x peers.keepalive_interval, each idle peer's
+     * keepalive comes every peers / keepalive_rate seconds instead
+     * (keepalive_interval()), so that an idle agent's cost stops growing
+     * with the job (docs/performance.md) */
+    uint32_t keepalive_rate = 500;
+    /* peers whose QPs hold the nic's sq_depth() send WRs; the others'
+     * hold shallow_sq_depth (peer_table.h, "Send depths") */
+    uint32_t deep_peers       = default_deep_peers;
+    uint32_t shallow_sq_depth = default_shallow_sq_depth;
     /* what the agent holds for one client ("Shares" above) */
     share_limits share;
     /* how often a pass looks at every client's work ring (client_table.h,
@@ -124,6 +134,11 @@ struct engine_config {
      * refill is lowered to peers.retry_interval */
     sender_gate_config senders;
 };
+
+/* The idle time before a keepalive for an agent with `peers` peer
+ * records (engine_config::keepalive_rate). */
+std::chrono::milliseconds
+keepalive_interval_for(const engine_config &cfg, size_t peers);
 
 /* A GID as text (IPv6 notation), for logs and the status. */
 std::string gid_text(std::span<const uint8_t, 16> gid);
@@ -308,6 +323,8 @@ private:
     void destroy_all_qps(peer &p);
     void fail_backlog(peer &p, completion_status why);
     void tick_peers(time_point now);
+    /* the idle time before a peer's keepalive now (keepalive_rate) */
+    std::chrono::milliseconds keepalive_interval() const;
 
     /* engine_post.cc: work in, verbs out */
     bool take_work(uint32_t index, client_state &c);

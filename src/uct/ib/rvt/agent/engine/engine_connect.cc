@@ -93,7 +93,7 @@ engine::peer &engine::add_peer(peer_table::placement where,
  * not the connection, so the rebuild cannot loop. */
 result<uint32_t> engine::create_loopback_qp(peer &p, uint32_t psn)
 {
-    auto qp = m_nic.create_qp();
+    auto qp = m_nic.create_qp(m_peers.sq_depth_for(p));
     if (!qp) {
         return failure{qp.error()};
     }
@@ -182,13 +182,16 @@ void engine::run_one(peer &p, const action &a, time_point now)
 }
 
 /* peer_connection's create_qps: K QPs (loopback ones connected to
- * themselves at once), or the attempt fails and what was made goes. */
+ * themselves at once), all as deep as the peer table says, or the attempt
+ * fails and what was made goes. */
 void engine::create_qps(peer &p, uint32_t num_qps, time_point now)
 {
     std::vector<wire::conn::qp_info> infos;
+    const uint32_t depth = m_peers.sq_depth_for(p);
     for (uint32_t i = 0; i < num_qps; ++i) {
         const uint32_t psn = random_psn();
-        auto qp = p.loopback ? create_loopback_qp(p, psn) : m_nic.create_qp();
+        auto qp            = p.loopback ? create_loopback_qp(p, psn) :
+                                          m_nic.create_qp(depth);
         if (!qp) {
             p.last_error = qp.error();
             m_log("peer " + std::to_string(p.index) + ": " + qp.error());
@@ -208,6 +211,7 @@ void engine::create_qps(peer &p, uint32_t num_qps, time_point now)
  * order. */
 void engine::connect_qps(peer &p, const action &a, time_point now)
 {
+    m_lanes.set_sq_depth(p.index, p.sq_depth());
     if (p.loopback) { /* connected to themselves as they were made */
         m_peers.set_lanes(p, std::span(p.qps()).first(a.num_qps));
         return;
@@ -546,17 +550,33 @@ bool engine::take_datagrams(time_point now)
     return taken > 0;
 }
 
+std::chrono::milliseconds
+keepalive_interval_for(const engine_config &cfg, size_t peers)
+{
+    const uint64_t rate = std::max(cfg.keepalive_rate, 1u);
+    return std::max(cfg.peers.keepalive_interval,
+                    std::chrono::milliseconds(peers * 1000 / rate));
+}
+
+std::chrono::milliseconds engine::keepalive_interval() const
+{
+    return keepalive_interval_for(m_cfg, m_peers.size());
+}
+
 /* A pass asks only the peers whose timers may be due (peer_timers.h):
  * an agent with ten thousand idle peers has one due at almost every
  * pass. An entry may be early (the timer moved later since), so each
  * peer is asked again, and ticked only if its timer is due. */
 void engine::tick_peers(time_point now)
 {
+    const auto every = keepalive_interval();
     for (uint32_t i : m_peer_timers.take_due(now)) {
         peer &p = m_peers.at(i);
         if (!p.conn) {
             continue;
         }
+        /* a keepalive due by the old interval may not be by this one */
+        p.conn->keepalive_every(every);
         if (auto t = p.conn->next_timer(); t && *t <= now) {
             run(p, p.conn->tick(now), now); /* notes it again */
         } else {

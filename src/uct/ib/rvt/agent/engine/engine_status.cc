@@ -77,6 +77,8 @@ std::vector<status_field> engine::peer_status(const peer &p) const
             {"", "posted", row, "posted", "",
              status_gauge(m_lanes.posted(p.index))},
             {"", "in_flight_by_lane", row, "in flight by lane", "", in_flight},
+            {"", "sq_depth", row, "send WRs per QP", "",
+             status_number(p.sq_depth())},
             {"", "last_error", row, "last error:", "", p.last_error}};
 }
 
@@ -144,6 +146,10 @@ std::vector<status_field> engine::status_fields() const
             {"", "am_size", "address", "largest AM", "bytes",
              N(m_cfg.peers.am_size)},
             {"", "rc_qps", "peers", "RC QPs in all", "", G(rc_qps)},
+            {"", "deep_peers", "peers", "peers with deep QPs", "",
+             G(m_peers.deep_held())},
+            {"", "keepalive_ms", "peers", "keepalive after idle", "ms",
+             G(keepalive_interval().count())},
             {"", "qp_errors", "peers", "QP errors in all", "",
              C(m_totals.qp_errors)},
             {"receive_pool", "posted", "receive", "buffers posted", "",

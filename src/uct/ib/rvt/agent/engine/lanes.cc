@@ -50,8 +50,14 @@ void lanes::add_peer(uint32_t peer)
     if (peer >= m_peers.size()) {
         m_peers.resize(peer + 1);
     }
-    m_peers[peer]       = {};
-    m_peers[peer].lanes = std::vector<lane>(m_lim.num_lanes);
+    m_peers[peer]          = {};
+    m_peers[peer].lanes    = std::vector<lane>(m_lim.num_lanes);
+    m_peers[peer].sq_depth = m_lim.sq_depth;
+}
+
+void lanes::set_sq_depth(uint32_t peer, uint32_t sq_depth)
+{
+    m_peers[peer].sq_depth = std::min(sq_depth, m_lim.sq_depth);
 }
 
 /* ---- records ----------------------------------------------------------- */
@@ -268,7 +274,7 @@ bool lanes::next_chain(uint32_t peer, uint16_t lane_index, size_t active,
         return false; /* not connected: the backlog waits */
     }
     while (!l.backlog.empty() && c.n < max_chain &&
-           l.inflight.size() + c.n < m_lim.sq_depth &&
+           l.inflight.size() + c.n < p.sq_depth &&
            m_cq_used + c.n < m_lim.cq_budget) {
         const uint32_t i = l.backlog.front();
         if (m_ops[i].stripe.pending > 0) {
@@ -317,8 +323,9 @@ void lanes::posted(const chain &c, size_t n)
 
 bool lanes::keepalive(uint32_t peer, uint32_t immediate, chain &c)
 {
-    lane &l = m_peers[peer].lanes[0];
-    if (l.inflight.size() >= m_lim.sq_depth || m_cq_used >= m_lim.cq_budget) {
+    peer_lanes &p = m_peers[peer];
+    lane &l       = p.lanes[0];
+    if (l.inflight.size() >= p.sq_depth || m_cq_used >= m_lim.cq_budget) {
         return false; /* busy lanes show the peer is alive anyway */
     }
     const uint32_t i    = alloc_control(peer, immediate);

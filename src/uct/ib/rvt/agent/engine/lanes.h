@@ -20,7 +20,8 @@
  *   - an op record is in exactly one place: a lane's backlog, a lane's
  *     in-flight list, a peer's parked FIFO, or free (or, for a striped
  *     write whose parts are out, held at the front of its lane);
- *   - a lane has at most sq_depth WRs in flight; all lanes together at
+ *   - a lane has at most its peer's sq_depth WRs in flight (limits'
+ *     sq_depth, or less: set_sq_depth); all lanes together at
  *     most cq_budget (the CQ never overflows);
  *   - a peer's posted count is the sum of its lanes' in-flight lists;
  *   - an op ends once: one op_end, after every part of it has ended;
@@ -75,6 +76,9 @@
  *   pause(p, d)       later ops for d park
  *   resume(p, d)      d's parked ops go to the back of their lanes, in order
  *   forget_pauses(p)  every destination of p resumed (a new connection)
+ *   set_sq_depth(p, n) p's lanes post at most n WRs each (its QPs were
+ *                     made shallower: peer_table.h, "Send depths"); n
+ *                     above limits' sq_depth -> limits' sq_depth
  *   keepalive(p)      lane 0 and the CQ have credit -> a chain of one
  *                     signaled WR, never put back if not posted; else none
  *   watch(p)          the lanes of p with WRs in flight and none retired
@@ -227,7 +231,7 @@ public:
 
     struct limits {
         uint32_t num_lanes = 1; /* K, per peer */
-        uint32_t sq_depth  = 0; /* WRs a lane may have posted */
+        uint32_t sq_depth  = 0; /* WRs a lane may have posted, at most */
         uint32_t cq_budget = 0; /* sends that may be outstanding */
         /* where an agent's own message's (empty) payload is */
         nic_sge control_buffer{};
@@ -241,8 +245,14 @@ public:
 
     explicit lanes(const limits &lim);
 
-    /* A peer's lanes, empty (a new peer, or a recycled entry's index). */
+    /* A peer's lanes, empty (a new peer, or a recycled entry's index),
+     * each posting up to limits' sq_depth. */
     void add_peer(uint32_t peer);
+    void set_sq_depth(uint32_t peer, uint32_t sq_depth);
+    uint32_t sq_depth(uint32_t peer) const
+    {
+        return m_peers[peer].sq_depth;
+    }
 
     /* Ops in: a record to fill (its inline_data first), then queued or
      * ended without ever being queued. */
@@ -348,6 +358,7 @@ private:
 
     struct peer_lanes {
         std::vector<lane> lanes;
+        uint32_t sq_depth = 0; /* WRs each lane may have posted */
         uint32_t posted = 0; /* over all lanes */
         /* back-pressure: the destinations paused, and the ops taken for
          * them meanwhile, FIFO per destination */

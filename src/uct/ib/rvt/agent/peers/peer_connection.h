@@ -75,6 +75,9 @@
  *                             failed at the deadline
  *                    connected: keepalive due -> send_keepalive;
  *                               keepalive unanswered -> draining
+ *   keepalive_every(i)  the idle time before a keepalive is i from now
+ *                    on (the engine's, which grows with its peers: no
+ *                    state change; next_timer moves)
  *   qp_error()       connected -> draining
  *   disconnect       connected -> draining, then idle
  *   drained()        draining -> creating (pending) | waiting | idle
@@ -294,6 +297,12 @@ public:
     /* A successful completion on this peer's QPs (a receive from it, or
      * an acknowledged send, keepalives included): the peer is alive. */
     void activity(time_point now);
+    /* The idle time before a keepalive, from now on (the config's
+     * keepalive_interval until then). */
+    void keepalive_every(msec interval)
+    {
+        m_cfg.keepalive_interval = interval;
+    }
     /* The last flushed op of flush_qps has been reported. */
     actions drained(time_point now);
     /* This agent stops using the peer (it is exiting). */

@@ -83,8 +83,24 @@ peer_table::peer &peer_table::add(placement where, const wire::agent_address &a,
     return *m_peers[where.index];
 }
 
+uint32_t peer_table::sq_depth_for(const peer &p) const
+{
+    if (p.m_sq_depth != 0) {
+        return p.m_sq_depth;
+    }
+    if (p.loopback || m_deep_held < m_limits.deep_peers) {
+        return m_limits.deep_sq_depth;
+    }
+    return m_limits.shallow_sq_depth;
+}
+
 void peer_table::add_qp(peer &p, uint32_t qpn)
 {
+    if (p.m_qps.empty()) {
+        p.m_sq_depth   = sq_depth_for(p);
+        p.m_deep_place = !p.loopback && m_deep_held < m_limits.deep_peers;
+        m_deep_held += p.m_deep_place ? 1 : 0;
+    }
     p.m_qps.push_back(qpn);
     m_by_qpn[qpn] = p.index;
     std::erase(m_removed, qpn); /* a number the device reused */
@@ -108,13 +124,26 @@ bool peer_table::remove_qp(peer &p, uint32_t qpn)
     }
     std::erase(p.m_lanes, qpn);
     m_removed.push_back(qpn); /* still routed: m_by_qpn */
+    if (p.m_qps.empty()) {
+        forget_depth(p);
+    }
     return true;
+}
+
+void peer_table::forget_depth(peer &p)
+{
+    m_deep_held -= p.m_deep_place ? 1 : 0;
+    p.m_deep_place = false;
+    p.m_sq_depth   = 0;
 }
 
 std::vector<uint32_t> peer_table::remove_all_qps(peer &p)
 {
     std::vector<uint32_t> qps = std::exchange(p.m_qps, {});
     p.m_lanes.clear();
+    if (!qps.empty()) {
+        forget_depth(p);
+    }
     m_removed.insert(m_removed.end(), qps.begin(), qps.end());
     return qps;
 }

@@ -32,7 +32,16 @@
  *   - a QP routes to the peer that made it, from add_qp until the first
  *     empty CQ after its removal (a receive that landed before the QP was
  *     destroyed may still wait in the CQ, and its data is a client's);
- *   - place_request answers busy while max_half_open peers are half-open.
+ *   - place_request answers busy while max_half_open peers are half-open;
+ *   - at most deep_peers peers other than the node's own hold deep QPs.
+ *
+ * Send depths: a QP's send queue is device memory (rxe: 68 KiB at 127
+ * WRs, 12 KiB at 15), and at 10,000 peers 40,000 deep QPs would take
+ * 5 GiB a node. A peer's QPs are made deep (deep_sq_depth) while fewer
+ * than deep_peers other peers hold deep ones, else shallow
+ * (shallow_sq_depth); the node's own are always deep. Its depth is
+ * recorded at its first QP and kept until its last QP is removed, which
+ * gives the deep place back.
  *
  * Events -> what happens (a: an address, p: a peer, q: a QPN, c: a
  * client index):
@@ -47,11 +56,17 @@
  *                     replaced, its old address forgotten (recycled + 1);
  *                     the new one confirmed if it is the node's own
  *   add_qp(p, q)      q is p's, and routes to p (a number the device
- *                     reused stops waiting for the empty CQ)
+ *                     reused stops waiting for the empty CQ); p's first
+ *                     QP: p's depth is sq_depth_for(p), a deep place
+ *                     taken if deep and not the node's own
+ *   sq_depth_for(p)   p has QPs -> its depth; the node's own, or fewer
+ *                     than deep_peers others deep -> deep_sq_depth; else
+ *                     -> shallow_sq_depth
  *   set_lanes(p, qs)  lane i is qs[i]; a q not p's -> refused, no lanes
  *   remove_qp(p, q)   q not p's -> refused, nothing changes (never another
  *                     peer's QP); else out of p's QPs and lanes, still
- *                     routed until cq_empty
+ *                     routed until cq_empty; p's last: its depth is
+ *                     forgotten, a deep place given back
  *   remove_all_qps(p) every QP of p removed, as remove_qp; returned
  *   cq_empty()        the removed QPs stop routing
  *   confirm(p)        p confirmed
@@ -85,6 +100,14 @@
 
 namespace rvt::agent {
 
+/* peer_table::limits' defaults ("Send depths"; rvtd's --deep-peers and
+ * --shallow-sq-depth): a job of up to 1,024 nodes has every peer deep;
+ * a shallow QP's 15 WRs are one rxe queue page (12 KiB with its
+ * overhead, docs/performance.md), and its peer still has K x 15 in
+ * flight. */
+inline constexpr uint32_t default_deep_peers       = 1024;
+inline constexpr uint32_t default_shallow_sq_depth = 15;
+
 class peer_table {
 public:
     /* whether the lanes hold nothing of peer `index` (lanes::holds_nothing) */
@@ -93,6 +116,10 @@ public:
     struct limits {
         uint32_t max_peers; /* records, the node's own included */
         uint32_t max_half_open; /* place_request's bound */
+        /* peers besides the node's own whose QPs are deep ("Send depths") */
+        uint32_t deep_peers       = default_deep_peers;
+        uint32_t deep_sq_depth    = 1; /* send WRs of a deep QP */
+        uint32_t shallow_sq_depth = 1; /* and of a shallow one */
     };
 
     struct traffic { /* what went through a peer's QPs */
@@ -134,6 +161,11 @@ public:
         {
             return m_confirmed;
         }
+        /* send WRs each of its QPs holds; 0 while it has none */
+        uint32_t sq_depth() const
+        {
+            return m_sq_depth;
+        }
         /* the client indices that resolved it */
         const std::bitset<512> &users() const
         {
@@ -145,7 +177,9 @@ public:
         std::vector<uint32_t> m_qps;
         std::vector<uint32_t> m_lanes;
         std::bitset<512> m_users;
-        bool m_confirmed = false;
+        uint32_t m_sq_depth = 0;
+        bool m_deep_place   = false; /* counted in m_deep_held */
+        bool m_confirmed    = false;
     };
 
     enum class place_kind {
@@ -169,6 +203,8 @@ public:
     peer &add(placement where, const wire::agent_address &a, bool loopback,
               std::unique_ptr<peer_connection> conn);
 
+    /* the depth p's next QP is made with ("Send depths") */
+    uint32_t sq_depth_for(const peer &p) const;
     void add_qp(peer &p, uint32_t qpn);
     bool set_lanes(peer &p, std::span<const uint32_t> qpns);
     bool remove_qp(peer &p, uint32_t qpn);
@@ -228,6 +264,15 @@ public:
     {
         return m_recycled;
     }
+    /* peers besides the node's own holding a deep place */
+    uint32_t deep_held() const
+    {
+        return m_deep_held;
+    }
+    const limits &bounds() const
+    {
+        return m_limits;
+    }
 
 private:
     using address_key = std::pair<gid_bytes, uint32_t>; /* GID, UD QPN */
@@ -247,7 +292,11 @@ private:
     /* QP -> peer, the removed included until cq_empty */
     std::unordered_map<uint32_t, uint32_t> m_by_qpn;
     std::vector<uint32_t> m_removed; /* still routed */
-    uint64_t m_recycled = 0;
+    uint64_t m_recycled  = 0;
+    uint32_t m_deep_held = 0;
+
+    /* p's last QP went: its depth forgotten, a deep place given back */
+    void forget_depth(peer &p);
 };
 
 } // namespace rvt::agent
