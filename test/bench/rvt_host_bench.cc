@@ -277,13 +277,17 @@ struct agent_mode {
         }
     };
     if (mode.sleeps) {
-        agent::serve_loop_owner owner;
-        owner.status = [&e](bool human) { return e.status(human); };
-        owner.stop   = [&](clock_type::time_point, bool, bool) {
+        agent::serve_loop loop(e, srv, mode.cpu);
+        for (;;) {
+            const agent::serve_loop::turn t = loop.next();
+            for (const auto &r : t.status_requests) {
+                loop.answer(r.ticket, e.status(r.human));
+            }
             each_pass();
-            return g_stop != 0;
-        };
-        agent::serve_loop(e, srv, mode.cpu, owner);
+            if (g_stop) {
+                break;
+            }
+        }
     }
     agent::serve_pacer pacer; /* as rvtd's busy loop serves its socket */
     while (!g_stop) {

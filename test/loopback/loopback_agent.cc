@@ -6,7 +6,6 @@
 #include "test/loopback/loopback_agent.h"
 
 #include "uct/ib/rvt/agent/serve/assemble.h"
-#include "uct/ib/rvt/agent/serve/serve_loop.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,8 +20,10 @@ void loopback_agent::pump(std::chrono::steady_clock::time_point now)
 
 void loopback_agent::serve_clients()
 {
-    agent::serve_clients(*engine, *server,
-                         [this](bool human) { return engine->status(human); });
+    /* what the engine leaves to its owner: the status requests */
+    for (const attach_event &ev : engine->serve_clients(0)) {
+        server->answer_status(ev.ticket, engine->status(ev.human));
+    }
 }
 
 result<loopback_agent>

@@ -16,7 +16,6 @@
 #include "test/gtest/unit/prometheus_parse.h"
 #include "test/loopback/loopback_agent.h"
 
-#include "uct/ib/rvt/agent/serve/serve_loop.h"
 #include "uct/ib/rvt/agent/serve/status_header.h"
 #include "uct/ib/rvt/common/attach_wire.h"
 #include "uct/ib/rvt/common/status_json.h"
@@ -103,9 +102,10 @@ struct child_agent {
             _exit(0); /* the test closed it */
         }
         a.engine->progress(std::chrono::steady_clock::now());
-        agent::serve_clients(*a.engine, *a.server, [&](bool human) {
-            return agent::agent_status(h, *a.engine, human);
-        });
+        for (const agent::attach_event &ev : a.engine->serve_clients(0)) {
+            a.server->answer_status(ev.ticket, agent::agent_status(h, *a.engine,
+                                                                   ev.human));
+        }
     }
 }
 

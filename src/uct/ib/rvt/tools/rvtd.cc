@@ -333,25 +333,26 @@ int serve_until_done(const rvtd_config &cfg, const agent_parts &a)
     cpu.realtime                    = run_at(cfg.priority);
     auto idle_since                 = clock::now();
     bool lingered                   = false;
-    agent::serve_loop_owner owner;
-    owner.status = [&](bool human) {
-        return status_text(a.loc, a.d, a.agent_id, a.srv, a.e, human);
-    };
-    owner.stop = [&](clock::time_point now, bool at_idle_pass, bool idle) {
+    agent::serve_loop loop(a.e, a.srv, cpu);
+    for (;;) {
+        const agent::serve_loop::turn t = loop.next();
+        for (const auto &r : t.status_requests) {
+            loop.answer(r.ticket, status_text(a.loc, a.d, a.agent_id, a.srv,
+                                              a.e, r.human));
+        }
         if (g_stop) {
-            return true;
+            break;
         }
-        if (!at_idle_pass) {
-            return false;
+        if (!t.idle_pass) {
+            continue;
         }
-        if (!idle) {
-            idle_since = now;
-        } else if (cfg.linger.count() > 0 && now - idle_since >= cfg.linger) {
+        if (!t.idle) {
+            idle_since = t.now;
+        } else if (cfg.linger.count() > 0 && t.now - idle_since >= cfg.linger) {
             lingered = true;
+            break;
         }
-        return lingered;
-    };
-    agent::serve_loop(a.e, a.srv, cpu, owner);
+    }
     log_line(lingered ? "no clients for " + std::to_string(cfg.linger.count()) +
                                 " s: exiting" :
                         "stopped by a signal");
