@@ -349,91 +349,80 @@ TEST_F(engine_fixture, keepalives_serve_no_client_and_a_message_serves_both)
     EXPECT_TRUE(b_served) << "giving the message to its client";
 }
 
-/* An answered keepalive moves the peer's next one to the interval after
- * the answer: the engine, which asks its peers only when the earliest
- * timer may be due, must hear of that earlier time, or an idle peer is
- * asked every keepalive_timeout instead of every keepalive_interval (and
- * a dead one is found that much later). */
-TEST_F(engine_fixture,
-       an_answered_keepalive_brings_the_next_one_after_the_interval)
-{
-    agent_options o;
-    o.engine.peers.keepalive_interval = 10ms;
-    o.engine.peers.keepalive_timeout  = 1000ms;
-    agent_node &a                     = add_agent(o);
-    agent_node &b                     = add_agent(o);
-    test_client &c                    = attach(a);
-    attach(b);
-    peer(c, b);
-    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
-            << a.status();
+/* Two agents a and b, connected and idle, their keepalives after 10 ms
+ * of silence (1,000 ms to answer); then keepalives_in_a_second() runs a
+ * second on their clock, a pass each millisecond, and counts the
+ * keepalives both sent. */
+class idle_pair : public engine_fixture {
+protected:
+    agent_node *a = nullptr;
+    agent_node *b = nullptr;
 
-    const auto keepalives = [&] {
+    void connect(agent_options o)
+    {
+        o.engine.peers.keepalive_interval = 10ms;
+        o.engine.peers.keepalive_timeout  = 1000ms;
+        a                                 = &add_agent(o);
+        b                                 = &add_agent(o);
+        test_client &c                    = attach(*a);
+        attach(*b);
+        peer(c, *b);
+        ASSERT_TRUE(run_until([&] { return a->qps_to(*b).size() == 4; }))
+                << a->status();
+    }
+    uint64_t keepalives() const
+    {
         uint64_t n = 0;
-        for (agent_node *x : {&a, &b}) {
+        for (agent_node *x : {a, b}) {
             const auto status = x->engine->status_json();
             for (const auto &p : status["peers"]) {
                 n += p["keepalives"].get<uint64_t>();
             }
         }
         return n;
-    };
-    const uint64_t before = keepalives();
-    /* a second on the agents' clock, a pass each millisecond: a
-     * keepalive is due after 10 ms of silence and is answered at once,
-     * so each agent sends one about every 10 ms (every 1,000 ms if the
-     * engine does not hear that the answer moved the timer) */
-    auto t = std::chrono::steady_clock::now();
-    for (int pass = 0; pass < 1000; ++pass) {
-        t += 1ms;
-        a.engine->progress(t);
-        b.engine->progress(t);
     }
-    EXPECT_GE(keepalives() - before, 20u)
-            << "keepalives came keepalive_timeout apart: " << a.status();
+    uint64_t keepalives_in_a_second()
+    {
+        const uint64_t before = keepalives();
+        auto t                = std::chrono::steady_clock::now();
+        for (int pass = 0; pass < 1000; ++pass) {
+            t += 1ms;
+            a->engine->progress(t);
+            b->engine->progress(t);
+        }
+        return keepalives() - before;
+    }
+};
+
+/* An answered keepalive moves the peer's next one to the interval after
+ * the answer: the engine, which asks its peers only when the earliest
+ * timer may be due, must hear of that earlier time, or an idle peer is
+ * asked every keepalive_timeout instead of every keepalive_interval (and
+ * a dead one is found that much later). A keepalive is answered at
+ * once, so each agent sends one about every 10 ms (every 1,000 ms if
+ * the engine does not hear that the answer moved the timer). */
+TEST_F(idle_pair, an_answered_keepalive_brings_the_next_one_after_the_interval)
+{
+    connect({});
+    EXPECT_GE(keepalives_in_a_second(), 20u)
+            << "keepalives came keepalive_timeout apart: " << a->status();
 }
 
 /* engine_config::keepalive_rate: with more peers than the rate covers at
  * keepalive_interval, an idle peer's keepalive comes every peers / rate
  * seconds. Here a's 2 peers (b and its own node) at a rate of 20 a
- * second: every 100 ms instead of every 10 ms. */
-TEST_F(engine_fixture, keepalives_slow_down_past_the_keepalive_rate)
+ * second: every 100 ms instead of every 10 ms, about 10 a second from
+ * each agent (100 or more at 10 ms). */
+TEST_F(idle_pair, keepalives_slow_down_past_the_keepalive_rate)
 {
     agent_options o;
-    o.engine.peers.keepalive_interval = 10ms;
-    o.engine.peers.keepalive_timeout  = 1000ms;
-    o.engine.keepalive_rate           = 20;
-    agent_node &a                     = add_agent(o);
-    agent_node &b                     = add_agent(o);
-    test_client &c                    = attach(a);
-    attach(b);
-    peer(c, b);
-    ASSERT_TRUE(run_until([&] { return a.qps_to(b).size() == 4; }))
-            << a.status();
-    EXPECT_EQ(json_number(a.status(), "keepalive_ms"), 100u);
-
-    const auto keepalives = [&] {
-        uint64_t n = 0;
-        for (agent_node *x : {&a, &b}) {
-            const auto status = x->engine->status_json();
-            for (const auto &p : status["peers"]) {
-                n += p["keepalives"].get<uint64_t>();
-            }
-        }
-        return n;
-    };
-    const uint64_t before = keepalives();
-    auto t                = std::chrono::steady_clock::now();
-    for (int pass = 0; pass < 1000; ++pass) {
-        t += 1ms;
-        a.engine->progress(t);
-        b.engine->progress(t);
-    }
-    /* about 10 a second from each (100 or more at 10 ms) */
-    const uint64_t sent = keepalives() - before;
-    EXPECT_GE(sent, 5u) << a.status();
+    o.engine.keepalive_rate = 20;
+    connect(o);
+    EXPECT_EQ(json_number(a->status(), "keepalive_ms"), 100u);
+    const uint64_t sent = keepalives_in_a_second();
+    EXPECT_GE(sent, 5u) << a->status();
     EXPECT_LE(sent, 30u) << "keepalives came keepalive_interval apart: "
-                         << a.status();
+                         << a->status();
 }
 
 } // namespace
