@@ -108,6 +108,15 @@ namespace {
  * heard (agent/engine/departure_barrier.h): from then on their senders'
  * work for this address fails unposted, even a put into the memory the
  * MD still has registered. */
+/* A retirement the agent did not confirm: said once, for both ways. */
+void warn_not_retired(const iface &i, uint32_t client, const std::string &why)
+{
+    ucs_warn("rvt %s: interface %p (client %u) closes, and its address may "
+             "still reach it: %s",
+             i.owner_md->port.device.c_str(), static_cast<const void *>(&i),
+             client, why.c_str());
+}
+
 void end_data_path(iface &i)
 {
     if (i.own_session) {
@@ -116,10 +125,7 @@ void end_data_path(iface &i)
         }
         if (auto retired = i.own_session->retire_address(leave_wait);
             !retired) {
-            ucs_warn("rvt %s: interface %p (client %u) closes, and its "
-                     "address may still reach it: %s",
-                     i.owner_md->port.device.c_str(), static_cast<void *>(&i),
-                     i.own_session->client_index(), retired.error().c_str());
+            warn_not_retired(i, i.own_session->client_index(), retired.error());
         }
         if (!i.own_session->leave(leave_wait)) {
             ucs_warn("rvt %s: the agent did not let interface %p's "
@@ -136,10 +142,7 @@ void end_data_path(iface &i)
               i.ops.in_flight());
     auto retired = i.link->retire_data_path(&i);
     if (!retired && !i.agent_lost) {
-        ucs_warn("rvt %s: interface %p (client %u) closes, and its address "
-                 "may still reach it: %s",
-                 i.owner_md->port.device.c_str(), static_cast<void *>(&i),
-                 i.session->client_index(), retired.error().c_str());
+        warn_not_retired(i, i.session->client_index(), retired.error());
     }
 }
 
