@@ -12,15 +12,19 @@
 #   rc_verbs, ud_verbs   the RC and UD QPs UCX creates, from its own debug
 #                line (ib_iface.c, "created RC QP ... TX wr:N sge:N inl:N
 #                ... RX wr:N") during a ucx_perftest pair
-#   rvt          the agent's RC QP (--sq-depth, 2 SGEs, --inline-size, on
-#                its SRQ), from rvtd --help's defaults
+#   rvt          the agent's deep RC QP (--sq-depth, 2 SGEs, --inline-size,
+#                on its SRQ), from rvtd --help's defaults: the first
+#                --deep-peers remote nodes' QPs and the node's own
+#   rvt_shallow  the agent's shallow RC QP (--shallow-sq-depth, otherwise
+#                the same): every further remote node's
 #   registered   the bytes each process has registered with the device
 #                while it runs (`rdma -j resource show mr`, the largest
 #                sample): a rc_verbs process (UCX_TLS=rc_verbs,
 #                ud_verbs:aux: its receive and send buffers), a UCX_TLS=
 #                ud_verbs process, and the agent with one client attached
-#   config       what the counts scale with: rvtd's --num-qps, and UCX's
-#                RC and UD receive queue lengths and segment sizes
+#   config       what the counts scale with: rvtd's --num-qps and
+#                --deep-peers, and UCX's RC and UD receive queue lengths
+#                and segment sizes
 #
 # Exits 1 if a measurement failed.
 # Usage: qp-table-guest.sh BUILD_DIR
@@ -76,10 +80,26 @@ if [ -z "${rc_wr:-}" ] || [ -z "${ud_wr:-}" ]; then
     finish qptable
 fi
 
-# the agent's defaults, as rvtd --help states them
-default_of() { "$rvtd" --help | sed -n "/--$1=/,/default/ s/.*(default: \([0-9]*\)).*/\1/p" | head -1; }
+# the agent's defaults, as rvtd --help states them: the "(default: N)" in
+# the option's paragraph (from its line "  --NAME=" to the next option's),
+# which may break across its lines
+default_of() {
+    "$rvtd" --help | awk -v opt="--$1=" '
+        /^  --[a-z]/ { on = index($1, opt) == 1 }
+        on { text = text " " $0 }
+        END {
+            gsub(/[ \t]+/, " ", text)
+            if (match(text, /\(default: [0-9]+\)/)) {
+                n = substr(text, RSTART, RLENGTH); gsub(/[^0-9]/, "", n); print n
+            }
+        }'
+}
 k=$(default_of num-qps) sq=$(default_of sq-depth) inl=$(default_of inline-size)
+shallow=$(default_of shallow-sq-depth) deep_peers=$(default_of deep-peers)
 srq=$(default_of srq-size) am=$(default_of am-size)
+for v in k sq inl shallow deep_peers srq am; do
+    [ -n "${!v}" ] || { fail "rvtd --help states no default for $v"; finish qptable; }
+done
 
 # the agent with one client attached: a ucx_perftest pair over rvt, and
 # node 1's agent's registrations meanwhile
@@ -99,7 +119,8 @@ reg[rvtd]=$(cat "$out.reg")
 if ! on 1 bash -c "$probe \$RXE_DEV 64 \
     rc_verbs:rc:$rc_wr:$rc_sge:$rc_inl:0:1 \
     ud_verbs:ud:$ud_wr:$ud_sge:$ud_inl:$ud_rwr:$ud_rsge \
-    rvt:rc:$sq:2:$inl:0:1 rvt_srq:srq:$srq:1" >"$work/probe.json" 2>&1; then
+    rvt:rc:$sq:2:$inl:0:1 rvt_shallow:rc:$shallow:2:$inl:0:1 \
+    rvt_srq:srq:$srq:1" >"$work/probe.json" 2>&1; then
     fail "qp_cost_probe: $(head -3 "$work/probe.json")"
     finish qptable
 fi
@@ -109,7 +130,8 @@ echo "--- measurement"
 jq -n --slurpfile probe "$work/probe.json" \
     --argjson reg_rc "${reg[rc_verbs]}" --argjson reg_ud "${reg[ud_verbs]}" \
     --argjson reg_rvtd "${reg[rvtd]}" \
-    --argjson k "$k" --argjson srq "$srq" --argjson am "$am" \
+    --argjson k "$k" --argjson deep_peers "$deep_peers" \
+    --argjson srq "$srq" --argjson am "$am" \
     --arg rc_rx "$(ucx_value UCX_RC_VERBS_RX_QUEUE_LEN)" \
     --arg rc_seg "$(ucx_value UCX_RC_VERBS_SEG_SIZE)" \
     --arg ud_rx "$(ucx_value UCX_UD_VERBS_RX_QUEUE_LEN)" \
@@ -118,9 +140,10 @@ jq -n --slurpfile probe "$work/probe.json" \
     '{kernel: $kernel, probe: $probe[0],
       registered: {rc_verbs_process: $reg_rc, ud_verbs_process: $reg_ud,
                    rvt_agent: $reg_rvtd},
-      config: {num_qps: $k, srq_size: $srq, am_size: $am,
+      config: {num_qps: $k, deep_peers: $deep_peers, srq_size: $srq,
+               am_size: $am,
                rc_rx_queue_len: $rc_rx, rc_seg_size: $rc_seg,
                ud_rx_queue_len: $ud_rx, ud_seg_size: $ud_seg}}'
 echo "--- end"
-pass "measured: RC QP (UCX) wr $rc_wr inline $rc_inl, UD QP wr $ud_wr recv $ud_rwr, the agent's RC QP wr $sq inline $inl"
+pass "measured: RC QP (UCX) wr $rc_wr inline $rc_inl, UD QP wr $ud_wr recv $ud_rwr, the agent's RC QP wr $sq (shallow $shallow, past $deep_peers remote nodes) inline $inl"
 finish qptable

@@ -4,7 +4,9 @@
 # measurement whose rows are known, on malformed input (a clear error, no
 # table), and against docs/performance.md (its table is the one the recorded
 # measurement test/testbed/qp-table.rxe.json prints, not typed by hand), and
-# the README's rows against it.
+# the README's rows against it. The agent's QPs past deep_peers remote nodes
+# are shallow, and a measurement from before that (no rvt_shallow, no
+# deep_peers) still reads as every QP deep.
 set -u
 top=${abs_top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 tool=$top/test/testbed/qp_table.py
@@ -15,7 +17,8 @@ pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failed=1; }
 
 # q_rc 1 KiB, q_ud 2 KiB (mapped; rss smaller), q_rvt 1 MiB (rss larger
-# than mapped), q_srq 1 MiB, r_rc 10 KiB, r_ud 4 KiB, r_agent 8 KiB, K 4, max_qp 100000
+# than mapped), q_srq 1 MiB, q_rvt_shallow 64 KiB (mapped; rss smaller),
+# r_rc 10 KiB, r_ud 4 KiB, r_agent 8 KiB, K 4, deep_peers 100, max_qp 100000
 cat >"$work/m.json" <<'JSON'
 {"kernel": "test", "probe": {"device": "fake0", "count": 8,
   "limits": {"max_qp": 100000},
@@ -23,18 +26,26 @@ cat >"$work/m.json" <<'JSON'
     {"name": "rc_verbs", "mapped_bytes": 1024, "rss_bytes": 0},
     {"name": "ud_verbs", "mapped_bytes": 2048, "rss_bytes": 1000},
     {"name": "rvt", "mapped_bytes": 4096, "rss_bytes": 1048576},
-    {"name": "rvt_srq", "mapped_bytes": 1048576, "rss_bytes": 0}]},
+    {"name": "rvt_srq", "mapped_bytes": 1048576, "rss_bytes": 0},
+    {"name": "rvt_shallow", "mapped_bytes": 65536, "rss_bytes": 4096,
+     "granted": {"wr": 15}}]},
  "registered": {"rc_verbs_process": 10240, "ud_verbs_process": 4096,
                 "rvt_agent": 8192},
- "config": {"num_qps": 4, "srq_size": 1024, "am_size": 8192}}
+ "config": {"num_qps": 4, "deep_peers": 100, "srq_size": 1024,
+            "am_size": 8192}}
 JSON
 "$tool" "$work/m.json" >"$work/out" 2>&1 || fail "exit $? on a good measurement"
 # row N=16, P=32: rc_verbs 32*32*15 = 15,360 QPs, 15360 KiB + 32 x 12 KiB
 # = 15.375 MiB; rvt 4*16 = 64 QPs, 65 MiB + 10 KiB; the hybrid adds 32 x
-# 6 KiB. Row N=128, P=32: 130,048 QPs, over the device's 100,000.
+# 6 KiB. Row N=128, P=32: 130,048 QPs, over the device's 100,000; rvt's
+# 512 are 4 x 101 deep (the own node and 100 remote ones: 404 MiB) and
+# 4 x 27 shallow (6.75 MiB), 411.76 MiB with q_srq, q_ud and r_agent
+# (411.95 MiB with the hybrid's 32 x 6 KiB). Row N=10,000, P=256: 4 x 101
+# deep and 4 x 9,899 shallow, 404 + 2,474.75 + 1 MiB + 10 KiB (+ 256 x 6
+# KiB): 2,880 and 2,881 MiB, where every QP deep would be 39 GiB.
 for row in '| 16 | 32 | 15,360, 15 MiB | 64, 65 MiB | 64, 65 MiB |' \
-    '| 128 | 32 | 130,048 (!), 127 MiB | 512, 513 MiB | 512, 513 MiB |' \
-    '| 10,000 | 256 | 655,294,464 (!), 625 GiB | 40,000, 39 GiB | 40,000, 39 GiB |'; do
+    '| 128 | 32 | 130,048 (!), 127 MiB | 512, 412 MiB | 512, 412 MiB |' \
+    '| 10,000 | 256 | 655,294,464 (!), 625 GiB | 40,000, 2,881 MiB | 40,000, 2,880 MiB |'; do
     if grep -qxF "$row" "$work/out"; then
         pass "row ${row:0:14}"
     else
@@ -46,6 +57,27 @@ if grep -q 'more RC QPs than this device allows (100,000)' "$work/out"; then
     pass "rows over max_qp are marked"
 else
     fail "no max_qp note"
+fi
+if grep -qxF -- '- q_rvt_shallow = 64 KiB: one of its shallow RC QPs (15 send WRs)' "$work/out" &&
+    grep -qF 'K x (min(N - 1, D) + 1) x q_rvt + K x max(0, N - 1 - D) x q_rvt_shallow' "$work/out" &&
+    grep -qF 'D = 100 remote nodes with deep QPs' "$work/out"; then
+    pass "the shallow QP's figure and formula are printed"
+else
+    fail "no q_rvt_shallow line, or no formula with it; got:"
+    grep -E '^- (q_rvt|rvt:)' "$work/out"
+fi
+
+# a measurement from before the shallow QPs (no rvt_shallow object, no
+# deep_peers): every QP deep, so at N=10,000 40,000 x 1 MiB = 39 GiB
+jq 'del(.probe.objects[4]) | del(.config.deep_peers)' "$work/m.json" >"$work/old.json"
+"$tool" "$work/old.json" >"$work/old" 2>&1 || fail "exit $? on a measurement without rvt_shallow"
+if grep -qxF '| 128 | 32 | 130,048 (!), 127 MiB | 512, 513 MiB | 512, 513 MiB |' "$work/old" &&
+    grep -qxF '| 10,000 | 256 | 655,294,464 (!), 625 GiB | 40,000, 39 GiB | 40,000, 39 GiB |' "$work/old" &&
+    grep -qF 'every QP deep' "$work/old" && ! grep -q q_rvt_shallow "$work/old"; then
+    pass "a measurement without rvt_shallow: every QP deep, as before"
+else
+    fail "a measurement without rvt_shallow: expected every QP deep; got:"
+    grep -E '^(- q_rvt|\| 1(28|0,000) \| (32|256) \|)' "$work/old"
 fi
 
 # three boots: each figure the median of the three, whichever boot it
@@ -79,6 +111,8 @@ refused() {
 }
 refused none "an empty list of boots" '[]'
 refused bad "a measurement without objects" '{"probe": {}}'
+refused half "deep_peers without an rvt_shallow object" \
+    "$(jq -c 'del(.probe.objects[4])' "$work/m.json")"
 
 # docs/performance.md's table: between its qp-table markers, exactly what the
 # recorded measurement prints
