@@ -448,10 +448,10 @@ if [ "$tier" = full ]; then
     last=(hub_sim)
     # two lanes of about the same length (the log gives each suite's time)
     lanes_a=(runner integration traffic soak select mpi ucx116_select
-        ucx118_select uct_conformance site_jobs ucx116_ucp ucx118_ucp)
+        uct_conformance site_jobs)
     lanes_b=(selftest site chaos ucx122_plugin ucx122_select
         ucx122_integration ucx116_traffic ucx118_traffic flood perftest
-        ucp_conformance)
+        ucp_conformance ucx118_select ucx116_ucp ucx118_ucp)
 else
     # the gate: full's suites less soak, chaos, perftest, UCX 1.22's
     # selection and integration, and the testbed suites of UCX 1.16 and

@@ -126,8 +126,16 @@ largejob_run() {
             ${largejob_pin:+bash -c 'exec taskset -c $(((RVT_NODE - 1) % $(nproc))) "$0" "$@"'} \
             "$bin" "${args[@]}" >"$out" 2>&1
         rc=$?
+        # Open MPI's mpirun has once (UD alone, rvt not loaded) died of
+        # SIGPIPE (141) at its teardown after every rank had verified and
+        # ended: the job's figures stand, and the line says so
+        local after=""
+        if [ $rc = 141 ] && grep -q '^OK: rvt_mpi_' "$out"; then
+            after="; then mpirun died of SIGPIPE at its teardown, exit 141"
+            rc=0
+        fi
         if [ $rc = 0 ] && grep -q '^OK: rvt_mpi_' "$out"; then
-            pass "large job, round $round, $setting: $prog, $np ranks, verified ($((SECONDS - t0)) s)"
+            pass "large job, round $round, $setting: $prog, $np ranks, verified ($((SECONDS - t0)) s$after)"
         else
             indent "$label $prog" <"$out" | tail -20
             fail "large job, round $round, $setting: $prog: mpirun exit $rc after $((SECONDS - t0)) s"
