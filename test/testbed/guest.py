@@ -206,3 +206,77 @@ def make_var(build, name):
             if m:
                 return m.group(1)
     return None
+
+
+# ---- added for site_jobs_guest.py
+
+def run(args, timeout, **kw):
+    """ARGS run to their end, as subprocess.run (its keywords pass
+    through), in a session of their own: after TIMEOUT seconds the whole
+    process group is killed, not the first process alone (an `on` leaves
+    its nsenter'd program behind otherwise), and the result has status 124
+    as timeout(1) gives"""
+    p = subprocess.Popen(args, start_new_session=True, **kw)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(p)
+        out, err = p.communicate()
+        return subprocess.CompletedProcess(args, 124, out, err)
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
+
+
+def kill_group(popen, sig=9):
+    """signal SIG (default SIGKILL) to the process group POPEN leads (one
+    started with start_new_session=True, as run does)"""
+    try:
+        os.killpg(popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def json_verdict(text, judge):
+    """lib.sh's json_verdict: JUDGE makes (ok, text) of the JSON in TEXT, a
+    check's verdict and the figures it judged, from one function. Returns
+    (False, None) when TEXT is empty or not JSON, or JUDGE finds a field
+    missing or of another type (where jq's filter would have failed)"""
+    if not text or not text.strip():
+        return False, None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return False, None
+    try:
+        ok, what = judge(data)
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError):
+        return False, None
+    return bool(ok), what
+
+
+def jq_text(value):
+    """VALUE as jq's string interpolation (and -r) writes it: strings raw,
+    null, true and false as words, the rest as JSON"""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
+
+
+def await_(guard, ready, ended=lambda: False, poll=0.5):
+    """verdicts.sh's await: wait for an event rather than for a time. Calls
+    READY every POLL seconds until it returns true (status 0), or until
+    ENDED returns true first, saying the event can no longer come (status
+    1), or, a hang guard rather than a time the event must beat, GUARD
+    seconds have passed (status 2). Returns (status, whole seconds
+    waited)."""
+    start = time.monotonic()
+    while True:
+        if ready():
+            rc = 0
+        elif ended():
+            rc = 1
+        elif time.monotonic() - start >= guard:
+            rc = 2
+        else:
+            time.sleep(poll)
+            continue
+        return rc, int(time.monotonic() - start)
