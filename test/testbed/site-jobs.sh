@@ -9,7 +9,7 @@
 #     into a throwaway root BUILD_DIR/deb/root, the installed programs,
 #     pages and module;
 #  2. one testbed boot of 2 nodes, a real Slurm cluster running Open MPI
-#     jobs with the files installed in that root (site-jobs-guest.sh says
+#     jobs with the files installed in that root (site_jobs_guest.py says
 #     what it checks).
 # Needs Debian's slurmctld, slurmd, slurm-client, munge, dpkg-dev,
 # debhelper and lintian on the host (contrib/setup-deps.sh installs them;
@@ -44,6 +44,6 @@ mpi_build mpicxx test/mpi/rvt_mpi_check.cc "$build/test/mpi/rvt_mpi_check" || ex
 mpi_build oshcxx test/shmem/rvt_shmem_check.cc "$build/test/shmem/rvt_shmem_check" || exit 1
 t=$SECONDS
 contrib/testbed/testbed run -n 2 -t 900 \
-    "test/testbed/site-jobs-guest.sh ${build#"$top"/} ${root#"$top"/}" || rc=1
+    "test/testbed/site_jobs_guest.py ${build#"$top"/} ${root#"$top"/}" || rc=1
 echo "site jobs: $((SECONDS - t)) s of testbed time, boot included; $((SECONDS - started)) s in all"
 exit $rc

@@ -190,7 +190,7 @@ fails "rss_within: 5000 KiB more, over 4096" "5000 KiB" rss_within 20000 25000 4
 fails "rss_within: not read at the baseline" "at the baseline" rss_within '?' 21000 4096
 fails "rss_within: not read either time" "at the baseline nor now" rss_within '?' '?' 4096
 
-# ---- site-jobs-guest.sh ----------------------------------------------------
+# ---- waiting for an event ------------------------------------------------
 echo "await: an event, not a time"
 # shellcheck disable=SC2034 # await reads it
 await_poll=0.01

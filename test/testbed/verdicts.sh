@@ -296,7 +296,8 @@ rss_within() {
     [ "$now" -le $((base + bound)) ]
 }
 
-# ---- site-jobs-guest.sh --------------------------------------------------
+# ---- waiting for an event -------------------------------------------------
+# (site_jobs_guest.py waits with its Python twin, guest.py's await_)
 
 # await GUARD READY [ENDED]: wait for an event rather than for a time:
 # run the command READY every await_poll seconds (default 0.5) until it
