@@ -21,6 +21,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -280,3 +281,90 @@ def await_(guard, ready, ended=lambda: False, poll=0.5):
             time.sleep(poll)
             continue
         return rc, int(time.monotonic() - start)
+# ---- added for chaos_guest.py
+
+
+
+
+def agent_sample(node, agents):
+    """node NODE's agent (testbed device rxeNODE) as a tuple of strings
+    (rss_kib, fds, mrs, qps, cqs, attached): its resident memory and open
+    fds (/proc), its device's MRs, QPs and CQs (`rdma resource`:
+    everything in the agent's PD, its clients' MRs included) and its
+    clients, as AGENTS (an Agents) reads them; "?" for what cannot be
+    read (lib.sh's agent_sample)"""
+    pids = agent_pids(node)
+    rss = fds = "?"
+    if pids:
+        try:
+            with open(f"/proc/{pids[0]}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss = line.split()[1]
+        except OSError:
+            pass
+        try:
+            fds = str(len(os.listdir(f"/proc/{pids[0]}/fd")))
+        except OSError:
+            pass
+    # "1: rxe1: pd 3 cq 5 qp 9 cm_id 0 mr 12 ctx 0 srq 1", read for 20 s
+    # at most, and never waited for beyond: a device stuck in the kernel
+    # can hold rdma in a sleep no signal ends (so no subprocess.run,
+    # whose timeout waits for the process it kills)
+    res = ("?", "?", "?")
+    with tempfile.TemporaryFile(mode="w+") as out:
+        p = subprocess.Popen(["rdma", "resource", "show"], stdout=out,
+                             stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 20
+        while p.poll() is None and time.monotonic() < end:
+            time.sleep(0.1)
+        if p.poll() is None:
+            p.kill()
+        else:
+            out.seek(0)
+            for line in out:
+                w = line.split()
+                if len(w) >= 2 and w[1] == f"rxe{node}:":
+                    v = {w[i]: w[i + 1] for i in range(2, len(w) - 1, 2)}
+                    res = tuple(v.get(k, "0") for k in ("mr", "qp", "cq"))
+    s = agents.json(node)
+    attached = str(len(s["clients"])) if s is not None else "?"
+    return (rss, fds, *res, attached)
+
+
+def resources_back(base, now):
+    """verdicts.sh's resources_back: an agent's (fds, mrs, qps, cqs) at its
+    baseline (BASE) and NOW, as agent_sample reads them ("?" for one it
+    could not read). Returns (ok, text): ok when every figure was read
+    both times and NOW is BASE (a figure not read fails, naming it and
+    where it is read from); text is "BASE -> NOW", or what could not be
+    read."""
+    names = ("fds (/proc/PID/fd)", "MRs (rdma resource show)",
+             "QPs (rdma resource show)", "CQs (rdma resource show)")
+    unread = []
+    for i, name in enumerate(names):
+        if not (i < len(base) and str(base[i]).isdigit()):
+            unread.append(f"the baseline's {name}")
+        if not (i < len(now) and str(now[i]).isdigit()):
+            unread.append(f"{name} now")
+    b, n = " ".join(map(str, base)), " ".join(map(str, now))
+    if unread:
+        return False, f"could not read {', '.join(unread)} ({b} -> {n})"
+    return [int(x) for x in base] == [int(x) for x in now], f"{b} -> {n}"
+
+
+def rss_within(base, now, bound):
+    """verdicts.sh's rss_within: an agent's resident memory NOW (KiB) at
+    most BOUND KiB above its baseline's (BASE), both read ("?" fails,
+    naming it). Returns (ok, text): "BASE -> NOW KiB, GROWTH KiB", or
+    what could not be read."""
+    unread = []
+    if not str(base).isdigit():
+        unread.append("at the baseline")
+    if not str(now).isdigit():
+        unread.append("now")
+    if unread:
+        return False, ("could not read its resident memory (/proc/PID/status) "
+                       f"{' nor '.join(unread)} ({base} -> {now} KiB)")
+    return (int(now) <= int(base) + bound,
+            f"{base} -> {now} KiB, {int(now) - int(base)} KiB")
