@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The chaos run in a 3-node testbed boot
 # (docs/reliability.md, "Chaos: processes killed, links cut, processes stopped";
-# chaos-guest.sh says what runs and what is checked): traffic processes,
+# chaos_guest.py says what runs and what is checked): traffic processes,
 # then MPI jobs, while a driver kills processes, takes links down and
 # stops processes at random; every arrival verified, nothing lost,
 # nothing hung, and the agents back to their baseline afterwards. Exits
@@ -60,7 +60,7 @@ mpi_secs=$((minutes * 15))
 echo "chaos: seed $seed (replay: test/testbed/chaos.sh --minutes $minutes --seed $seed --qp-timeout $qp_timeout $build)"
 started=$SECONDS
 contrib/testbed/testbed run -n 3 -t $((minutes * 60 + 1200)) \
-    "test/testbed/chaos-guest.sh $build $traffic_secs $mpi_secs $seed $qp_timeout"
+    "test/testbed/chaos_guest.py $build $traffic_secs $mpi_secs $seed $qp_timeout"
 rc=$?
 echo "chaos suite: $((SECONDS - started)) s of testbed time, boot included (seed $seed)"
 exit $rc
