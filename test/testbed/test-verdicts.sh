@@ -172,7 +172,7 @@ lists rvt.skipped
 fails "uct_group_verdict: no rvt case ran" "no rvt test ran" \
     uct_group_verdict 0 0 0 "${verdict_args[@]}"
 
-# ---- chaos-guest.sh, soak-guest.sh -----------------------------------------
+# ---- soak-guest.sh (chaos_guest.py: guest.py's copies) -------------------
 echo "resources_back, rss_within: an agent against its baseline"
 passes "resources_back: fds, MRs, QPs and CQs as at the baseline" \
     resources_back "14 12 14 9" "14 12 14 9"

@@ -254,7 +254,9 @@ uct_group_verdict() {
     echo "every case the reference passed passes, or is an allowed skip"
 }
 
-# ---- chaos-guest.sh, soak-guest.sh: an agent against its baseline ---------
+# ---- soak-guest.sh: an agent against its baseline --------------------------
+# (chaos_guest.py judges by the same rules in Python: guest.py's
+# resources_back and rss_within, which keep these texts)
 
 # resources_back BASE NOW: an agent's "fds mrs qps cqs" at its baseline
 # (BASE) and now (NOW), as lib.sh's agent_sample reads them: "?" for one

@@ -189,7 +189,7 @@ void runner::check_fins(ending &e)
     }
 }
 
-/* The summary line ("CHAOS ...", for chaos-guest.sh), and what failed. */
+/* The summary line ("CHAOS ...", for chaos_guest.py), and what failed. */
 int runner::summary(const ending &e) const
 {
     std::printf("CHAOS id=%u inc=%u index=%u pid=%d %s gone_notices=%llu "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The chaos client's run (rvt_chaos_client.cc; test/testbed/chaos-guest.sh):
+ * The chaos client's run (rvt_chaos_client.cc; test/testbed/chaos_guest.py):
  * its options, what it keeps of every other client, and the runner.
  */
 #ifndef RVT_TEST_CHAOS_RUNNER_H
@@ -82,7 +82,7 @@ struct options : traffic::job_options {
  * than any stop the driver makes: an earlier timeout would leave its
  * answer on the socket for the next request). A progress line every 5 s,
  * then one summary line, "CHAOS id=.. inc=.. ops_ok=.. ..." (key=value,
- * for chaos-guest.sh).
+ * for chaos_guest.py).
  */
 
 /* Another client as a destination of ours. */

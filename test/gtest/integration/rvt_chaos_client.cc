@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * One client process of the chaos run (test/testbed/chaos-guest.sh), where
+ * One client process of the chaos run (test/testbed/chaos_guest.py), where
  * peers are killed and restarted, links go down and processes are stopped
  * at random. It attaches to its node's rvtd through the client library,
  * publishes its card, and sends rounds to every other client until

@@ -2,7 +2,7 @@
 /*
  * What the testbed's traffic programs share: the traffic client
  * (rvt_traffic_client.cc: traffic-guest.sh, soak-guest.sh) and the chaos
- * client (rvt_chaos_client.cc: chaos-guest.sh). Each is one client process
+ * client (rvt_chaos_client.cc: chaos_guest.py). Each is one client process
  * attached to its node's rvtd through the client library; the clients of a
  * job find each other by the cards they publish in a shared directory.
  *
