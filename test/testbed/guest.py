@@ -21,8 +21,8 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 
 
@@ -282,8 +282,6 @@ def await_(guard, ready, ended=lambda: False, poll=0.5):
             continue
         return rc, int(time.monotonic() - start)
 # ---- added for chaos_guest.py
-
-
 
 
 def agent_sample(node, agents):
