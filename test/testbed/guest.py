@@ -366,3 +366,254 @@ def rss_within(base, now, bound):
                        f"{' nor '.join(unread)} ({base} -> {now} KiB)")
     return (int(now) <= int(base) + bound,
             f"{base} -> {now} KiB, {int(now) - int(base)} KiB")
+# ---- added for perf_guest.py
+
+def awk_num(text):
+    """TEXT as awk reads a number (its leading numeric part; 0 if none):
+    figures such as "12.3 us" or "?" compare and divide as awk's did"""
+    m = re.match(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", text or "")
+    return float(m.group(0)) if m else 0.0
+
+
+class PerfSetup:
+    """What a ucx_perftest suite in the guest shares (lib.sh's
+    perf_guest_setup): the rvtd, rvt_status, module (libuct_rvt.so) and
+    dev_alias paths; a job key of its own (so a leftover agent of another
+    suite is never reused); `work`, a directory all nodes see (each has its
+    own /tmp), removed by cleanup() after the background programs are
+    stopped."""
+
+    def __init__(self, suite, build):
+        import tempfile
+        self.build = build
+        self.rvtd = f"{build}/src/uct/ib/rvt/tools/rvtd"
+        self.rvt_status = f"{build}/src/uct/ib/rvt/tools/rvt-status"
+        self.module = f"{os.getcwd()}/{build}/src/uct/ib/rvt/uct/.libs/libuct_rvt.so"
+        self.dev_alias = f"{os.getcwd()}/{build}/test/testbed/perftest_dev_alias.so"
+        os.environ["RVT_JOB_KEY"] = f"{suite}.{os.getpid()}"
+        self.work = tempfile.mkdtemp(prefix=f"{suite}.", dir=f"{os.getcwd()}/{build}")
+        self.agents = Agents(self.rvt_status)
+        self.bg = []
+
+    def start(self, node, args, log, append=False):
+        """ARGS started on node NODE in the background, its output into
+        LOG (appended to with APPEND); stopped by cleanup() if still
+        running then"""
+        with open(log, "a" if append else "w") as f:
+            p = on_bg(node, args, stdout=f, stderr=subprocess.STDOUT)
+        self.bg.append(p)
+        return p
+
+    def cleanup(self):
+        """each background program stopped (TERM to the `on` wrapper's
+        child, the timeout in front of the program, which passes it on)
+        and waited for; then `work` removed"""
+        import shutil
+        for p in self.bg:
+            if p.poll() is None:
+                if stop(p) is None:
+                    stop(p, "KILL")
+                    p.kill()
+                    p.wait()
+        self.bg = []
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+# no process may hang a run: every ucx_perftest gets this long
+T_PROC = int(os.environ.get("T_PROC", "120"))
+# the ucx_perftest to run (another UCX's: its bin/ucx_perftest)
+UCX_PERFTEST = os.environ.get("UCX_PERFTEST", "ucx_perftest")
+
+
+def run_logged(node, args, log, timeout):
+    """ARGS on node NODE, stdout and stderr into the file LOG, waited for
+    up to TIMEOUT seconds (then stopped; ARGS should carry a timeout of
+    their own, this one is the last resort); its exit status (124 after
+    the last resort)"""
+    with open(log, "w") as f:
+        p = on_bg(node, args, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if stop(p) is None:
+            stop(p, "KILL")
+            p.kill()
+            p.wait()
+        return 124
+
+
+def perf_pair(out, server, client, senv, cenv, args, port, cpus=(),
+              server_args=()):
+    """one ucx_perftest server on node SERVER (environment words SENV,
+    TCP port PORT) and its client on node CLIENT (CENV, ARGS); outputs in
+    OUT.server and OUT.client; CPUS, words in front of each ucx_perftest
+    (such as taskset -c 0). Returns (ok, seconds): ok only if both ended
+    well and neither printed a UCX error (an error on either side fails
+    the run, figure or not)."""
+    t0 = time.monotonic()
+    with open(f"{out}.server", "w") as f:
+        srv = on_bg(server, ["env", *senv, *cpus, "timeout", str(T_PROC), UCX_PERFTEST,
+                             "-p", str(port), *server_args],
+                    stdout=f, stderr=subprocess.STDOUT)
+    try:
+        with open(f"{out}.client", "w") as f:
+            waited = subprocess.run(["wait-port", str(port), "60"], stdout=f,
+                                    stderr=subprocess.STDOUT, timeout=90)
+        if waited.returncode != 0:
+            stop(srv)
+            return False, int(time.monotonic() - t0)
+        rc = run_logged(client, ["env", *cenv, *cpus, "timeout", str(T_PROC), UCX_PERFTEST,
+                                 f"node{server}", "-p", str(port), *args],
+                        f"{out}.client", T_PROC + 30)
+        # a client that failed before its test may leave the server waiting
+        if rc != 0:
+            stop(srv, wait=0)
+        try:
+            src = srv.wait(timeout=T_PROC + 30)
+        except subprocess.TimeoutExpired:
+            src = stop(srv, "KILL")
+    finally:
+        if srv.poll() is None:
+            stop(srv, "KILL")
+            srv.kill()
+            srv.wait()
+    secs = int(time.monotonic() - t0)
+    for side in ("client", "server"):
+        with open(f"{out}.{side}", errors="replace") as f:
+            if "UCX  ERROR" in f.read():
+                return False, secs
+    return rc == 0 and src == 0, secs
+
+
+def figure(out, kind):
+    """the client's (OUT.client) final line as one figure: the median
+    latency (KIND lat, half a round trip), "12.3 us", or the overall
+    bandwidth, "4.56 MB/s"; None when it has no final line"""
+    found = []
+    try:
+        with open(f"{out}.client", errors="replace") as f:
+            for line in f:
+                if line.startswith("Final:"):
+                    w = line.split()
+                    get = (lambda i: w[i - 1] if len(w) >= i else "")
+                    found.append(f"{awk_num(get(3)):.1f} us" if kind == "lat"
+                                 else f"{awk_num(get(7)):.2f} MB/s")
+    except OSError:
+        return None
+    return "".join(found) or None
+
+
+def error_text(out):
+    """what went wrong in a pair's run, in at most 3 lines from both sides
+    (OUT.client, OUT.server), one line with a blank after each"""
+    pat = re.compile(r"ERROR|[Ee]rror|failed|Cannot|not supported|larger|smaller"
+                     r"|nothing listens|Terminated")
+    lines = []
+    for side in ("client", "server"):
+        try:
+            with open(f"{out}.{side}", errors="replace") as f:
+                lines += [line.rstrip("\n") for line in f if pat.search(line)]
+        except OSError:
+            pass
+    lines = [re.sub(r"^\[[^]]*\] *\[[^]]*\] *", "", line) for line in lines[:3]]
+    return "".join(f"{line} " for line in lines)
+
+
+def _proc_stat(pid):
+    """the fields of /proc/PID/stat after its command (field 3 on), or None"""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def cpu_ticks():
+    """the CPU time used so far, in clock ticks: [all, busy, system,
+    softirq, agent1, agent1_system, agent2, agent2_system], the guest's
+    every vCPU's, idle or not, and busy (/proc/stat), and each node's
+    rvtd's (its utime and stime). For cpu_report."""
+    ticks = {1: 0, 2: 0}
+    sys_ticks = {1: 0, 2: 0}
+    for n in (1, 2):
+        for p in agent_pids(n):
+            st = _proc_stat(p)
+            if st is None:
+                continue
+            ticks[n] += int(st[11]) + int(st[12])
+            sys_ticks[n] += int(st[12])
+    with open("/proc/stat") as f:
+        for line in f:
+            w = line.split()
+            if w[0] == "cpu":
+                v = [int(x) for x in w[1:]]
+                busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+                return [sum(v), busy, v[2], v[6], ticks[1], sys_ticks[1],
+                        ticks[2], sys_ticks[2]]
+    return [0] * 8
+
+
+def cpu_report(before, after, mb):
+    """what the CPUs did between two cpu_ticks while MB megabytes moved,
+    one line: the seconds that passed, the guest's busy CPU seconds, each
+    agent's CPU seconds and its share of one vCPU, and (when agent 1
+    worked) the megabytes per CPU-second of node 1's agent, the senders'
+    (rxe does a send's packet work in the ibv_post_send of the process
+    that posts): what it could carry with a vCPU to itself"""
+    hz = os.sysconf("SC_CLK_TCK")
+    ncpu = len(os.sched_getaffinity(0))  # nproc's count
+    d = [(a - b) / hz for a, b in zip(after, before)]
+    wall = d[0] / ncpu
+    text = (f"{wall:.1f} s on {ncpu} vCPUs: busy {d[1]:.1f} CPU-s (system {d[2]:.1f},"
+            f" softirq {d[3]:.1f}); agent 1 {d[4]:.2f} CPU-s"
+            f" ({100 * d[4] / wall if wall > 0 else 0:.0f}% of a vCPU), agent 2"
+            f" {d[6]:.2f} CPU-s ({100 * d[6] / wall if wall > 0 else 0:.0f}%)")
+    if d[4] >= 0.1:
+        text += f"; {mb / d[4]:.0f} MB per CPU-second of agent 1"
+    return text
+
+
+def agent_sched():
+    """how the kernel scheduled both nodes' agents so far: [oncpu_ns,
+    waited_ns, slices, sleeps, preempted], the time they ran and the time
+    they were runnable but waited for a CPU, the times they were given one
+    (/proc/PID/schedstat), the times they slept and the times they were
+    taken off a CPU with work to do (voluntary and
+    nonvoluntary_ctxt_switches, /proc/PID/status). For sched_report."""
+    s = [0, 0, 0, 0, 0]
+    for n in (1, 2):
+        for p in agent_pids(n):
+            try:
+                with open(f"/proc/{p}/schedstat") as f:
+                    run, wait, slices = (int(x) for x in f.read().split()[:3])
+                with open(f"/proc/{p}/status") as f:
+                    status = f.read()
+            except (OSError, ValueError):
+                continue
+            s[0] += run
+            s[1] += wait
+            s[2] += slices
+            for i, key in ((3, "voluntary_ctxt_switches"), (4, "nonvoluntary_ctxt_switches")):
+                m = re.search(rf"^{key}:\s*(\d+)", status, re.M)
+                s[i] += int(m.group(1)) if m else 0
+    return s
+
+
+def sched_report(before, after, secs):
+    """what the agents' scheduling cost between two agent_sched over a run
+    of SECS seconds, one line"""
+    d = [a - b for a, b in zip(after, before)]
+    share = 100 * d[1] / 1e9 / secs if secs > 0 else 0
+    mean = d[1] / d[2] / 1e3 if d[2] > 0 else 0
+    return (f"agents on a vCPU {d[0] / 1e6:.0f} ms, runnable and waiting for one"
+            f" {d[1] / 1e6:.0f} ms ({share:.0f}% of the run), given one {int(d[2])} times"
+            f" (mean wait {mean:.0f} us), slept {int(d[3])} times, preempted {int(d[4])} times")
+
+
+def counters_delta(before, after):
+    """two Agents.counters' difference (after less before), or None when
+    either is None (the agent did not answer)"""
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before[k] for k in after}
