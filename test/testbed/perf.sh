@@ -3,16 +3,16 @@
 # rvt beside rc_verbs in one 2-node testbed boot: the ratio table
 # (latency, bandwidth, 4 pairs at once), each ratio beside the project's
 # speed target for it (docs/performance.md, "On the testbed"), and the
-# per-hop trace of an 8-byte active message (perf-guest.sh says what
+# per-hop trace of an 8-byte active message (perf_guest.py says what
 # runs); every figure also in BUILD_DIR/perf-results/figures.csv, drawn
 # there as SVG pictures (test/testbed/plot.py); exits with the guest
 # script's status, 1 when a run failed or a picture could not be drawn.
 # Usage: [RVT_SWEEP_ENV="KEY=VALUE ..."] test/testbed/perf.sh [BUILD_DIR [stripe|kernels|sweep|largejob|brief]]
 # (default: build; stripe, kernels, sweep, largejob: only that section,
-# largejob in full (RVT_LARGEJOB_* in largejob-section.sh: other settings,
+# largejob in full (RVT_LARGEJOB_* in perf_guest.py's LargeJob: other settings,
 # sizes, rounds, a previous build); brief: all but the pollers, mid-size
 # and rendezvous sections, the large job briefly, as CI runs it;
-# perf-guest.sh says what each runs)
+# perf_guest.py says what each runs)
 set -u -o pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=test/testbed/lib.sh
@@ -23,7 +23,7 @@ only=${2:-}
 perf_prerequisites "$build" || exit 1
 started=$SECONDS
 # RVT_SWEEP_ENV (KEY=VALUE words, no quotes): the sweep's fourth column,
-# the recommended setting with them (perf-guest.sh)
+# the recommended setting with them (perf_guest.py)
 sweep_env=${RVT_SWEEP_ENV:+RVT_SWEEP_ENV=\"$RVT_SWEEP_ENV\" }
 # the large job's investigation settings pass into the guest
 largejob_env=""
@@ -34,7 +34,7 @@ for v in RVT_LARGEJOB_SETTINGS RVT_LARGEJOB_SIZES RVT_LARGEJOB_A2A_SIZES \
 done
 timeout=2400
 [ "$only" = largejob ] && timeout=7200
-contrib/testbed/testbed run -n 2 -t "$timeout" "${sweep_env}${largejob_env}test/testbed/perf-guest.sh $build $only"
+contrib/testbed/testbed run -n 2 -t "$timeout" "${sweep_env}${largejob_env}test/testbed/perf_guest.py $build $only"
 rc=$?
 echo "perf suite: $((SECONDS - started)) s of testbed time, boot included"
 # the guest kept every figure in $build/perf-results/figures.csv: say
