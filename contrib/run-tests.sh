@@ -127,7 +127,7 @@ add_leg perftest "perftest (testbed)" \
 add_leg select "transport selection (testbed)" \
     "UCX_TLS unset: UCP keeps rc_verbs for a small job and takes ud_verbs and rvt for a large one (testbed)" \
     test/testbed/select.sh build
-# brief: the hour (perf-guest.sh: the pollers and rendezvous sections,
+# brief: the hour (perf_guest.py: the pollers and rendezvous sections,
 # whose findings docs/performance.md states, run in the full suite only)
 add_leg perf "perf (testbed)" \
     "performance: rvt / rc_verbs ratios and the per-hop trace (testbed)" \

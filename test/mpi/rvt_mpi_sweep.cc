@@ -2,7 +2,7 @@
 /*
  * Latency, bandwidth and alltoall by message size, as OSU's benchmarks
  * measure them, in one launch: the "large job as UCP sees it" section of
- * the perf suite (test/testbed/largejob-section.sh) runs it under mpirun
+ * the perf suite (test/testbed/perf_guest.py's LargeJob) runs it under mpirun
  * once per transport setting and round, and compares the figures; this
  * program only measures, prints and verifies.
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""The large-job section's table (largejob-section.sh): reads its raw
+"""The large-job section's table (perf_guest.py's LargeJob): reads its raw
 lines "ROUND SETTING TEST SIZE VALUE" (SETTING as NAME@E, E the estimated
 endpoints or - for rc_verbs' own setting) and prints, per test and size,
 each setting's median over the rounds, the rounds' spread [min-max], and

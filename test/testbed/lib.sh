@@ -524,7 +524,7 @@ mpi_options() {
         --mca pml_ucx_devices any
         --mca btl self --mca mpi_yield_when_idle 1
         -x UCX_RVT_START_AGENT=n -x RVT_JOB_KEY -x UCX_WARN_UNUSED_ENV_VARS=n)
-    # mpi_tls=unset: UCX_TLS not set, UCP chooses (largejob-section.sh)
+    # mpi_tls=unset: UCX_TLS not set, UCP chooses (a suite's choice)
     [ "${mpi_tls:-}" = unset ] || mpirun_opts+=(-x UCX_TLS="${mpi_tls:-rvt,sm,self}")
     mpirun_opts+=("$@")
 }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Two builds of rvt in one 2-node testbed boot, alternating, on the case of
 # the perf suite that the boot's scheduling moves most: 4 pairs of UCT
-# put_bw zcopy at once (perf-guest.sh's "4 processes per node"), with the
+# put_bw zcopy at once (perf_guest.py's "4 processes per node"), with the
 # agents asleep between messages as on a full node. Each round runs build
 # A's agents and module, then B's (the next round B first), then rc_verbs;
 # a boot-to-boot spread of 30% in that case hides what one boot per build

@@ -62,7 +62,7 @@ else
 fi
 
 # ---- the large job's tables: what each raw file's figures print ------------
-# (test/testbed/largejob-section.sh's runs, docs/plots/largejob*.raw)
+# (the runs of test/testbed/perf_guest.py's LargeJob, docs/plots/largejob*.raw)
 for raw in "$plots"/largejob*.raw; do
     if python3 "$top/test/testbed/largejob_table.py" "$raw" \
         >"$work/largejob" 2>&1 &&
