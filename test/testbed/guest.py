@@ -617,3 +617,18 @@ def counters_delta(before, after):
     if before is None or after is None:
         return None
     return {k: after[k] - before[k] for k in after}
+
+
+def wait_agent(agents, node, secs=10):
+    """True once node NODE's agent answers AGENTS' rvt-status, as lib.sh's
+    wait_agent: SECS * 10 tries 0.1 s apart, however long each asking
+    takes. Under TCG on a loaded host one asking (an `on`, an
+    rvt-status) can take a second, and an agent restarted right after
+    another stopped took longer than SECS of the clock to answer: a wait
+    bounded by the clock failed there (\"the agents do not answer\") where
+    the shell's tries did not."""
+    for _ in range(secs * 10):
+        if agents.json(node) is not None:
+            return True
+        time.sleep(0.1)
+    return False

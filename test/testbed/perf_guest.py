@@ -322,7 +322,7 @@ class Perf:
             self.s.start(n, ["bash", "-c", f"exec timeout 3000 {self.s.rvtd} --device=$RXE_DEV"
                                            f" --linger=0 {opts}"], f"{self.work}/rvtd.{n}.log")
         for n in (1, 2):
-            if not self.s.agents.wait(n):
+            if not guest.wait_agent(self.s.agents, n):
                 self.g.fail(f"rvtd on node {n} does not answer")
                 return False
         return True
@@ -675,7 +675,7 @@ class Perf:
                                            f" --device=$RXE_DEV --linger=0 {opts}"],
                          f"{log}.{n}.log", append=True)
         agents = guest.Agents(f"{os.path.dirname(rvtd)}/rvt-status")
-        return all(agents.wait(n) for n in (1, 2))
+        return all(guest.wait_agent(agents, n) for n in (1, 2))
 
     def mpirun(self, opts, np, prog, args, out, timeout, wrap=()):
         """mpirun of PROG (ARGS) with NP ranks, NP/2 on each node, from node
