@@ -136,10 +136,16 @@ class Agents:
         except json.JSONDecodeError:
             return None
 
+    # The waits count tries, SECS * 10 of them 0.1 s apart, as lib.sh's
+    # do, however long each asking takes: under TCG on a loaded host one
+    # (an `on`, an rvt-status) can take a second, and an agent restarted
+    # right after another stopped took longer than SECS of the clock to
+    # answer; a wait bounded by the clock failed there ("the agents do not
+    # answer") where the shell's tries did not.
+
     def wait(self, node, secs=10):
-        """True once node NODE's agent answers, False after SECS seconds"""
-        end = time.monotonic() + secs
-        while time.monotonic() < end:
+        """True once node NODE's agent answers, False after SECS * 10 tries"""
+        for _ in range(secs * 10):
             if self.json(node) is not None:
                 return True
             time.sleep(0.1)
@@ -149,8 +155,7 @@ class Agents:
         """True once node NODE's agent has finished with the clients that
         left: none attached, and the MRs of those that left without
         releasing them deregistered (lib.sh's agent_settle says why)"""
-        end = time.monotonic() + secs
-        while time.monotonic() < end:
+        for _ in range(secs * 10):
             s = self.json(node)
             if s is not None and not s["clients"] \
                     and s["data_path"]["gone_waiting"] == 0 \
@@ -209,7 +214,8 @@ def make_var(build, name):
     return None
 
 
-# ---- added for site_jobs_guest.py
+# ---- commands run to their end, and verdicts read from JSON
+
 
 def run(args, timeout, **kw):
     """ARGS run to their end, as subprocess.run (its keywords pass
@@ -281,7 +287,9 @@ def await_(guard, ready, ended=lambda: False, poll=0.5):
             time.sleep(poll)
             continue
         return rc, int(time.monotonic() - start)
-# ---- added for chaos_guest.py
+
+
+# ---- an agent's resources, and whether they came back to a baseline
 
 
 def agent_sample(node, agents):
@@ -366,7 +374,10 @@ def rss_within(base, now, bound):
                        f"{' nor '.join(unread)} ({base} -> {now} KiB)")
     return (int(now) <= int(base) + bound,
             f"{base} -> {now} KiB, {int(now) - int(base)} KiB")
-# ---- added for perf_guest.py
+
+
+# ---- ucx_perftest pairs, their figures, and what the CPUs did
+
 
 def awk_num(text):
     """TEXT as awk reads a number (its leading numeric part; 0 if none):
@@ -617,18 +628,3 @@ def counters_delta(before, after):
     if before is None or after is None:
         return None
     return {k: after[k] - before[k] for k in after}
-
-
-def wait_agent(agents, node, secs=10):
-    """True once node NODE's agent answers AGENTS' rvt-status, as lib.sh's
-    wait_agent: SECS * 10 tries 0.1 s apart, however long each asking
-    takes. Under TCG on a loaded host one asking (an `on`, an
-    rvt-status) can take a second, and an agent restarted right after
-    another stopped took longer than SECS of the clock to answer: a wait
-    bounded by the clock failed there (\"the agents do not answer\") where
-    the shell's tries did not."""
-    for _ in range(secs * 10):
-        if agents.json(node) is not None:
-            return True
-        time.sleep(0.1)
-    return False

@@ -322,7 +322,7 @@ class Perf:
             self.s.start(n, ["bash", "-c", f"exec timeout 3000 {self.s.rvtd} --device=$RXE_DEV"
                                            f" --linger=0 {opts}"], f"{self.work}/rvtd.{n}.log")
         for n in (1, 2):
-            if not guest.wait_agent(self.s.agents, n):
+            if not self.s.agents.wait(n):
                 self.g.fail(f"rvtd on node {n} does not answer")
                 return False
         return True
@@ -675,7 +675,7 @@ class Perf:
                                            f" --device=$RXE_DEV --linger=0 {opts}"],
                          f"{log}.{n}.log", append=True)
         agents = guest.Agents(f"{os.path.dirname(rvtd)}/rvt-status")
-        return all(guest.wait_agent(agents, n) for n in (1, 2))
+        return all(agents.wait(n) for n in (1, 2))
 
     def mpirun(self, opts, np, prog, args, out, timeout, wrap=()):
         """mpirun of PROG (ARGS) with NP ranks, NP/2 on each node, from node
@@ -924,9 +924,16 @@ class LargeJob:
             rc = p.mpirun(opts, np, binary, args, out, 900, wrap)
             with open(out, errors="replace") as f:
                 text = f.read()
-            if rc == 0 and re.search(r"^OK: rvt_mpi_", text, re.M):
+            verified = re.search(r"^OK: rvt_mpi_", text, re.M) is not None
+            # Open MPI's mpirun has once (UD alone, rvt not loaded) died of
+            # SIGPIPE (141) at its teardown after every rank had verified
+            # and ended: the job's figures stand, and the line says so
+            after = ""
+            if rc == 141 and verified:
+                after, rc = "; then mpirun died of SIGPIPE at its teardown, exit 141", 0
+            if rc == 0 and verified:
                 p.g.pass_(f"large job, round {rnd}, {setting}: {prog}, {np} ranks, verified"
-                          f" ({secs_since(t0)} s)")
+                          f" ({secs_since(t0)} s{after})")
             else:
                 lines = guest.indent(f"{label} {prog}", text).splitlines()
                 for line in lines[-20:]:
