@@ -20,6 +20,7 @@ host's python3 (Debian 12's)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -395,7 +396,6 @@ class PerfSetup:
     stopped."""
 
     def __init__(self, suite, build):
-        import tempfile
         self.build = build
         self.rvtd = f"{build}/src/uct/ib/rvt/tools/rvtd"
         self.rvt_status = f"{build}/src/uct/ib/rvt/tools/rvt-status"
@@ -419,7 +419,6 @@ class PerfSetup:
         """each background program stopped (TERM to the `on` wrapper's
         child, the timeout in front of the program, which passes it on)
         and waited for; then `work` removed"""
-        import shutil
         for p in self.bg:
             if p.poll() is None:
                 if stop(p) is None:
