@@ -63,7 +63,13 @@ perftest() { # perftest TOOL ARGS...: server on node2, client on node1
     local rc=$?
     wait $spid
     echo "$out" | sed -n '/#bytes/,/^---/p' | grep -v '^---' | sed "s/^/  $tool: /"
-    check "$tool node1 -> node2 $*" test $rc = 0
+    if [ $rc != 0 ]; then
+        # what perftest said when it failed (a completion's error status,
+        # a connection it could not make), both sides
+        echo "$out" | grep -v '^ *[0-9#-]' | tail -6 | sed "s/^/  $tool client: /"
+        grep -v '^ *[0-9#-]' /tmp/perf-server.out | tail -6 | sed "s/^/  $tool server: /"
+    fi
+    check "$tool node1 -> node2 $* (exit $rc)" test $rc = 0
 }
 perftest ib_write_bw -s 65536 -n 500 --report_gbits
 perftest ib_write_lat -s 8 -n 1000
