@@ -94,6 +94,14 @@ def stop(popen, sig="TERM", wait=10):
         return None
 
 
+def kill(popen):
+    """the program an on_bg started, and its `on`, killed (SIGKILL) and
+    waited for: what is left to do when stop() did not end it"""
+    stop(popen, "KILL")
+    popen.kill()
+    popen.wait()
+
+
 def indent(label, text):
     """TEXT's lines, each under "  LABEL| " (lib.sh's indent)"""
     return "".join(f"  {label}| {line}\n" for line in text.splitlines())
@@ -422,9 +430,7 @@ class PerfSetup:
         for p in self.bg:
             if p.poll() is None:
                 if stop(p) is None:
-                    stop(p, "KILL")
-                    p.kill()
-                    p.wait()
+                    kill(p)
         self.bg = []
         shutil.rmtree(self.work, ignore_errors=True)
 
@@ -446,9 +452,7 @@ def run_logged(node, args, log, timeout):
         return p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         if stop(p) is None:
-            stop(p, "KILL")
-            p.kill()
-            p.wait()
+            kill(p)
         return 124
 
 
@@ -484,9 +488,7 @@ def perf_pair(out, server, client, senv, cenv, args, port, cpus=(),
             src = stop(srv, "KILL")
     finally:
         if srv.poll() is None:
-            stop(srv, "KILL")
-            srv.kill()
-            srv.wait()
+            kill(srv)
     secs = int(time.monotonic() - t0)
     for side in ("client", "server"):
         with open(f"{out}.{side}", errors="replace") as f:
