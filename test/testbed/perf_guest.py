@@ -921,7 +921,11 @@ class LargeJob:
                 wrap = ["bash", "-c",
                         'exec taskset -c $(((RVT_NODE - 1) % $(nproc))) "$0" "$@"']
             t0 = time.monotonic()
+            sched0 = guest.agent_sched() if load else None
             rc = p.mpirun(opts, np, binary, args, out, 900, wrap)
+            # what the agents cost the ranks' shared vCPUs meanwhile
+            sched = (f"; {guest.sched_report(sched0, guest.agent_sched(), secs_since(t0))}"
+                     if load else "")
             with open(out, errors="replace") as f:
                 text = f.read()
             verified = re.search(r"^OK: rvt_mpi_", text, re.M) is not None
@@ -933,7 +937,7 @@ class LargeJob:
                 after, rc = "; then mpirun died of SIGPIPE at its teardown, exit 141", 0
             if rc == 0 and verified:
                 p.g.pass_(f"large job, round {rnd}, {setting}: {prog}, {np} ranks, verified"
-                          f" ({secs_since(t0)} s{after})")
+                          f" ({secs_since(t0)} s{after}{sched})")
             else:
                 lines = guest.indent(f"{label} {prog}", text).splitlines()
                 for line in lines[-20:]:
